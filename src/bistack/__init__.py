@@ -1,0 +1,1 @@
+"""bistack: bidirectional and stacked recurrent models for NLP."""

@@ -1,0 +1,219 @@
+"""Linear-chain conditional random field with scheme constraints.
+
+Lafferty et al. 2001; as a tagging head over a BiLSTM, Huang et al. 2015 and Lample et al. 2016.
+Transitions are indexed ``[from, to]``. Constraints from :func:`bistack.schemes.allowed_transitions`
+are applied in the normaliser as well as in decoding, so training puts no probability mass on
+paths that decoding can never emit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+from bistack.masking import check_mask
+from bistack.schemes import AllowedTransitions
+
+# Score given to a forbidden move: finite, so a forbidden gold path yields a large loss rather
+# than inf/NaN, yet exp(IMPOSSIBLE) underflows to exactly 0 in float32.
+IMPOSSIBLE = -1e4
+
+Reduction = Literal["mean", "sum", "none", "token_mean"]
+
+
+@dataclass(frozen=True)
+class CRFDecoding:
+    """Viterbi output, the same type whatever ``top_k``.
+
+    tags: ``(batch_size, top_k, seq_len)`` long, 0 at padding; scores: ``(batch_size, top_k)``
+    path scores, best first; lengths: ``(batch_size,)``.
+    """
+
+    tags: Tensor
+    scores: Tensor
+    lengths: Tensor
+
+    @property
+    def best(self) -> Tensor:
+        """The best path per sequence: ``(batch_size, seq_len)``."""
+        return self.tags[:, 0]
+
+    def to_lists(self, rank: int = 0) -> list[list[int]]:
+        """The ``rank``-th best path of each sequence, cut to its length."""
+        return [
+            row[:length].tolist()
+            for row, length in zip(self.tags[:, rank], self.lengths.tolist(), strict=True)
+        ]
+
+
+class CRF(nn.Module):
+    """A linear-chain CRF over ``num_tags`` tags.
+
+    ``allowed`` (optional) forbids transitions, starts and ends; the masks are buffers, so they
+    move with the module and are saved with it, and are never trained.
+    """
+
+    def __init__(self, num_tags: int, allowed: AllowedTransitions | None = None) -> None:
+        super().__init__()
+        if num_tags < 1:
+            raise ValueError(f"invalid number of tags: {num_tags}")
+        self.num_tags = num_tags
+        self.transitions = nn.Parameter(torch.empty(num_tags, num_tags))  # [from, to]
+        self.start_transitions = nn.Parameter(torch.empty(num_tags))
+        self.end_transitions = nn.Parameter(torch.empty(num_tags))
+        nn.init.uniform_(self.transitions, -0.1, 0.1)
+        nn.init.uniform_(self.start_transitions, -0.1, 0.1)
+        nn.init.uniform_(self.end_transitions, -0.1, 0.1)
+        transitions_ok = torch.ones(num_tags, num_tags, dtype=torch.bool)
+        start_ok = torch.ones(num_tags, dtype=torch.bool)
+        end_ok = torch.ones(num_tags, dtype=torch.bool)
+        if allowed is not None:
+            transitions_ok = torch.tensor(allowed.transitions, dtype=torch.bool)
+            start_ok = torch.tensor(allowed.start, dtype=torch.bool)
+            end_ok = torch.tensor(allowed.end, dtype=torch.bool)
+            if transitions_ok.shape != (num_tags, num_tags) or start_ok.shape != (num_tags,):
+                raise ValueError(
+                    f"allowed transitions are for {start_ok.numel()} tags, CRF has {num_tags}"
+                )
+        self.register_buffer("transitions_ok", transitions_ok)
+        self.register_buffer("start_ok", start_ok)
+        self.register_buffer("end_ok", end_ok)
+
+    def nll(
+        self,
+        emissions: Tensor,
+        tags: Tensor,
+        mask: Tensor | None = None,
+        reduction: Reduction = "mean",
+    ) -> Tensor:
+        """Negative log-likelihood of ``tags`` given ``emissions``: a loss to minimise.
+
+        emissions: ``(batch_size, seq_len, num_tags)``; tags: ``(batch_size, seq_len)`` long,
+        any value (e.g. -100) at padding; mask: ``(batch_size, seq_len)`` bool, True at real
+        tokens, right-padded (default: all real). ``reduction``: ``mean`` over sequences,
+        ``sum``, ``none`` (per sequence) or ``token_mean`` (sum divided by real tokens).
+        """
+        mask = self._check(emissions, mask)
+        if tags.shape != emissions.shape[:2]:
+            raise ValueError(
+                f"tags shape {tuple(tags.shape)} does not match emissions "
+                f"{tuple(emissions.shape[:2])}"
+            )
+        tags = tags.masked_fill(~mask, 0)
+        real = tags[mask]
+        if real.numel() and (int(real.min()) < 0 or int(real.max()) >= self.num_tags):
+            raise ValueError(f"tags must be in [0, {self.num_tags}) at real positions")
+        transitions, start, end = self._constrained()
+        nll = self._log_partition(emissions, mask, transitions, start, end) - self._path_score(
+            emissions, tags, mask, transitions, start, end
+        )  # (batch,)
+        if reduction == "none":
+            return nll
+        if reduction == "sum":
+            return nll.sum()
+        if reduction == "mean":
+            return nll.mean()
+        if reduction == "token_mean":
+            return nll.sum() / mask.sum()
+        raise ValueError(
+            f"invalid reduction: {reduction!r} (expected 'mean', 'sum', 'none' or 'token_mean')"
+        )
+
+    def decode(self, emissions: Tensor, mask: Tensor | None = None, top_k: int = 1) -> CRFDecoding:
+        """The ``top_k`` highest-scoring tag paths (Viterbi, tensor backtrace).
+
+        emissions: ``(batch_size, seq_len, num_tags)``; mask as in :meth:`nll`. Paths that do not
+        exist (fewer than ``top_k`` possible) score -inf.
+        """
+        mask = self._check(emissions, mask)
+        if top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        with torch.no_grad():
+            return self._viterbi(emissions, mask, top_k, *self._constrained())
+
+    def _check(self, emissions: Tensor, mask: Tensor | None) -> Tensor:
+        if emissions.dim() != 3:
+            raise ValueError(
+                f"emissions must be 3-D (batch_size, seq_len, num_tags), got shape "
+                f"{tuple(emissions.shape)}"
+            )
+        if emissions.size(2) != self.num_tags:
+            raise ValueError(
+                f"expected last dimension of emissions is {self.num_tags}, got {emissions.size(2)}"
+            )
+        if mask is None:
+            return emissions.new_ones(emissions.shape[:2], dtype=torch.bool)
+        check_mask(mask, tuple(emissions.shape[:2]))
+        return mask
+
+    def _constrained(self) -> tuple[Tensor, Tensor, Tensor]:
+        return (
+            self.transitions.masked_fill(~self.transitions_ok, IMPOSSIBLE),
+            self.start_transitions.masked_fill(~self.start_ok, IMPOSSIBLE),
+            self.end_transitions.masked_fill(~self.end_ok, IMPOSSIBLE),
+        )
+
+    def _path_score(
+        self,
+        emissions: Tensor,
+        tags: Tensor,
+        mask: Tensor,
+        transitions: Tensor,
+        start: Tensor,
+        end: Tensor,
+    ) -> Tensor:
+        # (batch, seq): emission score of each gold tag, zero at padding.
+        emitted = emissions.gather(2, tags.unsqueeze(2)).squeeze(2) * mask
+        # (batch, seq - 1): transition into position t from t - 1, where t is real.
+        moved = transitions[tags[:, :-1], tags[:, 1:]] * mask[:, 1:]
+        last_tags = tags.gather(1, (mask.sum(dim=1) - 1).unsqueeze(1)).squeeze(1)  # (batch,)
+        return start[tags[:, 0]] + emitted.sum(dim=1) + moved.sum(dim=1) + end[last_tags]
+
+    def _log_partition(
+        self, emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor
+    ) -> Tensor:
+        score = start + emissions[:, 0]  # (batch, num_tags)
+        for t in range(1, emissions.size(1)):
+            # (batch, from, 1) + (from, to) + (batch, 1, to) -> logsumexp over from
+            step = torch.logsumexp(
+                score.unsqueeze(2) + transitions + emissions[:, t].unsqueeze(1), dim=1
+            )
+            score = torch.where(mask[:, t].unsqueeze(1), step, score)
+        return torch.logsumexp(score + end, dim=1)  # (batch,)
+
+    def _viterbi(
+        self,
+        emissions: Tensor,
+        mask: Tensor,
+        top_k: int,
+        transitions: Tensor,
+        start: Tensor,
+        end: Tensor,
+    ) -> CRFDecoding:
+        batch_size, seq_len, num_tags = emissions.shape
+        k = top_k
+        # score[b, tag, r]: r-th best score of a path ending in tag; only rank 0 exists at t=0.
+        score = emissions.new_full((batch_size, num_tags, k), float("-inf"))
+        score[:, :, 0] = start + emissions[:, 0]
+        # At padding, each (tag, rank) points to itself, so the backtrace walks through unchanged.
+        identity = torch.arange(num_tags * k, device=emissions.device).view(1, num_tags, k)
+        history = []
+        for t in range(1, seq_len):
+            # (batch, from, k, to) -> (batch, from * k, to): every extension of every kept path.
+            candidates = (score.unsqueeze(3) + transitions.unsqueeze(1)).flatten(1, 2)
+            best, index = candidates.topk(k, dim=1)  # (batch, k, to)
+            best = best.transpose(1, 2) + emissions[:, t].unsqueeze(2)  # (batch, to, k)
+            index = index.transpose(1, 2)  # (batch, to, k), into from * k
+            real = mask[:, t].view(batch_size, 1, 1)
+            score = torch.where(real, best, score)
+            history.append(torch.where(real, index, identity))
+        final, flat = (score + end.view(1, num_tags, 1)).flatten(1).topk(k, dim=1)  # (batch, k)
+        paths = [flat // k]
+        for back in reversed(history):
+            flat = back.flatten(1).gather(1, flat)  # (batch, k), into from * k
+            paths.append(flat // k)
+        tags = torch.stack(paths[::-1], dim=2) * mask.unsqueeze(1)  # (batch, k, seq)
+        return CRFDecoding(tags=tags, scores=final, lengths=mask.sum(dim=1))

@@ -1,0 +1,189 @@
+"""Recurrent encoders that are packed, shape-stable and summarised correctly by construction.
+
+Implements the seed "Bidirectional & Stacked RNNs": uni- or bidirectional LSTM/GRU, stacked with
+dropout between layers, or a residual stack (the seed's ``ResidualLSTMStack``). Every call packs
+(``enforce_sorted=False``), so the backward direction never reads padding, and unpacks with
+``total_length`` equal to the padded width, so outputs stay aligned with the mask.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+
+from bistack.masking import check_mask, lengths_to_mask
+
+CellType = Literal["lstm", "gru"]
+_CELLS: dict[str, type[nn.RNNBase]] = {"lstm": nn.LSTM, "gru": nn.GRU}
+
+
+@dataclass(frozen=True)
+class EncoderOutput:
+    """What an encoder returns.
+
+    states: ``(batch_size, seq_len, output_size)``, zero at padding.
+    summary: ``(batch_size, output_size)``, the last layer's final states, forward ⊕ backward.
+    mask: ``(batch_size, seq_len)`` bool, True at real tokens.
+    """
+
+    states: Tensor
+    summary: Tensor
+    mask: Tensor
+
+
+def final_state_summary(h_n: Tensor, num_layers: int, bidirectional: bool) -> Tensor:
+    """Summarise ``h_n`` ``(num_layers * D, batch, hidden)`` as ``(batch, D * hidden)``.
+
+    PyTorch orders the first dimension [layer0_fwd, layer0_bwd, layer1_fwd, ...], so ``h_n[-1]``
+    is only the last layer's *backward* state. The summary concatenates both directions of the
+    last layer instead.
+    """
+    num_directions = 2 if bidirectional else 1
+    _, batch_size, hidden_size = h_n.shape
+    last = h_n.view(num_layers, num_directions, batch_size, hidden_size)[-1]
+    return torch.cat(list(last), dim=-1)
+
+
+def last_real_states(states: Tensor, lengths: Tensor, bidirectional: bool) -> Tensor:
+    """Final states read off ``states`` ``(batch, seq_len, D * hidden)`` -> ``(batch, D * hidden)``.
+
+    Forward half at position ``length - 1`` ⊕ backward half at position 0: where each direction
+    finished reading a right-padded sequence.
+    """
+    rows = torch.arange(states.size(0), device=states.device)
+    at_last = states[rows, lengths - 1]  # (batch, D * hidden)
+    if not bidirectional:
+        return at_last
+    half = states.size(-1) // 2
+    return torch.cat([at_last[:, :half], states[:, 0, half:]], dim=-1)
+
+
+class RecurrentEncoder(nn.Module):
+    """A packed LSTM or GRU encoder, optionally bidirectional, stacked or residual.
+
+    With ``residual=True`` each layer is its own single-layer RNN and its (dropped-out) output is
+    added to its input, projected by a linear map only where sizes differ (seed: "Stacking
+    layers", ``ResidualLSTMStack``). Residual layers run on the packed data directly, so the
+    sequence is packed once and unpacked once.
+    """
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        *,
+        cell: CellType = "lstm",
+        bidirectional: bool = True,
+        num_layers: int = 1,
+        dropout: float = 0.0,
+        residual: bool = False,
+    ) -> None:
+        super().__init__()
+        if cell not in _CELLS:
+            raise ValueError(f"unknown cell: {cell!r} (expected 'lstm' or 'gru')")
+        if num_layers < 1:
+            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.cell: CellType = cell
+        self.bidirectional = bidirectional
+        self.num_layers = num_layers
+        self.residual = residual
+        rnn_class = _CELLS[cell]
+        if residual:
+            sizes = [input_size] + [self.output_size] * num_layers
+            self.layers = nn.ModuleList(
+                rnn_class(size, hidden_size, batch_first=True, bidirectional=bidirectional)
+                for size in sizes[:-1]
+            )
+            self.projections = nn.ModuleList(
+                nn.Identity() if size == self.output_size else nn.Linear(size, self.output_size)
+                for size in sizes[:-1]
+            )
+            self.dropout = nn.Dropout(dropout)
+        else:
+            self.rnn = rnn_class(
+                input_size,
+                hidden_size,
+                num_layers=num_layers,
+                batch_first=True,
+                bidirectional=bidirectional,
+                dropout=dropout if num_layers > 1 else 0.0,
+            )
+
+    @property
+    def output_size(self) -> int:
+        """Size of each per-position state: 2 × hidden when bidirectional."""
+        return self.hidden_size * (2 if self.bidirectional else 1)
+
+    def is_bidirectional(self) -> bool:
+        return self.bidirectional
+
+    def forward(
+        self, inputs: Tensor, lengths: Tensor | None = None, mask: Tensor | None = None
+    ) -> EncoderOutput:
+        """Encode ``inputs`` ``(batch_size, seq_len, input_size)``.
+
+        Give either ``lengths`` ``(batch_size,)`` (each in 1..seq_len) or ``mask``
+        ``(batch_size, seq_len)`` bool, True at real tokens, right-padded.
+        """
+        lengths, mask = self._check_inputs(inputs, lengths, mask)
+        packed = pack_padded_sequence(inputs, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        if self.residual:
+            packed_out = self._run_residual(packed)
+        else:
+            packed_out, hidden = self.rnn(packed)
+            h_n = hidden[0] if isinstance(hidden, tuple) else hidden
+        states, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=inputs.size(1))
+        if self.residual:
+            # The residual sum is the representation, so the summary is read off it.
+            summary = last_real_states(states, lengths.to(states.device), self.bidirectional)
+        else:
+            summary = final_state_summary(h_n, self.num_layers, self.bidirectional)
+        return EncoderOutput(states=states, summary=summary, mask=mask)
+
+    def _run_residual(self, packed: PackedSequence) -> PackedSequence:
+        for rnn, projection in zip(self.layers, self.projections, strict=True):
+            out, _ = rnn(packed)
+            # (total_tokens, output_size): the residual add works on packed rows directly.
+            data = self.dropout(out.data) + projection(packed.data)
+            packed = packed._replace(data=data)
+        return packed
+
+    def _check_inputs(
+        self, inputs: Tensor, lengths: Tensor | None, mask: Tensor | None
+    ) -> tuple[Tensor, Tensor]:
+        if inputs.dim() != 3:
+            raise ValueError(
+                f"inputs must be 3-D (batch_size, seq_len, input_size), got shape "
+                f"{tuple(inputs.shape)}"
+            )
+        batch_size, seq_len, features = inputs.shape
+        if features != self.input_size:
+            raise ValueError(f"inputs have {features} features, encoder expects {self.input_size}")
+        if (lengths is None) == (mask is None):
+            raise ValueError("give exactly one of lengths or mask")
+        if mask is not None:
+            check_mask(mask, (batch_size, seq_len))
+            return mask.sum(dim=1), mask
+        assert lengths is not None
+        check_lengths(lengths, batch_size, seq_len)
+        return lengths, lengths_to_mask(lengths.to(inputs.device), seq_len)
+
+
+def check_lengths(lengths: Tensor, batch_size: int, seq_len: int) -> None:
+    """Raise ValueError unless ``lengths`` is ``(batch_size,)`` integers in 1..seq_len."""
+    if lengths.dim() != 1 or lengths.size(0) != batch_size:
+        raise ValueError(f"lengths must have shape ({batch_size},), got {tuple(lengths.shape)}")
+    if lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
+        raise ValueError(f"lengths must be an integer tensor, got {lengths.dtype}")
+    if int(lengths.min()) < 1:
+        raise ValueError(f"lengths must be >= 1, got {int(lengths.min())}")
+    if int(lengths.max()) > seq_len:
+        raise ValueError(f"lengths must be <= seq_len={seq_len}, got {int(lengths.max())}")

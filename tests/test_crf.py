@@ -1,0 +1,189 @@
+"""The CRF against brute-force enumeration and against pytorch-crf."""
+
+import itertools
+
+import pytest
+import torch
+import torchcrf
+
+from bistack.crf import CRF
+from bistack.schemes import allowed_transitions
+
+LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+
+
+def make_crf(num_tags=4, allowed=None, seed=0):
+    torch.manual_seed(seed)
+    crf = CRF(num_tags, allowed)
+    with torch.no_grad():
+        for parameter in crf.parameters():
+            parameter.normal_()
+    return crf
+
+
+def make_batch(batch_size=3, seq_len=4, num_tags=4, lengths=(4, 2, 1), seed=1):
+    generator = torch.Generator().manual_seed(seed)
+    emissions = torch.randn(batch_size, seq_len, num_tags, generator=generator)
+    tags = torch.randint(num_tags, (batch_size, seq_len), generator=generator)
+    mask = torch.arange(seq_len).unsqueeze(0) < torch.tensor(lengths).unsqueeze(1)
+    return emissions, tags, mask
+
+
+def path_score(crf, emissions, path):
+    transitions, start, end = crf._constrained()
+    score = start[path[0]] + end[path[-1]]
+    score = score + sum(emissions[t, tag] for t, tag in enumerate(path))
+    return score + sum(transitions[a, b] for a, b in itertools.pairwise(path))
+
+
+def brute_force(crf, emissions, length):
+    """Every tag sequence of ``length``: (log partition, best path, all scores sorted)."""
+    paths = list(itertools.product(range(crf.num_tags), repeat=length))
+    scores = torch.stack([path_score(crf, emissions[:length], p) for p in paths])
+    order = scores.argsort(descending=True)
+    return torch.logsumexp(scores, 0), [paths[i] for i in order], scores[order]
+
+
+@pytest.mark.parametrize("constrained", [False, True])
+def test_nll_equals_brute_force(constrained):
+    allowed = allowed_transitions("BIO", LABELS) if constrained else None
+    crf = make_crf(len(LABELS), allowed)
+    emissions, tags, mask = make_batch(num_tags=len(LABELS))
+    tags[0] = torch.tensor([1, 2, 0, 3])  # a path the scheme allows
+    nll = crf.nll(emissions, tags, mask, reduction="none")
+    for b, length in enumerate(mask.sum(1).tolist()):
+        log_z, _, _ = brute_force(crf, emissions[b], length)
+        gold = path_score(crf, emissions[b], tags[b, :length].tolist())
+        torch.testing.assert_close(nll[b], log_z - gold)
+
+
+def test_reductions():
+    crf = make_crf()
+    emissions, tags, mask = make_batch()
+    per_sequence = crf.nll(emissions, tags, mask, reduction="none")
+    torch.testing.assert_close(crf.nll(emissions, tags, mask, reduction="sum"), per_sequence.sum())
+    torch.testing.assert_close(crf.nll(emissions, tags, mask), per_sequence.mean())
+    torch.testing.assert_close(
+        crf.nll(emissions, tags, mask, reduction="token_mean"), per_sequence.sum() / 7
+    )
+    assert torch.all(per_sequence > 0)
+
+
+def test_padding_tags_are_ignored():
+    crf = make_crf()
+    emissions, tags, mask = make_batch()
+    noisy = tags.masked_fill(~mask, -100)
+    torch.testing.assert_close(crf.nll(emissions, tags, mask), crf.nll(emissions, noisy, mask))
+
+
+@pytest.mark.parametrize("constrained", [False, True])
+def test_decode_equals_brute_force_argmax_and_top_k(constrained):
+    allowed = (
+        allowed_transitions("BIOES", ["O", "B-X", "I-X", "E-X", "S-X"]) if constrained else None
+    )
+    crf = make_crf(5, allowed)
+    emissions, _, mask = make_batch(seq_len=4, num_tags=5, lengths=(4, 3, 1))
+    decoded = crf.decode(emissions, mask, top_k=3)
+    assert decoded.tags.shape == (3, 3, 4)
+    assert decoded.lengths.tolist() == [4, 3, 1]
+    for b, length in enumerate(mask.sum(1).tolist()):
+        _, paths, scores = brute_force(crf, emissions[b], length)
+        for rank in range(3):
+            assert decoded.to_lists(rank)[b] == list(paths[rank])
+            torch.testing.assert_close(decoded.scores[b, rank], scores[rank])
+    assert torch.equal(decoded.best, decoded.tags[:, 0])
+    assert torch.all(decoded.tags[~mask.unsqueeze(1).expand_as(decoded.tags)] == 0)
+
+
+def test_constrained_decode_never_emits_a_forbidden_transition():
+    allowed = allowed_transitions("BIO", LABELS)
+    crf = make_crf(len(LABELS), allowed)
+    # Emissions that love I- tags: unconstrained decoding would open entities with I-.
+    emissions = torch.randn(64, 12, len(LABELS))
+    emissions[:, :, [2, 4]] += 3.0
+    decoded = crf.decode(emissions)
+    ok = torch.tensor(allowed.transitions)
+    for path in decoded.to_lists():
+        assert allowed.start[path[0]]
+        assert all(ok[a, b] for a, b in itertools.pairwise(path))
+
+
+def test_constraints_are_buffers_not_parameters():
+    crf = CRF(len(LABELS), allowed_transitions("BIO", LABELS))
+    buffers = dict(crf.named_buffers())
+    assert set(buffers) == {"transitions_ok", "start_ok", "end_ok"}
+    assert {name for name, _ in crf.named_parameters()} == {
+        "transitions",
+        "start_transitions",
+        "end_transitions",
+    }
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_unconstrained_nll_agrees_with_pytorch_crf(seed):
+    num_tags = 7
+    ours = make_crf(num_tags, seed=seed)
+    theirs = torchcrf.CRF(num_tags, batch_first=True)
+    theirs.transitions.data.copy_(ours.transitions.data)
+    theirs.start_transitions.data.copy_(ours.start_transitions.data)
+    theirs.end_transitions.data.copy_(ours.end_transitions.data)
+    emissions, tags, mask = make_batch(5, 11, num_tags, (11, 3, 7, 1, 10), seed=seed)
+    expected = -theirs(emissions, tags, mask, reduction="none")
+    torch.testing.assert_close(ours.nll(emissions, tags, mask, "none"), expected, atol=1e-5, rtol=0)
+    assert ours.decode(emissions, mask).to_lists() == theirs.decode(emissions, mask)
+
+
+def test_gradients_reach_every_parameter():
+    crf = make_crf(len(LABELS), allowed_transitions("IOB1", LABELS))
+    emissions, tags, mask = make_batch(num_tags=len(LABELS))
+    tags.fill_(0)
+    emissions.requires_grad_(True)
+    crf.nll(emissions, tags, mask).backward()
+    for name, parameter in crf.named_parameters():
+        assert parameter.grad is not None and parameter.grad.abs().sum() > 0, name
+    assert emissions.grad is not None
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda c, e, t, m: c.nll(e[0], t, m),
+            "emissions must be 3-D (batch_size, seq_len, num_tags), got shape (4, 4)",
+        ),
+        (
+            lambda c, e, t, m: c.nll(e[..., :3], t, m),
+            "expected last dimension of emissions is 4, got 3",
+        ),
+        (
+            lambda c, e, t, m: c.nll(e, t[:, :2], m),
+            "tags shape (3, 2) does not match emissions (3, 4)",
+        ),
+        (lambda c, e, t, m: c.nll(e, t + 4, m), "tags must be in [0, 4) at real positions"),
+        (
+            lambda c, e, t, m: c.nll(e, t, m.long()),
+            "mask must be a bool tensor (True = real token), got torch.int64",
+        ),
+        (
+            lambda c, e, t, m: c.nll(e, t, m, "avg"),
+            "invalid reduction: 'avg' (expected 'mean', 'sum', 'none' or 'token_mean')",
+        ),
+        (lambda c, e, t, m: c.decode(e, m, top_k=0), "top_k must be >= 1, got 0"),
+        (
+            lambda c, e, t, m: c.decode(e, m.flip(1)),
+            "mask must be right-padded (real tokens first); row 1 is not",
+        ),
+    ],
+)
+def test_bad_input_raises_exact_messages(call, message):
+    crf = make_crf()
+    emissions, tags, mask = make_batch()
+    with pytest.raises(ValueError) as error:
+        call(crf, emissions, tags, mask)
+    assert str(error.value) == message
+
+
+def test_invalid_number_of_tags():
+    with pytest.raises(ValueError) as error:
+        CRF(0)
+    assert str(error.value) == "invalid number of tags: 0"
