@@ -1,0 +1,141 @@
+"""The ``bistack`` command line: argument parsing only; the work is in the recipes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from bistack.errors import BistackError
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args) or 0)
+    except BistackError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bistack", description="Bidirectional and stacked recurrent models for NLP."
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    train = commands.add_parser("train", help="train a model from a YAML config")
+    train.add_argument("config", help="YAML config file")
+    train.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set train.max_epochs=30",
+    )
+    train.add_argument("--output", help="run directory (default: runs/<config name>)")
+    train.add_argument("--devices", default="1", help="number of processes/devices (default 1)")
+    train.add_argument("--strategy", default="auto", help="Fabric strategy, e.g. ddp")
+    train.add_argument("--accelerator", default="cpu", help="cpu, cuda, auto (default cpu)")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    train.set_defaults(run=run_train)
+
+    evaluate = commands.add_parser("evaluate", help="score a model on labelled data")
+    evaluate.add_argument("model", help="model directory")
+    evaluate.add_argument("data", help="labelled CoNLL file")
+    evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+    evaluate.set_defaults(run=run_evaluate)
+
+    predict = commands.add_parser("predict", help="tag raw text")
+    predict.add_argument("model", help="model directory")
+    predict.add_argument("text", nargs="*", help="texts to tag (one argument each)")
+    predict.add_argument("--input", help="file with one text per line, or - for stdin")
+    predict.add_argument("--format", choices=["conll", "jsonl"], default="conll")
+    predict.set_defaults(run=run_predict)
+    return parser
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from bistack.config import load_config
+    from bistack.recipes.train_tagger import train_tagger
+
+    config = load_config(args.config, args.set)
+    output = args.output or str(Path("runs") / Path(args.config).stem)
+    devices = int(args.devices) if args.devices.isdigit() else args.devices
+    train_tagger(
+        config,
+        output,
+        devices=devices,
+        strategy=args.strategy,
+        accelerator=args.accelerator,
+        progress=not args.no_progress,
+    )
+    return 0
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    from bistack.api import Tagger
+    from bistack.metrics.entities import format_entity_report
+
+    scores = Tagger.load(args.model).evaluate(args.data)
+    if args.json:
+        print(json.dumps(scores.to_json()))
+    else:
+        print(format_entity_report(scores))
+    return 0
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    from bistack.api import Tagger
+
+    texts = list(args.text)
+    if args.input:
+        texts.extend(read_texts(args.input))
+    if not texts:
+        print("error: nothing to tag: give TEXT arguments or --input FILE", file=sys.stderr)
+        return 2
+    tagger = Tagger.load(args.model)
+    for text, sentences in zip(texts, tagger.predict(texts), strict=True):
+        if args.format == "jsonl":
+            record = {
+                "text": text,
+                "entities": [e.__dict__ for s in sentences for e in s.entities],
+                "tokens": [
+                    {"text": t.text, "start": t.start, "end": t.end, "tag": tag}
+                    for s in sentences
+                    for t, tag in zip(s.tokens, s.tags, strict=True)
+                ],
+            }
+            print(json.dumps(record, ensure_ascii=False))
+        else:
+            for sentence in sentences:
+                for token, tag in zip(sentence.tokens, sentence.tags, strict=True):
+                    print(f"{token.text}\t{tag}")
+                print()
+    return 0
+
+
+def read_texts(source: str) -> list[str]:
+    """Non-empty lines of a file, or of stdin for ``-``."""
+    from bistack.errors import DataError
+
+    if source == "-":
+        lines = sys.stdin.read().splitlines()
+    else:
+        try:
+            lines = Path(source).read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            raise DataError(source, "no such file") from None
+        except UnicodeDecodeError as error:
+            raise DataError(source, f"not valid UTF-8 ({error.reason})") from None
+    return [line for line in lines if line.strip()]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

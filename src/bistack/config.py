@@ -1,0 +1,171 @@
+"""Experiment configuration: dataclasses read from YAML, overridable with ``key=value``.
+
+Each field says what it controls. Unknown keys and wrong types are errors that name the key, so a
+typo never silently falls back to a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from bistack.errors import ConfigError
+
+
+@dataclass
+class DataConfig:
+    train: str = ""  # CoNLL file to train on
+    dev: str | None = None  # CoNLL file for early stopping; None: split off dev_fraction of train
+    dev_fraction: float = 0.1  # used only when dev is None
+    split_seed: int = 0  # seed of that split, fixed so runs compare on the same dev set
+    token_column: int = 0  # column of the token (0 = first)
+    tag_column: int = -1  # column of the tag (-1 = last)
+    scheme: Literal["IOB1", "BIO", "BIOES"] = "BIOES"  # the scheme the model trains in
+
+
+@dataclass
+class FeaturesConfig:
+    word_dim: int = 100  # word embedding size
+    min_freq: int = 1  # words rarer than this in train map to <unk>
+    lowercase: bool = True  # look words up lowercased (the casing feature keeps the case)
+    normalise_digits: bool = True  # every digit becomes 0 before lookup
+    casing_dim: int = 10  # casing-class embedding size; 0 turns the feature off
+    unk_replace: float = 0.5  # in training, a singleton word becomes <unk> with this probability
+    pretrained: str | None = None  # GloVe/word2vec text file to initialise word embeddings
+    char_encoder: Literal["lstm", "cnn", "none"] = "lstm"  # character-level word encoder
+    char_dim: int = 25  # character embedding size
+    char_hidden: int = 25  # char BiLSTM hidden size per direction, or CNN filters
+
+
+@dataclass
+class EncoderConfig:
+    cell: Literal["lstm", "gru"] = "lstm"
+    hidden_size: int = 200  # per direction
+    bidirectional: bool = True
+    num_layers: int = 1
+    residual: bool = False  # residual stack (each layer's input added to its output)
+    dropout: float = 0.5  # between stacked layers
+
+
+@dataclass
+class HeadConfig:
+    type: Literal["crf", "softmax"] = "crf"
+
+
+@dataclass
+class OptimizerConfig:
+    name: Literal["sgd", "adam", "adamw"] = "sgd"
+    lr: float = 0.1
+    momentum: float = 0.9  # SGD only
+    weight_decay: float = 0.0
+    lr_decay: float = 0.05  # lr / (1 + lr_decay * epoch), as in Ma & Hovy 2016
+    grad_clip: float = 5.0  # max gradient norm; 0 turns clipping off
+
+
+@dataclass
+class TrainConfig:
+    batch_size: int = 32
+    max_epochs: int = 30
+    patience: int = 5  # stop after this many epochs without a better dev score
+    seed: int = 1
+    dropout: float = 0.5  # on token vectors and on encoder outputs
+    max_minutes: float | None = None  # stop after the epoch that crosses this wall-clock budget
+    eval_batch_size: int = 256
+
+
+@dataclass
+class TaggerConfig:
+    """Everything needed to train (and rebuild) a sequence tagger."""
+
+    task: Literal["tagging"] = "tagging"
+    data: DataConfig = field(default_factory=DataConfig)
+    features: FeaturesConfig = field(default_factory=FeaturesConfig)
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    head: HeadConfig = field(default_factory=HeadConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> TaggerConfig:
+    """Read a YAML config and apply ``key.sub=value`` overrides (values parsed as YAML)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML: {error}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    for override in overrides or []:
+        apply_override(data, override)
+    return config_from_dict(data, source=str(path))
+
+
+def apply_override(data: dict[str, Any], override: str) -> None:
+    """Set ``a.b=value`` in nested ``data``."""
+    key, sep, raw = override.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"--set {override!r}: expected key=value, e.g. train.max_epochs=30")
+    *parents, leaf = key.split(".")
+    node = data
+    for parent in parents:
+        node = node.setdefault(parent, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {override!r}: {parent!r} is not a section")
+    node[leaf] = yaml.safe_load(raw)
+
+
+def config_from_dict(data: dict[str, Any], source: str = "config") -> TaggerConfig:
+    return _build(TaggerConfig, data, source, "")
+
+
+def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: {prefix.rstrip('.') or 'config'} must be a mapping")
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown key {prefix}{unknown[0]!r} (known: {', '.join(sorted(known))})"
+        )
+    values = {}
+    for name, value in data.items():
+        hint = hints[name]
+        if dataclasses.is_dataclass(hint):
+            values[name] = _build(hint, value, source, f"{prefix}{name}.")
+        else:
+            values[name] = _check_value(hint, value, source, f"{prefix}{name}")
+    return cls(**values)
+
+
+def _check_value(hint: Any, value: Any, source: str, key: str) -> Any:
+    origin = typing.get_origin(hint)
+    if origin is Literal:
+        if value not in typing.get_args(hint):
+            choices = ", ".join(repr(c) for c in typing.get_args(hint))
+            raise ConfigError(f"{source}: {key} must be one of {choices}, got {value!r}")
+        return value
+    if origin in (types.UnionType, typing.Union):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        hint = next(o for o in options if o is not type(None))
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint in (int, float, str, bool) and not (
+        isinstance(value, hint) and not (hint is int and isinstance(value, bool))
+    ):
+        raise ConfigError(f"{source}: {key} must be {hint.__name__}, got {value!r}")
+    return value

@@ -1,0 +1,1 @@
+"""Data: readers, vocabularies, tokenisation and batching. No ``torch.nn`` here."""

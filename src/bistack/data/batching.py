@@ -1,0 +1,96 @@
+"""Length-bucketed batches and their tensors.
+
+Sentences of similar length go together, so little compute is spent on padding; prediction
+batches are sorted by length and the caller restores input order with the returned indices.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from bistack.data.features import EncodedSentence, TokenVocabularies
+
+PAD_TAG = -100  # ignored by cross-entropy; the CRF reads the mask instead
+
+
+def bucket_batches(
+    lengths: Sequence[int], batch_size: int, *, shuffle: bool, seed: int = 0, pool: int = 50
+) -> list[list[int]]:
+    """Index batches of similar length.
+
+    Shuffled: indices are shuffled, cut into pools of ``pool`` batches, each pool sorted by
+    length and cut into batches, and the batches shuffled. Not shuffled: sorted by length.
+    """
+    order = list(range(len(lengths)))
+    rng = random.Random(seed)
+    if not shuffle:
+        order.sort(key=lambda i: lengths[i])
+        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    rng.shuffle(order)
+    batches = []
+    step = batch_size * pool
+    for start in range(0, len(order), step):
+        chunk = sorted(order[start : start + step], key=lambda i: lengths[i])
+        batches.extend(chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size))
+    rng.shuffle(batches)
+    return batches
+
+
+@dataclass
+class TaggingBatch:
+    """Tensors for a batch of ``batch_size`` sentences padded to ``seq_len`` tokens.
+
+    words, casing: ``(batch, seq_len)`` long, 0 at padding. chars: ``(unique_words,
+    max_chars)`` char ids of each distinct token in the batch; char_index ``(batch, seq_len)``
+    maps each position to its row of ``chars``. mask: ``(batch, seq_len)`` bool. tags:
+    ``(batch, seq_len)`` long with -100 at padding, or None when unlabelled.
+    """
+
+    words: Tensor
+    casing: Tensor
+    chars: Tensor
+    char_lengths: Tensor
+    char_index: Tensor
+    mask: Tensor
+    tags: Tensor | None
+
+    def to(self, device: torch.device | str) -> TaggingBatch:
+        return TaggingBatch(
+            *(t.to(device) if t is not None else None for t in self.__dict__.values())
+        )
+
+
+def collate_tagging(
+    sentences: Sequence[EncodedSentence], vocabularies: TokenVocabularies
+) -> TaggingBatch:
+    """Pad a list of encoded sentences into a :class:`TaggingBatch`."""
+    batch_size = len(sentences)
+    seq_len = max(len(s.words) for s in sentences)
+    words = torch.zeros(batch_size, seq_len, dtype=torch.long)
+    casing = torch.zeros(batch_size, seq_len, dtype=torch.long)
+    char_index = torch.zeros(batch_size, seq_len, dtype=torch.long)
+    mask = torch.zeros(batch_size, seq_len, dtype=torch.bool)
+    labelled = all(s.tags for s in sentences)
+    tags = torch.full((batch_size, seq_len), PAD_TAG, dtype=torch.long) if labelled else None
+    unique: dict[str, int] = {}
+    for row, sentence in enumerate(sentences):
+        length = len(sentence.words)
+        words[row, :length] = torch.tensor(sentence.words)
+        casing[row, :length] = torch.tensor(sentence.casing)
+        char_index[row, :length] = torch.tensor(
+            [unique.setdefault(token, len(unique)) for token in sentence.tokens]
+        )
+        mask[row, :length] = True
+        if tags is not None:
+            tags[row, :length] = torch.tensor(sentence.tags)
+    max_chars = max(len(token) for token in unique)
+    chars = torch.zeros(len(unique), max_chars, dtype=torch.long)
+    for token, row in unique.items():
+        chars[row, : len(token)] = torch.tensor([vocabularies.chars.lookup(c) for c in token])
+    char_lengths = torch.tensor([len(token) for token in unique])
+    return TaggingBatch(words, casing, chars, char_lengths, char_index, mask, tags)

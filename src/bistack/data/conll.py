@@ -1,0 +1,105 @@
+"""CoNLL column files: one token per line, a blank line between sentences.
+
+``-DOCSTART-`` lines are skipped. Columns are split on any run of tabs or spaces; the token and
+tag columns are selectable (default: first and last), as in the CoNLL-2003 four-column format
+``token POS chunk NER``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bistack.errors import DataError
+from bistack.schemes import split_tag
+
+
+@dataclass
+class Sentence:
+    """Tokens and their tags (empty when unlabelled); ``line`` is where it starts in its file."""
+
+    tokens: list[str]
+    tags: list[str] = field(default_factory=list)
+    line: int = 0
+
+
+def read_conll(
+    path: str | Path, token_column: int = 0, tag_column: int | None = -1
+) -> list[Sentence]:
+    """Read a CoNLL file. ``tag_column=None`` reads tokens only (for unlabelled input)."""
+    sentences: list[Sentence] = []
+    current = Sentence([], [])
+    expected_columns: tuple[int, int] | None = None  # (count, line where it was first seen)
+    for number, line in _lines(path):
+        columns = line.split()
+        if not columns:
+            if current.tokens:
+                sentences.append(current)
+            current = Sentence([], [])
+            continue
+        if columns[0] == "-DOCSTART-":
+            continue
+        if expected_columns is None:
+            expected_columns = (len(columns), number)
+            _check_column_index(path, number, columns, token_column, tag_column)
+        elif len(columns) != expected_columns[0]:
+            raise DataError(
+                path,
+                f"expected {expected_columns[0]} columns (as on line {expected_columns[1]}), "
+                f"found {len(columns)}: {line.strip()!r}",
+                number,
+            )
+        if not current.tokens:
+            current.line = number
+        current.tokens.append(columns[token_column])
+        if tag_column is not None:
+            tag = columns[tag_column]
+            try:
+                split_tag(tag)
+            except ValueError as error:
+                raise DataError(path, str(error), number) from None
+            current.tags.append(tag)
+    if current.tokens:
+        sentences.append(current)
+    if not sentences:
+        raise DataError(path, "no sentences found: the file is empty or holds only -DOCSTART-")
+    return sentences
+
+
+def _check_column_index(
+    path: str | Path, number: int, columns: Sequence[str], token: int, tag: int | None
+) -> None:
+    for name, index in (("token", token), ("tag", tag)):
+        if index is not None and not -len(columns) <= index < len(columns):
+            raise DataError(
+                path, f"{name} column {index} does not exist: the line has {len(columns)}", number
+            )
+
+
+def _lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """Yield (1-based line number, text), with non-UTF-8 bytes reported by line."""
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed below; bytes so decoding errors have lines
+    except FileNotFoundError:
+        raise DataError(path, "no such file") from None
+    with handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise DataError(
+                    path,
+                    f"not valid UTF-8 (byte {raw[error.start]:#04x} at column {error.start + 1})",
+                    number,
+                ) from None
+
+
+def write_conll(sentences: Sequence[Sentence], predicted: Sequence[Sequence[str]]) -> str:
+    """CoNLL text of ``token<TAB>tag`` lines, a blank line after each sentence."""
+    blocks = []
+    for sentence, tags in zip(sentences, predicted, strict=True):
+        blocks.append(
+            "".join(f"{t}\t{g}\n" for t, g in zip(sentence.tokens, tags, strict=True)) + "\n"
+        )
+    return "".join(blocks)

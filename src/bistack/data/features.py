@@ -1,0 +1,118 @@
+"""Token features for tagging: word ids, a casing class and character ids.
+
+Words can be lowercased (the casing class keeps what lowercasing removes) and have digits
+normalised to 0 (Lample et al. 2016), so "1796" and "1815" share an embedding.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from bistack.data.vocab import Vocabulary
+
+CASINGS = ("numeric", "mainly_numeric", "lower", "upper", "title", "has_digit", "other")
+_DIGIT = re.compile(r"\d")
+
+
+def casing_class(token: str) -> int:
+    """Index into :data:`CASINGS` (Reimers & Gurevych 2017); 0 is left for padding, so +1."""
+    digits = sum(c.isdigit() for c in token)
+    if token.isdigit():
+        kind = "numeric"
+    elif digits / len(token) > 0.5:
+        kind = "mainly_numeric"
+    elif token.islower():
+        kind = "lower"
+    elif token.isupper():
+        kind = "upper"
+    elif token[0].isupper():
+        kind = "title"
+    elif digits:
+        kind = "has_digit"
+    else:
+        kind = "other"
+    return CASINGS.index(kind) + 1
+
+
+@dataclass(frozen=True)
+class EncodedSentence:
+    """Ids of one sentence: ``words``, ``casing`` and ``tags`` (empty when unlabelled)."""
+
+    tokens: tuple[str, ...]
+    words: tuple[int, ...]
+    casing: tuple[int, ...]
+    tags: tuple[int, ...]
+
+
+@dataclass
+class TokenVocabularies:
+    """The vocabularies a tagger needs, and how words are normalised before lookup."""
+
+    words: Vocabulary
+    chars: Vocabulary
+    tags: Vocabulary
+    lowercase: bool
+    normalise_digits: bool
+
+    @staticmethod
+    def word_key(token: str, lowercase: bool, normalise_digits: bool) -> str:
+        key = token.lower() if lowercase else token
+        return _DIGIT.sub("0", key) if normalise_digits else key
+
+    @classmethod
+    def build(
+        cls,
+        sentences: Iterable[tuple[Sequence[str], Sequence[str]]],
+        *,
+        min_freq: int,
+        lowercase: bool,
+        normalise_digits: bool,
+    ) -> TokenVocabularies:
+        """Build from (tokens, tags) pairs of the training data."""
+        words, chars, tags = [], [], set()
+        for tokens, sentence_tags in sentences:
+            words.extend(cls.word_key(t, lowercase, normalise_digits) for t in tokens)
+            chars.extend(c for t in tokens for c in t)
+            tags.update(sentence_tags)
+        # "O" first, then types grouped: a stable, readable tag order.
+        tag_list = sorted(tags, key=lambda t: (t != "O", t.partition("-")[2], t))
+        return cls(
+            Vocabulary.build(words, min_freq),
+            Vocabulary.build(chars),
+            Vocabulary(tag_list, with_specials=False),
+            lowercase,
+            normalise_digits,
+        )
+
+    def key(self, token: str) -> str:
+        return self.word_key(token, self.lowercase, self.normalise_digits)
+
+    def encode(self, tokens: Sequence[str], tags: Sequence[str] = ()) -> EncodedSentence:
+        """Ids for one sentence; a tag unseen in training raises KeyError (callers report it)."""
+        return EncodedSentence(
+            tokens=tuple(tokens),
+            words=tuple(self.words.lookup(self.key(t)) for t in tokens),
+            casing=tuple(casing_class(t) for t in tokens),
+            tags=tuple(self.tags.lookup(t) for t in tags),
+        )
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "words": self.words.to_json(),
+            "chars": self.chars.to_json(),
+            "tags": self.tags.to_json(),
+            "lowercase": self.lowercase,
+            "normalise_digits": self.normalise_digits,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> TokenVocabularies:
+        return cls(
+            Vocabulary.from_json(data["words"]),
+            Vocabulary.from_json(data["chars"]),
+            Vocabulary.from_json(data["tags"]),
+            bool(data["lowercase"]),
+            bool(data["normalise_digits"]),
+        )

@@ -1,0 +1,27 @@
+"""Errors a user can act on: each names the file (and line or row) and what was expected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class BistackError(Exception):
+    """Base of errors the CLI reports as one line, without a traceback."""
+
+
+class DataError(BistackError, ValueError):
+    """Bad input data: ``path:line: message``."""
+
+    def __init__(self, path: str | Path, message: str, line: int | None = None) -> None:
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {message}")
+        self.path = str(path)
+        self.line = line
+
+
+class ConfigError(BistackError, ValueError):
+    """A bad configuration value or file."""
+
+
+class ModelFileError(BistackError, ValueError):
+    """A model directory that is missing, incomplete or of another kind."""

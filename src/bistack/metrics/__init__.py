@@ -1,0 +1,1 @@
+"""Metrics: pure functions over labels and predictions."""

@@ -1,0 +1,95 @@
+"""A model is a directory: ``config.json``, ``vocab.json`` and ``model.safetensors``.
+
+Nothing is pickled, so loading a model from someone else runs none of their code. Every file is
+written to a temporary name and renamed into place, so an interrupted save never leaves a
+half-written file behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+from torch import nn
+
+from bistack import __version__
+from bistack.errors import ModelFileError
+
+CONFIG = "config.json"
+VOCAB = "vocab.json"
+WEIGHTS = "model.safetensors"
+
+
+def atomic_write(path: Path, write: Any) -> None:
+    """Call ``write(temporary_path)`` then rename the result onto ``path``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
+    try:
+        write(temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: Path, data: Any) -> None:
+    atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(data, indent=2) + "\n"))
+
+
+def save_metadata(
+    directory: str | Path, kind: str, config: dict, vocab: dict, **extra: Any
+) -> None:
+    """Write config.json (with the model kind and bistack version) and vocab.json."""
+    directory = Path(directory)
+    meta = {"kind": kind, "bistack_version": __version__, "config": config, **extra}
+    write_json(directory / CONFIG, meta)
+    write_json(directory / VOCAB, vocab)
+
+
+def save_weights(directory: str | Path, model: nn.Module) -> None:
+    """Write the model's state dict as safetensors (contiguous, unshared copies)."""
+    state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+    atomic_write(Path(directory) / WEIGHTS, lambda tmp: save_file(state, tmp))
+
+
+def load_metadata(directory: str | Path, kind: str) -> tuple[dict, dict]:
+    """Read config.json and vocab.json, checking the directory holds a model of ``kind``."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ModelFileError(f"{directory}: no such model directory")
+    for name in (CONFIG, VOCAB, WEIGHTS):
+        if not (directory / name).is_file():
+            raise ModelFileError(f"{directory}: missing {name}; is this a bistack model directory?")
+    meta = _read_json(directory / CONFIG)
+    if meta.get("kind") != kind:
+        raise ModelFileError(f"{directory}: holds a {meta.get('kind')!r} model, expected {kind!r}")
+    return meta, _read_json(directory / VOCAB)
+
+
+def load_weights(directory: str | Path, model: nn.Module) -> None:
+    path = Path(directory) / WEIGHTS
+    try:
+        state = load_file(str(path))
+    except (SafetensorError, OSError) as error:
+        raise ModelFileError(f"{path}: not a readable safetensors file ({error})") from None
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as error:
+        first = str(error).splitlines()[0]
+        raise ModelFileError(f"{path}: weights do not fit the config ({first})") from None
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ModelFileError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(data, dict):
+        raise ModelFileError(f"{path}: expected a JSON object")
+    return data

@@ -1,0 +1,1 @@
+"""Models composed from the building blocks; each rebuilds from its config."""

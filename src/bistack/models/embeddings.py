@@ -1,0 +1,91 @@
+"""Token representations: word embedding ⊕ casing embedding ⊕ character-level word encoding."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+from bistack.data.batching import TaggingBatch
+from bistack.data.features import CASINGS
+from bistack.encoders import RecurrentEncoder
+from bistack.masking import lengths_to_mask
+
+CharEncoderType = Literal["lstm", "cnn", "none"]
+
+
+class CharLSTMEncoder(nn.Module):
+    """A word as the final states of a BiLSTM over its characters (Lample et al. 2016)."""
+
+    def __init__(self, num_chars: int, char_dim: int, hidden_size: int) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(num_chars, char_dim, padding_idx=0)
+        self.encoder = RecurrentEncoder(char_dim, hidden_size, bidirectional=True)
+        self.output_size = self.encoder.output_size
+
+    def forward(self, chars: Tensor, lengths: Tensor) -> Tensor:
+        """chars ``(words, max_chars)``, lengths ``(words,)`` -> ``(words, 2 * hidden)``."""
+        return self.encoder(self.embedding(chars), lengths=lengths).summary
+
+
+class CharCNNEncoder(nn.Module):
+    """A word as the max over a convolution of its characters (Ma & Hovy 2016)."""
+
+    def __init__(self, num_chars: int, char_dim: int, filters: int, kernel_size: int = 3) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(num_chars, char_dim, padding_idx=0)
+        self.conv = nn.Conv1d(char_dim, filters, kernel_size, padding=kernel_size // 2)
+        self.output_size = filters
+
+    def forward(self, chars: Tensor, lengths: Tensor) -> Tensor:
+        """chars ``(words, max_chars)``, lengths ``(words,)`` -> ``(words, filters)``."""
+        features = self.conv(self.embedding(chars).transpose(1, 2))  # (words, filters, chars)
+        mask = lengths_to_mask(lengths, chars.size(1)).unsqueeze(1)  # (words, 1, chars)
+        return features.masked_fill(~mask, float("-inf")).max(dim=2).values
+
+
+class TokenEmbedder(nn.Module):
+    """Per-token vectors ``(batch, seq_len, output_size)`` from a :class:`TaggingBatch`.
+
+    ``unk_replace``: in training, a word seen once in the training data is replaced by
+    ``<unk>`` with this probability, so the unknown embedding is learnt (Lample et al. 2016).
+    """
+
+    def __init__(
+        self,
+        word_embedding: nn.Embedding,
+        char_encoder: nn.Module | None,
+        casing_dim: int,
+        unk_replace: float = 0.0,
+        singletons: Tensor | None = None,
+    ) -> None:
+        super().__init__()
+        self.word_embedding = word_embedding
+        self.char_encoder = char_encoder
+        self.casing_embedding = (
+            nn.Embedding(len(CASINGS) + 1, casing_dim, padding_idx=0) if casing_dim else None
+        )
+        self.unk_replace = unk_replace
+        if singletons is None:
+            singletons = torch.zeros(word_embedding.num_embeddings, dtype=torch.bool)
+        # Only needed while training, so not saved with the weights.
+        self.register_buffer("singletons", singletons, persistent=False)
+        self.output_size = (
+            word_embedding.embedding_dim
+            + casing_dim
+            + (char_encoder.output_size if char_encoder is not None else 0)
+        )
+
+    def forward(self, batch: TaggingBatch) -> Tensor:
+        words = batch.words
+        if self.training and self.unk_replace > 0:
+            drop = self.singletons[words] & (torch.rand(words.shape) < self.unk_replace)
+            words = words.masked_fill(drop, 1)  # 1 is <unk>
+        parts = [self.word_embedding(words)]
+        if self.casing_embedding is not None:
+            parts.append(self.casing_embedding(batch.casing))
+        if self.char_encoder is not None:
+            per_word = self.char_encoder(batch.chars, batch.char_lengths)  # (unique, char_out)
+            parts.append(per_word[batch.char_index])  # (batch, seq_len, char_out)
+        return torch.cat(parts, dim=-1)

@@ -1,0 +1,87 @@
+"""The sequence tagger: token features -> recurrent encoder -> softmax or CRF head.
+
+The seed's ``BiLSTMTagger`` with the pieces Lample et al. 2016 and Ma & Hovy 2016 add:
+character-level word encodings, a casing feature, dropout, and a CRF constrained to the scheme.
+"""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+from bistack.config import TaggerConfig
+from bistack.data.batching import TaggingBatch
+from bistack.data.features import TokenVocabularies
+from bistack.encoders import RecurrentEncoder
+from bistack.models.embeddings import CharCNNEncoder, CharLSTMEncoder, TokenEmbedder
+from bistack.models.heads import CRFHead, SoftmaxHead
+
+
+class SequenceTagger(nn.Module):
+    """Tags every token of a :class:`TaggingBatch`."""
+
+    def __init__(
+        self,
+        embedder: TokenEmbedder,
+        encoder: RecurrentEncoder,
+        head: SoftmaxHead | CRFHead,
+        dropout: float,
+    ) -> None:
+        super().__init__()
+        self.embedder = embedder
+        self.encoder = encoder
+        self.head = head
+        self.dropout = nn.Dropout(dropout)
+
+    def states(self, batch: TaggingBatch) -> Tensor:
+        """Encoder states ``(batch, seq_len, encoder.output_size)``, dropped out in training."""
+        tokens = self.dropout(self.embedder(batch))
+        return self.dropout(self.encoder(tokens, mask=batch.mask).states)
+
+    def forward(self, batch: TaggingBatch) -> Tensor:
+        """Training loss per real token; padding never counts.
+
+        The loss is ``forward`` so that wrappers such as DDP see the training computation.
+        """
+        if batch.tags is None:
+            raise ValueError("the batch has no tags to compute a loss from")
+        return self.head.loss(self.states(batch), batch.tags, batch.mask)
+
+    def decode(self, batch: TaggingBatch) -> Tensor:
+        """Predicted tag ids ``(batch, seq_len)``, 0 at padding."""
+        return self.head.decode(self.states(batch), batch.mask)
+
+
+def build_tagger(config: TaggerConfig, vocabularies: TokenVocabularies) -> SequenceTagger:
+    """Build the tagger a config describes, sized to its vocabularies."""
+    features = config.features
+    char_encoder: CharLSTMEncoder | CharCNNEncoder | None = None
+    if features.char_encoder == "lstm":
+        char_encoder = CharLSTMEncoder(
+            len(vocabularies.chars), features.char_dim, features.char_hidden
+        )
+    elif features.char_encoder == "cnn":
+        char_encoder = CharCNNEncoder(
+            len(vocabularies.chars), features.char_dim, features.char_hidden
+        )
+    embedder = TokenEmbedder(
+        nn.Embedding(len(vocabularies.words), features.word_dim, padding_idx=0),
+        char_encoder,
+        features.casing_dim,
+        unk_replace=features.unk_replace,
+    )
+    encoder = RecurrentEncoder(
+        embedder.output_size,
+        config.encoder.hidden_size,
+        cell=config.encoder.cell,
+        bidirectional=config.encoder.bidirectional,
+        num_layers=config.encoder.num_layers,
+        dropout=config.encoder.dropout,
+        residual=config.encoder.residual,
+    )
+    labels = vocabularies.tags.items
+    head: SoftmaxHead | CRFHead
+    if config.head.type == "crf":
+        head = CRFHead(encoder.output_size, labels, config.data.scheme)
+    else:
+        head = SoftmaxHead(encoder.output_size, len(labels))
+    return SequenceTagger(embedder, encoder, head, config.train.dropout)

@@ -1,0 +1,1 @@
+"""Recipes: read a config, build, run, write a model directory and metrics."""

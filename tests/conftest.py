@@ -1,0 +1,69 @@
+"""Shared fixtures: tiny CoNLL files written by the tests, and the path to ../shared/data."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def shared_file(*parts: str) -> Path:
+    """A file under ../shared/data, or a skip saying it is absent."""
+    path = SHARED_DATA.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} is absent: the benchmark data lives in ../shared/data beside the repo")
+    return path
+
+
+NAMES = ["John", "Mary", "Paul", "Anna", "Peter", "Susan"]
+PLACES = ["Paris", "London", "Berlin", "Rome", "New York", "Los Angeles"]
+VERBS = ["visited", "left", "loves", "praised"]
+
+
+def tiny_sentences(count: int, seed: int = 0) -> list[list[tuple[str, str]]]:
+    """Sentences "NAME VERB PLACE yesterday ." with IOB1 tags."""
+    rng = random.Random(seed)
+    sentences = []
+    for _ in range(count):
+        name, verb, place = rng.choice(NAMES), rng.choice(VERBS), rng.choice(PLACES)
+        tokens = [(name, "I-PER"), (verb, "O")]
+        tokens += [(word, "I-LOC") for word in place.split()]
+        tokens += [("yesterday", "O"), (".", "O")]
+        sentences.append(tokens)
+    return sentences
+
+
+def write_conll(path: Path, sentences: list[list[tuple[str, str]]], docstart: bool = True) -> Path:
+    lines = ["-DOCSTART- -X- O O", ""] if docstart else []
+    for sentence in sentences:
+        lines += [f"{token} NNP I-NP {tag}" for token, tag in sentence]
+        lines.append("")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def tiny_conll(tmp_path: Path) -> tuple[Path, Path]:
+    """(train, dev) CoNLL files in the four-column CoNLL-2003 format."""
+    return (
+        write_conll(tmp_path / "train.txt", tiny_sentences(120, seed=0)),
+        write_conll(tmp_path / "dev.txt", tiny_sentences(30, seed=1)),
+    )
+
+
+def tiny_config(train_path: Path, dev_path: Path | None, **sections: dict) -> dict:
+    """A small, fast tagging config as a dict (YAML-ready)."""
+    config = {
+        "task": "tagging",
+        "data": {"train": str(train_path), "dev": str(dev_path) if dev_path else None},
+        "features": {"word_dim": 16, "char_dim": 8, "char_hidden": 8, "casing_dim": 4},
+        "encoder": {"hidden_size": 16},
+        "optimizer": {"name": "adam", "lr": 0.01},
+        "train": {"batch_size": 8, "max_epochs": 2, "patience": 2, "eval_batch_size": 16},
+    }
+    for name, values in sections.items():
+        config[name] = {**config.get(name, {}), **values}
+    return config
