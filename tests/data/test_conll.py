@@ -65,7 +65,7 @@ def test_bad_files_name_the_file_and_line(tmp_path, content, message):
 
 
 def test_missing_file_and_missing_column(tmp_path):
-    with pytest.raises(DataError, match="nope.txt: no such file"):
+    with pytest.raises(DataError, match=r"nope\.txt: no such file"):
         read_conll(tmp_path / "nope.txt")
     path = write(tmp_path, "EU I-ORG\n")
     with pytest.raises(DataError) as error:

@@ -78,7 +78,8 @@ def initialise_words(
     with torch.no_grad():
         tagger.embedder.word_embedding.weight[found] = vectors[found]
     total = len(vocabularies.words) - 2
-    return f"word embeddings: {int(found.sum())}/{total} words ({found.sum() / max(total, 1):.1%}) from {path}"
+    coverage = float(found.sum()) / max(total, 1)
+    return f"word embeddings: {int(found.sum())}/{total} words ({coverage:.1%}) from {path}"
 
 
 class MetricsLog:
@@ -144,7 +145,8 @@ def train_tagger(
     tagger = Tagger(model, vocabularies, config, data.input_scheme)
     parameters = sum(p.numel() for p in model.parameters())
     say(
-        f"train: {len(data.train)} sentences ({data.input_scheme}, trained as {config.data.scheme}); "
+        f"train: {len(data.train)} sentences ({data.input_scheme}, "
+        f"trained as {config.data.scheme}); "
         f"dev: {len(data.dev)} from {data.dev_source}; {len(vocabularies.words)} words, "
         f"{len(vocabularies.chars)} chars, {len(vocabularies.tags)} tags; {parameters:,} parameters"
     )
