@@ -15,6 +15,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev,demo]'
 	touch $(STAMP)
 
+demo: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/bistack demo
+
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 

@@ -58,7 +58,18 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--input", help="file with one text per line, or - for stdin")
     predict.add_argument("--format", choices=["conll", "jsonl"], default="conll")
     predict.set_defaults(run=run_predict)
+    demo = commands.add_parser("demo", help="train and try a Twitter NER tagger (WNUT-2016)")
+    demo.add_argument("--output", default="runs/demo", help="run directory")
+    demo.add_argument("--minutes", type=float, default=3.0, help="training time budget")
+    demo.set_defaults(run=run_demo)
     return parser
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from bistack.recipes.demo import run_demo as demo
+
+    demo(args.output, args.minutes)
+    return 0
 
 
 def run_train(args: argparse.Namespace) -> int:
