@@ -92,6 +92,10 @@ def test_decode_equals_brute_force_argmax_and_top_k(constrained):
             assert decoded.to_lists(rank)[b] == list(paths[rank])
             torch.testing.assert_close(decoded.scores[b, rank], scores[rank])
     assert torch.equal(decoded.best, decoded.tags[:, 0])
+    best = crf.decode(emissions, mask)  # top_k=1 takes its own fast path
+    assert best.tags.shape == (3, 1, 4)
+    assert torch.equal(best.tags[:, 0], decoded.tags[:, 0])
+    torch.testing.assert_close(best.scores[:, 0], decoded.scores[:, 0])
     assert torch.all(decoded.tags[~mask.unsqueeze(1).expand_as(decoded.tags)] == 0)
 
 

@@ -132,6 +132,8 @@ class CRF(nn.Module):
         if top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
         with torch.no_grad():
+            if top_k == 1:
+                return self._viterbi_best(emissions, mask, *self._constrained())
             return self._viterbi(emissions, mask, top_k, *self._constrained())
 
     def _check(self, emissions: Tensor, mask: Tensor | None) -> Tensor:
@@ -183,6 +185,35 @@ class CRF(nn.Module):
             )
             score = torch.where(mask[:, t].unsqueeze(1), step, score)
         return torch.logsumexp(score + end, dim=1)  # (batch,)
+
+    def _viterbi_best(
+        self, emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor
+    ) -> CRFDecoding:
+        # The hot path (top_k=1): steps run over padding too, and each sequence's final score
+        # is read at its own last position, so the loop needs no per-step masking.
+        batch_size, seq_len, _ = emissions.shape
+        score = start + emissions[:, 0]  # (batch, num_tags)
+        scores, history = [score], []
+        for t in range(1, seq_len):
+            # (batch, from, 1) + (from, to) -> best previous tag for each next tag
+            score, index = (score.unsqueeze(2) + transitions).max(dim=1)  # (batch, to)
+            score = score + emissions[:, t]
+            scores.append(score)
+            history.append(index)
+        last = mask.sum(dim=1) - 1  # (batch,)
+        rows = torch.arange(batch_size, device=emissions.device)
+        final = torch.stack(scores, dim=1)[rows, last] + end  # (batch, num_tags)
+        best_score, best_last = final.max(dim=1)  # (batch,)
+        tags = torch.empty(batch_size, seq_len, dtype=torch.long, device=emissions.device)
+        current = best_last
+        for t in range(seq_len - 1, -1, -1):
+            # A sequence's path starts at its own last position; before that it is padding.
+            current = torch.where(last == t, best_last, current)
+            tags[:, t] = current
+            if t:
+                current = history[t - 1].gather(1, current.unsqueeze(1)).squeeze(1)
+        tags = (tags * mask).unsqueeze(1)  # (batch, 1, seq)
+        return CRFDecoding(tags=tags, scores=best_score.unsqueeze(1), lengths=last + 1)
 
     def _viterbi(
         self,

@@ -45,8 +45,11 @@ def wnut_path() -> str:
 
 def run_demo(output: str | Path = "runs/demo", minutes: float = 3.0) -> None:
     config = config_from_dict(demo_config(wnut_path(), minutes), source="demo")
-    print(f"Training a BiLSTM-CRF on WNUT-2016 tweets ({config.data.train}) for up to "
-          f"{minutes:g} minutes...", flush=True)
+    print(
+        f"Training a BiLSTM-CRF on WNUT-2016 tweets ({config.data.train}) for up to "
+        f"{minutes:g} minutes...",
+        flush=True,
+    )
     model_dir = train_tagger(config, output)
     tagger = Tagger.load(model_dir)
     dev = load_tagging_data(config).dev
@@ -57,4 +60,4 @@ def run_demo(output: str | Path = "runs/demo", minutes: float = 3.0) -> None:
         entities = [e for s in sentences for e in s.entities]
         found = ", ".join(f"[{e.text}]({e.type}) @{e.start}-{e.end}" for e in entities) or "none"
         print(f"  {text}\n    -> {found}")
-    print(f"\nThe model is in {model_dir}; try: bistack predict {model_dir} \"your text\"")
+    print(f'\nThe model is in {model_dir}; try: bistack predict {model_dir} "your text"')
