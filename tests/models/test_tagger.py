@@ -1,0 +1,124 @@
+"""The tagger never counts padding, reaches every parameter, and reads pretrained vectors."""
+
+import pytest
+import torch
+
+from bistack.config import config_from_dict
+from bistack.data.batching import TaggingBatch, collate_tagging
+from bistack.data.features import TokenVocabularies
+from bistack.data.pretrained import load_vectors
+from bistack.errors import DataError
+from bistack.models.embeddings import CharCNNEncoder
+from bistack.models.tagger import build_tagger
+from bistack.recipes.train_tagger import initialise_words
+from tests.conftest import tiny_config
+
+SENTENCES = [
+    (["Anna", "visited", "New", "York", "."], ["S-PER", "O", "B-LOC", "E-LOC", "O"]),
+    (["Paul", "left"], ["S-PER", "O"]),
+]
+
+
+def make(head="crf", char_encoder="lstm", num_layers=1, residual=False):
+    config = config_from_dict(
+        tiny_config(
+            "train.txt",
+            None,
+            head={"type": head},
+            features={"char_encoder": char_encoder},
+            encoder={"num_layers": num_layers, "residual": residual},
+        )
+    )
+    vocabularies = TokenVocabularies.build(
+        SENTENCES, min_freq=1, lowercase=True, normalise_digits=True
+    )
+    torch.manual_seed(0)
+    return build_tagger(config, vocabularies), vocabularies
+
+
+def pad_further(batch: TaggingBatch, extra: int, tag: int) -> TaggingBatch:
+    """The same batch with ``extra`` more padding positions, whose tags say ``tag``."""
+
+    def widen(t, value):
+        return torch.cat([t, torch.full((t.size(0), extra), value, dtype=t.dtype)], dim=1)
+
+    tags = batch.tags.masked_fill(~batch.mask, tag)
+    return TaggingBatch(
+        widen(batch.words, 0),
+        widen(batch.casing, 0),
+        batch.chars,
+        batch.char_lengths,
+        widen(batch.char_index, 0),
+        widen(batch.mask, False),
+        widen(tags, tag),
+    )
+
+
+@pytest.mark.parametrize("head", ["crf", "softmax"])
+@pytest.mark.parametrize("char_encoder", ["lstm", "cnn", "none"])
+def test_padding_never_counts_in_the_loss_or_the_prediction(head, char_encoder):
+    model, vocabularies = make(head, char_encoder)
+    model.eval()
+    batch = collate_tagging([vocabularies.encode(*s) for s in SENTENCES], vocabularies)
+    loss = model(batch)
+    predicted = model.decode(batch)
+    for tag in (-100, 0, 3):
+        wider = pad_further(batch, extra=6, tag=tag)
+        torch.testing.assert_close(model(wider), loss, atol=1e-6, rtol=0)
+        assert torch.equal(model.decode(wider)[:, : batch.mask.size(1)], predicted)
+
+
+@pytest.mark.parametrize(
+    ("head", "char_encoder", "num_layers", "residual"),
+    [
+        ("crf", "lstm", 1, False),
+        ("softmax", "cnn", 2, False),
+        ("crf", "cnn", 3, True),
+    ],
+)
+def test_gradients_reach_every_parameter(head, char_encoder, num_layers, residual):
+    model, vocabularies = make(head, char_encoder, num_layers, residual)
+    model.embedder.unk_replace = 0.0
+    batch = collate_tagging([vocabularies.encode(*s) for s in SENTENCES], vocabularies)
+    model(batch).backward()
+    for name, parameter in model.named_parameters():
+        if name == "embedder.word_embedding.weight":
+            assert parameter.grad[2:].abs().sum() > 0
+            continue
+        assert parameter.grad is not None and parameter.grad.abs().sum() > 0, name
+
+
+def test_char_cnn_ignores_padding_characters():
+    torch.manual_seed(0)
+    encoder = CharCNNEncoder(10, 4, 6)
+    chars = torch.tensor([[3, 4, 5, 0, 0], [3, 4, 5, 7, 7]])
+    out = encoder(chars, torch.tensor([3, 3]))
+    torch.testing.assert_close(out[0], out[1])
+
+
+def test_pretrained_vectors_are_copied_and_coverage_reported(tmp_path):
+    model, vocabularies = make()
+    dim = model.embedder.word_embedding.embedding_dim
+    vectors = tmp_path / "vectors.txt"
+    vectors.write_text(
+        f"3 {dim}\n"
+        + "".join(f"{w} " + " ".join(["0.5"] * dim) + "\n" for w in ["anna", "paul", "zebra"])
+    )
+    config = model_config(str(vectors))
+    line = initialise_words(model, config, vocabularies)
+    assert line == f"word embeddings: 2/{len(vocabularies.words) - 2} words (28.6%) from {vectors}"
+    row = model.embedder.word_embedding.weight[vocabularies.words.lookup("anna")]
+    assert torch.all(row == 0.5)
+
+
+def model_config(pretrained):
+    return config_from_dict(tiny_config("train.txt", None, features={"pretrained": pretrained}))
+
+
+def test_a_bad_vectors_line_names_file_and_line(tmp_path):
+    _, vocabularies = make()
+    vectors = tmp_path / "glove.txt"
+    vectors.write_text("anna 0.1 0.2 0.3\npaul 0.1 0.2\n")
+    with pytest.raises(DataError) as error:
+        load_vectors(vectors, vocabularies.words, 3)
+    assert str(error.value) == f"{vectors}:2: expected a word and 3 values, found 2 values"
