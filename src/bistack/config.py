@@ -127,7 +127,43 @@ def apply_override(data: dict[str, Any], override: str) -> None:
 
 
 def config_from_dict(data: dict[str, Any], source: str = "config") -> TaggerConfig:
-    return _build(TaggerConfig, data, source, "")
+    config = _build(TaggerConfig, data, source, "")
+    check_ranges(config, source)
+    return config
+
+
+# (key, lowest allowed, whether the lowest is allowed, highest allowed or None)
+_RANGES = [
+    ("data.dev_fraction", 0.0, False, 1.0),
+    ("features.word_dim", 1, True, None),
+    ("features.min_freq", 1, True, None),
+    ("features.casing_dim", 0, True, None),
+    ("features.unk_replace", 0.0, True, 1.0),
+    ("features.char_dim", 1, True, None),
+    ("features.char_hidden", 1, True, None),
+    ("encoder.hidden_size", 1, True, None),
+    ("encoder.num_layers", 1, True, None),
+    ("encoder.dropout", 0.0, True, 0.99),
+    ("optimizer.lr", 0.0, False, None),
+    ("optimizer.lr_decay", 0.0, True, None),
+    ("optimizer.grad_clip", 0.0, True, None),
+    ("train.batch_size", 1, True, None),
+    ("train.max_epochs", 1, True, None),
+    ("train.patience", 1, True, None),
+    ("train.dropout", 0.0, True, 0.99),
+    ("train.eval_batch_size", 1, True, None),
+]
+
+
+def check_ranges(config: TaggerConfig, source: str) -> None:
+    """Reject values that would only fail later, deep inside torch."""
+    for key, low, inclusive, high in _RANGES:
+        section, name = key.split(".")
+        value = getattr(getattr(config, section), name)
+        too_low = value < low if inclusive else value <= low
+        if too_low or (high is not None and value > high):
+            bound = f"{'>=' if inclusive else '>'} {low}" + (f" and <= {high}" if high else "")
+            raise ConfigError(f"{source}: {key} must be {bound}, got {value!r}")
 
 
 def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
@@ -138,7 +174,7 @@ def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
     unknown = sorted(set(data) - known)
     if unknown:
         raise ConfigError(
-            f"{source}: unknown key {prefix}{unknown[0]!r} (known: {', '.join(sorted(known))})"
+            f"{source}: unknown key {prefix + unknown[0]!r} (known: {', '.join(sorted(known))})"
         )
     values = {}
     for name, value in data.items():

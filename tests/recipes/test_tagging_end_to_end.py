@@ -135,10 +135,17 @@ def test_cli_reports_bad_config_and_bad_data(tmp_path, tiny_conll, capsys):
     train, dev = tiny_conll
     config = write_config(tmp_path, tiny_config(train, dev, encoder={"hiden_size": 3}))
     assert main(["train", str(config)]) == 2
-    assert "unknown key encoder.'hiden_size'" in capsys.readouterr().err
+    assert "unknown key 'encoder.hiden_size'" in capsys.readouterr().err
     config = write_config(tmp_path, tiny_config(train, dev, encoder={"cell": "rnn"}))
     assert main(["train", str(config)]) == 2
     assert "encoder.cell must be one of 'lstm', 'gru', got 'rnn'" in capsys.readouterr().err
+    config = write_config(tmp_path, tiny_config(train, dev, encoder={"hidden_size": 0}))
+    assert main(["train", str(config)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: {config}: encoder.hidden_size must be >= 1, got 0"
+    )
+    assert main(["train", str(config), "--set", "encoder.hidden_size=8", "--set", "train.lr=1"]) == 2
+    assert "unknown key 'train.lr'" in capsys.readouterr().err
     bad = tmp_path / "bad.txt"
     bad.write_text("Anna NNP I-NP I-PER\nloves VBZ I-VP\n")
     config = write_config(tmp_path, tiny_config(bad, dev))
