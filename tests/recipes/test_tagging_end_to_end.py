@@ -144,7 +144,9 @@ def test_cli_reports_bad_config_and_bad_data(tmp_path, tiny_conll, capsys):
     assert capsys.readouterr().err.strip() == (
         f"error: {config}: encoder.hidden_size must be >= 1, got 0"
     )
-    assert main(["train", str(config), "--set", "encoder.hidden_size=8", "--set", "train.lr=1"]) == 2
+    assert (
+        main(["train", str(config), "--set", "encoder.hidden_size=8", "--set", "train.lr=1"]) == 2
+    )
     assert "unknown key 'train.lr'" in capsys.readouterr().err
     bad = tmp_path / "bad.txt"
     bad.write_text("Anna NNP I-NP I-PER\nloves VBZ I-VP\n")
