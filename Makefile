@@ -20,6 +20,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
 
 test: lint
 	$(BIN)/python -m pytest -q

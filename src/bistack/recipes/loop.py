@@ -150,8 +150,10 @@ def fit(
                 say(f"stopping after epoch {epoch}: {reason}")
                 break
     except KeyboardInterrupt:
-        say(f"\ninterrupted: the best model so far (dev {best:.2f}, epoch {best_epoch}) "
-            f"is intact in {task.model_dir}")
+        say(
+            f"\ninterrupted: the best model so far (dev {best:.2f}, epoch {best_epoch}) "
+            f"is intact in {task.model_dir}"
+        )
         raise
     return FitResult(best, best_epoch, epoch)
 
