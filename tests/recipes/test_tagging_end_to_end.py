@@ -268,3 +268,35 @@ def test_demo_trains_scores_and_tags_raw_text(tmp_path, capsys):
     assert "overall" in out
     assert "Washington signed the treaty in 1796." in out
     assert (tmp_path / "demo" / "model" / "model.safetensors").exists()
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (
+            b"Anna NNP I-NP I-PER\nloves VBZ I-VP\n",
+            ":2: expected 4 columns (as on line 1), found 3",
+        ),
+        (b"Anna NNP I-NP I-PER\nloves VBZ I-VP Z-PER\n", ":2: invalid tag 'Z-PER'"),
+        (b"Anna NNP I-NP I-PER\n\nRen\xe9 NNP I-NP I-PER\n", ":3: not valid UTF-8 (byte 0xe9"),
+        (b"", ": no sentences found"),
+    ],
+)
+@pytest.mark.parametrize("command", ["train", "evaluate"])
+def test_bad_data_files_fail_with_file_line_and_no_traceback(
+    tmp_path, tiny_conll, capsys, content, message, command
+):
+    train, dev = tiny_conll
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(content)
+    if command == "train":
+        args = ["train", str(write_config(tmp_path, tiny_config(bad, dev)))]
+    else:
+        config = config_from_dict(tiny_config(train, dev, train={"max_epochs": 1}))
+        args = ["evaluate", str(train_tagger(config, tmp_path / "run", progress=False)), str(bad)]
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {bad}{message}")
+    assert len(err.strip().splitlines()) == 1
+    assert "Traceback" not in err
