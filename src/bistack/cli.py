@@ -8,8 +8,12 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bistack.errors import BistackError
+
+if TYPE_CHECKING:
+    from bistack.api.text import TextPrediction
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -48,16 +52,31 @@ def build_parser() -> argparse.ArgumentParser:
 
     evaluate = commands.add_parser("evaluate", help="score a model on labelled data")
     evaluate.add_argument("model", help="model directory")
-    evaluate.add_argument("data", help="labelled CoNLL file")
+    evaluate.add_argument("data", help="labelled data: a CoNLL file, or a table for text models")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object")
     evaluate.set_defaults(run=run_evaluate)
 
-    predict = commands.add_parser("predict", help="tag raw text")
+    predict = commands.add_parser("predict", help="tag, classify or score raw text")
     predict.add_argument("model", help="model directory")
-    predict.add_argument("text", nargs="*", help="texts to tag (one argument each)")
+    predict.add_argument("text", nargs="*", help="texts (one argument each)")
     predict.add_argument("--input", help="file with one text per line, or - for stdin")
-    predict.add_argument("--format", choices=["conll", "jsonl"], default="conll")
+    predict.add_argument(
+        "--format",
+        choices=["conll", "jsonl"],
+        help="conll (taggers' default) or jsonl (text models' only format)",
+    )
+    predict.add_argument(
+        "--attention",
+        action="store_true",
+        help="text models: include each token's attention weight",
+    )
     predict.set_defaults(run=run_predict)
+
+    explain = commands.add_parser("explain", help="show a text model's attention (HTML + PNG)")
+    explain.add_argument("model", help="model directory of a classifier or regressor")
+    explain.add_argument("text", nargs="+", help="texts to explain")
+    explain.add_argument("--output", default=".", help="folder for explain.html and explain.png")
+    explain.set_defaults(run=run_explain)
     demo = commands.add_parser("demo", help="train and try a Twitter NER tagger (WNUT-2016)")
     demo.add_argument("--output", default="runs/demo", help="run directory")
     demo.add_argument("--minutes", type=float, default=3.0, help="training time budget")
@@ -73,44 +92,100 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from bistack.config import load_config
+    from bistack.config import TaggerConfig, load_config
     from bistack.recipes.train_tagger import train_tagger
+    from bistack.recipes.train_text import train_text_model
 
     config = load_config(args.config, args.set)
     output = args.output or str(Path("runs") / Path(args.config).stem)
-    devices = int(args.devices) if args.devices.isdigit() else args.devices
-    train_tagger(
-        config,
-        output,
-        devices=devices,
-        strategy=args.strategy,
-        accelerator=args.accelerator,
-        progress=not args.no_progress,
-    )
+    options = {
+        "devices": int(args.devices) if args.devices.isdigit() else args.devices,
+        "strategy": args.strategy,
+        "accelerator": args.accelerator,
+        "progress": not args.no_progress,
+    }
+    if isinstance(config, TaggerConfig):
+        train_tagger(config, output, **options)
+    else:
+        train_text_model(config, output, **options)
     return 0
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from bistack.api import Tagger
+    from bistack.api import Tagger, load_text_model
     from bistack.metrics.entities import format_entity_report
+    from bistack.modeldir import model_kind
 
+    if model_kind(args.model) != "tagger":
+        metrics = load_text_model(args.model).evaluate(args.data)
+        print(json.dumps(metrics) if args.json else format_text_report(metrics))
+        return 0
     scores = Tagger.load(args.model).evaluate(args.data)
-    if args.json:
-        print(json.dumps(scores.to_json()))
+    print(json.dumps(scores.to_json()) if args.json else format_entity_report(scores))
+    return 0
+
+
+def format_text_report(metrics: dict) -> str:
+    """Readable lines for a text model's metrics."""
+    lines = []
+    if "accuracy" in metrics:
+        lines.append(
+            f"accuracy {metrics['accuracy']:.2f}  macro-F1 {metrics['macro_f1']:.2f}  "
+            f"({metrics['examples']} texts)"
+        )
+        matrix = metrics["confusion_matrix"]
+        lines.append(
+            "confusion matrix (rows gold, columns predicted): " + ", ".join(matrix["labels"])
+        )
+        lines.extend(
+            "  " + " ".join(f"{n:>6}" for n in row) for row in matrix["rows_gold_columns_predicted"]
+        )
     else:
-        print(format_entity_report(scores))
+        lines.append(
+            f"RMSE {metrics['rmse']:.4f} (mean over targets)  Pearson r {metrics['pearson']:.4f}  "
+            f"({metrics['examples']} texts)"
+        )
+        lines.extend(
+            f"  {name}: RMSE {t['rmse']:.4f}  r {t['pearson']:.4f}"
+            for name, t in metrics["per_target"].items()
+        )
+    attention = metrics.get("attention")
+    if attention:
+        lines.append(
+            f"attention: first-token mass {attention['mean_first_token_mass']:.3f}, "
+            f"top-position mass {attention['mean_top_position_mass']:.3f}, "
+            f"padding mass {attention['padding_mass']:.1f}"
+        )
+        lines.extend(f"WARNING: {warning}" for warning in attention["warnings"])
+    return "\n".join(lines)
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    from bistack.api import load_text_model
+    from bistack.recipes.explain import explain
+
+    page, chart = explain(load_text_model(args.model), args.text, args.output)
+    print(f"wrote {page} and {chart}")
     return 0
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    from bistack.api import Tagger
+    from bistack.api import Tagger, load_text_model
+    from bistack.modeldir import model_kind
 
     texts = list(args.text)
     if args.input:
         texts.extend(read_texts(args.input))
     if not texts:
-        print("error: nothing to tag: give TEXT arguments or --input FILE", file=sys.stderr)
+        print("error: nothing to predict: give TEXT arguments or --input FILE", file=sys.stderr)
         return 2
+    if model_kind(args.model) != "tagger":
+        if args.format == "conll":
+            print("error: --format conll is for taggers; text models write jsonl", file=sys.stderr)
+            return 2
+        for prediction in load_text_model(args.model).predict(texts, attention=args.attention):
+            print(json.dumps(prediction_record(prediction), ensure_ascii=False))
+        return 0
     tagger = Tagger.load(args.model)
     for text, sentences in zip(texts, tagger.predict(texts), strict=True):
         if args.format == "jsonl":
@@ -130,6 +205,20 @@ def run_predict(args: argparse.Namespace) -> int:
                     print(f"{token.text}\t{tag}")
                 print()
     return 0
+
+
+def prediction_record(prediction: TextPrediction) -> dict:
+    record: dict = {"text": prediction.text}
+    if prediction.label is not None:
+        record |= {"label": prediction.label, "probabilities": prediction.probabilities}
+    else:
+        record["values"] = prediction.values
+    if prediction.attention is not None:
+        record["attention"] = [
+            {"text": t.text, "start": t.start, "end": t.end, "weight": w}
+            for t, w in prediction.attention
+        ]
+    return record
 
 
 def read_texts(source: str) -> list[str]:

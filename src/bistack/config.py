@@ -95,7 +95,48 @@ class TaggerConfig:
         return dataclasses.asdict(self)
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> TaggerConfig:
+@dataclass
+class TextDataConfig:
+    train: str = ""  # table of texts and labels: .tsv, .csv or .jsonl
+    dev: str | None = None  # table for early stopping; None: split off dev_fraction of train
+    dev_fraction: float = 0.1  # used only when dev is None
+    split_seed: int = 0  # seed of that split, fixed so runs compare on the same dev set
+    format: Literal["auto", "tsv", "csv", "jsonl"] = "auto"  # auto: from the file extension
+    text_column: str = "text"
+    label_columns: list[str] = field(default_factory=lambda: ["label"])  # regression: 1 or more
+    tokenizer: Literal["whitespace", "text"] = "text"  # whitespace for pre-tokenised data
+
+
+@dataclass
+class PoolingConfig:
+    type: Literal["last", "mean", "max", "additive", "dot"] = "additive"
+    attention_size: int = 128  # additive attention only
+
+
+@dataclass
+class TextModelConfig:
+    """Everything needed to train (and rebuild) a text classifier or regressor.
+
+    The default shape is the seed's ``BiLSTMAttentionClassifier``: embeddings, a BiLSTM,
+    additive attention pooling and a linear head.
+    """
+
+    task: Literal["classification", "regression"] = "classification"
+    data: TextDataConfig = field(default_factory=TextDataConfig)
+    features: FeaturesConfig = field(default_factory=FeaturesConfig)
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    pooling: PoolingConfig = field(default_factory=PoolingConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+AnyConfig = TaggerConfig | TextModelConfig
+
+
+def load_config(path: str | Path, overrides: list[str] | None = None) -> AnyConfig:
     """Read a YAML config and apply ``key.sub=value`` overrides (values parsed as YAML)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -126,10 +167,28 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     node[leaf] = yaml.safe_load(raw)
 
 
-def config_from_dict(data: dict[str, Any], source: str = "config") -> TaggerConfig:
-    config = _build(TaggerConfig, data, source, "")
+def config_from_dict(data: dict[str, Any], source: str = "config") -> AnyConfig:
+    """Build the config ``data["task"]`` names (tagging by default)."""
+    task = data.get("task", "tagging")
+    if task not in ("tagging", "classification", "regression"):
+        raise ConfigError(
+            f"{source}: task must be one of 'tagging', 'classification', 'regression', got {task!r}"
+        )
+    config = _build(TaggerConfig if task == "tagging" else TextModelConfig, data, source, "")
     check_ranges(config, source)
+    if isinstance(config, TextModelConfig):
+        check_labels(config, source)
     return config
+
+
+def check_labels(config: TextModelConfig, source: str) -> None:
+    columns = config.data.label_columns
+    if not columns:
+        raise ConfigError(f"{source}: data.label_columns must name at least one column")
+    if config.task == "classification" and len(columns) != 1:
+        raise ConfigError(
+            f"{source}: classification takes one label column, got {len(columns)}: {columns}"
+        )
 
 
 # (key, lowest allowed, whether the lowest is allowed, highest allowed or None)
@@ -152,13 +211,16 @@ _RANGES = [
     ("train.patience", 1, True, None),
     ("train.dropout", 0.0, True, 0.99),
     ("train.eval_batch_size", 1, True, None),
+    ("pooling.attention_size", 1, True, None),
 ]
 
 
-def check_ranges(config: TaggerConfig, source: str) -> None:
+def check_ranges(config: AnyConfig, source: str) -> None:
     """Reject values that would only fail later, deep inside torch."""
     for key, low, inclusive, high in _RANGES:
         section, name = key.split(".")
+        if not hasattr(config, section):
+            continue
         value = getattr(getattr(config, section), name)
         too_low = value < low if inclusive else value <= low
         if too_low or (high is not None and value > high):
@@ -188,6 +250,10 @@ def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
 
 def _check_value(hint: Any, value: Any, source: str, key: str) -> Any:
     origin = typing.get_origin(hint)
+    if origin is list:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{source}: {key} must be a list of strings, got {value!r}")
+        return value
     if origin is Literal:
         if value not in typing.get_args(hint):
             choices = ", ".join(repr(c) for c in typing.get_args(hint))

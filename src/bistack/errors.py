@@ -10,13 +10,18 @@ class BistackError(Exception):
 
 
 class DataError(BistackError, ValueError):
-    """Bad input data: ``path:line: message``."""
+    """Bad input data: ``path:line: message`` (text files) or ``path: row N: message`` (tables)."""
 
-    def __init__(self, path: str | Path, message: str, line: int | None = None) -> None:
+    def __init__(
+        self, path: str | Path, message: str, line: int | None = None, row: int | None = None
+    ) -> None:
         where = f"{path}:{line}" if line is not None else str(path)
+        if row is not None:
+            where += f": row {row}"
         super().__init__(f"{where}: {message}")
         self.path = str(path)
         self.line = line
+        self.row = row
 
 
 class ConfigError(BistackError, ValueError):

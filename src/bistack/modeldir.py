@@ -72,6 +72,16 @@ def load_metadata(directory: str | Path, kind: str) -> tuple[dict, dict]:
     return meta, _read_json(directory / VOCAB)
 
 
+def model_kind(directory: str | Path) -> str:
+    """The kind of model a directory holds ("tagger", "classifier", "regressor")."""
+    directory = Path(directory)
+    if not (directory / CONFIG).is_file():
+        if not directory.is_dir():
+            raise ModelFileError(f"{directory}: no such model directory")
+        raise ModelFileError(f"{directory}: missing {CONFIG}; is this a bistack model directory?")
+    return str(_read_json(directory / CONFIG).get("kind"))
+
+
 def load_weights(directory: str | Path, model: nn.Module) -> None:
     path = Path(directory) / WEIGHTS
     try:

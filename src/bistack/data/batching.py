@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Self
 
 import torch
 from torch import Tensor
@@ -42,13 +43,12 @@ def bucket_batches(
 
 
 @dataclass
-class TaggingBatch:
-    """Tensors for a batch of ``batch_size`` sentences padded to ``seq_len`` tokens.
+class TokenBatch:
+    """Token features of ``batch_size`` texts padded to ``seq_len`` tokens.
 
     words, casing: ``(batch, seq_len)`` long, 0 at padding. chars: ``(unique_words,
     max_chars)`` char ids of each distinct token in the batch; char_index ``(batch, seq_len)``
-    maps each position to its row of ``chars``. mask: ``(batch, seq_len)`` bool. tags:
-    ``(batch, seq_len)`` long with -100 at padding, or None when unlabelled.
+    maps each position to its row of ``chars``. mask: ``(batch, seq_len)`` bool.
     """
 
     words: Tensor
@@ -57,26 +57,36 @@ class TaggingBatch:
     char_lengths: Tensor
     char_index: Tensor
     mask: Tensor
-    tags: Tensor | None
 
-    def to(self, device: torch.device | str) -> TaggingBatch:
-        return TaggingBatch(
-            *(t.to(device) if t is not None else None for t in self.__dict__.values())
-        )
+    def to(self, device: torch.device | str) -> Self:
+        moved = {f.name: getattr(self, f.name) for f in fields(self)}
+        return type(self)(**{k: v.to(device) if v is not None else None for k, v in moved.items()})
 
 
-def collate_tagging(
+@dataclass
+class TaggingBatch(TokenBatch):
+    """tags: ``(batch, seq_len)`` long with -100 at padding, or None when unlabelled."""
+
+    tags: Tensor | None = None
+
+
+@dataclass
+class TextBatch(TokenBatch):
+    """targets: ``(batch,)`` class ids, ``(batch, num_targets)`` floats, or None."""
+
+    targets: Tensor | None = None
+
+
+def collate_tokens(
     sentences: Sequence[EncodedSentence], vocabularies: TokenVocabularies
-) -> TaggingBatch:
-    """Pad a list of encoded sentences into a :class:`TaggingBatch`."""
+) -> TokenBatch:
+    """Pad encoded texts into a :class:`TokenBatch`."""
     batch_size = len(sentences)
     seq_len = max(len(s.words) for s in sentences)
     words = torch.zeros(batch_size, seq_len, dtype=torch.long)
     casing = torch.zeros(batch_size, seq_len, dtype=torch.long)
     char_index = torch.zeros(batch_size, seq_len, dtype=torch.long)
     mask = torch.zeros(batch_size, seq_len, dtype=torch.bool)
-    labelled = all(s.tags for s in sentences)
-    tags = torch.full((batch_size, seq_len), PAD_TAG, dtype=torch.long) if labelled else None
     unique: dict[str, int] = {}
     for row, sentence in enumerate(sentences):
         length = len(sentence.words)
@@ -86,11 +96,31 @@ def collate_tagging(
             [unique.setdefault(token, len(unique)) for token in sentence.tokens]
         )
         mask[row, :length] = True
-        if tags is not None:
-            tags[row, :length] = torch.tensor(sentence.tags)
     max_chars = max(len(token) for token in unique)
     chars = torch.zeros(len(unique), max_chars, dtype=torch.long)
     for token, row in unique.items():
         chars[row, : len(token)] = torch.tensor([vocabularies.chars.lookup(c) for c in token])
     char_lengths = torch.tensor([len(token) for token in unique])
-    return TaggingBatch(words, casing, chars, char_lengths, char_index, mask, tags)
+    return TokenBatch(words, casing, chars, char_lengths, char_index, mask)
+
+
+def collate_tagging(
+    sentences: Sequence[EncodedSentence], vocabularies: TokenVocabularies
+) -> TaggingBatch:
+    """Pad encoded sentences and their tags (if every one has tags) into a TaggingBatch."""
+    tokens = collate_tokens(sentences, vocabularies)
+    tags = None
+    if all(s.tags for s in sentences):
+        tags = torch.full(tokens.words.shape, PAD_TAG, dtype=torch.long)
+        for row, sentence in enumerate(sentences):
+            tags[row, : len(sentence.tags)] = torch.tensor(sentence.tags)
+    return TaggingBatch(**vars(tokens), tags=tags)
+
+
+def collate_text(
+    sentences: Sequence[EncodedSentence],
+    vocabularies: TokenVocabularies,
+    targets: Tensor | None = None,
+) -> TextBatch:
+    """Pad encoded texts, with their ``targets`` rows if given, into a TextBatch."""
+    return TextBatch(**vars(collate_tokens(sentences, vocabularies)), targets=targets)

@@ -57,3 +57,10 @@ def whitespace_tokenize(text: str) -> list[Token]:
         position = start + len(piece)
         tokens.append(Token(piece, start, position))
     return tokens
+
+
+def tokenize_text(text: str, tokenizer: str) -> list[Token]:
+    """All tokens of ``text`` with ``tokenizer`` ("whitespace" or "text"), sentences joined."""
+    if tokenizer == "whitespace":
+        return whitespace_tokenize(text)
+    return [token for sentence in tokenize(text) for token in sentence]

@@ -7,7 +7,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from bistack.data.batching import TaggingBatch
+from bistack.data.batching import TokenBatch
 from bistack.data.features import CASINGS
 from bistack.encoders import RecurrentEncoder
 from bistack.masking import lengths_to_mask
@@ -48,7 +48,7 @@ class CharCNNEncoder(nn.Module):
 
 
 class TokenEmbedder(nn.Module):
-    """Per-token vectors ``(batch, seq_len, output_size)`` from a :class:`TaggingBatch`.
+    """Per-token vectors ``(batch, seq_len, output_size)`` from a :class:`TokenBatch`.
 
     ``unk_replace``: in training, a word seen once in the training data is replaced by
     ``<unk>`` with this probability, so the unknown embedding is learnt (Lample et al. 2016).
@@ -79,7 +79,7 @@ class TokenEmbedder(nn.Module):
             + (char_encoder.output_size if char_encoder is not None else 0)
         )
 
-    def forward(self, batch: TaggingBatch) -> Tensor:
+    def forward(self, batch: TokenBatch) -> Tensor:
         words = batch.words
         if self.training and self.unk_replace > 0:
             drop = self.singletons[words] & (torch.rand(words.shape) < self.unk_replace)

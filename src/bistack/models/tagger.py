@@ -12,7 +12,8 @@ from bistack.config import TaggerConfig
 from bistack.data.batching import TaggingBatch
 from bistack.data.features import TokenVocabularies
 from bistack.encoders import RecurrentEncoder
-from bistack.models.embeddings import CharCNNEncoder, CharLSTMEncoder, TokenEmbedder
+from bistack.models.builders import build_embedder, build_encoder
+from bistack.models.embeddings import TokenEmbedder
 from bistack.models.heads import CRFHead, SoftmaxHead
 
 
@@ -53,31 +54,8 @@ class SequenceTagger(nn.Module):
 
 def build_tagger(config: TaggerConfig, vocabularies: TokenVocabularies) -> SequenceTagger:
     """Build the tagger a config describes, sized to its vocabularies."""
-    features = config.features
-    char_encoder: CharLSTMEncoder | CharCNNEncoder | None = None
-    if features.char_encoder == "lstm":
-        char_encoder = CharLSTMEncoder(
-            len(vocabularies.chars), features.char_dim, features.char_hidden
-        )
-    elif features.char_encoder == "cnn":
-        char_encoder = CharCNNEncoder(
-            len(vocabularies.chars), features.char_dim, features.char_hidden
-        )
-    embedder = TokenEmbedder(
-        nn.Embedding(len(vocabularies.words), features.word_dim, padding_idx=0),
-        char_encoder,
-        features.casing_dim,
-        unk_replace=features.unk_replace,
-    )
-    encoder = RecurrentEncoder(
-        embedder.output_size,
-        config.encoder.hidden_size,
-        cell=config.encoder.cell,
-        bidirectional=config.encoder.bidirectional,
-        num_layers=config.encoder.num_layers,
-        dropout=config.encoder.dropout,
-        residual=config.encoder.residual,
-    )
+    embedder = build_embedder(config.features, vocabularies)
+    encoder = build_encoder(config.encoder, embedder.output_size)
     labels = vocabularies.tags.items
     head: SoftmaxHead | CRFHead
     if config.head.type == "crf":

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 from lightning_fabric import Fabric
 
-from bistack.api import Tagger, check_known_types
+from bistack.api.tagger import Tagger, check_known_types
 from bistack.config import TaggerConfig
 from bistack.data.batching import TaggingBatch, collate_tagging
 from bistack.data.conll import Sentence, read_conll

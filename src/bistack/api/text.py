@@ -1,0 +1,294 @@
+"""Text classifiers and regressors a user loads: ``Classifier.load(path).predict([...])``."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from bistack.config import TextModelConfig, config_from_dict
+from bistack.data.batching import bucket_batches, collate_text
+from bistack.data.features import TokenVocabularies
+from bistack.data.tables import Example, parse_target, read_table
+from bistack.data.tokenize import Token, tokenize_text
+from bistack.errors import DataError
+from bistack.metrics.classification import accuracy, confusion_matrix, macro_f1, pearson, rmse
+from bistack.modeldir import (
+    load_metadata,
+    load_weights,
+    model_kind,
+    save_metadata,
+    save_weights,
+)
+from bistack.models.classifier import SequenceClassifier, build_classifier
+
+# Attention is called collapsed on a text when one position, or the first token, takes at
+# least this much of it; the diagnostics warn when that holds for most texts (seed: "if all
+# the mass sits on <pad> or on the first token, something is broken").
+COLLAPSE_MASS = 0.9
+FIRST_TOKEN_MASS = 0.5
+
+
+@dataclass(frozen=True)
+class TextPrediction:
+    """A prediction for one text.
+
+    Classification: ``label`` and ``probabilities``. Regression: ``values`` per target, in the
+    original units. ``attention``: (token, weight) pairs when asked for and the pooling has them.
+    """
+
+    text: str
+    label: str | None = None
+    probabilities: dict[str, float] | None = None
+    values: dict[str, float] | None = None
+    attention: list[tuple[Token, float]] | None = None
+
+
+@dataclass
+class RawOutputs:
+    """Model outputs for a list of texts, in input order."""
+
+    tokens: list[list[Token]]
+    outputs: Tensor  # (texts, num_outputs)
+    weights: list[list[float]] | None  # per text, one weight per token
+    padding_mass: float  # attention on padding over all batches: exactly 0 by construction
+
+
+class TextModel(ABC):
+    """A trained classifier or regressor with its vocabularies and label/target metadata."""
+
+    KIND: ClassVar[str]
+
+    def __init__(
+        self,
+        model: SequenceClassifier,
+        vocabularies: TokenVocabularies,
+        config: TextModelConfig,
+        outputs: dict[str, Any],
+    ) -> None:
+        self.model = model.eval()
+        self.vocabularies = vocabularies
+        self.config = config
+        self.output_info = outputs  # labels, or target names with mean and std
+
+    @classmethod
+    def load(cls, path: str | Path) -> TextModel:
+        """Load a model directory written by ``bistack train`` (no unpickling)."""
+        meta, vocab = load_metadata(path, cls.KIND)
+        config = config_from_dict(meta["config"], source=f"{path}/config.json")
+        assert isinstance(config, TextModelConfig)
+        vocabularies = TokenVocabularies.from_json(vocab)
+        model = build_classifier(config, vocabularies, num_outputs(meta["outputs"]))
+        load_weights(path, model)
+        return cls(model, vocabularies, config, meta["outputs"])
+
+    def save(self, path: str | Path) -> None:
+        self.save_metadata(path)
+        save_weights(path, self.model)
+
+    def save_metadata(self, path: str | Path) -> None:
+        save_metadata(
+            path,
+            self.KIND,
+            self.config.to_dict(),
+            self.vocabularies.to_json(),
+            outputs=self.output_info,
+        )
+
+    def tokenize(self, text: str) -> list[Token]:
+        return tokenize_text(text, self.config.data.tokenizer)
+
+    @torch.inference_mode()
+    def run(self, texts: Sequence[str], batch_size: int | None = None) -> RawOutputs:
+        """Outputs and attention for raw texts, batched by length, returned in input order."""
+        batch_size = batch_size or self.config.train.eval_batch_size
+        tokens = [self.tokenize(text) for text in texts]
+        for index, text_tokens in enumerate(tokens):
+            if not text_tokens:
+                raise ValueError(f"text {index} has no tokens: {texts[index]!r}")
+        encoded = [self.vocabularies.encode([t.text for t in ts]) for ts in tokens]
+        outputs: list[Tensor] = [torch.empty(0)] * len(texts)
+        weights: list[list[float]] = [[] for _ in texts]
+        padding_mass = 0.0
+        was_training = self.model.training
+        self.model.eval()
+        for indices in bucket_batches([len(t) for t in tokens], batch_size, shuffle=False):
+            batch = collate_text([encoded[i] for i in indices], self.vocabularies)
+            result = self.model.predict(batch)
+            if result.weights is not None:
+                padding_mass += float(result.weights[~batch.mask].sum())
+            for row, index in enumerate(indices):
+                outputs[index] = result.outputs[row]
+                if result.weights is not None:
+                    weights[index] = result.weights[row, : len(tokens[index])].tolist()
+        self.model.train(was_training)
+        has_weights = self.config.pooling.type in ("additive", "dot")
+        return RawOutputs(
+            tokens, torch.stack(outputs), weights if has_weights else None, padding_mass
+        )
+
+    def evaluate(self, path: str | Path) -> dict[str, Any]:
+        """Metrics on a labelled table, with attention diagnostics when the pooling attends."""
+        data = self.config.data
+        examples = read_table(path, data.text_column, data.label_columns, file_format=data.format)
+        return self.score(examples, path)
+
+    @abstractmethod
+    def predict(self, texts: Sequence[str], attention: bool = False) -> list[TextPrediction]:
+        """One prediction per text."""
+
+    @abstractmethod
+    def score(self, examples: Sequence[Example], path: str | Path = "<data>") -> dict[str, Any]:
+        """Metrics against the examples' labels; errors name the row of a bad label."""
+
+    @staticmethod
+    def _with_attention(
+        raw: RawOutputs, attention: bool, index: int
+    ) -> list[tuple[Token, float]] | None:
+        if not attention or raw.weights is None:
+            return None
+        return list(zip(raw.tokens[index], raw.weights[index], strict=True))
+
+
+class Classifier(TextModel):
+    """Predicts one label per text."""
+
+    KIND = "classifier"
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.output_info["labels"])
+
+    def predict(self, texts: Sequence[str], attention: bool = False) -> list[TextPrediction]:
+        """Label and class probabilities per text; ``attention=True`` adds token weights."""
+        raw = self.run(texts)
+        probabilities = torch.softmax(raw.outputs, dim=-1).tolist()
+        labels = self.labels
+        return [
+            TextPrediction(
+                text,
+                label=labels[max(range(len(labels)), key=row.__getitem__)],
+                probabilities=dict(zip(labels, row, strict=True)),
+                attention=self._with_attention(raw, attention, i),
+            )
+            for i, (text, row) in enumerate(zip(texts, probabilities, strict=True))
+        ]
+
+    def score(self, examples: Sequence[Example], path: str | Path = "<data>") -> dict[str, Any]:
+        index = {label: i for i, label in enumerate(self.labels)}
+        gold = []
+        for example in examples:
+            label = example.labels[0]
+            if label not in index:
+                raise DataError(
+                    path,
+                    f"label {label!r} never appeared in training (known: {', '.join(self.labels)})",
+                    row=example.row,
+                )
+            gold.append(index[label])
+        raw = self.run([e.text for e in examples])
+        predicted = raw.outputs.argmax(dim=-1).tolist()
+        return {
+            "accuracy": accuracy(gold, predicted),
+            "macro_f1": macro_f1(gold, predicted, len(self.labels)),
+            "confusion_matrix": {
+                "labels": self.labels,
+                "rows_gold_columns_predicted": confusion_matrix(gold, predicted, len(self.labels)),
+            },
+            "examples": len(examples),
+            **attention_diagnostics(raw),
+        }
+
+
+class Regressor(TextModel):
+    """Predicts one or more numeric targets per text, in their original units."""
+
+    KIND = "regressor"
+
+    @property
+    def targets(self) -> list[str]:
+        return list(self.output_info["targets"])
+
+    def values(self, raw: RawOutputs) -> Tensor:
+        """``(texts, num_targets)`` in original units (training standardised them)."""
+        mean = torch.tensor(self.output_info["mean"])
+        std = torch.tensor(self.output_info["std"])
+        return raw.outputs * std + mean
+
+    def predict(self, texts: Sequence[str], attention: bool = False) -> list[TextPrediction]:
+        """Values per target per text; ``attention=True`` adds token weights."""
+        raw = self.run(texts)
+        return [
+            TextPrediction(
+                text,
+                values=dict(zip(self.targets, row, strict=True)),
+                attention=self._with_attention(raw, attention, i),
+            )
+            for i, (text, row) in enumerate(zip(texts, self.values(raw).tolist(), strict=True))
+        ]
+
+    def score(self, examples: Sequence[Example], path: str | Path = "<data>") -> dict[str, Any]:
+        gold = [
+            [parse_target(v, c, path, e.row) for v, c in zip(e.labels, self.targets, strict=True)]
+            for e in examples
+        ]
+        raw = self.run([e.text for e in examples])
+        predicted = self.values(raw).tolist()
+        per_target = {
+            name: {
+                "rmse": rmse([g[j] for g in gold], [p[j] for p in predicted]),
+                "pearson": pearson([g[j] for g in gold], [p[j] for p in predicted]),
+            }
+            for j, name in enumerate(self.targets)
+        }
+        return {
+            "rmse": sum(t["rmse"] for t in per_target.values()) / len(per_target),
+            "pearson": sum(t["pearson"] for t in per_target.values()) / len(per_target),
+            "per_target": per_target,
+            "examples": len(examples),
+            **attention_diagnostics(raw),
+        }
+
+
+def attention_diagnostics(raw: RawOutputs) -> dict[str, Any]:
+    """Where the attention mass goes, averaged over texts; empty for static pooling."""
+    if raw.weights is None:
+        return {}
+    longer = [w for w in raw.weights if len(w) > 1]  # one token must take all the mass
+    count = max(len(longer), 1)
+    first = sum(w[0] for w in longer) / count
+    peak = sum(max(w) for w in longer) / count
+    collapsed = sum(max(w) >= COLLAPSE_MASS for w in longer) / count
+    on_first = sum(w[0] >= FIRST_TOKEN_MASS for w in longer) / count
+    warnings = []
+    if on_first > 0.5:
+        warnings.append(f"attention sits on the first token for {on_first:.0%} of texts")
+    if collapsed > 0.5:
+        warnings.append(f"attention collapses onto one position for {collapsed:.0%} of texts")
+    return {
+        "attention": {
+            "mean_first_token_mass": first,
+            "mean_top_position_mass": peak,
+            "share_collapsed": collapsed,
+            "share_on_first_token": on_first,
+            "padding_mass": raw.padding_mass,
+            "warnings": warnings,
+        }
+    }
+
+
+def num_outputs(outputs: dict[str, Any]) -> int:
+    return len(outputs["labels"]) if "labels" in outputs else len(outputs["targets"])
+
+
+def load_text_model(path: str | Path) -> Classifier | Regressor:
+    """Load whichever kind of text model ``path`` holds."""
+    kind = model_kind(path)
+    if kind == Regressor.KIND:
+        return Regressor.load(path)  # type: ignore[return-value]
+    return Classifier.load(path)  # type: ignore[return-value]

@@ -1,0 +1,136 @@
+"""Tables of texts and labels: TSV, CSV and JSON lines, with the columns named in the config.
+
+Rows are numbered from 1 after the header (TSV, CSV) or by line (JSON lines), so an error can
+point at the row to fix.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bistack.errors import DataError
+
+csv.field_size_limit(1 << 24)  # long documents are fine; silent truncation is not
+
+
+@dataclass(frozen=True)
+class Example:
+    """One row: its text, the raw values of the label columns (empty if unlabelled), its row."""
+
+    text: str
+    labels: tuple[str, ...]
+    row: int
+
+
+def table_format(path: str | Path, declared: str = "auto") -> str:
+    if declared != "auto":
+        return declared
+    suffix = Path(path).suffix.lower()
+    formats = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
+    if suffix not in formats:
+        raise DataError(
+            path, "cannot tell the format from the extension; set data.format to tsv, csv or jsonl"
+        )
+    return formats[suffix]
+
+
+def read_table(
+    path: str | Path,
+    text_column: str,
+    label_columns: Sequence[str],
+    *,
+    file_format: str = "auto",
+    labelled: bool = True,
+) -> list[Example]:
+    """Read examples; ``labelled=False`` ignores label columns (for prediction)."""
+    wanted = [text_column, *(label_columns if labelled else [])]
+    examples = []
+    kind = table_format(path, file_format)
+    for row, record in _records(path, kind):
+        missing = [c for c in wanted if c not in record]
+        if missing:
+            where = {"row": row} if kind == "jsonl" else {}  # a table's header names columns
+            raise DataError(
+                path, f"no column {missing[0]!r} (columns: {', '.join(record)})", **where
+            )
+        text = record[text_column]
+        if not isinstance(text, str) or not text.strip():
+            raise DataError(path, f"empty text in column {text_column!r}", row=row)
+        labels = tuple("" if record[c] is None else str(record[c]) for c in wanted[1:])
+        examples.append(Example(text, labels, row))
+    if not examples:
+        raise DataError(path, "no rows found: the file is empty or holds only a header")
+    return examples
+
+
+def _records(path: str | Path, file_format: str) -> Iterator[tuple[int, dict]]:
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise DataError(path, "no such file") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise DataError(path, f"not valid UTF-8 (byte {raw[error.start]:#04x})", line) from None
+    if file_format == "jsonl":
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise DataError(path, f"not a JSON object ({error.msg})", row=number) from None
+            if not isinstance(record, dict):
+                raise DataError(path, "not a JSON object", row=number)
+            yield number, record
+        return
+    if file_format == "tsv":
+        yield from _tsv_records(path, text)
+        return
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    for number, record in enumerate(reader, start=1):
+        if None in record:  # more fields than the header
+            raise DataError(
+                path,
+                f"{len(reader.fieldnames or []) + len(record[None])} fields, "
+                f"the header has {len(reader.fieldnames or [])}",
+                row=number,
+            )
+        yield number, record
+
+
+def _tsv_records(path: str | Path, text: str) -> Iterator[tuple[int, dict]]:
+    """TSV as IANA defines it: a record per ``\\n`` line, fields split on tabs, no quoting.
+
+    Fields are stripped of surrounding whitespace: SST-2's files carry a stray carriage return
+    before the tab, which a CSV reader would take for the end of the record.
+    """
+    lines = text.split("\n")
+    header = [field.strip() for field in lines[0].split("\t")]
+    for number, line in enumerate(lines[1:], start=1):
+        if not line.strip():
+            continue
+        values = [field.strip() for field in line.split("\t")]
+        if len(values) != len(header):
+            raise DataError(path, f"{len(values)} fields, the header has {len(header)}", row=number)
+        yield number, dict(zip(header, values, strict=True))
+
+
+def parse_target(value: str, column: str, path: str | Path, row: int) -> float:
+    """A regression target as a float; non-numbers and NaN are errors naming the row."""
+    try:
+        number = float(value)
+    except ValueError:
+        raise DataError(path, f"target {column!r} is not a number: {value!r}", row=row) from None
+    if not math.isfinite(number):
+        raise DataError(
+            path, f"target {column!r} is {value!r}: it must be a finite number", row=row
+        )
+    return number

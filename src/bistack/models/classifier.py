@@ -1,0 +1,90 @@
+"""Text classifier and regressor: token features -> recurrent encoder -> pooling -> linear head.
+
+The seed's ``BiLSTMAttentionClassifier`` (embeddings, a BiLSTM, additive attention, dropout,
+a linear layer on ``2 * hidden`` features), with the pooling chosen in the config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from bistack.config import TextModelConfig
+from bistack.data.batching import TextBatch
+from bistack.data.features import TokenVocabularies
+from bistack.encoders import RecurrentEncoder
+from bistack.models.builders import build_embedder, build_encoder
+from bistack.pooling import AdditiveAttention, build_pooling
+
+
+@dataclass(frozen=True)
+class TextOutput:
+    """outputs: ``(batch, num_outputs)`` logits or standardised values; weights:
+    ``(batch, seq_len)`` attention (exactly 0 at padding) or None for static pooling."""
+
+    outputs: Tensor
+    weights: Tensor | None
+
+
+class SequenceClassifier(nn.Module):
+    """One vector per text, pooled over the encoder states, then one linear layer.
+
+    ``regression=True`` makes the outputs targets (mean squared error on standardised targets)
+    instead of class logits (cross-entropy).
+    """
+
+    def __init__(
+        self,
+        embedder: nn.Module,
+        encoder: RecurrentEncoder,
+        pooling: nn.Module,
+        num_outputs: int,
+        dropout: float,
+        regression: bool,
+    ) -> None:
+        super().__init__()
+        self.embedder = embedder
+        self.encoder = encoder
+        self.pooling = pooling
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(encoder.output_size, num_outputs)
+        self.regression = regression
+
+    def predict(self, batch: TextBatch) -> TextOutput:
+        tokens = self.dropout(self.embedder(batch))
+        states = self.encoder(tokens, mask=batch.mask).states  # (batch, seq, output_size)
+        pooled = self.pooling(states, batch.mask)
+        return TextOutput(self.head(self.dropout(pooled.vector)), pooled.weights)
+
+    def forward(self, batch: TextBatch) -> Tensor:
+        """The training loss, averaged over texts."""
+        if batch.targets is None:
+            raise ValueError("the batch has no targets to compute a loss from")
+        outputs = self.predict(batch).outputs
+        if self.regression:
+            return F.mse_loss(outputs, batch.targets)
+        return F.cross_entropy(outputs, batch.targets)
+
+
+def build_classifier(
+    config: TextModelConfig, vocabularies: TokenVocabularies, num_outputs: int
+) -> SequenceClassifier:
+    """Build the classifier or regressor a config describes."""
+    embedder = build_embedder(config.features, vocabularies)
+    encoder = build_encoder(config.encoder, embedder.output_size)
+    if config.pooling.type == "additive":
+        pooling: nn.Module = AdditiveAttention(encoder.output_size, config.pooling.attention_size)
+    else:
+        pooling = build_pooling(
+            config.pooling.type, encoder.output_size, bidirectional=config.encoder.bidirectional
+        )
+    return SequenceClassifier(
+        embedder,
+        encoder,
+        pooling,
+        num_outputs,
+        config.train.dropout,
+        regression=config.task == "regression",
+    )

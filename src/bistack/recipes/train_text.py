@@ -1,0 +1,224 @@
+"""Train a text classifier or regressor from a table of texts and labels."""
+
+from __future__ import annotations
+
+import random
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning_fabric import Fabric
+
+from bistack.api.text import Classifier, Regressor, TextModel
+from bistack.config import TextModelConfig
+from bistack.data.batching import TextBatch, collate_text
+from bistack.data.features import EncodedSentence, TokenVocabularies
+from bistack.data.tables import Example, parse_target, read_table
+from bistack.data.tokenize import tokenize_text
+from bistack.errors import DataError
+from bistack.modeldir import save_weights, write_json
+from bistack.models.classifier import build_classifier
+from bistack.recipes.loop import Evaluation, MetricsLog, fit
+from bistack.recipes.train_tagger import initialise_words, singleton_mask
+
+
+@dataclass
+class TextData:
+    train: list[Example]
+    dev: list[Example]
+    dev_source: str
+
+
+def load_text_data(config: TextModelConfig) -> TextData:
+    """Read train and dev tables; without a dev table, split off a fixed fraction of train."""
+    data = config.data
+    train = read_table(data.train, data.text_column, data.label_columns, file_format=data.format)
+    if data.dev:
+        dev = read_table(data.dev, data.text_column, data.label_columns, file_format=data.format)
+        return TextData(train, dev, data.dev)
+    shuffled = list(train)
+    random.Random(data.split_seed).shuffle(shuffled)
+    cut = max(1, round(len(shuffled) * data.dev_fraction))
+    return TextData(
+        shuffled[cut:], shuffled[:cut], f"{data.train} (held-out {data.dev_fraction:.0%})"
+    )
+
+
+def output_info(config: TextModelConfig, train: Sequence[Example]) -> dict[str, Any]:
+    """Labels (classification), or target names with training mean and std (regression)."""
+    if config.task == "classification":
+        return {"labels": sorted({e.labels[0] for e in train}, key=_label_order)}
+    columns = config.data.label_columns
+    values = [
+        [
+            parse_target(v, c, config.data.train, e.row)
+            for v, c in zip(e.labels, columns, strict=True)
+        ]
+        for e in train
+    ]
+    means = [statistics.fmean(column) for column in zip(*values, strict=True)]
+    stds = [statistics.pstdev(column) or 1.0 for column in zip(*values, strict=True)]
+    return {"targets": list(columns), "mean": means, "std": stds}
+
+
+def _label_order(label: str) -> tuple[int, float | str]:
+    """Numeric labels in numeric order ("2" before "10"), then the rest alphabetically."""
+    try:
+        return (0, float(label))
+    except ValueError:
+        return (1, label)
+
+
+def targets_tensor(model: TextModel, examples: Sequence[Example], path: str) -> torch.Tensor:
+    """Training targets: class ids ``(n,)``, or standardised values ``(n, num_targets)``."""
+    if isinstance(model, Classifier):
+        index = {label: i for i, label in enumerate(model.labels)}
+        try:
+            return torch.tensor([index[e.labels[0]] for e in examples])
+        except KeyError as error:
+            bad = next(e for e in examples if e.labels[0] not in index)
+            raise DataError(
+                path, f"label {error.args[0]!r} never appeared in training", row=bad.row
+            ) from None
+    info = model.output_info
+    values = torch.tensor(
+        [
+            [
+                parse_target(v, c, path, e.row)
+                for v, c in zip(e.labels, info["targets"], strict=True)
+            ]
+            for e in examples
+        ]
+    )
+    return (values - torch.tensor(info["mean"])) / torch.tensor(info["std"])
+
+
+class TextTask:
+    """What the training loop needs for classification and regression."""
+
+    def __init__(
+        self,
+        model: TextModel,
+        encoded: list[EncodedSentence],
+        targets: torch.Tensor,
+        dev: TextData,
+        model_dir: Path,
+    ) -> None:
+        self.model = model
+        self.encoded = encoded
+        self.targets = targets
+        self.data = dev
+        self.model_dir = model_dir
+
+    def train_lengths(self) -> Sequence[int]:
+        return [len(e.words) for e in self.encoded]
+
+    def collate(self, indices: list[int]) -> TextBatch:
+        return collate_text(
+            [self.encoded[i] for i in indices], self.model.vocabularies, self.targets[indices]
+        )
+
+    def evaluate(self) -> Evaluation:
+        metrics = self.model.score(self.data.dev, self.data.dev_source)
+        if isinstance(self.model, Classifier):
+            return Evaluation(
+                score=metrics["accuracy"],
+                metrics={"dev_accuracy": metrics["accuracy"], "dev_macro_f1": metrics["macro_f1"]},
+                summary=f"dev accuracy {metrics['accuracy']:.2f} "
+                f"macro-F1 {metrics['macro_f1']:.2f}",
+            )
+        return Evaluation(
+            score=-metrics["rmse"],
+            metrics={"dev_rmse": metrics["rmse"], "dev_pearson": metrics["pearson"]},
+            summary=f"dev RMSE {metrics['rmse']:.4f} r {metrics['pearson']:.4f}",
+        )
+
+    def save_weights(self) -> None:
+        save_weights(self.model_dir, self.model.model)
+
+
+def train_text_model(
+    config: TextModelConfig,
+    output: str | Path,
+    *,
+    devices: int | str = 1,
+    strategy: str = "auto",
+    accelerator: str = "cpu",
+    progress: bool = True,
+) -> Path:
+    """Train as ``config`` says; the best model goes to ``output/model``. Returns that path."""
+    fabric = Fabric(accelerator=accelerator, devices=devices, strategy=strategy)
+    fabric.launch()
+    fabric.seed_everything(config.train.seed, verbose=False)
+
+    def say(message: str) -> None:
+        fabric.print(message, flush=True)
+
+    output = Path(output)
+    model_dir = output / "model"
+    data = load_text_data(config)
+    info = output_info(config, data.train)
+    kind = Classifier if config.task == "classification" else Regressor
+    # Tokenise with the same rules prediction will use.
+    tokens = [[t.text for t in tokenize_text(e.text, config.data.tokenizer)] for e in data.train]
+    vocabularies = TokenVocabularies.build(
+        ((t, ()) for t in tokens),
+        min_freq=config.features.min_freq,
+        lowercase=config.features.lowercase,
+        normalise_digits=config.features.normalise_digits,
+    )
+    network = build_classifier(config, vocabularies, len(info.get("labels", info.get("targets"))))
+    network.embedder.singletons = singleton_mask(vocabularies, [(t, ()) for t in tokens])
+    say(initialise_words(network, config, vocabularies))
+    model = kind(network, vocabularies, config, info)
+    say(
+        f"{config.task}: {len(data.train)} train texts, {len(data.dev)} dev from "
+        f"{data.dev_source}; {len(vocabularies.words)} words; "
+        f"{sum(p.numel() for p in network.parameters()):,} parameters"
+    )
+    if fabric.is_global_zero:
+        model.save_metadata(model_dir)
+    targets = targets_tensor(model, data.train, config.data.train)
+    encoded = [vocabularies.encode(t) for t in tokens]
+    task = TextTask(model, encoded, targets, data, model_dir)
+    result = fit(
+        fabric,
+        network,
+        task,
+        config.train,
+        config.optimizer,
+        log=MetricsLog(output) if fabric.is_global_zero else None,
+        say=say,
+        progress=progress,
+    )
+    say(
+        f"best dev {'accuracy' if kind is Classifier else 'RMSE'} {abs(result.best_score):.4f} "
+        f"at epoch {result.best_epoch}; model in {model_dir}"
+    )
+    if fabric.is_global_zero:
+        report_dev_diagnostics(kind.load(model_dir), data, output, say)
+    return model_dir
+
+
+def report_dev_diagnostics(
+    model: TextModel, data: TextData, output: Path, say: Callable[[str], None]
+) -> None:
+    """Score the best model on dev; print and save metrics and attention diagnostics."""
+    metrics = model.score(data.dev, data.dev_source)
+    write_json(output / "dev_metrics.json", metrics)
+    attention = metrics.get("attention")
+    if attention is None:
+        return
+    say(
+        f"dev attention: mean mass on the first token {attention['mean_first_token_mass']:.3f}, "
+        f"on the most-attended position {attention['mean_top_position_mass']:.3f}; "
+        f"mass on padding {attention['padding_mass']:.1f}"
+    )
+    for warning in attention["warnings"]:
+        say(
+            f"WARNING: {warning}: the attention may be broken (seed: 'if all the mass sits on "
+            f"<pad> or on the first token, something is broken')"
+        )

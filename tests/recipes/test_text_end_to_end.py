@@ -1,0 +1,188 @@
+"""Train, save, load and predict text classifiers and regressors on tiny fixtures."""
+
+import json
+import random
+
+import pytest
+import torch
+import yaml
+
+from bistack.api import Classifier, Regressor
+from bistack.cli import main
+from bistack.config import config_from_dict
+from bistack.recipes.train_text import train_text_model
+
+POSITIVE = ["great", "superb", "lovely", "moving"]
+NEGATIVE = ["awful", "dull", "boring", "clumsy"]
+FILLER = ["the", "film", "was", "a", "plot", "and", "acting", "story", "quite", "really"]
+
+
+def sentiment_rows(count, seed):
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(count):
+        label = rng.randint(0, 1)
+        words = rng.choices(FILLER, k=rng.randint(2, 12))
+        words.insert(rng.randint(0, len(words)), rng.choice(POSITIVE if label else NEGATIVE))
+        rows.append((" ".join(words), label))
+    return rows
+
+
+def write_tsv(path, rows, header=("sentence", "label")):
+    path.write_text("\t".join(header) + "\n" + "".join(f"{t}\t{y}\n" for t, y in rows))
+    return path
+
+
+def text_config(train_path, dev_path, task="classification", **sections):
+    config = {
+        "task": task,
+        "data": {
+            "train": str(train_path),
+            "dev": str(dev_path),
+            "text_column": "sentence",
+            "label_columns": ["label"],
+            "tokenizer": "whitespace",
+        },
+        "features": {"word_dim": 16, "char_encoder": "none", "casing_dim": 0, "unk_replace": 0.0},
+        "encoder": {"hidden_size": 16},
+        "optimizer": {"name": "adam", "lr": 0.01},
+        "train": {"batch_size": 16, "max_epochs": 6, "patience": 6, "dropout": 0.1},
+    }
+    for name, values in sections.items():
+        config[name] = {**config.get(name, {}), **values}
+    return config
+
+
+@pytest.fixture
+def sentiment(tmp_path):
+    return (
+        write_tsv(tmp_path / "train.tsv", sentiment_rows(300, 0)),
+        write_tsv(tmp_path / "dev.tsv", sentiment_rows(60, 1)),
+    )
+
+
+@pytest.mark.parametrize("pooling", ["last", "mean", "max", "additive", "dot"])
+def test_classifier_trains_saves_loads_and_predicts_the_same(tmp_path, sentiment, pooling):
+    train, dev = sentiment
+    config = config_from_dict(text_config(train, dev, pooling={"type": pooling}))
+    model_dir = train_text_model(config, tmp_path / "run", progress=False)
+    classifier = Classifier.load(model_dir)
+    texts = ["the acting was superb", "a dull and boring plot", "lovely"]
+    first = classifier.predict(texts, attention=True)
+    assert first == Classifier.load(model_dir).predict(texts, attention=True)
+    assert [p.label for p in first] == ["1", "0", "1"]
+    assert abs(sum(first[0].probabilities.values()) - 1) < 1e-6
+    metrics = classifier.evaluate(dev)
+    assert metrics["accuracy"] >= 90
+    if pooling in ("additive", "dot"):
+        weights = [w for _, w in first[1].attention]
+        assert len(weights) == 5 and abs(sum(weights) - 1) < 1e-5
+        assert metrics["attention"]["padding_mass"] == 0.0
+    else:
+        assert first[0].attention is None and "attention" not in metrics
+
+
+def test_attention_on_real_batches_gives_padding_exactly_zero_weight(tmp_path, sentiment):
+    train, dev = sentiment
+    config = config_from_dict(text_config(train, dev, train={"max_epochs": 1}))
+    classifier = Classifier.load(train_text_model(config, tmp_path / "run", progress=False))
+    texts = ["great", "the film was a plot and acting story quite really dull " * 3]
+    raw = classifier.run(texts, batch_size=2)
+    assert raw.padding_mass == 0.0
+    assert raw.weights[0] == [1.0]
+    # A text scores the same alone as beside a much longer one.
+    alone = classifier.run(texts[:1], batch_size=1)
+    torch.testing.assert_close(raw.outputs[0], alone.outputs[0], atol=1e-6, rtol=0)
+
+
+def test_regressor_reports_in_original_units(tmp_path):
+    rng = random.Random(0)
+
+    def rows(count):
+        out = []
+        for _ in range(count):
+            very = rng.randint(0, 4)
+            words = ["very"] * very + rng.choices(FILLER, k=rng.randint(1, 6))
+            rng.shuffle(words)
+            out.append((" ".join(words), 100 + 10 * very))
+        return out
+
+    train = write_tsv(tmp_path / "train.tsv", rows(300))
+    dev = write_tsv(tmp_path / "dev.tsv", rows(60))
+    config = config_from_dict(
+        text_config(
+            train, dev, task="regression", pooling={"type": "mean"}, train={"max_epochs": 10}
+        )
+    )
+    model_dir = train_text_model(config, tmp_path / "run", progress=False)
+    regressor = Regressor.load(model_dir)
+    metrics = regressor.evaluate(dev)
+    assert metrics["rmse"] < 10  # the targets span 100..140 with std about 14
+    assert metrics["per_target"]["label"]["pearson"] > 0.8
+    value = regressor.predict(["very very very film"])[0].values["label"]
+    assert 110 < value < 150
+
+
+def test_cli_train_evaluate_predict_explain(tmp_path, sentiment, capsys):
+    train, dev = sentiment
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(text_config(train, dev)))
+    run = tmp_path / "run"
+    assert main(["train", str(config), "--output", str(run), "--no-progress"]) == 0
+    assert "dev attention: mean mass on the first token" in capsys.readouterr().out
+    assert json.loads((run / "dev_metrics.json").read_text())["attention"]["padding_mass"] == 0
+    assert main(["evaluate", str(run / "model"), str(dev), "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert {"accuracy", "macro_f1", "confusion_matrix"} <= set(metrics)
+    assert main(["predict", str(run / "model"), "superb story", "--attention"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["label"] == "1"
+    assert [a["text"] for a in record["attention"]] == ["superb", "story"]
+    assert (
+        main(["explain", str(run / "model"), "the plot was dull", "--output", str(tmp_path)]) == 0
+    )
+    html = (tmp_path / "explain.html").read_text()
+    assert "dull</span>" in html
+    assert (tmp_path / "explain.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_an_unseen_label_at_evaluation_names_the_row(tmp_path, sentiment, capsys):
+    train, dev = sentiment
+    config = config_from_dict(text_config(train, dev, train={"max_epochs": 1}))
+    model_dir = train_text_model(config, tmp_path / "run", progress=False)
+    other = write_tsv(tmp_path / "other.tsv", [("great", 1), ("so so", "neutral")])
+    capsys.readouterr()
+    assert main(["evaluate", str(model_dir), str(other)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: {other}: row 2: label 'neutral' never appeared in training (known: 0, 1)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([("fine", "1.5"), ("good", "abc")], "row 2: target 'label' is not a number: 'abc'"),
+        (
+            [("fine", "1.5"), ("good", "NaN")],
+            "row 2: target 'label' is 'NaN': it must be a finite number",
+        ),
+    ],
+)
+def test_bad_regression_targets_name_the_row(tmp_path, sentiment, capsys, rows, message):
+    _, dev = sentiment
+    train = write_tsv(tmp_path / "bad.tsv", rows)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(text_config(train, dev, task="regression")))
+    assert main(["train", str(config)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {train}: {message}"
+
+
+def test_explain_refuses_a_model_without_attention(tmp_path, sentiment, capsys):
+    train, dev = sentiment
+    config = config_from_dict(
+        text_config(train, dev, pooling={"type": "mean"}, train={"max_epochs": 1})
+    )
+    model_dir = train_text_model(config, tmp_path / "run", progress=False)
+    capsys.readouterr()
+    assert main(["explain", str(model_dir), "fine"]) == 2
+    assert "has no attention weights to show" in capsys.readouterr().err
