@@ -1,19 +1,21 @@
 """Summarise finished ``bistack train`` runs as a markdown table.
 
-Run:  .venv/bin/python benchmarks/summarise_runs.py NAME=RUN_DIR [NAME=RUN_DIR ...]
+Run:  .venv/bin/python benchmarks/summarise_runs.py [--max-epoch N] NAME=RUN_DIR [...]
 Each RUN_DIR holds metrics.csv and model/config.json as ``bistack train`` writes them.
+``--max-epoch N`` reads only the first N epochs, so runs compare at the same budget.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
-import sys
 from pathlib import Path
 
 
-def summarise(name: str, run: Path) -> str:
+def summarise(name: str, run: Path, max_epoch: int | None) -> str:
     rows = list(csv.DictReader((run / "metrics.csv").open()))
+    rows = [r for r in rows if max_epoch is None or int(r["epoch"]) <= max_epoch]
     best = max(rows, key=lambda r: float(r["dev_f1"]))
     config = json.loads((run / "model" / "config.json").read_text())["config"]
     encoder = config["encoder"]
@@ -29,13 +31,17 @@ def summarise(name: str, run: Path) -> str:
     )
 
 
-def main(arguments: list[str]) -> None:
-    print("| run | model | best dev F1 | at epoch | epochs run | minutes |")
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--max-epoch", type=int)
+    parser.add_argument("runs", nargs="+", metavar="NAME=RUN_DIR")
+    args = parser.parse_args()
+    print("| run | model | best dev F1 | at epoch | epochs read | minutes |")
     print("|---|---|---:|---:|---:|---:|")
-    for argument in arguments:
+    for argument in args.runs:
         name, _, path = argument.partition("=")
-        print(summarise(name, Path(path)))
+        print(summarise(name, Path(path), args.max_epoch))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -1,0 +1,193 @@
+"""SST-2 and CommonLit: the BiLSTM + attention models against TF-IDF baselines, in one run.
+
+SST-2: TF-IDF + logistic regression, then the BiLSTM + additive attention classifier with
+``--seeds`` seeds and every other pooling with ``--pooling-seeds`` seeds; dev accuracy.
+CommonLit: TF-IDF + ridge and the BiLSTM + attention regressor on the same 5 folds; CV RMSE.
+
+Run:  OMP_NUM_THREADS=1 .venv/bin/python benchmarks/text_benchmarks.py sst2 [--seeds 3]
+      OMP_NUM_THREADS=1 .venv/bin/python benchmarks/text_benchmarks.py commonlit
+Writes benchmarks/results/{sst2,commonlit}.{md,json}; runs go to runs/benchmarks/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression, Ridge
+from sklearn.model_selection import KFold
+
+from bistack.api import Classifier, Regressor
+from bistack.config import load_config
+from bistack.data.tables import read_table
+from bistack.recipes.train_text import train_text_model
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+RESULTS = ROOT / "benchmarks" / "results"
+RUNS = ROOT / "runs" / "benchmarks"
+
+
+def train_and_score(config_path: Path, output: Path, overrides: list[str], kind, dev: Path) -> dict:
+    config = load_config(config_path, overrides)
+    started = time.monotonic()
+    model_dir = train_text_model(config, output, progress=False)
+    seconds = time.monotonic() - started
+    metrics = kind.load(model_dir).evaluate(dev)
+    parameters = sum(p.numel() for p in kind.load(model_dir).model.parameters())
+    return {"metrics": metrics, "seconds": seconds, "parameters": parameters}
+
+
+def sst2(seeds: int, pooling_seeds: int) -> None:
+    train_path, dev_path = DATA / "sst2" / "train.tsv", DATA / "sst2" / "dev.tsv"
+    train = read_table(train_path, "sentence", ["label"])
+    dev = read_table(dev_path, "sentence", ["label"])
+    rows = []
+    started = time.monotonic()
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
+    features = vectorizer.fit_transform([e.text for e in train])
+    baseline = LogisticRegression(C=4.0, max_iter=2000).fit(features, [e.labels[0] for e in train])
+    predicted = baseline.predict(vectorizer.transform([e.text for e in dev]))
+    accuracy = 100 * float(np.mean(predicted == np.array([e.labels[0] for e in dev])))
+    rows.append(
+        {
+            "model": "TF-IDF (1-2 grams) + logistic regression",
+            "scores": [accuracy],
+            "seconds": time.monotonic() - started,
+            "parameters": features.shape[1] + 1,
+        }
+    )
+    print(rows[-1], flush=True)
+    config = ROOT / "configs" / "sst2-bilstm-attention.yaml"
+    for pooling in ("additive", "dot", "last", "mean", "max"):
+        runs = [
+            train_and_score(
+                config,
+                RUNS / "sst2" / f"{pooling}-seed{seed}",
+                [f"pooling.type={pooling}", f"train.seed={seed}"],
+                Classifier,
+                dev_path,
+            )
+            for seed in range(1, (seeds if pooling == "additive" else pooling_seeds) + 1)
+        ]
+        rows.append(
+            {
+                "model": f"BiLSTM 128 + {pooling} pooling",
+                "scores": [r["metrics"]["accuracy"] for r in runs],
+                "seconds": statistics.fmean(r["seconds"] for r in runs),
+                "parameters": runs[0]["parameters"],
+                "attention": [r["metrics"].get("attention") for r in runs],
+            }
+        )
+        print(rows[-1], flush=True)
+    write(
+        "sst2",
+        "SST-2 dev accuracy (%), 872 sentences; trained on train.tsv (67,349 phrases)",
+        rows,
+        "accuracy",
+        f"benchmarks/text_benchmarks.py sst2 --seeds {seeds} --pooling-seeds {pooling_seeds}",
+    )
+
+
+def commonlit(folds: int) -> None:
+    path = DATA / "commonlit" / "train.csv"
+    examples = read_table(path, "excerpt", ["target"])
+    texts = [e.text for e in examples]
+    targets = np.array([float(e.labels[0]) for e in examples])
+    splits = list(KFold(folds, shuffle=True, random_state=0).split(texts))
+    ridge_scores, lstm_scores, seconds = [], [], []
+    workdir = RUNS / "commonlit"
+    workdir.mkdir(parents=True, exist_ok=True)
+    with path.open(newline="", encoding="utf-8") as handle:
+        records = list(csv.DictReader(handle))
+    for fold, (train_index, dev_index) in enumerate(splits):
+        vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
+        train_features = vectorizer.fit_transform([texts[i] for i in train_index])
+        ridge = Ridge(alpha=1.0).fit(train_features, targets[train_index])
+        predicted = ridge.predict(vectorizer.transform([texts[i] for i in dev_index]))
+        ridge_scores.append(float(np.sqrt(np.mean((predicted - targets[dev_index]) ** 2))))
+        fold_train, fold_dev = workdir / f"fold{fold}-train.csv", workdir / f"fold{fold}-dev.csv"
+        for target_path, index in ((fold_train, train_index), (fold_dev, dev_index)):
+            with target_path.open("w", newline="", encoding="utf-8") as handle:
+                writer = csv.DictWriter(handle, fieldnames=list(records[0]))
+                writer.writeheader()
+                writer.writerows(records[i] for i in index)
+        run = train_and_score(
+            ROOT / "configs" / "commonlit-bilstm-attention.yaml",
+            workdir / f"fold{fold}",
+            [f"data.train={fold_train}", f"data.dev={fold_dev}"],
+            Regressor,
+            fold_dev,
+        )
+        lstm_scores.append(run["metrics"]["rmse"])
+        seconds.append(run["seconds"])
+        print(
+            f"fold {fold}: ridge {ridge_scores[-1]:.4f}  bilstm {lstm_scores[-1]:.4f}", flush=True
+        )
+    rows = [
+        {
+            "model": "TF-IDF (1-2 grams) + ridge",
+            "scores": ridge_scores,
+            "seconds": 0.0,
+            "parameters": None,
+        },
+        {
+            "model": "BiLSTM 128 + additive attention",
+            "scores": lstm_scores,
+            "seconds": statistics.fmean(seconds),
+            "parameters": run["parameters"],
+        },
+    ]
+    write(
+        "commonlit",
+        f"CommonLit {folds}-fold CV RMSE (lower is better), 2,400 excerpts",
+        rows,
+        "RMSE per fold",
+        f"benchmarks/text_benchmarks.py commonlit --folds {folds}",
+    )
+
+
+def write(name: str, title: str, rows: list[dict], unit: str, command: str) -> None:
+    lines = [
+        f"# {title}",
+        "",
+        f"Command: `OMP_NUM_THREADS=1 .venv/bin/python {command}`",
+        "",
+        f"| model | mean | std | {unit} | parameters | seconds per run |",
+        "|---|---:|---:|---|---:|---:|",
+    ]
+    for row in rows:
+        scores = row["scores"]
+        std = statistics.stdev(scores) if len(scores) > 1 else 0.0
+        lines.append(
+            f"| {row['model']} | {statistics.fmean(scores):.3f} | {std:.3f} | "
+            f"{', '.join(f'{s:.3f}' for s in scores)} | {row['parameters'] or '-'} | "
+            f"{row['seconds']:.0f} |"
+        )
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / f"{name}.json").write_text(json.dumps(rows, indent=2))
+    print("\n".join(lines))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("benchmark", choices=["sst2", "commonlit"])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--pooling-seeds", type=int, default=1)
+    parser.add_argument("--folds", type=int, default=5)
+    args = parser.parse_args()
+    if args.benchmark == "sst2":
+        sst2(args.seeds, args.pooling_seeds)
+    else:
+        commonlit(args.folds)
+
+
+if __name__ == "__main__":
+    main()
