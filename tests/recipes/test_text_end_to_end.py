@@ -186,3 +186,49 @@ def test_explain_refuses_a_model_without_attention(tmp_path, sentiment, capsys):
     capsys.readouterr()
     assert main(["explain", str(model_dir), "fine"]) == 2
     assert "has no attention weights to show" in capsys.readouterr().err
+
+
+def test_multi_class_and_multi_target(tmp_path):
+    rng = random.Random(0)
+    cues = {"pos": POSITIVE, "neg": NEGATIVE, "neutral": ["okay", "average", "fine", "so-so"]}
+    rows = []
+    for _ in range(300):
+        label = rng.choice(sorted(cues))
+        words = rng.choices(FILLER, k=rng.randint(1, 8)) + [rng.choice(cues[label])]
+        rng.shuffle(words)
+        rows.append((" ".join(words), label))
+    train, dev = (
+        write_tsv(tmp_path / "t.tsv", rows[:250]),
+        write_tsv(tmp_path / "d.tsv", rows[250:]),
+    )
+    config = config_from_dict(text_config(train, dev, pooling={"type": "max"}))
+    classifier = Classifier.load(train_text_model(config, tmp_path / "cls", progress=False))
+    assert classifier.labels == ["neg", "neutral", "pos"]
+    metrics = classifier.evaluate(dev)
+    assert metrics["accuracy"] > 90
+    assert len(metrics["confusion_matrix"]["rows_gold_columns_predicted"]) == 3
+
+    table = tmp_path / "targets.jsonl"
+    table.write_text(
+        "".join(
+            json.dumps({"sentence": t, "length": len(t.split()), "cue": float(y == "pos")}) + "\n"
+            for t, y in rows
+        )
+    )
+    config = config_from_dict(
+        text_config(
+            table,
+            table,
+            task="regression",
+            data={"label_columns": ["length", "cue"]},
+            pooling={"type": "mean"},
+            train={"max_epochs": 8},
+        )
+    )
+    regressor = Regressor.load(train_text_model(config, tmp_path / "reg", progress=False))
+    metrics = regressor.evaluate(table)
+    assert set(metrics["per_target"]) == {"length", "cue"}
+    assert metrics["rmse"] == pytest.approx(
+        (metrics["per_target"]["length"]["rmse"] + metrics["per_target"]["cue"]["rmse"]) / 2
+    )
+    assert metrics["per_target"]["cue"]["pearson"] > 0.8

@@ -110,7 +110,7 @@ class TextModel(ABC):
         tokens = [self.tokenize(text) for text in texts]
         for index, text_tokens in enumerate(tokens):
             if not text_tokens:
-                raise ValueError(f"text {index} has no tokens: {texts[index]!r}")
+                raise DataError("input", f"text {index + 1} has no tokens: {texts[index]!r}")
         encoded = [self.vocabularies.encode([t.text for t in ts]) for ts in tokens]
         outputs: list[Tensor] = [torch.empty(0)] * len(texts)
         weights: list[list[float]] = [[] for _ in texts]
