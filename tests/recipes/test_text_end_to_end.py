@@ -194,7 +194,7 @@ def test_multi_class_and_multi_target(tmp_path):
     rows = []
     for _ in range(300):
         label = rng.choice(sorted(cues))
-        words = rng.choices(FILLER, k=rng.randint(1, 8)) + [rng.choice(cues[label])]
+        words = [*rng.choices(FILLER, k=rng.randint(1, 8)), rng.choice(cues[label])]
         rng.shuffle(words)
         rows.append((" ".join(words), label))
     train, dev = (
