@@ -14,7 +14,7 @@ from torch import Tensor
 from bistack.config import TextModelConfig, config_from_dict
 from bistack.data.batching import bucket_batches, collate_text
 from bistack.data.features import TokenVocabularies
-from bistack.data.tables import Example, parse_target, read_table
+from bistack.data.tables import Example, parse_targets, read_table
 from bistack.data.tokenize import Token, tokenize_text
 from bistack.errors import DataError
 from bistack.metrics.classification import accuracy, confusion_matrix, macro_f1, pearson, rmse
@@ -179,18 +179,21 @@ class Classifier(TextModel):
             for i, (text, row) in enumerate(zip(texts, probabilities, strict=True))
         ]
 
-    def score(self, examples: Sequence[Example], path: str | Path = "<data>") -> dict[str, Any]:
+    def label_ids(self, examples: Sequence[Example], path: str | Path) -> list[int]:
+        """Class ids of the examples' labels; an unknown label is an error naming its row."""
         index = {label: i for i, label in enumerate(self.labels)}
-        gold = []
         for example in examples:
-            label = example.labels[0]
-            if label not in index:
+            if example.labels[0] not in index:
                 raise DataError(
                     path,
-                    f"label {label!r} never appeared in training (known: {', '.join(self.labels)})",
+                    f"label {example.labels[0]!r} never appeared in training "
+                    f"(known: {', '.join(self.labels)})",
                     row=example.row,
                 )
-            gold.append(index[label])
+        return [index[e.labels[0]] for e in examples]
+
+    def score(self, examples: Sequence[Example], path: str | Path = "<data>") -> dict[str, Any]:
+        gold = self.label_ids(examples, path)
         raw = self.run([e.text for e in examples])
         predicted = raw.outputs.argmax(dim=-1).tolist()
         return {
@@ -233,10 +236,7 @@ class Regressor(TextModel):
         ]
 
     def score(self, examples: Sequence[Example], path: str | Path = "<data>") -> dict[str, Any]:
-        gold = [
-            [parse_target(v, c, path, e.row) for v, c in zip(e.labels, self.targets, strict=True)]
-            for e in examples
-        ]
+        gold = parse_targets(examples, self.targets, path)
         raw = self.run([e.text for e in examples])
         predicted = self.values(raw).tolist()
         per_target = {

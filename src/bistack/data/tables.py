@@ -123,6 +123,16 @@ def _tsv_records(path: str | Path, text: str) -> Iterator[tuple[int, dict]]:
         yield number, dict(zip(header, values, strict=True))
 
 
+def parse_targets(
+    examples: Sequence[Example], columns: Sequence[str], path: str | Path
+) -> list[list[float]]:
+    """``[example][target]`` floats from the label columns of ``examples``."""
+    return [
+        [parse_target(v, c, path, e.row) for v, c in zip(e.labels, columns, strict=True)]
+        for e in examples
+    ]
+
+
 def parse_target(value: str, column: str, path: str | Path, row: int) -> float:
     """A regression target as a float; non-numbers and NaN are errors naming the row."""
     try:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +15,7 @@ from bistack.data.batching import TaggingBatch, collate_tagging
 from bistack.data.conll import Sentence, read_conll
 from bistack.data.features import EncodedSentence, TokenVocabularies
 from bistack.data.pretrained import load_vectors
+from bistack.data.splits import split_off_dev
 from bistack.modeldir import save_weights
 from bistack.models.tagger import SequenceTagger, build_tagger
 from bistack.recipes.loop import Evaluation, MetricsLog, fit
@@ -39,10 +39,7 @@ def load_tagging_data(config: TaggerConfig) -> TaggingData:
     if data.dev:
         dev, dev_source = read_conll(data.dev, data.token_column, data.tag_column), data.dev
     else:
-        shuffled = list(train)
-        random.Random(data.split_seed).shuffle(shuffled)
-        cut = max(1, round(len(shuffled) * data.dev_fraction))
-        dev, train = shuffled[:cut], shuffled[cut:]
+        train, dev = split_off_dev(train, data.dev_fraction, data.split_seed)
         dev_source = f"{data.train} (held-out {data.dev_fraction:.0%})"
     return TaggingData(train, dev, detect_scheme([s.tags for s in train]), dev_source)
 

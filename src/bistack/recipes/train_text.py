@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -16,9 +15,9 @@ from bistack.api.text import Classifier, Regressor, TextModel
 from bistack.config import TextModelConfig
 from bistack.data.batching import TextBatch, collate_text
 from bistack.data.features import EncodedSentence, TokenVocabularies
-from bistack.data.tables import Example, parse_target, read_table
+from bistack.data.splits import split_off_dev
+from bistack.data.tables import Example, parse_targets, read_table
 from bistack.data.tokenize import tokenize_text
-from bistack.errors import DataError
 from bistack.modeldir import save_weights, write_json
 from bistack.models.classifier import build_classifier
 from bistack.recipes.loop import Evaluation, MetricsLog, fit
@@ -39,12 +38,8 @@ def load_text_data(config: TextModelConfig) -> TextData:
     if data.dev:
         dev = read_table(data.dev, data.text_column, data.label_columns, file_format=data.format)
         return TextData(train, dev, data.dev)
-    shuffled = list(train)
-    random.Random(data.split_seed).shuffle(shuffled)
-    cut = max(1, round(len(shuffled) * data.dev_fraction))
-    return TextData(
-        shuffled[cut:], shuffled[:cut], f"{data.train} (held-out {data.dev_fraction:.0%})"
-    )
+    train, dev = split_off_dev(train, data.dev_fraction, data.split_seed)
+    return TextData(train, dev, f"{data.train} (held-out {data.dev_fraction:.0%})")
 
 
 def output_info(config: TextModelConfig, train: Sequence[Example]) -> dict[str, Any]:
@@ -52,13 +47,7 @@ def output_info(config: TextModelConfig, train: Sequence[Example]) -> dict[str, 
     if config.task == "classification":
         return {"labels": sorted({e.labels[0] for e in train}, key=_label_order)}
     columns = config.data.label_columns
-    values = [
-        [
-            parse_target(v, c, config.data.train, e.row)
-            for v, c in zip(e.labels, columns, strict=True)
-        ]
-        for e in train
-    ]
+    values = parse_targets(train, columns, config.data.train)
     means = [statistics.fmean(column) for column in zip(*values, strict=True)]
     stds = [statistics.pstdev(column) or 1.0 for column in zip(*values, strict=True)]
     return {"targets": list(columns), "mean": means, "std": stds}
@@ -73,26 +62,14 @@ def _label_order(label: str) -> tuple[int, float | str]:
 
 
 def targets_tensor(model: TextModel, examples: Sequence[Example], path: str) -> torch.Tensor:
-    """Training targets: class ids ``(n,)``, or standardised values ``(n, num_targets)``."""
+    """Targets: class ids ``(n,)``, or standardised values ``(n, num_targets)``.
+
+    Raises DataError at the row of a label the model does not know or a bad target.
+    """
     if isinstance(model, Classifier):
-        index = {label: i for i, label in enumerate(model.labels)}
-        try:
-            return torch.tensor([index[e.labels[0]] for e in examples])
-        except KeyError as error:
-            bad = next(e for e in examples if e.labels[0] not in index)
-            raise DataError(
-                path, f"label {error.args[0]!r} never appeared in training", row=bad.row
-            ) from None
+        return torch.tensor(model.label_ids(examples, path))
     info = model.output_info
-    values = torch.tensor(
-        [
-            [
-                parse_target(v, c, path, e.row)
-                for v, c in zip(e.labels, info["targets"], strict=True)
-            ]
-            for e in examples
-        ]
-    )
+    values = torch.tensor(parse_targets(examples, info["targets"], path))
     return (values - torch.tensor(info["mean"])) / torch.tensor(info["std"])
 
 
@@ -182,6 +159,7 @@ def train_text_model(
     if fabric.is_global_zero:
         model.save_metadata(model_dir)
     targets = targets_tensor(model, data.train, config.data.train)
+    targets_tensor(model, data.dev, data.dev_source)  # fail now, not after the first epoch
     encoded = [vocabularies.encode(t) for t in tokens]
     task = TextTask(model, encoded, targets, data, model_dir)
     result = fit(
