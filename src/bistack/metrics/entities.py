@@ -88,11 +88,15 @@ def score_entities(
 
 def format_entity_report(scores: EntityScores) -> str:
     """A conlleval-like table: one line per type and one for all."""
-    lines = [f"{'type':<10}{'precision':>10}{'recall':>10}{'f1':>10}{'gold':>8}{'predicted':>11}"]
     rows = [*scores.per_type.items(), ("overall", scores.micro)]
+    width = max(len(name) for name, _ in rows) + 2
+    header = (
+        f"{'type':<{width}}{'precision':>10}{'recall':>10}{'f1':>10}{'gold':>8}{'predicted':>11}"
+    )
+    lines = [header]
     for name, prf in rows:
         lines.append(
-            f"{name:<10}{prf.precision:>10.2f}{prf.recall:>10.2f}{prf.f1:>10.2f}"
+            f"{name:<{width}}{prf.precision:>10.2f}{prf.recall:>10.2f}{prf.f1:>10.2f}"
             f"{prf.gold:>8}{prf.predicted:>11}"
         )
     lines.append(f"token accuracy: {scores.token_accuracy:.2f}")
