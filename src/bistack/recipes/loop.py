@@ -48,6 +48,32 @@ class FitResult:
     epochs: int
 
 
+@dataclass(frozen=True)
+class Run:
+    """A started training run: its Fabric and where it writes (``output/model`` for the model)."""
+
+    fabric: Fabric
+    output: Path
+
+    @property
+    def model_dir(self) -> Path:
+        return self.output / "model"
+
+    def say(self, message: str) -> None:
+        """Print once (rank 0), at once: logs are read while runs go on."""
+        self.fabric.print(message, flush=True)
+
+
+def start_run(
+    output: str | Path, seed: int, *, devices: int | str, strategy: str, accelerator: str
+) -> Run:
+    """Launch Fabric (one process per device under DDP) and seed every process alike."""
+    fabric = Fabric(accelerator=accelerator, devices=devices, strategy=strategy)
+    fabric.launch()
+    fabric.seed_everything(seed, verbose=False)
+    return Run(fabric, Path(output))
+
+
 def build_optimizer(options: OptimizerConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
     if options.name == "sgd":
         return torch.optim.SGD(

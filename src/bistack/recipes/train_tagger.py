@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from lightning_fabric import Fabric
 
 from bistack.api.tagger import Tagger, check_known_types
 from bistack.config import TaggerConfig
@@ -18,7 +17,7 @@ from bistack.data.pretrained import load_vectors
 from bistack.data.splits import split_off_dev
 from bistack.modeldir import save_weights
 from bistack.models.tagger import SequenceTagger, build_tagger
-from bistack.recipes.loop import Evaluation, MetricsLog, fit
+from bistack.recipes.loop import Evaluation, MetricsLog, fit, start_run
 from bistack.schemes import convert_tags, detect_scheme
 
 
@@ -89,15 +88,10 @@ def train_tagger(
     progress: bool = True,
 ) -> Path:
     """Train as ``config`` says; the best model goes to ``output/model``. Returns that path."""
-    fabric = Fabric(accelerator=accelerator, devices=devices, strategy=strategy)
-    fabric.launch()
-    fabric.seed_everything(config.train.seed, verbose=False)
-
-    def say(message: str) -> None:
-        fabric.print(message, flush=True)
-
-    output = Path(output)
-    model_dir = output / "model"
+    run = start_run(
+        output, config.train.seed, devices=devices, strategy=strategy, accelerator=accelerator
+    )
+    fabric, say, model_dir = run.fabric, run.say, run.model_dir
     data = load_tagging_data(config)
     pairs = [(s.tokens, convert_tags(s.tags, config.data.scheme)) for s in data.train]
     vocabularies = TokenVocabularies.build(
@@ -126,7 +120,7 @@ def train_tagger(
         task,
         config.train,
         config.optimizer,
-        log=MetricsLog(output) if fabric.is_global_zero else None,
+        log=MetricsLog(run.output) if fabric.is_global_zero else None,
         say=say,
         progress=progress,
     )

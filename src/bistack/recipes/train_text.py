@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from lightning_fabric import Fabric
 
 from bistack.api.text import Classifier, Regressor, TextModel
 from bistack.config import TextModelConfig
@@ -20,7 +19,7 @@ from bistack.data.tables import Example, parse_targets, read_table
 from bistack.data.tokenize import tokenize_text
 from bistack.modeldir import save_weights, write_json
 from bistack.models.classifier import build_classifier
-from bistack.recipes.loop import Evaluation, MetricsLog, fit
+from bistack.recipes.loop import Evaluation, MetricsLog, fit, start_run
 from bistack.recipes.train_tagger import initialise_words, singleton_mask
 
 
@@ -127,15 +126,10 @@ def train_text_model(
     progress: bool = True,
 ) -> Path:
     """Train as ``config`` says; the best model goes to ``output/model``. Returns that path."""
-    fabric = Fabric(accelerator=accelerator, devices=devices, strategy=strategy)
-    fabric.launch()
-    fabric.seed_everything(config.train.seed, verbose=False)
-
-    def say(message: str) -> None:
-        fabric.print(message, flush=True)
-
-    output = Path(output)
-    model_dir = output / "model"
+    run = start_run(
+        output, config.train.seed, devices=devices, strategy=strategy, accelerator=accelerator
+    )
+    fabric, say, model_dir = run.fabric, run.say, run.model_dir
     data = load_text_data(config)
     info = output_info(config, data.train)
     kind = Classifier if config.task == "classification" else Regressor
@@ -168,7 +162,7 @@ def train_text_model(
         task,
         config.train,
         config.optimizer,
-        log=MetricsLog(output) if fabric.is_global_zero else None,
+        log=MetricsLog(run.output) if fabric.is_global_zero else None,
         say=say,
         progress=progress,
     )
@@ -177,7 +171,7 @@ def train_text_model(
         f"at epoch {result.best_epoch}; model in {model_dir}"
     )
     if fabric.is_global_zero:
-        report_dev_diagnostics(kind.load(model_dir), data, output, say)
+        report_dev_diagnostics(kind.load(model_dir), data, run.output, say)
     return model_dir
 
 
