@@ -10,7 +10,7 @@ from bistack.data.pretrained import load_vectors
 from bistack.errors import DataError
 from bistack.models.embeddings import CharCNNEncoder
 from bistack.models.tagger import build_tagger
-from bistack.recipes.train_tagger import initialise_words
+from bistack.recipes.features import initialise_words
 from tests.conftest import tiny_config
 
 SENTENCES = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -115,17 +115,20 @@ class MetricsLog:
 
 
 def fit(
-    fabric: Fabric,
+    run: Run,
     model: torch.nn.Module,
     task: Task,
     train: TrainConfig,
     optimizer_config: OptimizerConfig,
     *,
-    log: MetricsLog | None,
-    say: Callable[[str], None],
     progress: bool,
 ) -> FitResult:
-    """Train ``model`` (unwrapped) on ``task`` until patience, max_epochs or max_minutes."""
+    """Train ``model`` (unwrapped) on ``task`` until patience, max_epochs or max_minutes.
+
+    Rank 0 alone logs metrics (``run.output/metrics.csv``) and saves the best weights.
+    """
+    fabric, say = run.fabric, run.say
+    log = MetricsLog(run.output) if fabric.is_global_zero else None
     optimizer = build_optimizer(optimizer_config, model)
     wrapped, optimizer = fabric.setup(model, optimizer)
     best, best_epoch, stale, epoch = float("-inf"), 0, 0, 0

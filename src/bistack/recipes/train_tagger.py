@@ -6,18 +6,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from bistack.api.tagger import Tagger, check_known_types
 from bistack.config import TaggerConfig
 from bistack.data.batching import TaggingBatch, collate_tagging
 from bistack.data.conll import Sentence, read_conll
-from bistack.data.features import EncodedSentence, TokenVocabularies
-from bistack.data.pretrained import load_vectors
+from bistack.data.features import EncodedSentence
 from bistack.data.splits import split_off_dev
 from bistack.modeldir import save_weights
-from bistack.models.tagger import SequenceTagger, build_tagger
-from bistack.recipes.loop import Evaluation, MetricsLog, fit, start_run
+from bistack.models.tagger import build_tagger
+from bistack.recipes.features import build_vocabularies, prepare_embedder
+from bistack.recipes.loop import Evaluation, fit, start_run
 from bistack.schemes import convert_tags, detect_scheme
 
 
@@ -94,16 +92,10 @@ def train_tagger(
     fabric, say, model_dir = run.fabric, run.say, run.model_dir
     data = load_tagging_data(config)
     pairs = [(s.tokens, convert_tags(s.tags, config.data.scheme)) for s in data.train]
-    vocabularies = TokenVocabularies.build(
-        pairs,
-        min_freq=config.features.min_freq,
-        lowercase=config.features.lowercase,
-        normalise_digits=config.features.normalise_digits,
-    )
+    vocabularies = build_vocabularies(config.features, pairs)
     check_known_types(data.dev, vocabularies, data.dev_source)
     model = build_tagger(config, vocabularies)
-    model.embedder.singletons = singleton_mask(vocabularies, pairs)
-    say(initialise_words(model, config, vocabularies))
+    say(prepare_embedder(model, config, vocabularies, pairs))
     tagger = Tagger(model, vocabularies, config, data.input_scheme)
     say(
         f"train: {len(data.train)} sentences ({data.input_scheme}, trained as "
@@ -114,41 +106,6 @@ def train_tagger(
     if fabric.is_global_zero:
         tagger.save_metadata(model_dir)
     task = TaggingTask(tagger, [vocabularies.encode(*pair) for pair in pairs], data, model_dir)
-    result = fit(
-        fabric,
-        model,
-        task,
-        config.train,
-        config.optimizer,
-        log=MetricsLog(run.output) if fabric.is_global_zero else None,
-        say=say,
-        progress=progress,
-    )
+    result = fit(run, model, task, config.train, config.optimizer, progress=progress)
     say(f"best dev F1 {result.best_score:.2f} at epoch {result.best_epoch}; model in {model_dir}")
     return model_dir
-
-
-def initialise_words(
-    tagger: SequenceTagger, config: TaggerConfig, vocabularies: TokenVocabularies
-) -> str:
-    """Copy pretrained vectors into the word embedding; returns a coverage line to print."""
-    path = config.features.pretrained
-    if not path:
-        return "word embeddings: trained from scratch"
-    vectors, found = load_vectors(path, vocabularies.words, config.features.word_dim)
-    with torch.no_grad():
-        tagger.embedder.word_embedding.weight[found] = vectors[found]
-    total = len(vocabularies.words) - 2
-    coverage = float(found.sum()) / max(total, 1)
-    return f"word embeddings: {int(found.sum())}/{total} words ({coverage:.1%}) from {path}"
-
-
-def singleton_mask(vocabularies: TokenVocabularies, pairs: list) -> torch.Tensor:
-    """``(num_words,)`` bool: words seen exactly once in training (candidates for <unk>)."""
-    counts = torch.zeros(len(vocabularies.words), dtype=torch.long)
-    for tokens, _ in pairs:
-        for token in tokens:
-            counts[vocabularies.words.lookup(vocabularies.key(token))] += 1
-    mask = counts == 1
-    mask[:2] = False
-    return mask

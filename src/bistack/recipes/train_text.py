@@ -13,14 +13,14 @@ import torch
 from bistack.api.text import Classifier, Regressor, TextModel
 from bistack.config import TextModelConfig
 from bistack.data.batching import TextBatch, collate_text
-from bistack.data.features import EncodedSentence, TokenVocabularies
+from bistack.data.features import EncodedSentence
 from bistack.data.splits import split_off_dev
 from bistack.data.tables import Example, parse_targets, read_table
 from bistack.data.tokenize import tokenize_text
 from bistack.modeldir import save_weights, write_json
 from bistack.models.classifier import build_classifier
-from bistack.recipes.loop import Evaluation, MetricsLog, fit, start_run
-from bistack.recipes.train_tagger import initialise_words, singleton_mask
+from bistack.recipes.features import build_vocabularies, prepare_embedder
+from bistack.recipes.loop import Evaluation, fit, start_run
 
 
 @dataclass
@@ -135,15 +135,10 @@ def train_text_model(
     kind = Classifier if config.task == "classification" else Regressor
     # Tokenise with the same rules prediction will use.
     tokens = [[t.text for t in tokenize_text(e.text, config.data.tokenizer)] for e in data.train]
-    vocabularies = TokenVocabularies.build(
-        ((t, ()) for t in tokens),
-        min_freq=config.features.min_freq,
-        lowercase=config.features.lowercase,
-        normalise_digits=config.features.normalise_digits,
-    )
+    pairs = [(t, ()) for t in tokens]
+    vocabularies = build_vocabularies(config.features, pairs)
     network = build_classifier(config, vocabularies, len(info.get("labels", info.get("targets"))))
-    network.embedder.singletons = singleton_mask(vocabularies, [(t, ()) for t in tokens])
-    say(initialise_words(network, config, vocabularies))
+    say(prepare_embedder(network, config, vocabularies, pairs))
     model = kind(network, vocabularies, config, info)
     say(
         f"{config.task}: {len(data.train)} train texts, {len(data.dev)} dev from "
@@ -156,16 +151,7 @@ def train_text_model(
     targets_tensor(model, data.dev, data.dev_source)  # fail now, not after the first epoch
     encoded = [vocabularies.encode(t) for t in tokens]
     task = TextTask(model, encoded, targets, data, model_dir)
-    result = fit(
-        fabric,
-        network,
-        task,
-        config.train,
-        config.optimizer,
-        log=MetricsLog(run.output) if fabric.is_global_zero else None,
-        say=say,
-        progress=progress,
-    )
+    result = fit(run, network, task, config.train, config.optimizer, progress=progress)
     say(
         f"best dev {'accuracy' if kind is Classifier else 'RMSE'} {abs(result.best_score):.4f} "
         f"at epoch {result.best_epoch}; model in {model_dir}"
