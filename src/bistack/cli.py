@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from bistack.config import POOLER_VARIANTS
 from bistack.errors import BistackError
 
 if TYPE_CHECKING:
@@ -77,11 +78,45 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("text", nargs="+", help="texts to explain")
     explain.add_argument("--output", default=".", help="folder for explain.html and explain.png")
     explain.set_defaults(run=run_explain)
+    compare = commands.add_parser(
+        "compare-poolers", help="train every layer pooler on the same cached backbone vectors"
+    )
+    compare.add_argument("config", help="YAML config with a backbone section")
+    compare.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    compare.add_argument(
+        "--poolers", help=f"comma-separated subset (default all: {', '.join(POOLER_VARIANTS)})"
+    )
+    compare.add_argument("--seeds", type=int, default=3, help="seeds per pooler (default 3)")
+    compare.add_argument(
+        "--folds", type=int, default=0, help="K-fold CV over data.train instead of seeds"
+    )
+    compare.add_argument("--output", help="folder (default runs/compare-<config name>)")
+    compare.add_argument("--progress", action="store_true", help="progress bars per epoch")
+    compare.set_defaults(run=run_compare_poolers)
+
     demo = commands.add_parser("demo", help="train and try a Twitter NER tagger (WNUT-2016)")
     demo.add_argument("--output", default="runs/demo", help="run directory")
     demo.add_argument("--minutes", type=float, default=3.0, help="training time budget")
     demo.set_defaults(run=run_demo)
     return parser
+
+
+def run_compare_poolers(args: argparse.Namespace) -> int:
+    from bistack.recipes.compare_poolers import compare_poolers, load_comparison_config
+
+    config = load_comparison_config(args.config, args.set)
+    poolers = args.poolers.split(",") if args.poolers else list(POOLER_VARIANTS)
+    output = args.output or str(Path("runs") / f"compare-{Path(args.config).stem}")
+    compare_poolers(
+        config,
+        output,
+        poolers=poolers,
+        seeds=args.seeds,
+        folds=args.folds,
+        progress=args.progress,
+    )
+    print(f"table and chart in {output}/compare-poolers.{{md,json,png}}")
+    return 0
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -92,7 +127,8 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from bistack.config import TaggerConfig, load_config
+    from bistack.config import LayerPoolingTextConfig, TaggerConfig, load_config
+    from bistack.recipes.train_layer_pooling import train_layer_pooling_model
     from bistack.recipes.train_tagger import train_tagger
     from bistack.recipes.train_text import train_text_model
 
@@ -106,6 +142,8 @@ def run_train(args: argparse.Namespace) -> int:
     }
     if isinstance(config, TaggerConfig):
         train_tagger(config, output, **options)
+    elif isinstance(config, LayerPoolingTextConfig):
+        train_layer_pooling_model(config, output, **options)
     else:
         train_text_model(config, output, **options)
     return 0

@@ -66,6 +66,9 @@ class OptimizerConfig:
     weight_decay: float = 0.0
     lr_decay: float = 0.05  # lr / (1 + lr_decay * epoch), as in Ma & Hovy 2016
     grad_clip: float = 5.0  # max gradient norm; 0 turns clipping off
+    # Fraction of all training steps with a linear warm-up, after which the rate decays
+    # linearly to 0 (the usual fine-tuning schedule); 0: no warm-up, lr_decay per epoch only.
+    warmup_fraction: float = 0.0
 
 
 @dataclass
@@ -133,7 +136,61 @@ class TextModelConfig:
         return dataclasses.asdict(self)
 
 
-AnyConfig = TaggerConfig | TextModelConfig
+@dataclass
+class BackboneConfig:
+    path: str = "default"  # local HuggingFace encoder folder; "default": all-MiniLM-L6-v2
+    max_length: int | None = None  # subwords per window; None: the model's own limit
+    long_texts: Literal["truncate", "sliding_window"] = "truncate"  # texts over max_length
+    stride: int = 64  # subwords consecutive windows share (sliding_window only)
+    finetune: bool = False  # False: frozen backbone, per-layer vectors from the feature cache
+    lr: float = 2e-5  # backbone learning rate when fine-tuned (optimizer.lr is the head's)
+    cache_dir: str = "runs/feature-cache"  # where the frozen backbone's vectors are cached
+    batch_size: int = 32  # texts per backbone forward when computing cached vectors
+
+
+@dataclass
+class LayerPoolingConfig:
+    # lstm/gru: recurrent pooling over depth; weighted: ScalarMix; attention: learned query;
+    # cls / mean: the last layer's CLS vector / masked token mean; concat_last4: last 4 CLS.
+    type: Literal["lstm", "gru", "weighted", "attention", "cls", "mean", "concat_last4"] = "lstm"
+    layers: str | list[int] = "all"  # "all", "every_other", or 1-based layers, e.g. [2, 4, 6]
+    lstm_hidden: int = 256  # lstm/gru: hidden size per direction
+    summary: Literal["final_states", "last_output"] = "final_states"  # lstm/gru only
+    dropout: float = 0.1  # on the pooled vector
+    start_layer: int = 1  # weighted: first layer (within the selection) that gets a weight
+
+
+@dataclass
+class LayerPoolingTextConfig:
+    """A classifier or regressor whose head pools over a transformer's layers (second seed)."""
+
+    task: Literal["classification", "regression"] = "classification"
+    data: TextDataConfig = field(default_factory=TextDataConfig)
+    backbone: BackboneConfig = field(default_factory=BackboneConfig)
+    layer_pooling: LayerPoolingConfig = field(default_factory=LayerPoolingConfig)
+    optimizer: OptimizerConfig = field(
+        default_factory=lambda: OptimizerConfig(name="adamw", lr=1e-3, lr_decay=0.0, grad_clip=1.0)
+    )
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(max_epochs=20, patience=4))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+AnyConfig = TaggerConfig | TextModelConfig | LayerPoolingTextConfig
+
+# The layer poolers ``bistack compare-poolers`` knows: name -> layer_pooling settings. Both LSTM
+# summaries are there, so the seed's out[:, -1, :] is measured against the final states.
+POOLER_VARIANTS: dict[str, dict[str, Any]] = {
+    "lstm": {"type": "lstm", "summary": "final_states"},
+    "lstm_last_output": {"type": "lstm", "summary": "last_output"},
+    "gru": {"type": "gru", "summary": "final_states"},
+    "weighted": {"type": "weighted"},
+    "attention": {"type": "attention"},
+    "cls": {"type": "cls"},
+    "mean": {"type": "mean"},
+    "concat_last4": {"type": "concat_last4"},
+}
 
 
 def load_config(path: str | Path, overrides: list[str] | None = None) -> AnyConfig:
@@ -174,14 +231,30 @@ def config_from_dict(data: dict[str, Any], source: str = "config") -> AnyConfig:
         raise ConfigError(
             f"{source}: task must be one of 'tagging', 'classification', 'regression', got {task!r}"
         )
-    config = _build(TaggerConfig if task == "tagging" else TextModelConfig, data, source, "")
+    if "backbone" in data:
+        if task == "tagging":
+            raise ConfigError(f"{source}: a backbone section needs task classification/regression")
+        kind: type = LayerPoolingTextConfig
+    else:
+        kind = TaggerConfig if task == "tagging" else TextModelConfig
+    config = _build(kind, data, source, "")
     check_ranges(config, source)
-    if isinstance(config, TextModelConfig):
+    if isinstance(config, TextModelConfig | LayerPoolingTextConfig):
         check_labels(config, source)
+    if isinstance(config, LayerPoolingTextConfig):
+        check_layers(config.layer_pooling.layers, source)
     return config
 
 
-def check_labels(config: TextModelConfig, source: str) -> None:
+def check_layers(layers: str | list[int], source: str) -> None:
+    if isinstance(layers, str) and layers not in ("all", "every_other"):
+        raise ConfigError(
+            f"{source}: layer_pooling.layers must be 'all', 'every_other' or a list of layer "
+            f"numbers, got {layers!r}"
+        )
+
+
+def check_labels(config: TextModelConfig | LayerPoolingTextConfig, source: str) -> None:
     columns = config.data.label_columns
     if not columns:
         raise ConfigError(f"{source}: data.label_columns must name at least one column")
@@ -212,6 +285,14 @@ _RANGES = [
     ("train.dropout", 0.0, True, 0.99),
     ("train.eval_batch_size", 1, True, None),
     ("pooling.attention_size", 1, True, None),
+    ("optimizer.warmup_fraction", 0.0, True, 1.0),
+    ("backbone.max_length", 8, True, None),
+    ("backbone.stride", 0, True, None),
+    ("backbone.lr", 0.0, False, None),
+    ("backbone.batch_size", 1, True, None),
+    ("layer_pooling.lstm_hidden", 1, True, None),
+    ("layer_pooling.dropout", 0.0, True, 0.99),
+    ("layer_pooling.start_layer", 1, True, None),
 ]
 
 
@@ -222,6 +303,8 @@ def check_ranges(config: AnyConfig, source: str) -> None:
         if not hasattr(config, section):
             continue
         value = getattr(getattr(config, section), name)
+        if value is None:
+            continue
         too_low = value < low if inclusive else value <= low
         if too_low or (high is not None and value > high):
             bound = f"{'>=' if inclusive else '>'} {low}" + (f" and <= {high}" if high else "")
@@ -251,8 +334,11 @@ def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
 def _check_value(hint: Any, value: Any, source: str, key: str) -> Any:
     origin = typing.get_origin(hint)
     if origin is list:
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{source}: {key} must be a list of strings, got {value!r}")
+        (item,) = typing.get_args(hint)
+        if not isinstance(value, list) or not all(
+            isinstance(v, item) and not isinstance(v, bool) for v in value
+        ):
+            raise ConfigError(f"{source}: {key} must be a list of {item.__name__}s, got {value!r}")
         return value
     if origin is Literal:
         if value not in typing.get_args(hint):
@@ -263,7 +349,13 @@ def _check_value(hint: Any, value: Any, source: str, key: str) -> Any:
         options = typing.get_args(hint)
         if value is None and type(None) in options:
             return None
-        hint = next(o for o in options if o is not type(None))
+        real = [o for o in options if o is not type(None)]
+        for option in real[:-1]:
+            try:
+                return _check_value(option, value, source, key)
+            except ConfigError:
+                continue
+        return _check_value(real[-1], value, source, key)
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     if hint in (int, float, str, bool) and not (

@@ -52,9 +52,16 @@ def save_metadata(
     write_json(directory / VOCAB, vocab)
 
 
-def save_weights(directory: str | Path, model: nn.Module) -> None:
-    """Write the model's state dict as safetensors (contiguous, unshared copies)."""
-    state = {k: v.detach().contiguous().clone() for k, v in model.state_dict().items()}
+def save_weights(
+    directory: str | Path, model: nn.Module, exclude_prefix: str | None = None
+) -> None:
+    """Write the model's state dict as safetensors (contiguous, unshared copies), leaving out
+    entries under ``exclude_prefix`` (a submodule saved elsewhere)."""
+    state = {
+        k: v.detach().contiguous().clone()
+        for k, v in model.state_dict().items()
+        if exclude_prefix is None or not k.startswith(exclude_prefix)
+    }
     atomic_write(Path(directory) / WEIGHTS, lambda tmp: save_file(state, tmp))
 
 

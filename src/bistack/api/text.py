@@ -80,6 +80,10 @@ class TextModel(ABC):
     def load(cls, path: str | Path) -> TextModel:
         """Load a model directory written by ``bistack train`` (no unpickling)."""
         meta, vocab = load_metadata(path, cls.KIND)
+        if "backbone" in meta["config"]:
+            from bistack.api.layer_text import load_layer_pooling_model
+
+            return load_layer_pooling_model(path, cls.KIND, meta)
         config = config_from_dict(meta["config"], source=f"{path}/config.json")
         assert isinstance(config, TextModelConfig)
         vocabularies = TokenVocabularies.from_json(vocab)
@@ -193,8 +197,14 @@ class Classifier(TextModel):
         return [index[e.labels[0]] for e in examples]
 
     def score(self, examples: Sequence[Example], path: str | Path = "<data>") -> dict[str, Any]:
+        self.label_ids(examples, path)  # an unknown label fails before any work
+        return self.metrics(examples, self.run([e.text for e in examples]), path)
+
+    def metrics(
+        self, examples: Sequence[Example], raw: RawOutputs, path: str | Path = "<data>"
+    ) -> dict[str, Any]:
+        """Accuracy, macro-F1 and the confusion matrix of ``raw`` against the labels."""
         gold = self.label_ids(examples, path)
-        raw = self.run([e.text for e in examples])
         predicted = raw.outputs.argmax(dim=-1).tolist()
         return {
             "accuracy": accuracy(gold, predicted),
@@ -236,8 +246,14 @@ class Regressor(TextModel):
         ]
 
     def score(self, examples: Sequence[Example], path: str | Path = "<data>") -> dict[str, Any]:
+        parse_targets(examples, self.targets, path)  # a bad target fails before any work
+        return self.metrics(examples, self.run([e.text for e in examples]), path)
+
+    def metrics(
+        self, examples: Sequence[Example], raw: RawOutputs, path: str | Path = "<data>"
+    ) -> dict[str, Any]:
+        """RMSE and Pearson r per target (original units) and their means over targets."""
         gold = parse_targets(examples, self.targets, path)
-        raw = self.run([e.text for e in examples])
         predicted = self.values(raw).tolist()
         per_target = {
             name: {

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -75,15 +75,38 @@ def start_run(
 
 
 def build_optimizer(options: OptimizerConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
+    """The optimizer the config names. A model with ``parameter_groups(lr)`` (e.g. a fine-tuned
+    backbone under a head) gets one learning rate per group; each group keeps its base rate in
+    ``base_lr`` for the schedule."""
+    groups_of = getattr(model, "parameter_groups", None)
+    groups = groups_of(options.lr) if groups_of else [{"params": list(model.parameters())}]
+    for group in groups:
+        group.setdefault("lr", options.lr)
+        group["base_lr"] = group["lr"]
     if options.name == "sgd":
-        return torch.optim.SGD(
-            model.parameters(),
-            lr=options.lr,
-            momentum=options.momentum,
-            weight_decay=options.weight_decay,
-        )
+        return torch.optim.SGD(groups, momentum=options.momentum, weight_decay=options.weight_decay)
     optimizer_class = torch.optim.Adam if options.name == "adam" else torch.optim.AdamW
-    return optimizer_class(model.parameters(), lr=options.lr, weight_decay=options.weight_decay)
+    return optimizer_class(groups, weight_decay=options.weight_decay)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Learning-rate factor per step: ``1 / (1 + lr_decay * epoch)`` (Ma & Hovy 2016), times a
+    linear warm-up over ``warmup_fraction`` of all steps then a linear decay to 0 when set."""
+
+    lr_decay: float
+    warmup_fraction: float
+    total_steps: int
+
+    def factor(self, epoch: int, step: int) -> float:
+        """``epoch`` counts from 1, ``step`` (all steps so far) from 0."""
+        factor = 1 / (1 + self.lr_decay * (epoch - 1))
+        if self.warmup_fraction > 0:
+            warmup = max(1, round(self.warmup_fraction * self.total_steps))
+            if step < warmup:
+                return factor * (step + 1) / warmup
+            return factor * max(0.0, (self.total_steps - step) / max(1, self.total_steps - warmup))
+        return factor
 
 
 class MetricsLog:
@@ -133,10 +156,14 @@ def fit(
     wrapped, optimizer = fabric.setup(model, optimizer)
     best, best_epoch, stale, epoch = float("-inf"), 0, 0, 0
     started = time.monotonic()
+    steps_per_epoch = len(my_batches(fabric, task, train, 1))
+    schedule = Schedule(
+        optimizer_config.lr_decay,
+        optimizer_config.warmup_fraction,
+        steps_per_epoch * train.max_epochs,
+    )
     try:
         for epoch in range(1, train.max_epochs + 1):
-            for group in optimizer.param_groups:
-                group["lr"] = optimizer_config.lr / (1 + optimizer_config.lr_decay * (epoch - 1))
             description = f"epoch {epoch}/{train.max_epochs}"
             if best_epoch:
                 description += f" (best dev {best:.2f})"
@@ -147,6 +174,9 @@ def fit(
                 task,
                 my_batches(fabric, task, train, epoch),
                 optimizer_config.grad_clip,
+                lambda step, epoch=epoch: schedule.factor(
+                    epoch, (epoch - 1) * steps_per_epoch + step
+                ),
                 description,
                 progress and fabric.is_global_zero,
             )
@@ -206,14 +236,20 @@ def run_epoch(
     task: Task,
     batches: list[list[int]],
     grad_clip: float,
+    lr_factor: Callable[[int], float],
     description: str,
     show: bool,
 ) -> float:
-    """One pass over ``batches``; returns the mean training loss."""
+    """One pass over ``batches``; returns the mean training loss.
+
+    ``lr_factor(step)`` scales each group's base rate at the epoch's ``step``-th batch.
+    """
     model.train()
     total, count = 0.0, 0
     bar = tqdm(batches, desc=description, disable=not show, leave=False, dynamic_ncols=True)
-    for indices in bar:
+    for step, indices in enumerate(bar):
+        for group in optimizer.param_groups:
+            group["lr"] = group["base_lr"] * lr_factor(step)
         batch = task.collate(indices).to(fabric.device)
         optimizer.zero_grad(set_to_none=True)
         loss = model(batch)  # (), the mean loss per real token or example

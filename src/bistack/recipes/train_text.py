@@ -11,7 +11,7 @@ from typing import Any
 import torch
 
 from bistack.api.text import Classifier, Regressor, TextModel
-from bistack.config import TextModelConfig
+from bistack.config import LayerPoolingTextConfig, TextModelConfig
 from bistack.data.batching import TextBatch, collate_text
 from bistack.data.features import EncodedSentence
 from bistack.data.splits import split_off_dev
@@ -30,7 +30,7 @@ class TextData:
     dev_source: str
 
 
-def load_text_data(config: TextModelConfig) -> TextData:
+def load_text_data(config: TextModelConfig | LayerPoolingTextConfig) -> TextData:
     """Read train and dev tables; without a dev table, split off a fixed fraction of train."""
     data = config.data
     train = read_table(data.train, data.text_column, data.label_columns, file_format=data.format)
@@ -41,7 +41,9 @@ def load_text_data(config: TextModelConfig) -> TextData:
     return TextData(train, dev, f"{data.train} (held-out {data.dev_fraction:.0%})")
 
 
-def output_info(config: TextModelConfig, train: Sequence[Example]) -> dict[str, Any]:
+def output_info(
+    config: TextModelConfig | LayerPoolingTextConfig, train: Sequence[Example]
+) -> dict[str, Any]:
     """Labels (classification), or target names with training mean and std (regression)."""
     if config.task == "classification":
         return {"labels": sorted({e.labels[0] for e in train}, key=_label_order)}
@@ -72,6 +74,21 @@ def targets_tensor(model: TextModel, examples: Sequence[Example], path: str) -> 
     return (values - torch.tensor(info["mean"])) / torch.tensor(info["std"])
 
 
+def dev_evaluation(model: TextModel, metrics: dict[str, Any]) -> Evaluation:
+    """Early stopping maximises dev accuracy (classification) or minus dev RMSE (regression)."""
+    if isinstance(model, Classifier):
+        return Evaluation(
+            score=metrics["accuracy"],
+            metrics={"dev_accuracy": metrics["accuracy"], "dev_macro_f1": metrics["macro_f1"]},
+            summary=f"dev accuracy {metrics['accuracy']:.2f} macro-F1 {metrics['macro_f1']:.2f}",
+        )
+    return Evaluation(
+        score=-metrics["rmse"],
+        metrics={"dev_rmse": metrics["rmse"], "dev_pearson": metrics["pearson"]},
+        summary=f"dev RMSE {metrics['rmse']:.4f} r {metrics['pearson']:.4f}",
+    )
+
+
 class TextTask:
     """What the training loop needs for classification and regression."""
 
@@ -98,19 +115,7 @@ class TextTask:
         )
 
     def evaluate(self) -> Evaluation:
-        metrics = self.model.score(self.data.dev, self.data.dev_source)
-        if isinstance(self.model, Classifier):
-            return Evaluation(
-                score=metrics["accuracy"],
-                metrics={"dev_accuracy": metrics["accuracy"], "dev_macro_f1": metrics["macro_f1"]},
-                summary=f"dev accuracy {metrics['accuracy']:.2f} "
-                f"macro-F1 {metrics['macro_f1']:.2f}",
-            )
-        return Evaluation(
-            score=-metrics["rmse"],
-            metrics={"dev_rmse": metrics["rmse"], "dev_pearson": metrics["pearson"]},
-            summary=f"dev RMSE {metrics['rmse']:.4f} r {metrics['pearson']:.4f}",
-        )
+        return dev_evaluation(self.model, self.model.score(self.data.dev, self.data.dev_source))
 
     def save_weights(self) -> None:
         save_weights(self.model_dir, self.model.model)

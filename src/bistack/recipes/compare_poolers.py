@@ -1,0 +1,242 @@
+"""``bistack compare-poolers``: every layer pooler trained on the same cached backbone vectors.
+
+The backbone runs once per table (the feature cache); each pooler is then trained over several
+seeds (scored on dev) or K folds (scored on each held-out fold, with early stopping on a split
+of the remaining folds, so the held-out fold never chooses the epoch). Finished runs are
+reused when the comparison is run again, so an interrupted one resumes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bistack.api.layer_text import LayerPoolingTextModel
+from bistack.api.text import load_text_model
+from bistack.config import POOLER_VARIANTS as VARIANTS
+from bistack.config import LayerPoolingTextConfig, load_config
+from bistack.data.splits import kfold, split_off_dev
+from bistack.data.tables import Example, read_table
+from bistack.errors import ConfigError
+from bistack.modeldir import atomic_write, write_json
+from bistack.models.backbone import LayerVectors, TransformerBackbone
+from bistack.recipes.train_layer_pooling import frozen_vectors, train_layer_pooling_model
+from bistack.recipes.train_text import TextData, load_text_data
+
+
+@dataclass(frozen=True)
+class PoolerResult:
+    name: str
+    scores: list[float]  # one per seed or fold
+    parameters: int
+    seconds: float  # mean training time of one run
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.scores)
+
+    @property
+    def std(self) -> float:
+        return statistics.stdev(self.scores) if len(self.scores) > 1 else 0.0
+
+
+class _Vectors:
+    """Per-layer vectors of examples, looked up in whole-table tensors computed once.
+
+    Examples are matched by identity: splits and folds keep the objects the table reader made.
+    """
+
+    def __init__(self) -> None:
+        self.index: dict[int, tuple[LayerVectors, int]] = {}
+
+    def add(self, examples: Sequence[Example], vectors: LayerVectors) -> None:
+        for position, example in enumerate(examples):
+            self.index[id(example)] = (vectors, position)
+
+    def __call__(self, examples: Sequence[Example]) -> LayerVectors:
+        import torch
+
+        parts = [self.index[id(e)] for e in examples]
+        cls = torch.stack([v.cls[i] for v, i in parts])
+        mean = torch.stack([v.mean[i] for v, i in parts])
+        return LayerVectors(cls, mean)
+
+
+def compare_poolers(
+    config: LayerPoolingTextConfig,
+    output: str | Path,
+    *,
+    poolers: Sequence[str] = tuple(VARIANTS),
+    seeds: int = 3,
+    folds: int = 0,
+    progress: bool = False,
+    say: Callable[[str], None] = print,
+) -> list[PoolerResult]:
+    """Train each pooler ``seeds`` times (or on ``folds`` folds); write the table and a chart."""
+    unknown = [p for p in poolers if p not in VARIANTS]
+    if unknown:
+        raise ConfigError(f"unknown pooler {unknown[0]!r} (known: {', '.join(VARIANTS)})")
+    if config.backbone.finetune:
+        raise ConfigError("compare-poolers trains heads on a frozen backbone's cached vectors")
+    output = Path(output)
+    backbone = TransformerBackbone.load(config.backbone.path)
+    vectors = _Vectors()
+    if folds:
+        table = read_table(
+            config.data.train,
+            config.data.text_column,
+            config.data.label_columns,
+            file_format=config.data.format,
+        )
+        vectors.add(table, frozen_vectors(backbone, config, table, say))
+        splits = kfold(len(table), folds, config.data.split_seed)
+        runs = [(f"fold{k}", _fold_data(config, table, held, k)) for k, held in enumerate(splits)]
+    else:
+        data = load_text_data(config)
+        vectors.add(data.train, frozen_vectors(backbone, config, data.train, say))
+        vectors.add(data.dev, frozen_vectors(backbone, config, data.dev, say))
+        runs = [(f"seed{s}", (data, data.dev)) for s in range(1, seeds + 1)]
+    results = []
+    for name in poolers:
+        scores, seconds, parameters = [], [], 0
+        for run_name, (data, held_out) in runs:
+            settings = dataclasses.replace(
+                config, layer_pooling=dataclasses.replace(config.layer_pooling, **VARIANTS[name])
+            )
+            if run_name.startswith("seed"):
+                seed = int(run_name[4:])
+                settings = dataclasses.replace(
+                    settings, train=dataclasses.replace(settings.train, seed=seed)
+                )
+            result = _train_or_reuse(
+                settings, output / name / run_name, backbone, data, held_out, vectors, progress
+            )
+            scores.append(result["score"])
+            seconds.append(result["seconds"])
+            parameters = result["parameters"]
+            say(f"{name} {run_name}: {result['score']:.4f} ({result['seconds']:.0f}s)")
+        results.append(PoolerResult(name, scores, parameters, statistics.fmean(seconds)))
+    metric = "RMSE" if config.task == "regression" else "accuracy"
+    where = f"{folds}-fold CV on {config.data.train}" if folds else f"dev, {seeds} seeds"
+    write_comparison(output, results, metric, where, config)
+    say(format_table(results, metric))
+    return results
+
+
+def _fold_data(
+    config: LayerPoolingTextConfig, table: list[Example], held: list[int], fold: int
+) -> tuple[TextData, list[Example]]:
+    """Train on the other folds minus a dev split (early stopping); score the held-out fold."""
+    held_set = set(held)
+    rest = [e for i, e in enumerate(table) if i not in held_set]
+    train, dev = split_off_dev(rest, config.data.dev_fraction, config.data.split_seed)
+    source = f"{config.data.train} (fold {fold}: dev split of the other folds)"
+    return TextData(train, dev, source), [table[i] for i in held]
+
+
+def _train_or_reuse(
+    config: LayerPoolingTextConfig,
+    directory: Path,
+    backbone: TransformerBackbone,
+    data: TextData,
+    held_out: list[Example],
+    vectors: _Vectors,
+    progress: bool,
+) -> dict[str, Any]:
+    """Train one head and score it on ``held_out``, unless an identical run has finished."""
+    record = directory / "result.json"
+    settings = config.to_dict()
+    if record.is_file():
+        previous = json.loads(record.read_text())
+        if previous.get("config") == settings:
+            return previous
+    started = time.monotonic()
+    trained = train_layer_pooling_model(
+        config, directory, backbone=backbone, data=data, vectors_of=vectors, progress=progress
+    )
+    seconds = time.monotonic() - started
+    model = load_text_model(trained.model_dir)
+    assert isinstance(model, LayerPoolingTextModel)
+    metrics = model.metrics(held_out, model.outputs(vectors(held_out)), config.data.train)
+    score = metrics["rmse"] if config.task == "regression" else metrics["accuracy"]
+    result = {
+        "config": settings,
+        "score": score,
+        "metrics": metrics,
+        "seconds": seconds,
+        "parameters": trained.parameters,
+        "best_epoch": trained.fit.best_epoch,
+    }
+    write_json(record, result)
+    return result
+
+
+def format_table(results: Sequence[PoolerResult], metric: str) -> str:
+    lines = [
+        f"| pooler | {metric} mean ± std | runs | parameters | training s/run |",
+        "|---|---|---|---|---|",
+    ]
+    for r in results:
+        values = " ".join(f"{s:.4f}" if metric == "RMSE" else f"{s:.2f}" for s in r.scores)
+        digits = 4 if metric == "RMSE" else 2
+        lines.append(
+            f"| {r.name} | {r.mean:.{digits}f} ± {r.std:.{digits}f} | {values} | "
+            f"{r.parameters:,} | {r.seconds:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def write_comparison(
+    output: Path,
+    results: Sequence[PoolerResult],
+    metric: str,
+    where: str,
+    config: LayerPoolingTextConfig,
+) -> None:
+    """compare-poolers.md, .json and .png under ``output``."""
+    title = f"Layer poolers on {config.backbone.path} (frozen): {metric}, {where}"
+    markdown = f"# {title}\n\n{format_table(results, metric)}\n"
+    atomic_write(output / "compare-poolers.md", lambda tmp: Path(tmp).write_text(markdown))
+    write_json(
+        output / "compare-poolers.json",
+        {
+            "metric": metric,
+            "where": where,
+            "results": [dataclasses.asdict(r) | {"mean": r.mean, "std": r.std} for r in results],
+        },
+    )
+    _chart(output / "compare-poolers.png", results, metric, title)
+
+
+def _chart(path: Path, results: Sequence[PoolerResult], metric: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(1.2 * len(results) + 2, 4))
+    names = [r.name for r in results]
+    axes.bar(names, [r.mean for r in results], yerr=[r.std for r in results], capsize=4)
+    low = min(r.mean - r.std for r in results)
+    high = max(r.mean + r.std for r in results)
+    pad = (high - low) * 0.5 or 0.05
+    axes.set_ylim(low - pad, high + pad)
+    axes.set_ylabel(metric + (" (lower is better)" if metric == "RMSE" else ""))
+    axes.set_title(title, fontsize=8)
+    axes.tick_params(axis="x", rotation=30)
+    figure.tight_layout()
+    atomic_write(path, lambda tmp: figure.savefig(tmp, format="png", dpi=120))
+    plt.close(figure)
+
+
+def load_comparison_config(path: str, overrides: list[str]) -> LayerPoolingTextConfig:
+    config = load_config(path, overrides)
+    if not isinstance(config, LayerPoolingTextConfig):
+        raise ConfigError(f"{path}: compare-poolers needs a config with a backbone section")
+    return config
