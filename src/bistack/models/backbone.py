@@ -132,7 +132,7 @@ class TransformerBackbone(nn.Module):
             raise ModelFileError(f"{folder}: cannot load the model ({first})") from None
         if not getattr(tokenizer, "is_fast", False):
             raise ModelFileError(f"{folder}: needs a fast tokenizer (tokenizer.json)")
-        backbone = cls(model, tokenizer, folder)
+        backbone = cls(model, tokenizer, folder).eval()  # no dropout unless trained
         backbone.check_hidden_states()
         return backbone
 

