@@ -144,7 +144,8 @@ def test_layer_selection():
 
 
 def test_wrong_shapes_are_clear_errors():
-    with pytest.raises(ValueError, match=r"expected per-layer vectors \(batch_size, num_layers, 5\)"):
+    expected = r"expected per-layer vectors \(batch_size, num_layers, 5\)"
+    with pytest.raises(ValueError, match=expected):
         RecurrentLayerPooling(HIDDEN, 4)(torch.randn(2, 6, 7))
     with pytest.raises(ValueError, match="expected 6 layers, got 4"):
         WeightedLayerPooling(LAYERS, HIDDEN)(torch.randn(2, 4, HIDDEN))

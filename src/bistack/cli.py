@@ -127,8 +127,14 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from bistack.config import LayerPoolingTextConfig, TaggerConfig, load_config
+    from bistack.config import (
+        LayerPoolingTaggerConfig,
+        LayerPoolingTextConfig,
+        TaggerConfig,
+        load_config,
+    )
     from bistack.recipes.train_layer_pooling import train_layer_pooling_model
+    from bistack.recipes.train_layer_tagger import train_layer_tagger
     from bistack.recipes.train_tagger import train_tagger
     from bistack.recipes.train_text import train_text_model
 
@@ -144,6 +150,8 @@ def run_train(args: argparse.Namespace) -> int:
         train_tagger(config, output, **options)
     elif isinstance(config, LayerPoolingTextConfig):
         train_layer_pooling_model(config, output, **options)
+    elif isinstance(config, LayerPoolingTaggerConfig):
+        train_layer_tagger(config, output, **options)
     else:
         train_text_model(config, output, **options)
     return 0

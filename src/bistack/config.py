@@ -177,7 +177,27 @@ class LayerPoolingTextConfig:
         return dataclasses.asdict(self)
 
 
-AnyConfig = TaggerConfig | TextModelConfig | LayerPoolingTextConfig
+@dataclass
+class LayerPoolingTaggerConfig:
+    """A tagger over a transformer's word-level states: a learned mix of the layers per token
+    (ScalarMix), then the recurrent encoder and the CRF of a recurrent tagger."""
+
+    task: Literal["tagging"] = "tagging"
+    data: DataConfig = field(default_factory=DataConfig)
+    backbone: BackboneConfig = field(default_factory=lambda: BackboneConfig(batch_size=64))
+    subwords: Literal["first", "mean"] = "first"  # a word's state: its first subword's, or mean
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    head: HeadConfig = field(default_factory=HeadConfig)
+    optimizer: OptimizerConfig = field(
+        default_factory=lambda: OptimizerConfig(name="adam", lr=1e-3, lr_decay=0.0)
+    )
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(dropout=0.3))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+AnyConfig = TaggerConfig | TextModelConfig | LayerPoolingTextConfig | LayerPoolingTaggerConfig
 
 # The layer poolers ``bistack compare-poolers`` knows: name -> layer_pooling settings. Both LSTM
 # summaries are there, so the seed's out[:, -1, :] is measured against the final states.
@@ -232,9 +252,7 @@ def config_from_dict(data: dict[str, Any], source: str = "config") -> AnyConfig:
             f"{source}: task must be one of 'tagging', 'classification', 'regression', got {task!r}"
         )
     if "backbone" in data:
-        if task == "tagging":
-            raise ConfigError(f"{source}: a backbone section needs task classification/regression")
-        kind: type = LayerPoolingTextConfig
+        kind: type = LayerPoolingTaggerConfig if task == "tagging" else LayerPoolingTextConfig
     else:
         kind = TaggerConfig if task == "tagging" else TextModelConfig
     config = _build(kind, data, source, "")

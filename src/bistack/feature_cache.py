@@ -18,6 +18,7 @@ from typing import Any
 
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
+from torch import Tensor
 
 from bistack.modeldir import atomic_write
 from bistack.models.backbone import LayerVectors
@@ -49,6 +50,33 @@ def cache_key(fingerprint: str, texts: Sequence[str], settings: dict[str, Any]) 
 
 
 @dataclass(frozen=True)
+class CachedTensors:
+    tensors: dict[str, Tensor]
+    path: Path
+    computed: bool  # False when read from the cache
+
+
+def cached_tensors(
+    cache_dir: str | Path,
+    fingerprint: str,
+    texts: Sequence[str],
+    settings: dict[str, Any],
+    compute: Callable[[], dict[str, Tensor]],
+) -> CachedTensors:
+    """The tensors computed from ``texts``, from the cache, or ``compute()``d and stored there."""
+    path = Path(cache_dir) / f"{cache_key(fingerprint, texts, settings)}.safetensors"
+    if path.is_file():
+        try:
+            return CachedTensors(load_file(str(path)), path, computed=False)
+        except (SafetensorError, OSError):
+            pass  # unreadable entry: compute it again and replace it
+    tensors = {name: tensor.contiguous() for name, tensor in compute().items()}
+    metadata = {"texts": str(len(texts)), "settings": json.dumps(settings, sort_keys=True)}
+    atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=metadata))
+    return CachedTensors(tensors, path, computed=True)
+
+
+@dataclass(frozen=True)
 class CachedVectors:
     vectors: LayerVectors
     path: Path
@@ -62,19 +90,16 @@ def cached_layer_vectors(
     settings: dict[str, Any],
     compute: Callable[[], LayerVectors],
 ) -> CachedVectors:
-    """The vectors of ``texts`` from the cache, or ``compute()``d and stored there."""
-    path = Path(cache_dir) / f"{cache_key(fingerprint, texts, settings)}.safetensors"
-    if path.is_file():
-        try:
-            tensors = load_file(str(path))
-            vectors = LayerVectors(tensors["cls"], tensors["mean"])
-        except (SafetensorError, OSError, KeyError):
-            pass  # unreadable entry: compute it again and replace it
-        else:
-            if vectors.cls.shape[0] == len(texts):
-                return CachedVectors(vectors, path, computed=False)
-    vectors = compute()
-    metadata = {"texts": str(len(texts)), "settings": json.dumps(settings, sort_keys=True)}
-    tensors = {"cls": vectors.cls.contiguous(), "mean": vectors.mean.contiguous()}
-    atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=metadata))
-    return CachedVectors(vectors, path, computed=True)
+    """Per-layer text vectors of ``texts`` from the cache, or ``compute()``d and stored there."""
+
+    def tensors() -> dict[str, Tensor]:
+        vectors = compute()
+        return {"cls": vectors.cls, "mean": vectors.mean}
+
+    cached = cached_tensors(cache_dir, fingerprint, texts, settings, tensors)
+    stored = cached.tensors
+    if "cls" not in stored or "mean" not in stored or stored["cls"].shape[0] != len(texts):
+        cached.path.unlink()  # a foreign or damaged entry under this key: replace it
+        cached = cached_tensors(cache_dir, fingerprint, texts, settings, tensors)
+        stored = cached.tensors
+    return CachedVectors(LayerVectors(stored["cls"], stored["mean"]), cached.path, cached.computed)

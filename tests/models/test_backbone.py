@@ -1,4 +1,4 @@
-"""The transformer backbone: clear errors for bad folders, per-layer vectors with the real MiniLM."""
+"""The transformer backbone: clear errors for bad folders; per-layer vectors from MiniLM."""
 
 from __future__ import annotations
 

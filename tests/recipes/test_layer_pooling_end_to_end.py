@@ -146,3 +146,67 @@ def test_bad_backbone_settings_are_clear_errors(sentiment, tmp_path, capsys):
     path.write_text(yaml.safe_dump(config))
     assert main(["train", str(path), "--output", str(tmp_path / "run")]) == 2
     assert "x: no such model folder" in capsys.readouterr().err
+
+
+def tagger_config(train, dev, cache, **backbone):
+    return {
+        "task": "tagging",
+        "data": {"train": str(train), "dev": str(dev)},
+        "backbone": {"path": "default", "cache_dir": str(cache), **backbone},
+        "encoder": {"hidden_size": 16},
+        "optimizer": {"name": "adam", "lr": 0.01},
+        "train": {"batch_size": 8, "max_epochs": 3, "patience": 3, "dropout": 0.1},
+    }
+
+
+@pytest.mark.parametrize("subwords", ["first", "mean"])
+def test_frozen_layer_tagger_trains_saves_loads_and_tags_raw_text(tmp_path, subwords):
+    from bistack.api import Tagger
+    from bistack.config import config_from_dict as build
+    from bistack.recipes.train_layer_tagger import train_layer_tagger
+
+    from ..conftest import tiny_sentences, write_conll
+
+    train = write_conll(tmp_path / "train.txt", tiny_sentences(40, seed=0))
+    dev = write_conll(tmp_path / "dev.txt", tiny_sentences(12, seed=1))
+    config = build(tagger_config(train, dev, tmp_path / "cache") | {"subwords": subwords})
+    model_dir = train_layer_tagger(config, tmp_path / "run", progress=False)
+    tagger = Tagger.load(model_dir)
+    assert type(tagger).__name__ == "LayerPoolingTagger"
+    best = max(recorded_best(tmp_path / "run", "dev_f1"))
+    assert tagger.evaluate(dev).micro.f1 == pytest.approx(best)  # raw path = cached path
+    [[sentence]] = tagger.predict(["Mary visited Los Angeles yesterday ."])
+    again = Tagger.load(model_dir).predict(["Mary visited Los Angeles yesterday ."])
+    assert sentence.tags == again[0][0].tags
+    assert len(sentence.tags) == 6 and all(
+        t.split("-")[-1] in {"O", "PER", "LOC"} for t in sentence.tags
+    )
+
+
+def test_fine_tuned_layer_tagger_round_trips(tmp_path):
+    from bistack.api import Tagger
+    from bistack.config import config_from_dict as build
+    from bistack.recipes.train_layer_tagger import train_layer_tagger
+
+    from ..conftest import tiny_sentences, write_conll
+
+    train = write_conll(tmp_path / "train.txt", tiny_sentences(16, seed=0))
+    dev = write_conll(tmp_path / "dev.txt", tiny_sentences(6, seed=1))
+    raw = tagger_config(train, dev, tmp_path / "cache", finetune=True, lr=1e-4)
+    raw["train"]["max_epochs"] = 1
+    model_dir = train_layer_tagger(build(raw), tmp_path / "run", progress=False)
+    assert (model_dir / "backbone" / "model.safetensors").is_file()
+    best = max(recorded_best(tmp_path / "run", "dev_f1"))
+    assert Tagger.load(model_dir).evaluate(dev).micro.f1 == pytest.approx(best)
+
+
+def test_sentences_longer_than_the_limit_are_chunked_not_cut():
+    from bistack.models.backbone import split_into_chunks, tokenize_words
+
+    assert split_into_chunks([1, 2, 1, 3, 1], budget=3) == [(0, 2), (2, 3), (3, 4), (4, 5)]
+    backbone = TransformerBackbone.load("default")
+    words = ["word"] * 30
+    pieces = tokenize_words(backbone, [words, ["short", "one"]], max_length=12)
+    assert pieces.input_ids.shape[1] <= 12 and pieces.input_ids.shape[0] > 2
+    assert pieces.lengths == [30, 2] and len(pieces.first_subword) == 32
+    assert len(set(pieces.first_subword.tolist())) == 32  # every word has its own subword

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from bistack.api.text import Classifier, RawOutputs, Regressor, TextModel
-from bistack.config import LayerPoolingTextConfig, config_from_dict
+from bistack.config import BackboneConfig, LayerPoolingTextConfig, config_from_dict
 from bistack.errors import DataError, ModelFileError
 from bistack.feature_cache import model_fingerprint
 from bistack.modeldir import load_weights, save_metadata, save_weights
@@ -119,6 +119,21 @@ def save_backbone(backbone: TransformerBackbone, target: Path) -> None:
         raise
 
 
+def load_saved_backbone(
+    directory: Path, options: BackboneConfig, meta: dict[str, Any]
+) -> TransformerBackbone:
+    """The tuned backbone saved with a model, or the frozen one it names, checked unchanged."""
+    if options.finetune:
+        return TransformerBackbone.load(str(directory / BACKBONE_DIR))
+    backbone = TransformerBackbone.load(options.path)
+    if meta.get("backbone", {}).get("fingerprint") != model_fingerprint(backbone.folder):
+        raise ModelFileError(
+            f"{directory}: its backbone {backbone.folder} has changed since training "
+            "(the files' fingerprint differs); retrain, or point backbone.path at the original"
+        )
+    return backbone
+
+
 def load_layer_pooling_model(
     path: str | Path, kind: str, meta: dict[str, Any]
 ) -> LayerPoolingTextModel:
@@ -126,16 +141,7 @@ def load_layer_pooling_model(
     directory = Path(path)
     config = config_from_dict(meta["config"], source=f"{directory}/config.json")
     assert isinstance(config, LayerPoolingTextConfig)
-    if config.backbone.finetune:
-        backbone = TransformerBackbone.load(str(directory / BACKBONE_DIR))
-    else:
-        backbone = TransformerBackbone.load(config.backbone.path)
-        expected = meta.get("backbone", {}).get("fingerprint")
-        if expected != model_fingerprint(backbone.folder):
-            raise ModelFileError(
-                f"{directory}: its backbone {backbone.folder} has changed since training "
-                "(the files' fingerprint differs); retrain, or point backbone.path at the original"
-            )
+    backbone = load_saved_backbone(directory, config.backbone, meta)
     outputs = meta["outputs"]
     count = len(outputs["labels"]) if "labels" in outputs else len(outputs["targets"])
     model = build_layer_pooling_model(config, backbone.num_layers, backbone.hidden_size, count)

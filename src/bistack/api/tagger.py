@@ -60,11 +60,20 @@ class Tagger:
     def load(cls, path: str | Path) -> Tagger:
         """Load a model directory written by ``bistack train`` (no unpickling)."""
         meta, vocab = load_metadata(path, KIND)
+        if "backbone" in meta["config"]:
+            from bistack.api.layer_tagger import load_layer_tagger
+
+            return load_layer_tagger(path, meta, vocab)
         config = config_from_dict(meta["config"], source=f"{path}/config.json")
         vocabularies = TokenVocabularies.from_json(vocab)
         model = build_tagger(config, vocabularies)
         load_weights(path, model)
         return cls(model, vocabularies, config, meta["output_scheme"])
+
+    @property
+    def labels(self) -> list[str]:
+        """The tags the model predicts, in the scheme it was trained in."""
+        return list(self.vocabularies.tags.items)
 
     def save(self, path: str | Path) -> None:
         self.save_metadata(path)
@@ -131,17 +140,17 @@ class Tagger:
 
     def score(self, sentences: Sequence[Sentence], path: str | Path = "<data>") -> EntityScores:
         """Score against gold tags, both written in the output scheme."""
-        check_known_types(sentences, self.vocabularies, path)
+        check_known_types(sentences, self.labels, path)
         predicted = self.tag_tokens([s.tokens for s in sentences])
         gold = [convert_tags(s.tags, self.output_scheme) for s in sentences]
         return score_entities(gold, predicted)
 
 
 def check_known_types(
-    sentences: Sequence[Sentence], vocabularies: TokenVocabularies, path: str | Path
+    sentences: Sequence[Sentence], labels: Sequence[str], path: str | Path
 ) -> None:
-    """Raise DataError at the first entity type the model never saw in training."""
-    known = {label.partition("-")[2] for label in vocabularies.tags.items}
+    """Raise DataError at the first entity type the model never saw in training (``labels``)."""
+    known = {label.partition("-")[2] for label in labels}
     for sentence in sentences:
         for offset, tag in enumerate(sentence.tags):
             entity_type = tag.partition("-")[2]

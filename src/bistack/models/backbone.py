@@ -232,3 +232,118 @@ class TransformerBackbone(nn.Module):
         inverse = torch.empty(len(order), dtype=torch.long)
         inverse[torch.tensor(order)] = torch.arange(len(order))
         return LayerVectors(torch.cat(cls_parts)[inverse], torch.cat(mean_parts)[inverse])
+
+
+@dataclass(frozen=True)
+class WordPieces:
+    """Pre-tokenised sentences as subword rows, with each word's subwords located.
+
+    input_ids, attention_mask: ``(rows, seq_len)``, one row per sentence, or per chunk of
+    words when a sentence is longer than the model's limit (no word is ever cut or dropped).
+    subword_word: ``(rows * seq_len,)`` the word (numbered over all sentences) each subword
+    belongs to, -1 for special tokens and padding; first_subword: ``(total_words,)`` the flat
+    position of each word's first subword; lengths: words per sentence.
+    """
+
+    input_ids: Tensor
+    attention_mask: Tensor
+    subword_word: Tensor
+    first_subword: Tensor
+    lengths: list[int]
+
+    def to(self, device: torch.device | str) -> WordPieces:
+        return WordPieces(
+            self.input_ids.to(device),
+            self.attention_mask.to(device),
+            self.subword_word.to(device),
+            self.first_subword.to(device),
+            self.lengths,
+        )
+
+
+def split_into_chunks(pieces: Sequence[int], budget: int) -> list[tuple[int, int]]:
+    """``(start, end)`` word ranges whose subword counts each fit ``budget`` (a word longer than
+    the budget alone is a chunk of its own and is cut by the tokenizer: reported, not hidden)."""
+    chunks, start, used = [], 0, 0
+    for index, count in enumerate(pieces):
+        if used + count > budget and index > start:
+            chunks.append((start, index))
+            start, used = index, 0
+        used += count
+    chunks.append((start, len(pieces)))
+    return chunks
+
+
+def tokenize_words(
+    backbone: TransformerBackbone, sentences: Sequence[Sequence[str]], max_length: int | None
+) -> WordPieces:
+    """Subwords of pre-tokenised ``sentences``; words without subwords become the unknown token."""
+    tokenizer = backbone.tokenizer
+    limit = min(max_length or backbone.max_length, backbone.max_length)
+    budget = limit - tokenizer.num_special_tokens_to_add()
+    words = [w for sentence in sentences for w in sentence]
+    counts = [len(ids) for ids in tokenizer(words, add_special_tokens=False)["input_ids"]]
+    unknown = tokenizer.unk_token or "[UNK]"
+    rows: list[list[str]] = []
+    row_first_word: list[int] = []
+    position = 0
+    for sentence in sentences:
+        pieces = counts[position : position + len(sentence)]
+        fixed = [w if c else unknown for w, c in zip(sentence, pieces, strict=True)]
+        for start, end in split_into_chunks([max(c, 1) for c in pieces], budget):
+            rows.append(fixed[start:end])
+            row_first_word.append(position + start)
+        position += len(sentence)
+    encoded = tokenizer(
+        rows,
+        is_split_into_words=True,
+        truncation=True,
+        max_length=limit,
+        padding=True,
+        return_tensors="pt",
+    )
+    seq_len = encoded["input_ids"].shape[1]
+    subword_word = torch.full((len(rows) * seq_len,), -1, dtype=torch.long)
+    first_subword = torch.empty(len(words), dtype=torch.long)
+    for row, first_word in enumerate(row_first_word):
+        seen = set()
+        for offset, word in enumerate(encoded.word_ids(row)):
+            if word is None:
+                continue
+            flat = row * seq_len + offset
+            subword_word[flat] = first_word + word
+            if word not in seen:
+                seen.add(word)
+                first_subword[first_word + word] = flat
+    return WordPieces(
+        encoded["input_ids"],
+        encoded["attention_mask"],
+        subword_word,
+        first_subword,
+        [len(s) for s in sentences],
+    )
+
+
+def word_layer_states(
+    backbone: TransformerBackbone, pieces: WordPieces, alignment: Literal["first", "mean"]
+) -> Tensor:
+    """Every word's state in every layer ``(total_words, num_layers, hidden_size)``: its first
+    subword's, or the mean of its subwords'."""
+    output = backbone.model(
+        input_ids=pieces.input_ids,
+        attention_mask=pieces.attention_mask,
+        output_hidden_states=True,
+    )
+    states = torch.stack(output.hidden_states[1:], dim=2)  # (rows, seq, layers, hidden)
+    flat = states.flatten(0, 1)  # (rows * seq, layers, hidden)
+    if alignment == "first":
+        return flat[pieces.first_subword]
+    real = pieces.subword_word >= 0
+    total = len(pieces.first_subword)
+    sums = flat.new_zeros((total, *flat.shape[1:])).index_add_(
+        0, pieces.subword_word[real], flat[real]
+    )
+    counts = torch.zeros(total, dtype=flat.dtype, device=flat.device).index_add_(
+        0, pieces.subword_word[real], torch.ones_like(pieces.subword_word[real], dtype=flat.dtype)
+    )
+    return sums / counts[:, None, None]

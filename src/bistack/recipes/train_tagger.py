@@ -7,11 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bistack.api.tagger import Tagger, check_known_types
-from bistack.config import TaggerConfig
+from bistack.config import LayerPoolingTaggerConfig, TaggerConfig
 from bistack.data.batching import TaggingBatch, collate_tagging
 from bistack.data.conll import Sentence, read_conll
 from bistack.data.features import EncodedSentence
 from bistack.data.splits import split_off_dev
+from bistack.metrics.entities import EntityScores
 from bistack.modeldir import save_weights
 from bistack.models.tagger import build_tagger
 from bistack.recipes.features import build_vocabularies, prepare_embedder
@@ -29,7 +30,7 @@ class TaggingData:
     dev_source: str
 
 
-def load_tagging_data(config: TaggerConfig) -> TaggingData:
+def load_tagging_data(config: TaggerConfig | LayerPoolingTaggerConfig) -> TaggingData:
     """Read train and dev; without a dev file, split off a fixed fraction of train."""
     data = config.data
     train = read_conll(data.train, data.token_column, data.tag_column)
@@ -39,6 +40,21 @@ def load_tagging_data(config: TaggerConfig) -> TaggingData:
         train, dev = split_off_dev(train, data.dev_fraction, data.split_seed)
         dev_source = f"{data.train} (held-out {data.dev_fraction:.0%})"
     return TaggingData(train, dev, detect_scheme([s.tags for s in train]), dev_source)
+
+
+def tagging_evaluation(scores: EntityScores) -> Evaluation:
+    """Early stopping maximises dev entity F1 (conlleval's micro average)."""
+    micro = scores.micro
+    return Evaluation(
+        score=micro.f1,
+        metrics={
+            "dev_precision": micro.precision,
+            "dev_recall": micro.recall,
+            "dev_f1": micro.f1,
+            "dev_token_accuracy": scores.token_accuracy,
+        },
+        summary=f"dev P {micro.precision:.2f} R {micro.recall:.2f} F1 {micro.f1:.2f}",
+    )
 
 
 class TaggingTask:
@@ -59,18 +75,7 @@ class TaggingTask:
         return collate_tagging([self.encoded[i] for i in indices], self.tagger.vocabularies)
 
     def evaluate(self) -> Evaluation:
-        scores = self.tagger.score(self.data.dev, self.data.dev_source)
-        micro = scores.micro
-        return Evaluation(
-            score=micro.f1,
-            metrics={
-                "dev_precision": micro.precision,
-                "dev_recall": micro.recall,
-                "dev_f1": micro.f1,
-                "dev_token_accuracy": scores.token_accuracy,
-            },
-            summary=f"dev P {micro.precision:.2f} R {micro.recall:.2f} F1 {micro.f1:.2f}",
-        )
+        return tagging_evaluation(self.tagger.score(self.data.dev, self.data.dev_source))
 
     def save_weights(self) -> None:
         save_weights(self.model_dir, self.tagger.model)
@@ -93,7 +98,7 @@ def train_tagger(
     data = load_tagging_data(config)
     pairs = [(s.tokens, convert_tags(s.tags, config.data.scheme)) for s in data.train]
     vocabularies = build_vocabularies(config.features, pairs)
-    check_known_types(data.dev, vocabularies, data.dev_source)
+    check_known_types(data.dev, vocabularies.tags.items, data.dev_source)
     model = build_tagger(config, vocabularies)
     say(prepare_embedder(model, config, vocabularies, pairs))
     tagger = Tagger(model, vocabularies, config, data.input_scheme)

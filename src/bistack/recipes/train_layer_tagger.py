@@ -1,0 +1,152 @@
+"""Train a tagger over a transformer's word-level states (layer mix + BiLSTM + CRF).
+
+Frozen backbone: every word's per-layer states are computed once and cached (float16, which
+halves the cache; the tagger computes in float32). Fine-tuned: the backbone runs every step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from bistack.api.layer_tagger import LayerPoolingTagger
+from bistack.api.tagger import check_known_types
+from bistack.config import LayerPoolingTaggerConfig
+from bistack.data.batching import PAD_TAG
+from bistack.data.conll import Sentence
+from bistack.feature_cache import cached_tensors, model_fingerprint
+from bistack.metrics.entities import score_entities
+from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
+from bistack.models.layer_tagger import WordLayerBatch, build_layer_tagger, pad_words
+from bistack.recipes.loop import Evaluation, fit, start_run
+from bistack.recipes.train_tagger import TaggingData, load_tagging_data, tagging_evaluation
+from bistack.schemes import convert_tags
+
+WORD_SEPARATOR = "\x1f"  # joins a sentence's words into one cache-key text
+
+
+def cached_word_states(
+    backbone: TransformerBackbone,
+    config: LayerPoolingTaggerConfig,
+    sentences: Sequence[Sentence],
+    say: Callable[[str], None],
+) -> Tensor:
+    """Flat word states ``(total_words, num_layers, hidden_size)`` float16, from the cache."""
+    options = config.backbone
+    limit = min(options.max_length or backbone.max_length, backbone.max_length)
+
+    def compute() -> dict[str, Tensor]:
+        parts = []
+        with torch.inference_mode():
+            for start in range(0, len(sentences), options.batch_size):
+                chunk = [s.tokens for s in sentences[start : start + options.batch_size]]
+                pieces = tokenize_words(backbone, chunk, limit)
+                parts.append(word_layer_states(backbone, pieces, config.subwords).half())
+        return {"words": torch.cat(parts)}
+
+    cached = cached_tensors(
+        options.cache_dir,
+        model_fingerprint(backbone.folder),
+        [WORD_SEPARATOR.join(s.tokens) for s in sentences],
+        {"max_length": limit, "subwords": config.subwords, "kind": "word_states"},
+        compute,
+    )
+    verb = "computed and cached" if cached.computed else "read from the cache"
+    say(f"word states of {len(sentences)} sentences {verb} ({cached.path})")
+    return cached.tensors["words"]
+
+
+class WordLayerTask:
+    """Batches of cached word states (frozen) or of subwords (fine-tuned), and dev scoring."""
+
+    def __init__(
+        self,
+        tagger: LayerPoolingTagger,
+        data: TaggingData,
+        tag_ids: list[list[int]],
+        model_dir: Path,
+        train_states: Tensor | None,
+        dev_states: Tensor | None,
+    ) -> None:
+        self.tagger = tagger
+        self.data = data
+        self.tag_ids = tag_ids
+        self.model_dir = model_dir
+        self.train_states = train_states
+        self.dev_states = dev_states
+        self.starts = [0]
+        for sentence in data.train:
+            self.starts.append(self.starts[-1] + len(sentence.tokens))
+
+    def train_lengths(self) -> Sequence[int]:
+        return [len(s.tokens) for s in self.data.train]
+
+    def collate(self, indices: list[int]) -> WordLayerBatch:
+        lengths = [len(self.data.train[i].tokens) for i in indices]
+        mask = torch.arange(max(lengths))[None, :] < torch.tensor(lengths)[:, None]
+        tags = torch.full(mask.shape, PAD_TAG, dtype=torch.long)
+        for row, index in enumerate(indices):
+            tags[row, : lengths[row]] = torch.tensor(self.tag_ids[index])
+        if self.train_states is None:
+            chosen = [self.data.train[i].tokens for i in indices]
+            pieces = tokenize_words(
+                self.tagger.backbone, chosen, self.tagger.config.backbone.max_length
+            )
+            return WordLayerBatch(mask, pieces=pieces, tags=tags)
+        words = torch.cat([self.train_states[self.starts[i] : self.starts[i + 1]] for i in indices])
+        return WordLayerBatch(mask, layers=pad_words(words, lengths), tags=tags)
+
+    def evaluate(self) -> Evaluation:
+        predicted = self.tagger.tag_tokens(
+            [s.tokens for s in self.data.dev], states=self.dev_states
+        )
+        gold = [convert_tags(s.tags, self.tagger.output_scheme) for s in self.data.dev]
+        return tagging_evaluation(score_entities(gold, predicted))
+
+    def save_weights(self) -> None:
+        self.tagger.save_weights(self.model_dir)
+
+
+def train_layer_tagger(
+    config: LayerPoolingTaggerConfig,
+    output: str | Path,
+    *,
+    devices: int | str = 1,
+    strategy: str = "auto",
+    accelerator: str = "cpu",
+    progress: bool = True,
+) -> Path:
+    """Train as ``config`` says; the best model goes to ``output/model``. Returns that path."""
+    run = start_run(
+        output, config.train.seed, devices=devices, strategy=strategy, accelerator=accelerator
+    )
+    say, model_dir = run.say, run.model_dir
+    data = load_tagging_data(config)
+    backbone = TransformerBackbone.load(config.backbone.path)
+    train_tags = [convert_tags(s.tags, config.data.scheme) for s in data.train]
+    labels = sorted({tag for tags in train_tags for tag in tags})
+    check_known_types(data.dev, labels, data.dev_source)
+    model = build_layer_tagger(config, backbone.num_layers, backbone.hidden_size, labels, backbone)
+    tagger = LayerPoolingTagger(model, backbone, labels, config, data.input_scheme)
+    mode = "fine-tuned" if config.backbone.finetune else "frozen"
+    say(
+        f"train: {len(data.train)} sentences ({data.input_scheme}, trained as "
+        f"{config.data.scheme}); dev: {len(data.dev)} from {data.dev_source}; backbone "
+        f"{backbone.folder} ({backbone.num_layers} layers, {mode}, {config.subwords} subword); "
+        f"{len(labels)} tags; {sum(p.numel() for p in model.parameters()):,} trained parameters"
+    )
+    train_states = dev_states = None
+    if not config.backbone.finetune:
+        train_states = cached_word_states(backbone, config, data.train, say)
+        dev_states = cached_word_states(backbone, config, data.dev, say)
+    if run.fabric.is_global_zero:
+        tagger.save_metadata(model_dir)
+    index = {label: i for i, label in enumerate(labels)}
+    tag_ids = [[index[t] for t in tags] for tags in train_tags]
+    task = WordLayerTask(tagger, data, tag_ids, model_dir, train_states, dev_states)
+    result = fit(run, model, task, config.train, config.optimizer, progress=progress)
+    say(f"best dev F1 {result.best_score:.2f} at epoch {result.best_epoch}; model in {model_dir}")
+    return model_dir
