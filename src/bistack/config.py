@@ -80,6 +80,10 @@ class TrainConfig:
     dropout: float = 0.5  # on token vectors and on encoder outputs
     max_minutes: float | None = None  # stop after the epoch that crosses this wall-clock budget
     eval_batch_size: int = 256
+    # Training batches of similar length waste little compute on padding. Off: random batches,
+    # whose targets are a fair sample, for regression where length correlates with the target
+    # (length-sorted batches then pull the output bias back and forth from batch to batch).
+    length_buckets: bool = True
 
 
 @dataclass

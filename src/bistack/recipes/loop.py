@@ -222,7 +222,11 @@ def my_batches(fabric: Fabric, task: Task, train: TrainConfig, epoch: int) -> li
     from bistack.data.batching import bucket_batches
 
     batches = bucket_batches(
-        task.train_lengths(), train.batch_size, shuffle=True, seed=train.seed * 1000 + epoch
+        task.train_lengths(),
+        train.batch_size,
+        shuffle=True,
+        seed=train.seed * 1000 + epoch,
+        pool=50 if train.length_buckets else 1,
     )
     # Every process takes the same number of batches, so DDP steps stay in lockstep.
     per_rank = len(batches) // fabric.world_size

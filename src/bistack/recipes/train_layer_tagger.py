@@ -39,13 +39,17 @@ def cached_word_states(
     limit = min(options.max_length or backbone.max_length, backbone.max_length)
 
     def compute() -> dict[str, Tensor]:
-        parts = []
+        # Batches of similar length (little padding), written back in sentence order.
+        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i].tokens))
+        per_sentence: list[Tensor] = [torch.empty(0)] * len(sentences)
         with torch.inference_mode():
-            for start in range(0, len(sentences), options.batch_size):
-                chunk = [s.tokens for s in sentences[start : start + options.batch_size]]
-                pieces = tokenize_words(backbone, chunk, limit)
-                parts.append(word_layer_states(backbone, pieces, config.subwords).half())
-        return {"words": torch.cat(parts)}
+            for start in range(0, len(order), options.batch_size):
+                chosen = order[start : start + options.batch_size]
+                pieces = tokenize_words(backbone, [sentences[i].tokens for i in chosen], limit)
+                words = word_layer_states(backbone, pieces, config.subwords).half()
+                for i, part in zip(chosen, words.split(pieces.lengths), strict=True):
+                    per_sentence[i] = part
+        return {"words": torch.cat(per_sentence)}
 
     cached = cached_tensors(
         options.cache_dir,
