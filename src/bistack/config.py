@@ -56,6 +56,9 @@ class EncoderConfig:
 @dataclass
 class HeadConfig:
     type: Literal["crf", "softmax"] = "crf"
+    # Streaming (``bistack predict --stream``), CRF only: commit each tag this many tokens after
+    # its token arrives; 0 is greedy, and a lag at least the sentence length is exact Viterbi.
+    stream_lag: int = 0
 
 
 @dataclass
@@ -308,6 +311,7 @@ _RANGES = [
     ("train.eval_batch_size", 1, True, None),
     ("pooling.attention_size", 1, True, None),
     ("optimizer.warmup_fraction", 0.0, True, 1.0),
+    ("head.stream_lag", 0, True, None),
     ("backbone.max_length", 8, True, None),
     ("backbone.stride", 0, True, None),
     ("backbone.lr", 0.0, False, None),

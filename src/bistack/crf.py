@@ -106,7 +106,7 @@ class CRF(nn.Module):
         real = tags[mask]
         if real.numel() and (int(real.min()) < 0 or int(real.max()) >= self.num_tags):
             raise ValueError(f"tags must be in [0, {self.num_tags}) at real positions")
-        transitions, start, end = self._constrained()
+        transitions, start, end = self.constrained_scores()
         nll = self._log_partition(emissions, mask, transitions, start, end) - self._path_score(
             emissions, tags, mask, transitions, start, end
         )  # (batch,)
@@ -133,8 +133,8 @@ class CRF(nn.Module):
             raise ValueError(f"top_k must be >= 1, got {top_k}")
         with torch.no_grad():
             if top_k == 1:
-                return self._viterbi_best(emissions, mask, *self._constrained())
-            return self._viterbi(emissions, mask, top_k, *self._constrained())
+                return self._viterbi_best(emissions, mask, *self.constrained_scores())
+            return self._viterbi(emissions, mask, top_k, *self.constrained_scores())
 
     def _check(self, emissions: Tensor, mask: Tensor | None) -> Tensor:
         if emissions.dim() != 3:
@@ -151,7 +151,9 @@ class CRF(nn.Module):
         check_mask(mask, tuple(emissions.shape[:2]))
         return mask
 
-    def _constrained(self) -> tuple[Tensor, Tensor, Tensor]:
+    def constrained_scores(self) -> tuple[Tensor, Tensor, Tensor]:
+        """Transition ``(num_tags, num_tags)``, start and end ``(num_tags,)`` scores, with
+        forbidden moves set to IMPOSSIBLE."""
         return (
             self.transitions.masked_fill(~self.transitions_ok, IMPOSSIBLE),
             self.start_transitions.masked_fill(~self.start_ok, IMPOSSIBLE),

@@ -9,7 +9,7 @@ dropout between layers, or a residual stack (the seed's ``ResidualLSTMStack``). 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
@@ -18,6 +18,8 @@ from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_
 from bistack.masking import check_mask, lengths_to_mask
 
 CellType = Literal["lstm", "gru"]
+# What ``RecurrentEncoder.step`` carries: nn.LSTM's (h, c) or nn.GRU's h, one per residual layer.
+EncoderState = Any
 _CELLS: dict[str, type[nn.RNNBase]] = {"lstm": nn.LSTM, "gru": nn.GRU}
 
 
@@ -147,6 +149,31 @@ class RecurrentEncoder(nn.Module):
         else:
             summary = final_state_summary(h_n, self.num_layers, self.bidirectional)
         return EncoderOutput(states=states, summary=summary, mask=mask)
+
+    def step(
+        self, inputs: Tensor, state: EncoderState | None = None
+    ) -> tuple[Tensor, EncoderState]:
+        """One time step of a unidirectional encoder, carrying the recurrent state.
+
+        inputs ``(batch_size, input_size)`` -> outputs ``(batch_size, output_size)`` equal to
+        ``forward``'s states at this position, and the state to pass to the next step. A
+        bidirectional encoder cannot run step by step: its backward direction reads tokens that
+        have not arrived yet.
+        """
+        if self.bidirectional:
+            raise ValueError(
+                "a bidirectional encoder cannot run one token at a time: its backward direction "
+                "needs the tokens after the current one (use bidirectional=False to stream)"
+            )
+        x = inputs.unsqueeze(1)  # (batch_size, 1, input_size)
+        if not self.residual:
+            out, new_state = self.rnn(x, state)
+            return out.squeeze(1), new_state
+        states = list(state) if state is not None else [None] * self.num_layers
+        for index, (rnn, projection) in enumerate(zip(self.layers, self.projections, strict=True)):
+            out, states[index] = rnn(x, states[index])
+            x = self.dropout(out) + projection(x)
+        return x.squeeze(1), tuple(states)
 
     def _run_residual(self, packed: PackedSequence) -> PackedSequence:
         for rnn, projection in zip(self.layers, self.projections, strict=True):
