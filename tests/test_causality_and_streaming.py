@@ -207,3 +207,35 @@ def test_the_tagger_encoder_passes_the_check_only_when_unidirectional():
                 check_causal(tagger.model, batch, outputs=tagger.model.states)
         else:
             check_causal(tagger.model, batch, outputs=tagger.model.states)
+
+
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_predict_stream_prints_each_tag_as_its_token_arrives(
+    tmp_path, monkeypatch, capsys, bidirectional
+):
+    import io
+
+    import yaml
+
+    from bistack.cli import main
+    from tests.conftest import write_conll
+
+    train = write_conll(tmp_path / "train.txt", tiny_sentences(60, seed=0))
+    config = tiny_config(train, None, encoder={"bidirectional": bidirectional})
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["train", str(path), "--output", str(tmp_path / "run"), "--no-progress"]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr("sys.stdin", io.StringIO("Mary visited\nParis yesterday .\n\nPaul left\n"))
+    code = main(["predict", str(tmp_path / "run" / "model"), "--stream"])
+    captured = capsys.readouterr()
+    if bidirectional:
+        assert code == 2 and "a streaming tagger is causal" in captured.err
+        return
+    assert code == 0
+    lines = captured.out.splitlines()
+    assert [line.split("\t")[0] for line in lines if line] == [
+        "Mary", "visited", "Paris", "yesterday", ".", "Paul", "left",
+    ]  # fmt: skip
+    assert lines[5] == ""  # the blank line ended the first sentence
+    assert all(line.split("\t")[1][0] in "OBI" for line in lines if line)  # input scheme IOB1

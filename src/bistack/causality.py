@@ -15,6 +15,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from bistack.errors import BistackError
+
 LEAKAGE_EXPLANATION = (
     "its output at position t may depend only on tokens up to t, but a bidirectional "
     "encoder's backward direction has read every token after t (the seed, 'Where you cannot use "
@@ -24,8 +26,9 @@ LEAKAGE_EXPLANATION = (
 )
 
 
-class LeakageError(ValueError):
-    """A causal model whose outputs see the future."""
+class LeakageError(BistackError, ValueError):
+    """A causal model whose outputs see the future, or a bidirectional encoder where one is
+    not allowed."""
 
 
 def require_causal(bidirectional: bool, what: str, allow_leakage: bool = False) -> None:

@@ -71,6 +71,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="text models: include each token's attention weight",
     )
+    predict.add_argument(
+        "--stream",
+        action="store_true",
+        help="taggers: read tokens from stdin (whitespace-separated, a blank line ends a "
+        "sentence) and print each tag as soon as it is final",
+    )
     predict.set_defaults(run=run_predict)
 
     explain = commands.add_parser("explain", help="show a text model's attention (HTML + PNG)")
@@ -93,6 +99,15 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--output", help="folder (default runs/compare-<config name>)")
     compare.add_argument("--progress", action="store_true", help="progress bars per epoch")
     compare.set_defaults(run=run_compare_poolers)
+
+    sample = commands.add_parser("sample", help="generate text with a language model")
+    sample.add_argument("model", help="model directory of a language model")
+    sample.add_argument("prompt", nargs="?", default="", help="text to continue")
+    sample.add_argument("--temperature", type=float, default=1.0, help="softmax temperature")
+    sample.add_argument("--tokens", type=int, default=30, help="at most this many tokens")
+    sample.add_argument("--seed", type=int, help="random seed, for repeatable samples")
+    sample.add_argument("--count", type=int, default=1, help="how many samples")
+    sample.set_defaults(run=run_sample)
 
     demo = commands.add_parser("demo", help="train and try a Twitter NER tagger (WNUT-2016)")
     demo.add_argument("--output", default="runs/demo", help="run directory")
@@ -119,6 +134,20 @@ def run_compare_poolers(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_sample(args: argparse.Namespace) -> int:
+    from bistack.api.language_model import LanguageModel
+
+    if args.temperature <= 0:
+        print("error: --temperature must be > 0", file=sys.stderr)
+        return 2
+    model = LanguageModel.load(args.model)
+    for index in range(args.count):
+        seed = None if args.seed is None else args.seed + index
+        tokens = model.sample(args.prompt, args.tokens, args.temperature, seed)
+        print(" ".join([args.prompt, *tokens]).strip())
+    return 0
+
+
 def run_demo(args: argparse.Namespace) -> int:
     from bistack.recipes.demo import run_demo as demo
 
@@ -128,11 +157,13 @@ def run_demo(args: argparse.Namespace) -> int:
 
 def run_train(args: argparse.Namespace) -> int:
     from bistack.config import (
+        LanguageModelConfig,
         LayerPoolingTaggerConfig,
         LayerPoolingTextConfig,
         TaggerConfig,
         load_config,
     )
+    from bistack.recipes.train_language_model import train_language_model
     from bistack.recipes.train_layer_pooling import train_layer_pooling_model
     from bistack.recipes.train_layer_tagger import train_layer_tagger
     from bistack.recipes.train_tagger import train_tagger
@@ -152,6 +183,8 @@ def run_train(args: argparse.Namespace) -> int:
         train_layer_pooling_model(config, output, **options)
     elif isinstance(config, LayerPoolingTaggerConfig):
         train_layer_tagger(config, output, **options)
+    elif isinstance(config, LanguageModelConfig):
+        train_language_model(config, output, **options)
     else:
         train_text_model(config, output, **options)
     return 0
@@ -162,7 +195,18 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from bistack.metrics.entities import format_entity_report
     from bistack.modeldir import model_kind
 
-    if model_kind(args.model) != "tagger":
+    kind = model_kind(args.model)
+    if kind == "language_model":
+        from bistack.api.language_model import LanguageModel
+
+        result = LanguageModel.load(args.model).evaluate(args.data)
+        print(
+            json.dumps(result)
+            if args.json
+            else f"perplexity {result['perplexity']:.2f} over {result['tokens']} tokens"
+        )
+        return 0
+    if kind != "tagger":
         metrics = load_text_model(args.model).evaluate(args.data)
         print(json.dumps(metrics) if args.json else format_text_report(metrics))
         return 0
@@ -219,6 +263,8 @@ def run_predict(args: argparse.Namespace) -> int:
     from bistack.api import Tagger, load_text_model
     from bistack.modeldir import model_kind
 
+    if args.stream:
+        return stream_tags(args.model)
     texts = list(args.text)
     if args.input:
         texts.extend(read_texts(args.input))
@@ -251,6 +297,28 @@ def run_predict(args: argparse.Namespace) -> int:
                     print(f"{token.text}\t{tag}")
                 print()
     return 0
+
+
+def stream_tags(model: str) -> int:
+    """Tag stdin token by token, printing ``token<TAB>tag`` lines as tags become final."""
+    from bistack.api import Tagger
+    from bistack.api.streaming import StreamingTagger
+
+    stream = StreamingTagger(Tagger.load(model))
+    for line in sys.stdin:
+        if not line.strip():
+            write_pairs(stream.flush())
+            print(flush=True)
+            continue
+        for token in line.split():
+            write_pairs(stream.push(token))
+    write_pairs(stream.flush())
+    return 0
+
+
+def write_pairs(pairs: list[tuple[str, str]]) -> None:
+    for token, tag in pairs:
+        print(f"{token}\t{tag}", flush=True)
 
 
 def prediction_record(prediction: TextPrediction) -> dict:

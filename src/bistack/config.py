@@ -204,7 +204,49 @@ class LayerPoolingTaggerConfig:
         return dataclasses.asdict(self)
 
 
-AnyConfig = TaggerConfig | TextModelConfig | LayerPoolingTextConfig | LayerPoolingTaggerConfig
+@dataclass
+class CorpusConfig:
+    train: str = ""  # plain text file, one sentence or paragraph per line
+    dev: str | None = None  # held-out text file; None: split off dev_fraction of the lines
+    dev_fraction: float = 0.1
+    split_seed: int = 0
+    tokenizer: Literal["whitespace", "text"] = "whitespace"
+    max_length: int = 64  # tokens per training sequence; longer lines are cut into pieces
+
+
+@dataclass
+class LanguageModelConfig:
+    """A causal LSTM language model: next-token prediction, perplexity, sampling.
+
+    Causal by definition: a bidirectional encoder is refused (it would read the token it must
+    predict) unless ``allow_leakage`` is set, which only a demonstration of that leakage does.
+    """
+
+    task: Literal["language_model"] = "language_model"
+    data: CorpusConfig = field(default_factory=CorpusConfig)
+    features: FeaturesConfig = field(
+        default_factory=lambda: FeaturesConfig(
+            casing_dim=0, char_encoder="none", unk_replace=0.0, normalise_digits=False
+        )
+    )
+    encoder: EncoderConfig = field(default_factory=lambda: EncoderConfig(bidirectional=False))
+    allow_leakage: bool = False  # True builds a bidirectional "language model" that cheats
+    optimizer: OptimizerConfig = field(
+        default_factory=lambda: OptimizerConfig(name="adam", lr=2e-3, lr_decay=0.0)
+    )
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(dropout=0.3))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+AnyConfig = (
+    TaggerConfig
+    | TextModelConfig
+    | LayerPoolingTextConfig
+    | LayerPoolingTaggerConfig
+    | LanguageModelConfig
+)
 
 # The layer poolers ``bistack compare-poolers`` knows: name -> layer_pooling settings. Both LSTM
 # summaries are there, so the seed's out[:, -1, :] is measured against the final states.
@@ -254,12 +296,15 @@ def apply_override(data: dict[str, Any], override: str) -> None:
 def config_from_dict(data: dict[str, Any], source: str = "config") -> AnyConfig:
     """Build the config ``data["task"]`` names (tagging by default)."""
     task = data.get("task", "tagging")
-    if task not in ("tagging", "classification", "regression"):
+    if task not in ("tagging", "classification", "regression", "language_model"):
         raise ConfigError(
-            f"{source}: task must be one of 'tagging', 'classification', 'regression', got {task!r}"
+            f"{source}: task must be one of 'tagging', 'classification', 'regression', "
+            f"'language_model', got {task!r}"
         )
-    if "backbone" in data:
-        kind: type = LayerPoolingTaggerConfig if task == "tagging" else LayerPoolingTextConfig
+    if task == "language_model":
+        kind: type = LanguageModelConfig
+    elif "backbone" in data:
+        kind = LayerPoolingTaggerConfig if task == "tagging" else LayerPoolingTextConfig
     else:
         kind = TaggerConfig if task == "tagging" else TextModelConfig
     config = _build(kind, data, source, "")
@@ -268,6 +313,13 @@ def config_from_dict(data: dict[str, Any], source: str = "config") -> AnyConfig:
         check_labels(config, source)
     if isinstance(config, LayerPoolingTextConfig):
         check_layers(config.layer_pooling.layers, source)
+    if isinstance(config, LanguageModelConfig) and config.encoder.bidirectional:
+        from bistack.causality import require_causal
+
+        try:
+            require_causal(True, "a language model", config.allow_leakage)
+        except ValueError as error:
+            raise ConfigError(f"{source}: encoder.bidirectional is true, but {error}") from None
     return config
 
 
@@ -312,6 +364,7 @@ _RANGES = [
     ("pooling.attention_size", 1, True, None),
     ("optimizer.warmup_fraction", 0.0, True, 1.0),
     ("head.stream_lag", 0, True, None),
+    ("data.max_length", 2, True, None),
     ("backbone.max_length", 8, True, None),
     ("backbone.stride", 0, True, None),
     ("backbone.lr", 0.0, False, None),

@@ -1,0 +1,100 @@
+"""The causal LSTM language model, and the leakage a bidirectional one shows (first seed)."""
+
+from __future__ import annotations
+
+import csv
+import random
+
+import pytest
+import yaml
+
+from bistack.api.language_model import LanguageModel
+from bistack.causality import check_causal
+from bistack.cli import main
+from bistack.config import config_from_dict
+from bistack.errors import ConfigError
+from bistack.models.language_model import collate_lm
+from bistack.recipes.train_language_model import train_language_model
+
+WORDS = [f"w{i}" for i in range(24)]
+
+
+def corpus(path, lines=300, seed=0):
+    """Lines of random words: nothing to predict beyond word frequencies (perplexity ~ 24)."""
+    rng = random.Random(seed)
+    text = "\n".join(" ".join(rng.choices(WORDS, k=rng.randint(4, 12))) for _ in range(lines))
+    path.write_text(text + "\n", encoding="utf-8")
+    return path
+
+
+def lm_config(train, bidirectional=False, allow_leakage=False, epochs=8):
+    return {
+        "task": "language_model",
+        "data": {"train": str(train), "dev_fraction": 0.1, "max_length": 16},
+        "features": {"word_dim": 16},
+        "encoder": {"hidden_size": 32, "bidirectional": bidirectional},
+        "allow_leakage": allow_leakage,
+        "optimizer": {"name": "adam", "lr": 0.01},
+        "train": {"batch_size": 16, "max_epochs": epochs, "patience": epochs, "dropout": 0.0},
+    }
+
+
+def last_row(run):
+    with (run / "metrics.csv").open() as handle:
+        return list(csv.DictReader(handle))[-1]
+
+
+def test_by_default_the_guard_refuses_a_bidirectional_language_model(tmp_path):
+    with pytest.raises(ConfigError, match=r"encoder.bidirectional is true, but a language model "
+                       r"is causal: .* see the very token it must predict"):  # fmt: skip
+        config_from_dict(lm_config(tmp_path / "t.txt", bidirectional=True))
+
+
+def test_a_bidirectional_model_leaks_and_its_training_perplexity_collapses(tmp_path):
+    train = corpus(tmp_path / "corpus.txt")
+    causal = train_language_model(
+        config_from_dict(lm_config(train)), tmp_path / "causal", progress=False
+    )
+    leaky = train_language_model(
+        config_from_dict(lm_config(train, bidirectional=True, allow_leakage=True)),
+        tmp_path / "leaky",
+        progress=False,
+    )
+    causal_row, leaky_row = last_row(tmp_path / "causal"), last_row(tmp_path / "leaky")
+    # Teacher-forced on its own training text, the leaky model reads each answer: near 1.
+    assert float(leaky_row["train_perplexity"]) < 1.5
+    # The causal model cannot beat the words' frequencies (24 equally likely words, plus </s>).
+    assert float(causal_row["train_perplexity"]) > 15
+    assert float(causal_row["dev_perplexity"]) > 15
+    # The check sees the leak, and passes the causal model.
+    batch = collate_lm([LanguageModel.load(causal).encode(["w1", "w2", "w3", "w4", "w5"])])
+    check_causal(LanguageModel.load(causal).model, batch, vocab_size=27)
+    from bistack.causality import LeakageError
+
+    with pytest.raises(LeakageError):
+        check_causal(LanguageModel.load(leaky).model, batch, vocab_size=27)
+
+
+def test_train_evaluate_and_sample_from_the_command_line(tmp_path, capsys):
+    rng = random.Random(0)
+    lines = [f"the {a} sat on the {b} ." for a, b in zip(rng.choices(["cat", "dog"], k=200),
+             rng.choices(["mat", "rug"], k=200), strict=True)]  # fmt: skip
+    train = tmp_path / "train.txt"
+    train.write_text("\n".join(lines) + "\n")
+    config = tmp_path / "lm.yaml"
+    config.write_text(yaml.safe_dump(lm_config(train, epochs=6)))
+    assert main(["train", str(config), "--output", str(tmp_path / "run"), "--no-progress"]) == 0
+    model = str(tmp_path / "run" / "model")
+    capsys.readouterr()
+    held_out = tmp_path / "dev.txt"
+    held_out.write_text("the dog sat on the rug .\n")
+    assert main(["evaluate", model, str(held_out), "--json"]) == 0
+    assert 1.0 < yaml.safe_load(capsys.readouterr().out)["perplexity"] < 3.0  # learnt the pattern
+    assert (
+        main(["sample", model, "the", "--temperature", "0.5", "--seed", "1", "--count", "2"]) == 0
+    )
+    samples = capsys.readouterr().out.splitlines()
+    assert len(samples) == 2 and all(s.startswith("the ") for s in samples)
+    assert samples[0].split()[1] in {"cat", "dog"}
+    again = LanguageModel.load(model).sample("the", 30, 0.5, seed=1)
+    assert samples[0] == " ".join(["the", *again])  # a seed makes a sample repeatable
