@@ -100,6 +100,16 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--progress", action="store_true", help="progress bars per epoch")
     compare.set_defaults(run=run_compare_poolers)
 
+    ladder = commands.add_parser(
+        "ladder", help="the seeds' build order, one change at a time, over several seeds"
+    )
+    ladder.add_argument("config", help="YAML config of a recurrent tagger, classifier or regressor")
+    ladder.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    ladder.add_argument("--seeds", type=int, default=3, help="seeds per rung (default 3)")
+    ladder.add_argument("--output", help="folder (default runs/ladder-<config name>)")
+    ladder.add_argument("--progress", action="store_true", help="progress bars per epoch")
+    ladder.set_defaults(run=run_ladder)
+
     sample = commands.add_parser("sample", help="generate text with a language model")
     sample.add_argument("model", help="model directory of a language model")
     sample.add_argument("prompt", nargs="?", default="", help="text to continue")
@@ -131,6 +141,20 @@ def run_compare_poolers(args: argparse.Namespace) -> int:
         progress=args.progress,
     )
     print(f"table and chart in {output}/compare-poolers.{{md,json,png}}")
+    return 0
+
+
+def run_ladder(args: argparse.Namespace) -> int:
+    from bistack.config import load_config
+    from bistack.recipes.ladder import run_ladder as ladder
+
+    if args.seeds < 1:
+        print("error: --seeds must be >= 1", file=sys.stderr)
+        return 2
+    config = load_config(args.config, args.set)
+    output = args.output or str(Path("runs") / f"ladder-{Path(args.config).stem}")
+    ladder(config, output, seeds=args.seeds, progress=args.progress)
+    print(f"table and chart in {output}/ladder.{{md,json,png}}")
     return 0
 
 

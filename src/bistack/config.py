@@ -87,6 +87,10 @@ class TrainConfig:
     # whose targets are a fair sample, for regression where length correlates with the target
     # (length-sorted batches then pull the output bias back and forth from batch to batch).
     length_buckets: bool = True
+    # Regression: after training, fit each output's scale and offset to the dev targets by
+    # least squares, and keep them with the model. It undoes a shift the network learnt, e.g.
+    # from texts with more unknown words at prediction than in training.
+    calibrate: bool = False
 
 
 @dataclass
@@ -379,9 +383,7 @@ def check_ranges(config: AnyConfig, source: str) -> None:
     """Reject values that would only fail later, deep inside torch."""
     for key, low, inclusive, high in _RANGES:
         section, name = key.split(".")
-        if not hasattr(config, section):
-            continue
-        value = getattr(getattr(config, section), name)
+        value = getattr(getattr(config, section, None), name, None)
         if value is None:
             continue
         too_low = value < low if inclusive else value <= low

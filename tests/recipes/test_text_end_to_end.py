@@ -95,17 +95,22 @@ def test_attention_on_real_batches_gives_padding_exactly_zero_weight(tmp_path, s
     torch.testing.assert_close(raw.outputs[0], alone.outputs[0], atol=1e-6, rtol=0)
 
 
+def intensity_rows(count, rng):
+    """Texts whose target is 100 + 10 per "very" in them."""
+    out = []
+    for _ in range(count):
+        very = rng.randint(0, 4)
+        words = ["very"] * very + rng.choices(FILLER, k=rng.randint(1, 6))
+        rng.shuffle(words)
+        out.append((" ".join(words), 100 + 10 * very))
+    return out
+
+
 def test_regressor_reports_in_original_units(tmp_path):
     rng = random.Random(0)
 
     def rows(count):
-        out = []
-        for _ in range(count):
-            very = rng.randint(0, 4)
-            words = ["very"] * very + rng.choices(FILLER, k=rng.randint(1, 6))
-            rng.shuffle(words)
-            out.append((" ".join(words), 100 + 10 * very))
-        return out
+        return intensity_rows(count, rng)
 
     train = write_tsv(tmp_path / "train.tsv", rows(300))
     dev = write_tsv(tmp_path / "dev.tsv", rows(60))
@@ -232,3 +237,27 @@ def test_multi_class_and_multi_target(tmp_path):
         (metrics["per_target"]["length"]["rmse"] + metrics["per_target"]["cue"]["rmse"]) / 2
     )
     assert metrics["per_target"]["cue"]["pearson"] > 0.8
+
+
+def test_calibration_is_fitted_on_dev_kept_with_the_model_and_never_hurts_dev(tmp_path):
+    rng = random.Random(0)
+    train = write_tsv(tmp_path / "train.tsv", intensity_rows(200, rng))
+    dev_rows = [(text, value + 7) for text, value in intensity_rows(60, rng)]  # shifted targets
+    dev = write_tsv(tmp_path / "dev.tsv", dev_rows)
+    options = {"task": "regression", "pooling": {"type": "mean"}}
+    plain = config_from_dict(text_config(train, dev, **options, train={"max_epochs": 4}))
+    calibrated = config_from_dict(
+        text_config(train, dev, **options, train={"max_epochs": 4, "calibrate": True})
+    )
+    before = Regressor.load(train_text_model(plain, tmp_path / "a", progress=False))
+    after = Regressor.load(train_text_model(calibrated, tmp_path / "b", progress=False))
+    scale, offset = after.output_info["calibration"][0]
+    assert after.evaluate(dev)["rmse"] <= before.evaluate(dev)["rmse"] + 1e-6
+    assert offset != 0.0
+    raw = after.run(["very film"])
+    uncalibrated = (
+        float(raw.outputs[0, 0]) * after.output_info["std"][0] + after.output_info["mean"][0]
+    )
+    assert after.predict(["very film"])[0].values["label"] == pytest.approx(
+        scale * uncalibrated + offset, rel=1e-5
+    )

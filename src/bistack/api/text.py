@@ -228,10 +228,30 @@ class Regressor(TextModel):
         return list(self.output_info["targets"])
 
     def values(self, raw: RawOutputs) -> Tensor:
-        """``(texts, num_targets)`` in original units (training standardised them)."""
+        """``(texts, num_targets)`` in original units (training standardised them), with the
+        dev calibration ``scale * value + offset`` per target when training fitted one."""
         mean = torch.tensor(self.output_info["mean"])
         std = torch.tensor(self.output_info["std"])
-        return raw.outputs * std + mean
+        values = raw.outputs * std + mean
+        calibration = self.output_info.get("calibration")
+        if calibration is not None:
+            scale, offset = torch.tensor(calibration).T  # (num_targets,) each
+            values = values * scale + offset
+        return values
+
+    def fit_calibration(self, examples: Sequence[Example], path: str | Path) -> list[list[float]]:
+        """Least-squares ``[scale, offset]`` per target mapping predictions onto ``examples``'
+        targets; stored in ``output_info`` so that predictions use it from now on."""
+        self.output_info.pop("calibration", None)
+        predicted = self.values(self.run([e.text for e in examples]))
+        gold = torch.tensor(parse_targets(examples, self.targets, path))
+        calibration = []
+        for j in range(len(self.targets)):
+            design = torch.stack([predicted[:, j], torch.ones(len(examples))], dim=1).double()
+            solution = torch.linalg.lstsq(design, gold[:, j : j + 1].double()).solution
+            calibration.append([float(solution[0, 0]), float(solution[1, 0])])
+        self.output_info["calibration"] = calibration
+        return calibration
 
     def predict(self, texts: Sequence[str], attention: bool = False) -> list[TextPrediction]:
         """Values per target per text; ``attention=True`` adds token weights."""

@@ -162,7 +162,13 @@ def train_text_model(
         f"at epoch {result.best_epoch}; model in {model_dir}"
     )
     if fabric.is_global_zero:
-        report_dev_diagnostics(kind.load(model_dir), data, run.output, say)
+        best = kind.load(model_dir)
+        if isinstance(best, Regressor) and config.train.calibrate:
+            calibration = best.fit_calibration(data.dev, data.dev_source)
+            best.save_metadata(model_dir)
+            pairs = ", ".join(f"x{a:.3f} {b:+.3f}" for a, b in calibration)
+            say(f"calibrated on dev (scale, offset per target): {pairs}")
+        report_dev_diagnostics(best, data, run.output, say)
     return model_dir
 
 
