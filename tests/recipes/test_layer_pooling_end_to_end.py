@@ -210,3 +210,22 @@ def test_sentences_longer_than_the_limit_are_chunked_not_cut():
     assert pieces.input_ids.shape[1] <= 12 and pieces.input_ids.shape[0] > 2
     assert pieces.lengths == [30, 2] and len(pieces.first_subword) == 32
     assert len(set(pieces.first_subword.tolist())) == 32  # every word has its own subword
+
+
+def test_compare_poolers_can_fine_tune_each_run(tmp_path, capsys):
+    train = write_tsv(tmp_path / "train.tsv", sentiment_rows(24, 0))
+    config = layer_config(
+        train,
+        train,
+        tmp_path / "cache",
+        backbone={"finetune": True, "max_length": 16},
+        train={"max_epochs": 1, "batch_size": 8},
+    )
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    args = ["compare-poolers", str(path), "--poolers", "mean", "--folds", "2"]
+    assert main([*args, "--output", str(tmp_path / "cmp")]) == 0
+    out = capsys.readouterr().out
+    assert "(fine-tuned)" in (tmp_path / "cmp" / "compare-poolers.md").read_text()
+    assert "computed and cached" not in out  # nothing frozen to cache
+    assert (tmp_path / "cmp" / "mean" / "fold1" / "model" / "backbone").is_dir()

@@ -3,7 +3,8 @@
 The backbone runs once per table (the feature cache); each pooler is then trained over several
 seeds (scored on dev) or K folds (scored on each held-out fold, with early stopping on a split
 of the remaining folds, so the held-out fold never chooses the epoch). Finished runs are
-reused when the comparison is run again, so an interrupted one resumes.
+reused when the comparison is run again, so an interrupted one resumes. With
+``backbone.finetune: true`` each run fine-tunes a fresh copy of the backbone instead (slow).
 """
 
 from __future__ import annotations
@@ -82,8 +83,6 @@ def compare_poolers(
     unknown = [p for p in poolers if p not in VARIANTS]
     if unknown:
         raise ConfigError(f"unknown pooler {unknown[0]!r} (known: {', '.join(VARIANTS)})")
-    if config.backbone.finetune:
-        raise ConfigError("compare-poolers trains heads on a frozen backbone's cached vectors")
     output = Path(output)
     backbone = TransformerBackbone.load(config.backbone.path)
     vectors = _Vectors()
@@ -94,13 +93,15 @@ def compare_poolers(
             config.data.label_columns,
             file_format=config.data.format,
         )
-        vectors.add(table, frozen_vectors(backbone, config, table, say))
+        if not config.backbone.finetune:
+            vectors.add(table, frozen_vectors(backbone, config, table, say))
         splits = kfold(len(table), folds, config.data.split_seed)
         runs = [(f"fold{k}", _fold_data(config, table, held, k)) for k, held in enumerate(splits)]
     else:
         data = load_text_data(config)
-        vectors.add(data.train, frozen_vectors(backbone, config, data.train, say))
-        vectors.add(data.dev, frozen_vectors(backbone, config, data.dev, say))
+        if not config.backbone.finetune:
+            vectors.add(data.train, frozen_vectors(backbone, config, data.train, say))
+            vectors.add(data.dev, frozen_vectors(backbone, config, data.dev, say))
         runs = [(f"seed{s}", (data, data.dev)) for s in range(1, seeds + 1)]
     results = []
     for name in poolers:
@@ -157,13 +158,23 @@ def _train_or_reuse(
         if previous.get("config") == settings:
             return previous
     started = time.monotonic()
+    if config.backbone.finetune:  # the backbone changes: a fresh copy for every run
+        backbone = TransformerBackbone.load(config.backbone.path)
     trained = train_layer_pooling_model(
-        config, directory, backbone=backbone, data=data, vectors_of=vectors, progress=progress
+        config,
+        directory,
+        backbone=backbone,
+        data=data,
+        vectors_of=None if config.backbone.finetune else vectors,
+        progress=progress,
     )
     seconds = time.monotonic() - started
     model = load_text_model(trained.model_dir)
     assert isinstance(model, LayerPoolingTextModel)
-    metrics = model.metrics(held_out, model.outputs(vectors(held_out)), config.data.train)
+    if config.backbone.finetune:
+        metrics = model.score(held_out, config.data.train)
+    else:
+        metrics = model.metrics(held_out, model.outputs(vectors(held_out)), config.data.train)
     score = metrics["rmse"] if config.task == "regression" else metrics["accuracy"]
     result = {
         "config": settings,
@@ -200,7 +211,8 @@ def write_comparison(
     config: LayerPoolingTextConfig,
 ) -> None:
     """compare-poolers.md, .json and .png under ``output``."""
-    title = f"Layer poolers on {config.backbone.path} (frozen): {metric}, {where}"
+    mode = "fine-tuned" if config.backbone.finetune else "frozen"
+    title = f"Layer poolers on {config.backbone.path} ({mode}): {metric}, {where}"
     markdown = f"# {title}\n\n{format_table(results, metric)}\n"
     atomic_write(output / "compare-poolers.md", lambda tmp: Path(tmp).write_text(markdown))
     write_json(
