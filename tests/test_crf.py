@@ -30,7 +30,7 @@ def make_batch(batch_size=3, seq_len=4, num_tags=4, lengths=(4, 2, 1), seed=1):
 
 
 def path_score(crf, emissions, path):
-    transitions, start, end = crf._constrained()
+    transitions, start, end = crf.constrained_scores()
     score = start[path[0]] + end[path[-1]]
     score = score + sum(emissions[t, tag] for t, tag in enumerate(path))
     return score + sum(transitions[a, b] for a, b in itertools.pairwise(path))

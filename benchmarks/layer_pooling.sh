@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Pooling over all-MiniLM-L6-v2's layers (issue: second seed). Every command reuses finished
+# runs and the feature cache, so rerunning after an interruption resumes. One core each:
+#   OMP_NUM_THREADS=1 bash benchmarks/layer_pooling.sh [frozen|finetune|conll]
+# Results are copied to benchmarks/results/layer_pooling/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+BISTACK=.venv/bin/bistack
+RESULTS=benchmarks/results/layer_pooling
+mkdir -p "$RESULTS"
+
+keep() {  # keep() RUN_DIR NAME: copy a comparison's table, JSON and chart into the results
+  for ext in md json png; do cp "$1/compare-poolers.$ext" "$RESULTS/$2.$ext"; done
+}
+
+case "${1:-frozen}" in
+  frozen)
+    $BISTACK compare-poolers configs/commonlit-minilm-layers.yaml --folds 5 \
+      --output runs/benchmarks/compare-commonlit
+    keep runs/benchmarks/compare-commonlit commonlit-frozen
+    $BISTACK compare-poolers configs/sst2-minilm-layers.yaml --seeds 3 \
+      --output runs/benchmarks/compare-sst2
+    keep runs/benchmarks/compare-sst2 sst2-frozen
+    ;;
+  finetune)  # the best two frozen poolers and mean pooling, the backbone fine-tuned
+    POOLERS="${POOLERS:-lstm,weighted,mean}"
+    $BISTACK compare-poolers configs/commonlit-minilm-layers.yaml --folds 5 --poolers "$POOLERS" \
+      --set backbone.finetune=true --set optimizer.warmup_fraction=0.1 \
+      --set train.max_epochs=3 --set train.patience=1 --set train.batch_size=16 \
+      --set backbone.max_length=256 --set backbone.long_texts=truncate \
+      --output runs/benchmarks/finetune-commonlit
+    keep runs/benchmarks/finetune-commonlit commonlit-finetuned
+    $BISTACK compare-poolers configs/sst2-minilm-layers.yaml --seeds 1 --poolers "$POOLERS" \
+      --set backbone.finetune=true --set optimizer.warmup_fraction=0.1 \
+      --set train.max_epochs=1 --set train.batch_size=32 \
+      --output runs/benchmarks/finetune-sst2
+    keep runs/benchmarks/finetune-sst2 sst2-finetuned
+    ;;
+  conll)
+    $BISTACK train configs/conll03-minilm-layers-crf.yaml --no-progress \
+      --output runs/benchmarks/conll03-minilm
+    cp runs/benchmarks/conll03-minilm/metrics.csv "$RESULTS/conll03-minilm-metrics.csv"
+    ;;
+esac
