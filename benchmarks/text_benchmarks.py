@@ -142,7 +142,7 @@ def commonlit(folds: int) -> None:
             "parameters": None,
         },
         {
-            "model": "BiLSTM 128, char CNN, mean pooling, calibrated (configs/commonlit-bilstm.yaml)",
+            "model": "BiLSTM 128, char CNN, mean pooling, calibrated (commonlit-bilstm.yaml)",
             "scores": lstm_scores,
             "seconds": statistics.fmean(seconds),
             "parameters": run["parameters"],

@@ -17,3 +17,15 @@ def test_shipped_config_parses(path):
 
 def test_there_are_configs():
     assert len(CONFIGS) >= 6
+
+
+def test_a_recorded_config_without_newer_keys_still_matches():
+    from bistack.config import config_from_dict, same_settings
+
+    config = config_from_dict({"task": "classification", "data": {"train": "t.tsv"}})
+    recorded = config.to_dict()
+    del recorded["train"]["calibrate"]  # written before the key existed
+    assert same_settings(recorded, config)
+    recorded["train"]["max_epochs"] = 99
+    assert not same_settings(recorded, config)
+    assert not same_settings({"task": "nonsense"}, config)

@@ -169,6 +169,11 @@ class LayerPoolingConfig:
     summary: Literal["final_states", "last_output"] = "final_states"  # lstm/gru only
     dropout: float = 0.1  # on the pooled vector
     start_layer: int = 1  # weighted: first layer (within the selection) that gets a weight
+    # Per-layer vectors the lstm/gru/weighted/attention/concat_last4 poolers read: each layer's
+    # CLS vector (the seed) or its masked token mean (for encoders trained with mean pooling,
+    # such as all-MiniLM-L6-v2, whose CLS vectors are not trained as summaries). The cls and
+    # mean poolers always read their own.
+    vectors: Literal["cls", "mean"] = "cls"
 
 
 @dataclass
@@ -255,14 +260,16 @@ AnyConfig = (
 # The layer poolers ``bistack compare-poolers`` knows: name -> layer_pooling settings. Both LSTM
 # summaries are there, so the seed's out[:, -1, :] is measured against the final states.
 POOLER_VARIANTS: dict[str, dict[str, Any]] = {
-    "lstm": {"type": "lstm", "summary": "final_states"},
-    "lstm_last_output": {"type": "lstm", "summary": "last_output"},
-    "gru": {"type": "gru", "summary": "final_states"},
-    "weighted": {"type": "weighted"},
-    "attention": {"type": "attention"},
+    "lstm": {"type": "lstm", "summary": "final_states", "vectors": "cls"},
+    "lstm_last_output": {"type": "lstm", "summary": "last_output", "vectors": "cls"},
+    "gru": {"type": "gru", "summary": "final_states", "vectors": "cls"},
+    "weighted": {"type": "weighted", "vectors": "cls"},
+    "attention": {"type": "attention", "vectors": "cls"},
     "cls": {"type": "cls"},
     "mean": {"type": "mean"},
-    "concat_last4": {"type": "concat_last4"},
+    "concat_last4": {"type": "concat_last4", "vectors": "cls"},
+    "lstm_over_means": {"type": "lstm", "summary": "final_states", "vectors": "mean"},
+    "weighted_over_means": {"type": "weighted", "vectors": "mean"},
 }
 
 
@@ -325,6 +332,15 @@ def config_from_dict(data: dict[str, Any], source: str = "config") -> AnyConfig:
         except ValueError as error:
             raise ConfigError(f"{source}: encoder.bidirectional is true, but {error}") from None
     return config
+
+
+def same_settings(recorded: dict[str, Any], config: AnyConfig) -> bool:
+    """Whether a config recorded by an earlier run equals ``config``, keys added since then
+    counting as their defaults (so a finished run stays reusable across versions)."""
+    try:
+        return config_from_dict(recorded, source="recorded run").to_dict() == config.to_dict()
+    except ConfigError:
+        return False
 
 
 def check_layers(layers: str | list[int], source: str) -> None:

@@ -190,9 +190,12 @@ LAYER_POOLERS: tuple[str, ...] = (
 )
 
 
-def pooler_features(name: str) -> Literal["cls", "mean"]:
-    """Which per-layer vectors a pooler reads: ``mean`` reads token means, the rest CLS."""
-    return "mean" if name == "mean" else "cls"
+def pooler_features(name: str, vectors: Literal["cls", "mean"] = "cls") -> Literal["cls", "mean"]:
+    """Which per-layer vectors a pooler reads: ``cls`` and ``mean`` their own, the rest
+    ``vectors``."""
+    if name in ("cls", "mean"):
+        return name  # type: ignore[return-value]
+    return vectors
 
 
 def build_layer_pooler(

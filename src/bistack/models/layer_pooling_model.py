@@ -117,7 +117,7 @@ def build_layer_pooling_model(
     return LayerPoolingModel(
         pooler,
         layers,
-        pooler_features(options.type),
+        pooler_features(options.type, options.vectors),
         num_outputs,
         dropout=options.dropout,
         regression=config.task == "regression",

@@ -21,7 +21,7 @@ from typing import Any
 from bistack.api.layer_text import LayerPoolingTextModel
 from bistack.api.text import load_text_model
 from bistack.config import POOLER_VARIANTS as VARIANTS
-from bistack.config import LayerPoolingTextConfig, load_config
+from bistack.config import LayerPoolingTextConfig, load_config, same_settings
 from bistack.data.splits import kfold, split_off_dev
 from bistack.data.tables import Example, read_table
 from bistack.errors import ConfigError
@@ -155,7 +155,7 @@ def _train_or_reuse(
     settings = config.to_dict()
     if record.is_file():
         previous = json.loads(record.read_text())
-        if previous.get("config") == settings:
+        if same_settings(previous.get("config", {}), config):
             return previous
     started = time.monotonic()
     if config.backbone.finetune:  # the backbone changes: a fresh copy for every run

@@ -23,7 +23,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from bistack.config import AnyConfig, TaggerConfig, TextModelConfig, config_from_dict
+from bistack.config import (
+    AnyConfig,
+    TaggerConfig,
+    TextModelConfig,
+    config_from_dict,
+    same_settings,
+)
 from bistack.errors import ConfigError
 from bistack.modeldir import atomic_write, write_json
 
@@ -130,7 +136,7 @@ def _train_or_reuse(
     settings = config.to_dict()
     if record.is_file():
         previous = json.loads(record.read_text())
-        if previous.get("config") == settings:
+        if same_settings(previous.get("config", {}), config):
             return previous
     started = time.monotonic()
     if isinstance(config, TaggerConfig):
