@@ -289,6 +289,9 @@ def run_predict(args: argparse.Namespace) -> int:
 
     if args.stream:
         return stream_tags(args.model)
+    if model_kind(args.model) == "language_model":
+        print("error: a language model predicts no labels; use bistack sample", file=sys.stderr)
+        return 2
     texts = list(args.text)
     if args.input:
         texts.extend(read_texts(args.input))

@@ -96,5 +96,7 @@ def test_train_evaluate_and_sample_from_the_command_line(tmp_path, capsys):
     samples = capsys.readouterr().out.splitlines()
     assert len(samples) == 2 and all(s.startswith("the ") for s in samples)
     assert samples[0].split()[1] in {"cat", "dog"}
+    assert main(["predict", model, "the cat"]) == 2
+    assert "use bistack sample" in capsys.readouterr().err
     again = LanguageModel.load(model).sample("the", 30, 0.5, seed=1)
     assert samples[0] == " ".join(["the", *again])  # a seed makes a sample repeatable
