@@ -9,7 +9,8 @@ import yaml
 
 from bistack.cli import main
 from bistack.config import config_from_dict
-from bistack.recipes.ladder import RungResult, judge, rungs_for
+from bistack.recipes.ladder import judge, rungs_for
+from bistack.recipes.repeated import RepeatedResult
 from tests.conftest import tiny_config, tiny_sentences, write_conll
 
 from .test_text_end_to_end import sentiment_rows, text_config, write_tsv
@@ -31,14 +32,17 @@ def test_rungs_add_one_change_at_a_time():
 
 
 def test_a_gain_earns_its_place_only_beyond_the_seed_noise():
-    base = RungResult("a", [80.0, 81.0, 82.0], 10, 1.0)
-    assert judge(base, RungResult("b", [84.0, 85.0, 86.0], 10, 1.0), True)[1].startswith("yes")
-    assert judge(base, RungResult("b", [80.5, 81.5, 82.5], 10, 1.0), True)[1].startswith("no")
-    rmse = RungResult("a", [0.80, 0.81, 0.82], 10, 1.0)
-    lower = RungResult("b", [0.70, 0.71, 0.72], 10, 1.0)
+    base = RepeatedResult("a", [80.0, 81.0, 82.0], 10, 1.0)
+    assert judge(base, RepeatedResult("b", [84.0, 85.0, 86.0], 10, 1.0), True)[1].startswith("yes")
+    assert judge(base, RepeatedResult("b", [80.5, 81.5, 82.5], 10, 1.0), True)[1].startswith("no")
+    rmse = RepeatedResult("a", [0.80, 0.81, 0.82], 10, 1.0)
+    lower = RepeatedResult("b", [0.70, 0.71, 0.72], 10, 1.0)
     assert judge(rmse, lower, higher=False) == pytest.approx((0.1, judge(rmse, lower, False)[1]))
     assert judge(rmse, lower, higher=False)[1].startswith("yes")
-    assert "1 seed" in judge(RungResult("a", [1.0], 1, 1), RungResult("b", [2.0], 1, 1), True)[1]
+    assert (
+        "1 seed"
+        in judge(RepeatedResult("a", [1.0], 1, 1), RepeatedResult("b", [2.0], 1, 1), True)[1]
+    )
 
 
 def test_the_ladder_writes_its_table_and_resumes(tmp_path, capsys):

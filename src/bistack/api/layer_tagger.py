@@ -13,11 +13,15 @@ from typing import Any
 
 import torch
 
-from bistack.api.layer_text import BACKBONE_DIR, load_saved_backbone, save_backbone
+from bistack.api.layer_text import (
+    BACKBONE_DIR,
+    backbone_record,
+    load_saved_backbone,
+    save_backbone,
+)
 from bistack.api.tagger import KIND, Tagger
 from bistack.config import LayerPoolingTaggerConfig, config_from_dict
 from bistack.data.batching import bucket_batches
-from bistack.feature_cache import model_fingerprint
 from bistack.modeldir import load_weights, save_metadata, save_weights
 from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
 from bistack.models.layer_tagger import (
@@ -58,10 +62,7 @@ class LayerPoolingTagger(Tagger):
             self.config.to_dict(),
             {"tags": self._labels},
             output_scheme=self.output_scheme,
-            backbone={
-                "folder": str(self.backbone.folder),
-                "fingerprint": model_fingerprint(self.backbone.folder),
-            },
+            backbone=backbone_record(self.backbone),
         )
 
     def save_weights(self, path: str | Path) -> None:

@@ -52,10 +52,7 @@ class LayerPoolingTextModel(TextModel):
             self.config.to_dict(),
             {},
             outputs=self.output_info,
-            backbone={
-                "folder": str(self.backbone.folder),
-                "fingerprint": model_fingerprint(self.backbone.folder),
-            },
+            backbone=backbone_record(self.backbone),
         )
 
     def save_weights(self, path: str | Path) -> None:
@@ -101,6 +98,11 @@ class LayerPoolingClassifier(LayerPoolingTextModel, Classifier):
 
 class LayerPoolingRegressor(LayerPoolingTextModel, Regressor):
     """Predicts numeric targets per text from a transformer's layers."""
+
+
+def backbone_record(backbone: TransformerBackbone) -> dict[str, str]:
+    """What config.json says of the backbone: its folder and the fingerprint checked on load."""
+    return {"folder": str(backbone.folder), "fingerprint": model_fingerprint(backbone.folder)}
 
 
 def save_backbone(backbone: TransformerBackbone, target: Path) -> None:

@@ -10,41 +10,24 @@ reused when the comparison is run again, so an interrupted one resumes. With
 from __future__ import annotations
 
 import dataclasses
-import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bistack.api.layer_text import LayerPoolingTextModel
 from bistack.api.text import load_text_model
 from bistack.config import POOLER_VARIANTS as VARIANTS
-from bistack.config import LayerPoolingTextConfig, load_config, same_settings
+from bistack.config import LayerPoolingTextConfig, load_config
 from bistack.data.splits import kfold, split_off_dev
 from bistack.data.tables import Example, read_table
 from bistack.errors import ConfigError
 from bistack.modeldir import atomic_write, write_json
 from bistack.models.backbone import LayerVectors, TransformerBackbone
+from bistack.recipes.repeated import RepeatedResult, run_or_reuse
 from bistack.recipes.train_layer_pooling import frozen_vectors, train_layer_pooling_model
 from bistack.recipes.train_text import TextData, load_text_data
-
-
-@dataclass(frozen=True)
-class PoolerResult:
-    name: str
-    scores: list[float]  # one per seed or fold
-    parameters: int
-    seconds: float  # mean training time of one run
-
-    @property
-    def mean(self) -> float:
-        return statistics.fmean(self.scores)
-
-    @property
-    def std(self) -> float:
-        return statistics.stdev(self.scores) if len(self.scores) > 1 else 0.0
 
 
 class _Vectors:
@@ -78,7 +61,7 @@ def compare_poolers(
     folds: int = 0,
     progress: bool = False,
     say: Callable[[str], None] = print,
-) -> list[PoolerResult]:
+) -> list[RepeatedResult]:
     """Train each pooler ``seeds`` times (or on ``folds`` folds); write the table and a chart."""
     unknown = [p for p in poolers if p not in VARIANTS]
     if unknown:
@@ -122,7 +105,7 @@ def compare_poolers(
             seconds.append(result["seconds"])
             parameters = result["parameters"]
             say(f"{name} {run_name}: {result['score']:.4f} ({result['seconds']:.0f}s)")
-        results.append(PoolerResult(name, scores, parameters, statistics.fmean(seconds)))
+        results.append(RepeatedResult(name, scores, parameters, statistics.fmean(seconds)))
     metric = "RMSE" if config.task == "regression" else "accuracy"
     where = f"{folds}-fold CV on {config.data.train}" if folds else f"dev, {seeds} seeds"
     write_comparison(output, results, metric, where, config)
@@ -151,44 +134,38 @@ def _train_or_reuse(
     progress: bool,
 ) -> dict[str, Any]:
     """Train one head and score it on ``held_out``, unless an identical run has finished."""
-    record = directory / "result.json"
-    settings = config.to_dict()
-    if record.is_file():
-        previous = json.loads(record.read_text())
-        if same_settings(previous.get("config", {}), config):
-            return previous
-    started = time.monotonic()
-    if config.backbone.finetune:  # the backbone changes: a fresh copy for every run
-        backbone = TransformerBackbone.load(config.backbone.path)
-    trained = train_layer_pooling_model(
-        config,
-        directory,
-        backbone=backbone,
-        data=data,
-        vectors_of=None if config.backbone.finetune else vectors,
-        progress=progress,
-    )
-    seconds = time.monotonic() - started
-    model = load_text_model(trained.model_dir)
-    assert isinstance(model, LayerPoolingTextModel)
-    if config.backbone.finetune:
-        metrics = model.score(held_out, config.data.train)
-    else:
-        metrics = model.metrics(held_out, model.outputs(vectors(held_out)), config.data.train)
-    score = metrics["rmse"] if config.task == "regression" else metrics["accuracy"]
-    result = {
-        "config": settings,
-        "score": score,
-        "metrics": metrics,
-        "seconds": seconds,
-        "parameters": trained.parameters,
-        "best_epoch": trained.fit.best_epoch,
-    }
-    write_json(record, result)
-    return result
+
+    def run() -> dict[str, Any]:
+        started = time.monotonic()
+        tuned = config.backbone.finetune
+        trained = train_layer_pooling_model(
+            config,
+            directory,
+            # A fine-tuned backbone changes: every run starts from a fresh copy.
+            backbone=TransformerBackbone.load(config.backbone.path) if tuned else backbone,
+            data=data,
+            vectors_of=None if tuned else vectors,
+            progress=progress,
+        )
+        seconds = time.monotonic() - started
+        model = load_text_model(trained.model_dir)
+        assert isinstance(model, LayerPoolingTextModel)
+        if tuned:
+            metrics = model.score(held_out, config.data.train)
+        else:
+            metrics = model.metrics(held_out, model.outputs(vectors(held_out)), config.data.train)
+        return {
+            "score": metrics["rmse"] if config.task == "regression" else metrics["accuracy"],
+            "metrics": metrics,
+            "seconds": seconds,
+            "parameters": trained.parameters,
+            "best_epoch": trained.fit.best_epoch,
+        }
+
+    return run_or_reuse(directory, config, run)
 
 
-def format_table(results: Sequence[PoolerResult], metric: str) -> str:
+def format_table(results: Sequence[RepeatedResult], metric: str) -> str:
     lines = [
         f"| pooler | {metric} mean ± std | runs | parameters | training s/run |",
         "|---|---|---|---|---|",
@@ -205,7 +182,7 @@ def format_table(results: Sequence[PoolerResult], metric: str) -> str:
 
 def write_comparison(
     output: Path,
-    results: Sequence[PoolerResult],
+    results: Sequence[RepeatedResult],
     metric: str,
     where: str,
     config: LayerPoolingTextConfig,
@@ -226,7 +203,7 @@ def write_comparison(
     _chart(output / "compare-poolers.png", results, metric, title)
 
 
-def _chart(path: Path, results: Sequence[PoolerResult], metric: str, title: str) -> None:
+def _chart(path: Path, results: Sequence[RepeatedResult], metric: str, title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")

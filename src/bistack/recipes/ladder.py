@@ -14,7 +14,6 @@ resumes where it stopped.
 from __future__ import annotations
 
 import csv
-import json
 import math
 import statistics
 import time
@@ -28,10 +27,10 @@ from bistack.config import (
     TaggerConfig,
     TextModelConfig,
     config_from_dict,
-    same_settings,
 )
 from bistack.errors import ConfigError
 from bistack.modeldir import atomic_write, write_json
+from bistack.recipes.repeated import RepeatedResult, run_or_reuse
 
 
 @dataclass(frozen=True)
@@ -70,22 +69,6 @@ def apply(config: AnyConfig, overrides: dict[str, Any], seed: int) -> AnyConfig:
     return config_from_dict(data, source="ladder")
 
 
-@dataclass(frozen=True)
-class RungResult:
-    name: str
-    scores: list[float]
-    parameters: int
-    seconds: float  # mean wall time of one run
-
-    @property
-    def mean(self) -> float:
-        return statistics.fmean(self.scores)
-
-    @property
-    def std(self) -> float:
-        return statistics.stdev(self.scores) if len(self.scores) > 1 else 0.0
-
-
 def metric_of(config: AnyConfig) -> tuple[str, str, bool]:
     """(metrics.csv column, display name, higher is better)."""
     if isinstance(config, TaggerConfig):
@@ -104,7 +87,7 @@ def run_ladder(
     seeds: int = 3,
     progress: bool = False,
     say: Callable[[str], None] = print,
-) -> list[RungResult]:
+) -> list[RepeatedResult]:
     """Train every rung with ``seeds`` seeds (reusing finished runs); write the table."""
     column, metric, higher = metric_of(config)
     output = Path(output)
@@ -120,7 +103,7 @@ def run_ladder(
             parameters = record["parameters"]
             score, wall = record["score"], record["seconds"]
             say(f"{rung.name} seed {seed}: {metric} {score:.4g} ({wall:.0f}s)")
-        results.append(RungResult(rung.name, scores, parameters, statistics.fmean(seconds)))
+        results.append(RepeatedResult(rung.name, scores, parameters, statistics.fmean(seconds)))
     write_ladder(output, results, metric, higher, seeds)
     say(format_ladder(results, metric, higher))
     return results
@@ -132,29 +115,23 @@ def _train_or_reuse(
     from bistack.recipes.train_tagger import train_tagger
     from bistack.recipes.train_text import train_text_model
 
-    record = directory / "result.json"
-    settings = config.to_dict()
-    if record.is_file():
-        previous = json.loads(record.read_text())
-        if same_settings(previous.get("config", {}), config):
-            return previous
-    started = time.monotonic()
-    if isinstance(config, TaggerConfig):
-        model_dir = train_tagger(config, directory, progress=progress)
-    else:
-        assert isinstance(config, TextModelConfig)
-        model_dir = train_text_model(config, directory, progress=progress)
-    seconds = time.monotonic() - started
-    with (directory / "metrics.csv").open() as handle:
-        values = [float(row[column]) for row in csv.DictReader(handle)]
-    result = {
-        "config": settings,
-        "score": max(values) if higher else min(values),
-        "seconds": seconds,
-        "parameters": _parameters(model_dir),
-    }
-    write_json(record, result)
-    return result
+    def run() -> dict[str, Any]:
+        started = time.monotonic()
+        if isinstance(config, TaggerConfig):
+            model_dir = train_tagger(config, directory, progress=progress)
+        else:
+            assert isinstance(config, TextModelConfig)
+            model_dir = train_text_model(config, directory, progress=progress)
+        seconds = time.monotonic() - started
+        with (directory / "metrics.csv").open() as handle:
+            values = [float(row[column]) for row in csv.DictReader(handle)]
+        return {
+            "score": max(values) if higher else min(values),
+            "seconds": seconds,
+            "parameters": _parameters(model_dir),
+        }
+
+    return run_or_reuse(directory, config, run)
 
 
 def _parameters(model_dir: Path) -> int:
@@ -169,7 +146,7 @@ def _parameters(model_dir: Path) -> int:
         )
 
 
-def judge(previous: RungResult, current: RungResult, higher: bool) -> tuple[float, str]:
+def judge(previous: RepeatedResult, current: RepeatedResult, higher: bool) -> tuple[float, str]:
     """(gain, verdict): the gain in the metric's good direction, and whether it beats noise."""
     gain = (current.mean - previous.mean) * (1 if higher else -1)
     n = len(current.scores)
@@ -181,7 +158,7 @@ def judge(previous: RungResult, current: RungResult, higher: bool) -> tuple[floa
     return gain, f"no (gain <= {noise:.3g})"
 
 
-def format_ladder(results: Sequence[RungResult], metric: str, higher: bool) -> str:
+def format_ladder(results: Sequence[RepeatedResult], metric: str, higher: bool) -> str:
     lines = [
         f"| rung | {metric} mean ± std | change | earns its place | parameters | s/run |",
         "|---|---|---|---|---|---|",
@@ -200,7 +177,7 @@ def format_ladder(results: Sequence[RungResult], metric: str, higher: bool) -> s
 
 
 def write_ladder(
-    output: Path, results: Sequence[RungResult], metric: str, higher: bool, seeds: int
+    output: Path, results: Sequence[RepeatedResult], metric: str, higher: bool, seeds: int
 ) -> None:
     """ladder.md, ladder.json and ladder.png under ``output``."""
     rule = (
@@ -222,7 +199,7 @@ def write_ladder(
     _chart(output / "ladder.png", results, metric)
 
 
-def _chart(path: Path, results: Sequence[RungResult], metric: str) -> None:
+def _chart(path: Path, results: Sequence[RepeatedResult], metric: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
