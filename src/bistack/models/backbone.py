@@ -226,8 +226,9 @@ class TransformerBackbone(nn.Module):
         for start in range(0, len(order), batch_size):
             chunk = [texts[i] for i in order[start : start + batch_size]]
             vectors = self(self.tokenize(chunk, long_texts, stride, max_length))
-            cls_parts.append(vectors.cls.float())
-            mean_parts.append(vectors.mean.float())
+            # Copies: the CLS slice is a view that would keep every token state alive.
+            cls_parts.append(vectors.cls.float().clone())
+            mean_parts.append(vectors.mean.float().clone())
         self.train(was_training)
         inverse = torch.empty(len(order), dtype=torch.long)
         inverse[torch.tensor(order)] = torch.arange(len(order))
