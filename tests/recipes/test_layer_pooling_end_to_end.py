@@ -71,6 +71,7 @@ def test_frozen_classifier_trains_saves_loads_and_predicts_the_same(sentiment, t
     for one, other in zip(first, again, strict=True):
         assert one.label == other.label
         assert one.probabilities == pytest.approx(other.probabilities, abs=1e-6)
+    assert main(["explain", str(trained.model_dir), "a text"]) == 2  # no token attention
 
 
 def test_second_training_reads_the_cache_and_a_new_setting_does_not(sentiment, tmp_path, capsys):

@@ -17,10 +17,12 @@ from bistack.modeldir import atomic_write
 
 def explain(model: TextModel, texts: Sequence[str], output: str | Path) -> tuple[Path, Path]:
     """Write ``output/explain.html`` and ``output/explain.png``; return both paths."""
-    if model.config.pooling.type not in ("additive", "dot"):
+    pooling = getattr(model.config, "pooling", None)  # layer-pooling models have none
+    if pooling is None or pooling.type not in ("additive", "dot"):
+        how = f"with {pooling.type!r}" if pooling is not None else "over transformer layers"
         raise ConfigError(
-            f"this model pools with {model.config.pooling.type!r}, which has no attention "
-            "weights to show; explain needs 'additive' or 'dot' pooling"
+            f"this model pools {how}, which has no token attention weights to show; explain "
+            "needs 'additive' or 'dot' pooling"
         )
     predictions = model.predict(texts, attention=True)
     output = Path(output)
