@@ -154,10 +154,34 @@ def commonlit(folds: int) -> None:
         rows,
         "RMSE per fold",
         f"benchmarks/text_benchmarks.py commonlit --folds {folds}",
+        COMMONLIT_NOTES,
     )
 
 
-def write(name: str, title: str, rows: list[dict], unit: str, command: str) -> None:
+COMMONLIT_NOTES = """
+Protocol: the same KFold(5, shuffle, random_state=0) splits for both models. The ridge (alpha 1)
+trains on all four training folds. The BiLSTM trains on 85% of them; the other 15% chooses the
+epoch (early stopping) and fits the output calibration (train.calibrate). The scored fold is
+never seen by either.
+
+How the configuration was chosen (disclosed because it used fold 0's held-out part as dev):
+trials on fold 0 with the additive-attention config of the SST-2 model overfitted after 2
+epochs and were mis-calibrated. Their dev r reached 0.72 while the RMSE stayed at 0.77-1.0,
+because predictions were shifted by about -0.25. Two causes were found and fixed:
+length-bucketed batches (excerpt length correlates with the target, so batch after batch
+pulled the output bias around; `train.length_buckets: false`), and more unknown words at
+prediction than in training (rarer words mark harder texts, so unseen texts were pushed
+"harder"; `train.calibrate: true` fits scale and offset on the dev split).
+
+Result: 0.735 ± 0.034 against 0.732 ± 0.013. The BiLSTM is not below the baseline. The gap
+(0.003) is far inside the fold-to-fold spread: a tie, not a win. Its folds vary twice as much as
+the ridge's (0.678 to 0.769).
+"""
+
+
+def write(
+    name: str, title: str, rows: list[dict], unit: str, command: str, notes: str = ""
+) -> None:
     lines = [
         f"# {title}",
         "",
@@ -174,6 +198,8 @@ def write(name: str, title: str, rows: list[dict], unit: str, command: str) -> N
             f"{', '.join(f'{s:.3f}' for s in scores)} | {row['parameters'] or '-'} | "
             f"{row['seconds']:.0f} |"
         )
+    if notes:
+        lines += ["", notes.strip()]
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.md").write_text("\n".join(lines) + "\n")
     (RESULTS / f"{name}.json").write_text(json.dumps(rows, indent=2))
