@@ -29,3 +29,14 @@ def test_a_recorded_config_without_newer_keys_still_matches():
     recorded["train"]["max_epochs"] = 99
     assert not same_settings(recorded, config)
     assert not same_settings({"task": "nonsense"}, config)
+
+
+def test_exponent_floats_without_a_dot_are_numbers(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("task: classification\ndata: {train: t.tsv}\noptimizer: {lr: 5e-5}\n")
+    assert load_config(path).optimizer.lr == 5e-5
+    path.write_text("task: classification\ndata: {train: t.tsv}\noptimizer: {lr: fast}\n")
+    from bistack.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="optimizer.lr must be float, got 'fast'"):
+        load_config(path)

@@ -455,6 +455,12 @@ def _check_value(hint: Any, value: Any, source: str, key: str) -> Any:
         return _check_value(real[-1], value, source, key)
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if hint is float and isinstance(value, str):
+        # YAML 1.1 reads 5e-5 (no dot) as a string; users mean the number.
+        try:
+            return float(value)
+        except ValueError:
+            pass
     if hint in (int, float, str, bool) and not (
         isinstance(value, hint) and not (hint is int and isinstance(value, bool))
     ):
