@@ -32,10 +32,17 @@ def atomic_write(path: Path, write: Any) -> None:
     os.close(handle)
     try:
         write(temporary)
+        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_json(path: Path, data: Any) -> None:
