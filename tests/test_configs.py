@@ -38,5 +38,5 @@ def test_exponent_floats_without_a_dot_are_numbers(tmp_path):
     path.write_text("task: classification\ndata: {train: t.tsv}\noptimizer: {lr: fast}\n")
     from bistack.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="optimizer.lr must be float, got 'fast'"):
+    with pytest.raises(ConfigError, match=r"optimizer\.lr must be float, got 'fast'"):
         load_config(path)
