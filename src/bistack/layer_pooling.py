@@ -20,7 +20,6 @@ from torch import Tensor, nn
 
 from bistack.masking import masked_softmax
 
-LayerSelection = Literal["all", "every_other"] | list[int]
 RecurrentSummary = Literal["final_states", "last_output"]
 
 
@@ -178,7 +177,6 @@ class ConcatLastLayersPooling(nn.Module):
         return layers[:, -self.count :].flip(1).flatten(1)
 
 
-LayerPoolerName = Literal["lstm", "gru", "weighted", "attention", "cls", "mean", "concat_last4"]
 LAYER_POOLERS: tuple[str, ...] = (
     "lstm",
     "gru",

@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from bistack.api.layer_text import LayerPoolingTextModel
 from bistack.api.text import load_text_model
 from bistack.config import POOLER_VARIANTS as VARIANTS
@@ -44,8 +46,6 @@ class _Vectors:
             self.index[id(example)] = (vectors, position)
 
     def __call__(self, examples: Sequence[Example]) -> LayerVectors:
-        import torch
-
         parts = [self.index[id(e)] for e in examples]
         cls = torch.stack([v.cls[i] for v, i in parts])
         mean = torch.stack([v.mean[i] for v, i in parts])
