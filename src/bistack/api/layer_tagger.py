@@ -14,15 +14,14 @@ from typing import Any
 import torch
 
 from bistack.api.layer_text import (
-    BACKBONE_DIR,
     backbone_record,
     load_saved_backbone,
-    save_backbone,
+    save_head_and_backbone,
 )
 from bistack.api.tagger import KIND, Tagger
 from bistack.config import LayerPoolingTaggerConfig, config_from_dict
 from bistack.data.batching import bucket_batches
-from bistack.modeldir import load_weights, save_metadata, save_weights
+from bistack.modeldir import load_weights, save_metadata
 from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
 from bistack.models.layer_tagger import (
     LayerTagger,
@@ -66,13 +65,7 @@ class LayerPoolingTagger(Tagger):
         )
 
     def save_weights(self, path: str | Path) -> None:
-        save_weights(path, self.model, exclude_prefix="backbone.")
-        if self.config.backbone.finetune:
-            save_backbone(self.backbone, Path(path) / BACKBONE_DIR)
-
-    def save(self, path: str | Path) -> None:
-        self.save_metadata(path)
-        self.save_weights(path)
+        save_head_and_backbone(path, self.model, self.backbone, self.config.backbone.finetune)
 
     def word_states(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
         """Flat word states ``(total_words, num_layers, hidden_size)`` of ``sentences``."""

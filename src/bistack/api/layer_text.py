@@ -56,14 +56,7 @@ class LayerPoolingTextModel(TextModel):
         )
 
     def save_weights(self, path: str | Path) -> None:
-        """The head as safetensors; a fine-tuned backbone into ``backbone/``, swapped in whole."""
-        save_weights(path, self.model, exclude_prefix="backbone.")
-        if self.config.backbone.finetune:
-            save_backbone(self.backbone, Path(path) / BACKBONE_DIR)
-
-    def save(self, path: str | Path) -> None:
-        self.save_metadata(path)
-        self.save_weights(path)
+        save_head_and_backbone(path, self.model, self.backbone, self.config.backbone.finetune)
 
     def layer_vectors(self, texts: Sequence[str]) -> LayerVectors:
         for index, text in enumerate(texts):
@@ -103,6 +96,15 @@ class LayerPoolingRegressor(LayerPoolingTextModel, Regressor):
 def backbone_record(backbone: TransformerBackbone) -> dict[str, str]:
     """What config.json says of the backbone: its folder and the fingerprint checked on load."""
     return {"folder": str(backbone.folder), "fingerprint": model_fingerprint(backbone.folder)}
+
+
+def save_head_and_backbone(
+    path: str | Path, head: torch.nn.Module, backbone: TransformerBackbone, finetune: bool
+) -> None:
+    """The head as safetensors; a fine-tuned backbone into ``backbone/``, swapped in whole."""
+    save_weights(path, head, exclude_prefix="backbone.")
+    if finetune:
+        save_backbone(backbone, Path(path) / BACKBONE_DIR)
 
 
 def save_backbone(backbone: TransformerBackbone, target: Path) -> None:

@@ -93,6 +93,9 @@ class TextModel(ABC):
 
     def save(self, path: str | Path) -> None:
         self.save_metadata(path)
+        self.save_weights(path)
+
+    def save_weights(self, path: str | Path) -> None:
         save_weights(path, self.model)
 
     def save_metadata(self, path: str | Path) -> None:

@@ -13,7 +13,6 @@ from bistack.data.conll import Sentence, read_conll
 from bistack.data.features import EncodedSentence
 from bistack.data.splits import split_off_dev
 from bistack.metrics.entities import EntityScores
-from bistack.modeldir import save_weights
 from bistack.models.tagger import build_tagger
 from bistack.recipes.features import build_vocabularies, prepare_embedder
 from bistack.recipes.loop import Evaluation, fit, start_run
@@ -78,7 +77,7 @@ class TaggingTask:
         return tagging_evaluation(self.tagger.score(self.data.dev, self.data.dev_source))
 
     def save_weights(self) -> None:
-        save_weights(self.model_dir, self.tagger.model)
+        self.tagger.save_weights(self.model_dir)
 
 
 def train_tagger(

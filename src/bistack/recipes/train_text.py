@@ -17,7 +17,7 @@ from bistack.data.features import EncodedSentence
 from bistack.data.splits import split_off_dev
 from bistack.data.tables import Example, parse_targets, read_table
 from bistack.data.tokenize import tokenize_text
-from bistack.modeldir import save_weights, write_json
+from bistack.modeldir import write_json
 from bistack.models.classifier import build_classifier
 from bistack.recipes.features import build_vocabularies, prepare_embedder
 from bistack.recipes.loop import Evaluation, fit, start_run
@@ -118,7 +118,7 @@ class TextTask:
         return dev_evaluation(self.model, self.model.score(self.data.dev, self.data.dev_source))
 
     def save_weights(self) -> None:
-        save_weights(self.model_dir, self.model.model)
+        self.model.save_weights(self.model_dir)
 
 
 def train_text_model(
