@@ -5,14 +5,23 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# Benchmark peers (Flair needs transformers 4.x, bistack 5.x) live in their own environment.
+PEERS := .venv-peers
+PEERS_STAMP := $(PEERS)/.installed
 
-.PHONY: test lint demo clean
+.PHONY: test lint demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q torch==2.13.0
 	$(BIN)/python -m pip install -q -e '.[dev,demo]'
 	touch $(STAMP)
+
+$(PEERS_STAMP): benchmarks/peers/requirements.txt
+	test -x $(PEERS)/bin/python || $(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install -q torch==2.13.0
+	$(PEERS)/bin/python -m pip install -q -r benchmarks/peers/requirements.txt
+	touch $(PEERS_STAMP)
 
 demo: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/bistack demo
@@ -24,5 +33,9 @@ lint: $(STAMP)
 test: lint
 	$(BIN)/python -m pytest -q
 
+# Speed against the bare nn.LSTM, pytorch-crf and Flair: benchmarks/results/speed.md
+bench: $(STAMP) $(PEERS_STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/speed.py
+
 clean:
-	rm -rf $(VENV) build src/*.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS) build src/*.egg-info .pytest_cache .ruff_cache

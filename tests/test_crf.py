@@ -99,6 +99,82 @@ def test_decode_equals_brute_force_argmax_and_top_k(constrained):
     assert torch.all(decoded.tags[~mask.unsqueeze(1).expand_as(decoded.tags)] == 0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("ties", [False, True])
+def test_compiled_cpu_decode_equals_the_tensor_decode(dtype, ties):
+    allowed = allowed_transitions("BIOES", ["O", "B-X", "I-X", "E-X", "S-X"])
+    crf = make_crf(5, allowed)
+    generator = torch.Generator().manual_seed(3)
+    emissions = torch.randn(40, 30, 5, generator=generator, dtype=dtype)
+    if ties:  # integer scores everywhere: many equal paths, broken the same way by both
+        emissions = emissions.round()
+        with torch.no_grad():
+            for parameter in crf.parameters():
+                parameter.copy_(parameter.round())
+    lengths = torch.randint(1, 31, (40,), generator=generator)
+    lengths[:2] = torch.tensor([1, 30])
+    mask = torch.arange(30) < lengths.unsqueeze(1)
+    transitions, start, end = (score.to(dtype) for score in crf.constrained_scores())
+    compiled = crf.decode(emissions, mask)
+    tensor = crf._viterbi_best_tensor(emissions, mask, transitions, start, end)
+    assert torch.equal(compiled.tags, tensor.tags)
+    assert torch.equal(compiled.lengths, tensor.lengths)
+    torch.testing.assert_close(compiled.scores, tensor.scores)
+    assert compiled.scores.dtype == dtype
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_compiled_cpu_log_partition_equals_the_tensor_one_in_value_and_gradient(dtype):
+    crf = make_crf(5, allowed_transitions("BIOES", ["O", "B-X", "I-X", "E-X", "S-X"]))
+    generator = torch.Generator().manual_seed(4)
+    emissions = torch.randn(30, 25, 5, generator=generator, dtype=dtype)
+    lengths = torch.randint(1, 26, (30,), generator=generator)
+    lengths[:2] = torch.tensor([1, 25])
+    mask = torch.arange(25) < lengths.unsqueeze(1)
+    upstream = torch.randn(30, generator=generator, dtype=dtype)
+
+    def value_and_grads(log_partition):
+        crf.zero_grad()
+        inputs = emissions.clone().requires_grad_()
+        transitions, start, end = (score.to(dtype) for score in crf.constrained_scores())
+        log_z = log_partition(inputs, mask, transitions, start, end)
+        (log_z * upstream).sum().backward()
+        return log_z, [inputs.grad] + [p.grad.clone() for p in crf.parameters()]
+
+    compiled, compiled_grads = value_and_grads(crf._log_partition)
+    reference, reference_grads = value_and_grads(crf._log_partition_tensor)
+    assert compiled.dtype == dtype
+    tolerance = 1e-4 if dtype == torch.float32 else 1e-9
+    torch.testing.assert_close(compiled, reference, atol=tolerance, rtol=0)
+    for ours, theirs in zip(compiled_grads, reference_grads, strict=True):
+        torch.testing.assert_close(ours, theirs, atol=tolerance, rtol=0)
+
+
+def test_compiled_log_partition_falls_back_to_log_space_when_scaled_sums_underflow():
+    # BIOES: B-X must be followed by I-X or E-X. Position 0 all but forces B-X; position 1 puts
+    # both successors 1000 nats below O, so every scaled probability at position 1 is exactly 0.
+    crf = make_crf(5, allowed_transitions("BIOES", ["O", "B-X", "I-X", "E-X", "S-X"]))
+    emissions = torch.zeros(2, 3, 5, dtype=torch.float64)
+    emissions[:, 0, 1] = 1000.0
+    emissions[:, 1, 2:4] = -1000.0
+    mask = torch.tensor([[True, True, True], [True, True, False]])
+
+    def value_and_grad(log_partition):
+        inputs = emissions.clone().requires_grad_()
+        log_z = log_partition(inputs, mask, *(x.double() for x in crf.constrained_scores()))
+        log_z.sum().backward()
+        return log_z, inputs.grad
+
+    compiled, compiled_grad = value_and_grad(crf._log_partition)
+    reference, reference_grad = value_and_grad(crf._log_partition_tensor)
+    assert torch.isfinite(compiled).all()
+    torch.testing.assert_close(compiled, reference)
+    torch.testing.assert_close(compiled_grad, reference_grad)
+    for b, length in enumerate(mask.sum(1).tolist()):
+        log_z, _, _ = brute_force(crf, emissions[b].float(), length)
+        torch.testing.assert_close(compiled[b].float(), log_z, atol=1e-3, rtol=0)
+
+
 def test_constrained_decode_never_emits_a_forbidden_transition():
     allowed = allowed_transitions("BIO", LABELS)
     crf = make_crf(len(LABELS), allowed)

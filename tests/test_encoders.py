@@ -203,3 +203,47 @@ def test_bad_construction_raises_exact_messages(kwargs, message):
     with pytest.raises(ValueError) as error:
         RecurrentEncoder(5, 4, **kwargs)
     assert str(error.value) == message
+
+
+def packed_reference(encoder: RecurrentEncoder, inputs, lengths):
+    """The same parameters run through PyTorch's packed path, layer by layer where residual."""
+
+    def packed_run(rnn, x):
+        packed = nn.utils.rnn.pack_padded_sequence(
+            x, lengths, batch_first=True, enforce_sorted=False
+        )
+        y, _ = rnn(packed)
+        return nn.utils.rnn.pad_packed_sequence(y, batch_first=True, total_length=x.size(1))[0]
+
+    if not encoder.residual:
+        return packed_run(encoder.rnn, inputs)
+    x = inputs
+    for rnn, projection in zip(encoder.layers, encoder.projections, strict=True):
+        x = packed_run(rnn, x) + projection(x)
+    mask = torch.arange(inputs.size(1)) < lengths.unsqueeze(1)
+    return x * mask.unsqueeze(-1)
+
+
+@pytest.mark.parametrize(("cell", "bidirectional", "num_layers", "residual"), CONFIGS)
+def test_equals_the_packed_pytorch_rnn_in_values_and_gradients(
+    cell, bidirectional, num_layers, residual
+):
+    encoder = make_encoder(cell, bidirectional, num_layers, residual)
+    lengths = torch.tensor([7, 2, 5, 1, 7])
+    inputs = torch.randn(5, 9, 5)  # wider than the longest sequence
+    upstream = torch.randn(5, 9, encoder.output_size)
+
+    ours_in = inputs.clone().requires_grad_()
+    ours = encoder(ours_in, lengths=lengths).states
+    (ours * upstream).sum().backward()
+    ours_grads = [p.grad.clone() for p in encoder.parameters()]
+    encoder.zero_grad()
+
+    ref_in = inputs.clone().requires_grad_()
+    reference = packed_reference(encoder, ref_in, lengths)
+    (reference * upstream).sum().backward()
+
+    torch.testing.assert_close(ours, reference, atol=1e-6, rtol=0)
+    torch.testing.assert_close(ours_in.grad, ref_in.grad, atol=1e-6, rtol=0)
+    for ours_grad, parameter in zip(ours_grads, encoder.parameters(), strict=True):
+        torch.testing.assert_close(ours_grad, parameter.grad, atol=1e-5, rtol=0)

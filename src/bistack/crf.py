@@ -14,6 +14,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from bistack.crf_kernels import LogPartitionCPU, viterbi_best_cpu
 from bistack.masking import check_mask
 from bistack.schemes import AllowedTransitions
 
@@ -179,6 +180,14 @@ class CRF(nn.Module):
     def _log_partition(
         self, emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor
     ) -> Tensor:
+        """log Z ``(batch,)``: compiled on CPU, tensor operations (and autograd) elsewhere."""
+        if emissions.device.type == "cpu" and emissions.dtype in (torch.float32, torch.float64):
+            return LogPartitionCPU.apply(emissions, mask.sum(dim=1), transitions, start, end)
+        return self._log_partition_tensor(emissions, mask, transitions, start, end)
+
+    def _log_partition_tensor(
+        self, emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor
+    ) -> Tensor:
         score = start + emissions[:, 0]  # (batch, num_tags)
         for t in range(1, emissions.size(1)):
             # (batch, from, 1) + (from, to) + (batch, 1, to) -> logsumexp over from
@@ -191,8 +200,18 @@ class CRF(nn.Module):
     def _viterbi_best(
         self, emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor
     ) -> CRFDecoding:
-        # The hot path (top_k=1): steps run over padding too, and each sequence's final score
-        # is read at its own last position, so the loop needs no per-step masking.
+        """The hot path (``top_k=1``): compiled on CPU, tensor operations elsewhere."""
+        lengths = mask.sum(dim=1)
+        if emissions.device.type == "cpu" and emissions.dtype in (torch.float32, torch.float64):
+            tags, best = viterbi_best_cpu(emissions, lengths, transitions, start, end)
+            return CRFDecoding(tags=tags.unsqueeze(1), scores=best.unsqueeze(1), lengths=lengths)
+        return self._viterbi_best_tensor(emissions, mask, transitions, start, end)
+
+    def _viterbi_best_tensor(
+        self, emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor
+    ) -> CRFDecoding:
+        # Steps run over padding too, and each sequence's final score is read at its own last
+        # position, so the loop needs no per-step masking.
         batch_size, seq_len, _ = emissions.shape
         score = start + emissions[:, 0]  # (batch, num_tags)
         scores, history = [score], []

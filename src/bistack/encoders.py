@@ -1,9 +1,15 @@
 """Recurrent encoders that are packed, shape-stable and summarised correctly by construction.
 
 Implements the seed "Bidirectional & Stacked RNNs": uni- or bidirectional LSTM/GRU, stacked with
-dropout between layers, or a residual stack (the seed's ``ResidualLSTMStack``). Every call packs
-(``enforce_sorted=False``), so the backward direction never reads padding, and unpacks with
-``total_length`` equal to the padded width, so outputs stay aligned with the mask.
+dropout between layers, or a residual stack (the seed's ``ResidualLSTMStack``).
+
+No direction ever reads padding, which is what packing guarantees, without PyTorch's packed path:
+on CPU its backward pass slices the packed data once per time step and costs 2-4x the fused
+kernel (profiled in ``benchmarks/README.md``). Instead each direction runs as one fused,
+unpacked, single-layer call: the forward direction over the right-padded batch, where padding
+comes after every real token; the backward direction over each sequence reversed *within its own
+length*, so its padding also comes last, then reversed back. Outputs keep the padded width (the
+seed's ``total_length``) and are zero at padding. Tests pin the result to the packed one.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
-from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+from torch.nn import functional
 
 from bistack.masking import check_mask, lengths_to_mask
 
@@ -64,13 +70,44 @@ def last_real_states(states: Tensor, lengths: Tensor, bidirectional: bool) -> Te
     return torch.cat([at_last[:, :half], states[:, 0, half:]], dim=-1)
 
 
+def reversal_index(lengths: Tensor, seq_len: int) -> Tensor:
+    """``(batch, seq_len)`` positions that reverse each row within its length, padding in place.
+
+    Position ``t < length`` maps to ``length - 1 - t``; padding maps to itself. Applying the
+    gather twice is the identity.
+    """
+    positions = torch.arange(seq_len, device=lengths.device).unsqueeze(0)
+    lengths = lengths.unsqueeze(1)
+    return torch.where(positions < lengths, lengths - 1 - positions, positions)
+
+
+def reverse_within_lengths(sequences: Tensor, index: Tensor) -> Tensor:
+    """Reverse ``sequences`` ``(batch, seq_len, features)`` by a :func:`reversal_index`."""
+    return sequences.gather(1, index.unsqueeze(-1).expand_as(sequences))
+
+
+def run_direction(rnn: nn.RNNBase, layer: int, reverse: bool, inputs: Tensor) -> Tensor:
+    """One direction of one layer of ``rnn`` over ``inputs`` ``(batch, seq_len, features)``.
+
+    Calls the same fused kernel as ``nn.LSTM``/``nn.GRU`` with that direction's own weights, from
+    a zero state -> ``(batch, seq_len, hidden)``.
+    """
+    suffix = f"_l{layer}" + ("_reverse" if reverse else "")
+    names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+    weights = [getattr(rnn, name + suffix) for name in names]
+    h0 = inputs.new_zeros(1, inputs.size(0), rnn.hidden_size)
+    if isinstance(rnn, nn.LSTM):
+        return torch.lstm(inputs, (h0, h0), weights, True, 1, 0.0, rnn.training, False, True)[0]
+    return torch.gru(inputs, h0, weights, True, 1, 0.0, rnn.training, False, True)[0]
+
+
 class RecurrentEncoder(nn.Module):
-    """A packed LSTM or GRU encoder, optionally bidirectional, stacked or residual.
+    """An LSTM or GRU encoder, optionally bidirectional, stacked or residual, padding-exact.
 
     With ``residual=True`` each layer is its own single-layer RNN and its (dropped-out) output is
     added to its input, projected by a linear map only where sizes differ (seed: "Stacking
-    layers", ``ResidualLSTMStack``). Residual layers run on the packed data directly, so the
-    sequence is packed once and unpacked once.
+    layers", ``ResidualLSTMStack``). The parameters are plain ``nn.LSTM``/``nn.GRU`` modules
+    (``self.rnn``, or ``self.layers`` when residual); only the way they are run differs.
     """
 
     def __init__(
@@ -136,19 +173,31 @@ class RecurrentEncoder(nn.Module):
         ``(batch_size, seq_len)`` bool, True at real tokens, right-padded.
         """
         lengths, mask = self._check_inputs(inputs, lengths, mask)
-        packed = pack_padded_sequence(inputs, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        lengths = lengths.to(inputs.device)
+        index = reversal_index(lengths, inputs.size(1)) if self.bidirectional else None
+        x = inputs
         if self.residual:
-            packed_out = self._run_residual(packed)
+            for rnn, projection in zip(self.layers, self.projections, strict=True):
+                x = self.dropout(self._run_layer(rnn, 0, x, index)) + projection(x)
         else:
-            packed_out, hidden = self.rnn(packed)
-            h_n = hidden[0] if isinstance(hidden, tuple) else hidden
-        states, _ = pad_packed_sequence(packed_out, batch_first=True, total_length=inputs.size(1))
-        if self.residual:
-            # The residual sum is the representation, so the summary is read off it.
-            summary = last_real_states(states, lengths.to(states.device), self.bidirectional)
-        else:
-            summary = final_state_summary(h_n, self.num_layers, self.bidirectional)
+            for layer in range(self.num_layers):
+                if layer > 0:  # as nn.LSTM: dropout on every layer's output but the last
+                    x = functional.dropout(x, self.rnn.dropout, self.training)
+                x = self._run_layer(self.rnn, layer, x, index)
+        # Real positions never saw padding; the padding positions themselves hold junk.
+        states = x.masked_fill(~mask.unsqueeze(-1), 0.0)
+        # Each direction's final hidden state is its output where it stopped reading: the
+        # forward half at length - 1, the backward half at 0 (the residual sum likewise).
+        summary = last_real_states(states, lengths, self.bidirectional)
         return EncoderOutput(states=states, summary=summary, mask=mask)
+
+    def _run_layer(self, rnn: nn.RNNBase, layer: int, x: Tensor, index: Tensor | None) -> Tensor:
+        """Both directions of one layer -> ``(batch, seq_len, output_size)``."""
+        forward = run_direction(rnn, layer, False, x)
+        if index is None:
+            return forward
+        backward = run_direction(rnn, layer, True, reverse_within_lengths(x, index))
+        return torch.cat([forward, reverse_within_lengths(backward, index)], dim=-1)
 
     def step(
         self, inputs: Tensor, state: EncoderState | None = None
@@ -174,14 +223,6 @@ class RecurrentEncoder(nn.Module):
             out, states[index] = rnn(x, states[index])
             x = self.dropout(out) + projection(x)
         return x.squeeze(1), tuple(states)
-
-    def _run_residual(self, packed: PackedSequence) -> PackedSequence:
-        for rnn, projection in zip(self.layers, self.projections, strict=True):
-            out, _ = rnn(packed)
-            # (total_tokens, output_size): the residual add works on packed rows directly.
-            data = self.dropout(out.data) + projection(packed.data)
-            packed = packed._replace(data=data)
-        return packed
 
     def _check_inputs(
         self, inputs: Tensor, lengths: Tensor | None, mask: Tensor | None

@@ -8,7 +8,7 @@ from bistack.data.batching import TaggingBatch, collate_tagging
 from bistack.data.features import TokenVocabularies
 from bistack.data.pretrained import load_vectors
 from bistack.errors import DataError
-from bistack.models.embeddings import CharCNNEncoder
+from bistack.models.embeddings import CharCNNEncoder, CharLSTMEncoder
 from bistack.models.tagger import build_tagger
 from bistack.recipes.features import initialise_words
 from tests.conftest import tiny_config
@@ -94,6 +94,19 @@ def test_char_cnn_ignores_padding_characters():
     chars = torch.tensor([[3, 4, 5, 0, 0], [3, 4, 5, 7, 7]])
     out = encoder(chars, torch.tensor([3, 3]))
     torch.testing.assert_close(out[0], out[1])
+
+
+def test_char_lstm_gives_each_word_what_it_gets_alone_whatever_the_length_groups():
+    torch.manual_seed(0)
+    encoder = CharLSTMEncoder(20, 4, 3).eval()
+    lengths = torch.tensor([1, 9, 3, 3, 12, 2, 7, 5, 1, 4])
+    chars = torch.randint(1, 20, (10, 12)) * (torch.arange(12) < lengths.unsqueeze(1))
+    together = encoder(chars, lengths)
+    for word, length in enumerate(lengths.tolist()):
+        alone = encoder(chars[word : word + 1, :length], lengths[word : word + 1])
+        torch.testing.assert_close(together[word], alone[0], atol=1e-6, rtol=0)
+    encoder.length_groups = 1
+    torch.testing.assert_close(encoder(chars, lengths), together, atol=1e-6, rtol=0)
 
 
 def test_pretrained_vectors_are_copied_and_coverage_reported(tmp_path):

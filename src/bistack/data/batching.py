@@ -77,31 +77,33 @@ class TextBatch(TokenBatch):
     targets: Tensor | None = None
 
 
+def padded(rows: Sequence[Sequence[int]], width: int, fill: int = 0) -> Tensor:
+    """``(len(rows), width)`` long tensor of ``rows`` right-padded with ``fill``."""
+    return torch.tensor([[*row, *[fill] * (width - len(row))] for row in rows], dtype=torch.long)
+
+
 def collate_tokens(
     sentences: Sequence[EncodedSentence], vocabularies: TokenVocabularies
 ) -> TokenBatch:
-    """Pad encoded texts into a :class:`TokenBatch`."""
-    batch_size = len(sentences)
+    """Pad encoded texts into a :class:`TokenBatch`.
+
+    Each tensor is made by one ``torch.tensor`` call on padded lists: building them row by row
+    cost more than the BiLSTM step it feeds (``benchmarks/results/speed.md``).
+    """
     seq_len = max(len(s.words) for s in sentences)
-    words = torch.zeros(batch_size, seq_len, dtype=torch.long)
-    casing = torch.zeros(batch_size, seq_len, dtype=torch.long)
-    char_index = torch.zeros(batch_size, seq_len, dtype=torch.long)
-    mask = torch.zeros(batch_size, seq_len, dtype=torch.bool)
     unique: dict[str, int] = {}
-    for row, sentence in enumerate(sentences):
-        length = len(sentence.words)
-        words[row, :length] = torch.tensor(sentence.words)
-        casing[row, :length] = torch.tensor(sentence.casing)
-        char_index[row, :length] = torch.tensor(
-            [unique.setdefault(token, len(unique)) for token in sentence.tokens]
-        )
-        mask[row, :length] = True
-    max_chars = max(len(token) for token in unique)
-    chars = torch.zeros(len(unique), max_chars, dtype=torch.long)
-    for token, row in unique.items():
-        chars[row, : len(token)] = torch.tensor([vocabularies.chars.lookup(c) for c in token])
-    char_lengths = torch.tensor([len(token) for token in unique])
-    return TokenBatch(words, casing, chars, char_lengths, char_index, mask)
+    positions = [[unique.setdefault(token, len(unique)) for token in s.tokens] for s in sentences]
+    char_ids = vocabularies.chars.index
+    spelled = [[char_ids.get(c, 1) for c in token] for token in unique]  # 1 is <unk>
+    lengths = torch.tensor([len(s.words) for s in sentences])
+    return TokenBatch(
+        words=padded([s.words for s in sentences], seq_len),
+        casing=padded([s.casing for s in sentences], seq_len),
+        chars=padded(spelled, max(len(token) for token in unique)),
+        char_lengths=torch.tensor([len(token) for token in spelled]),
+        char_index=padded(positions, seq_len),
+        mask=torch.arange(seq_len) < lengths.unsqueeze(1),
+    )
 
 
 def collate_tagging(
@@ -111,9 +113,7 @@ def collate_tagging(
     tokens = collate_tokens(sentences, vocabularies)
     tags = None
     if all(s.tags for s in sentences):
-        tags = torch.full(tokens.words.shape, PAD_TAG, dtype=torch.long)
-        for row, sentence in enumerate(sentences):
-            tags[row, : len(sentence.tags)] = torch.tensor(sentence.tags)
+        tags = padded([s.tags for s in sentences], tokens.words.size(1), fill=PAD_TAG)
     return TaggingBatch(**vars(tokens), tags=tags)
 
 

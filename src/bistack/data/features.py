@@ -6,6 +6,7 @@ normalised to 0 (Lample et al. 2016), so "1796" and "1815" share an embedding.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ CASINGS = ("numeric", "mainly_numeric", "lower", "upper", "title", "has_digit", 
 _DIGIT = re.compile(r"\d")
 
 
+@functools.lru_cache(maxsize=1 << 16)  # tokens repeat: encoding a corpus calls this per token
 def casing_class(token: str) -> int:
     """Index into :data:`CASINGS` (Reimers & Gurevych 2017); 0 is left for padding, so +1."""
     digits = sum(c.isdigit() for c in token)
@@ -57,6 +59,7 @@ class TokenVocabularies:
     normalise_digits: bool
 
     @staticmethod
+    @functools.lru_cache(maxsize=1 << 16)
     def word_key(token: str, lowercase: bool, normalise_digits: bool) -> str:
         key = token.lower() if lowercase else token
         return _DIGIT.sub("0", key) if normalise_digits else key

@@ -1,0 +1,309 @@
+"""One measurement of ``make bench`` (bistack's side), run in its own process by speed.py.
+
+Each item prints one JSON object: its rows plus ``peak_rss_mb``, the process's peak resident
+memory, so every row's memory is its own. References (a bare ``nn.LSTM``, pytorch-crf) run in
+the same process, interleaved with bistack call by call, so machine load hits both alike.
+
+    python benchmarks/speed_items.py ITEM --plan PLAN.json [--threads N] [--quick]
+
+ITEM: train-bucketed, train-random, predict, crf, cache, scaling.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from bistack.api.tagger import Tagger
+from bistack.config import load_config
+from bistack.data.batching import collate_tagging
+from bistack.data.features import TokenVocabularies
+from bistack.models.tagger import build_tagger
+from bistack.recipes.features import singleton_mask
+from bistack.recipes.loop import build_optimizer
+
+ROOT = Path(__file__).resolve().parent.parent
+# The issue's sizes: word embeddings 100, char BiLSTM, one BiLSTM layer of 256, CRF, batch 32.
+# No casing feature: the peer has none, so both models see the same inputs.
+TAGGER_OVERRIDES = ["encoder.hidden_size=256", "features.casing_dim=0", "train.batch_size=32"]
+
+
+def tagger_config():
+    return load_config(ROOT / "configs/conll03-bilstm-crf.yaml", TAGGER_OVERRIDES)
+
+
+def seconds(function: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    function()
+    return time.perf_counter() - start
+
+
+def build_from_plan(plan: dict):
+    """Tagger, vocabularies and encoded sentences for the plan's CoNLL training sentences."""
+    config = tagger_config()
+    pairs = list(zip(plan["tokens"], plan["tags"], strict=True))
+    vocabularies = TokenVocabularies.build(pairs, min_freq=1, lowercase=True, normalise_digits=True)
+    torch.manual_seed(0)
+    model = build_tagger(config, vocabularies)
+    model.embedder.singletons = singleton_mask(vocabularies, pairs)
+    encoded = [vocabularies.encode(tokens, tags) for tokens, tags in pairs]
+    return config, model, vocabularies, encoded
+
+
+def train_item(plan: dict, which: str, quick: bool) -> list[dict]:
+    """Full training steps (collate, forward, CRF loss, backward, clip, Adam) against a bare
+    nn.LSTM forward+backward on the same padded batches, batch by batch."""
+    config, model, vocabularies, encoded = build_from_plan(plan)
+    batches = plan[f"{which}_batches"][: 12 if quick else None]
+    optimizer = build_optimizer(config.optimizer, model)
+    bare = nn.LSTM(model.embedder.output_size, 256, batch_first=True, bidirectional=True)
+    model.train()
+
+    def step(indices: list[int]) -> None:
+        batch = collate_tagging([encoded[i] for i in indices], vocabularies)
+        optimizer.zero_grad(set_to_none=True)
+        loss = model(batch)
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        optimizer.step()
+
+    ours, reference, tokens = 0.0, 0.0, 0
+    for number, indices in enumerate(batches):
+        width = max(len(encoded[i].words) for i in indices)
+        padded = torch.randn(len(indices), width, model.embedder.output_size)
+        ours_s = seconds(lambda indices=indices: step(indices))
+        bare_s = seconds(lambda padded=padded: bare(padded)[0].sum().backward())
+        if number >= 3:  # warm-up
+            ours += ours_s
+            reference += bare_s
+            tokens += sum(len(encoded[i].words) for i in indices)
+    return [
+        {
+            "item": f"train-{which}",
+            "what": f"BiLSTM-CRF training step, CoNLL-2003, {which} batches of 32",
+            "tokens": tokens,
+            "bistack_tokens_per_s": tokens / ours,
+            "bare_lstm_tokens_per_s": tokens / reference,
+            "ratio_to_bare_lstm": ours / reference,
+        }
+    ]
+
+
+def predict_item(plan: dict, quick: bool) -> list[dict]:
+    """Sentences per second of ``Tagger.tag_tokens`` (collate, forward, Viterbi, tag strings)."""
+    config, model, vocabularies, _ = build_from_plan(plan)
+    tagger = Tagger(model, vocabularies, config, "IOB1")
+    sentences = plan["predict_tokens"][: 500 if quick else None]
+    rows = []
+    for batch_size in (32, 256):
+        tagger.tag_tokens(sentences[:256], batch_size=batch_size)  # warm-up
+        times = [
+            seconds(lambda b=batch_size: tagger.tag_tokens(sentences, batch_size=b))
+            for _ in range(1 if quick else 3)
+        ]
+        rows.append(
+            {
+                "item": f"predict-{batch_size}",
+                "what": f"prediction, CoNLL-2003 dev sentences, batch {batch_size}",
+                "sentences": len(sentences),
+                "bistack_sentences_per_s": len(sentences) / statistics.median(times),
+            }
+        )
+    return rows
+
+
+def interleaved(ours: Callable, theirs: Callable, repeats: int) -> tuple[float, float]:
+    """Medians of alternating calls."""
+    ours(), theirs()
+    a, b = [], []
+    for _ in range(repeats):
+        a.append(seconds(ours))
+        b.append(seconds(theirs))
+    return statistics.median(a), statistics.median(b)
+
+
+def crf_item(quick: bool) -> list[dict]:
+    """CRF nll forward+backward and Viterbi decode against pytorch-crf, batch 32."""
+    import torchcrf
+
+    from bistack.crf import CRF
+
+    repeats = 5 if quick else 30
+    rows = []
+    for seq_len in (40, 128):
+        for num_tags in (9, 17):
+            torch.manual_seed(0)
+            emissions = torch.randn(32, seq_len, num_tags, requires_grad=True)
+            tags = torch.randint(num_tags, (32, seq_len))
+            lengths = torch.randint(seq_len // 2, seq_len + 1, (32,))
+            lengths[0] = seq_len
+            mask = torch.arange(seq_len) < lengths.unsqueeze(1)
+            ours, theirs = CRF(num_tags), torchcrf.CRF(num_tags, batch_first=True)
+            theirs.load_state_dict(
+                {k: v for k, v in ours.state_dict().items() if not k.endswith("_ok")}
+            )
+            nll = interleaved(
+                lambda: ours.nll(emissions, tags, mask, reduction="sum").backward(),
+                lambda: (-theirs(emissions, tags, mask, reduction="sum")).backward(),
+                repeats,
+            )
+            with torch.inference_mode():
+                decode = interleaved(
+                    lambda: ours.decode(emissions, mask),
+                    lambda: theirs.decode(emissions, mask),
+                    repeats,
+                )
+            shape = f"batch 32, length {seq_len}, {num_tags} tags"
+            for what, (ours_s, theirs_s) in (("nll forward+backward", nll), ("Viterbi", decode)):
+                rows.append(
+                    {
+                        "item": "crf",
+                        "what": f"CRF {what}, {shape}",
+                        "bistack_ms": 1000 * ours_s,
+                        "pytorch_crf_ms": 1000 * theirs_s,
+                        "speedup": theirs_s / ours_s,
+                    }
+                )
+    return rows
+
+
+def cache_item(plan: dict, quick: bool) -> list[dict]:
+    """Layer-pooler training epochs on cached MiniLM vectors against epochs that recompute them,
+    for the seed's LSTM pooler (the costliest head) and for weighted layer pooling."""
+    from bistack.feature_cache import cached_layer_vectors, model_fingerprint
+    from bistack.models.backbone import TransformerBackbone
+    from bistack.models.layer_pooling_model import LayerBatch, build_layer_pooling_model
+
+    texts = plan["texts"][: 128 if quick else 1024]
+    labels = torch.tensor(plan["text_labels"][: len(texts)])
+    backbone = TransformerBackbone.load("default")
+    settings = {"max_length": backbone.max_length, "long_texts": "truncate", "stride": 0}
+    fingerprint = model_fingerprint(backbone.folder)
+
+    def compute():
+        with torch.inference_mode():
+            return backbone.layer_vectors(texts, "truncate", batch_size=32)
+
+    rows = []
+    with tempfile.TemporaryDirectory() as cache_dir:
+        cached_layer_vectors(cache_dir, fingerprint, texts, settings, compute)  # fill it
+        for pooler in ("lstm", "weighted"):
+            config = load_config(
+                ROOT / "configs/sst2-minilm-layers.yaml", [f"layer_pooling.type={pooler}"]
+            )
+
+            def pooler_epoch(layers: torch.Tensor, config=config) -> None:
+                torch.manual_seed(0)
+                head = build_layer_pooling_model(
+                    config, backbone.num_layers, backbone.hidden_size, 2
+                )
+                optimizer = build_optimizer(config.optimizer, head)
+                for start in range(0, len(texts), 32):
+                    optimizer.zero_grad()
+                    batch = LayerBatch(layers[start : start + 32], labels[start : start + 32])
+                    head(batch).backward()
+                    optimizer.step()
+
+            def from_cache(pooler_epoch=pooler_epoch) -> None:
+                hit = cached_layer_vectors(cache_dir, fingerprint, texts, settings, compute)
+                assert not hit.computed
+                pooler_epoch(hit.vectors.cls)
+
+            recompute = statistics.median(
+                seconds(lambda pooler_epoch=pooler_epoch: pooler_epoch(compute().cls))
+                for _ in range(2)
+            )
+            cached = statistics.median(seconds(from_cache) for _ in range(3))
+            rows.append(
+                {
+                    "item": "cache",
+                    "what": f"{pooler} layer pooler, an epoch over {len(texts)} SST-2 sentences",
+                    "recompute_s": recompute,
+                    "cached_s": cached,
+                    "speedup": recompute / cached,
+                }
+            )
+    return rows
+
+
+def scaling_item(plan: dict, quick: bool) -> list[dict]:
+    """Training-step time against sequence length (batch 32) and batch size (length 32),
+    on synthetic sentences of exactly that length, beside the bare nn.LSTM."""
+    config, model, vocabularies, _ = build_from_plan(plan)
+    optimizer = build_optimizer(config.optimizer, model)
+    bare = nn.LSTM(model.embedder.output_size, 256, batch_first=True, bidirectional=True)
+    words = [token for sentence in plan["tokens"] for token in sentence]
+    generator = torch.Generator().manual_seed(0)
+    lengths = (16, 32, 64) if quick else (16, 32, 64, 128, 256, 512)
+    batch_sizes = (1, 8, 32) if quick else (1, 4, 16, 64, 256)
+    shapes = [("length", 32, n) for n in lengths] + [("batch", b, 32) for b in batch_sizes]
+    rows = []
+    for axis, batch_size, seq_len in shapes:
+        picks = torch.randint(len(words), (batch_size, seq_len), generator=generator).tolist()
+        sentences = [vocabularies.encode([words[i] for i in row], ["O"] * seq_len) for row in picks]
+        padded = torch.randn(batch_size, seq_len, model.embedder.output_size)
+
+        def step(sentences=sentences) -> None:
+            batch = collate_tagging(sentences, vocabularies)
+            optimizer.zero_grad(set_to_none=True)
+            model(batch).backward()
+            optimizer.step()
+
+        ours, theirs = interleaved(
+            step, lambda padded=padded: bare(padded)[0].sum().backward(), 2 if quick else 5
+        )
+        tokens = batch_size * seq_len
+        rows.append(
+            {
+                "item": "scaling",
+                "axis": axis,
+                "batch_size": batch_size,
+                "seq_len": seq_len,
+                "bistack_ms": 1000 * ours,
+                "bare_lstm_ms": 1000 * theirs,
+                "bistack_us_per_token": 1e6 * ours / tokens,
+                "bistack_tokens_per_s": tokens / ours,
+                "bare_lstm_tokens_per_s": tokens / theirs,
+            }
+        )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument(
+        "item", choices=["train-bucketed", "train-random", "predict", "crf", "cache", "scaling"]
+    )
+    parser.add_argument("--plan", type=Path, required=True)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--quick", action="store_true", help="a few batches: checks it runs")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    plan = json.loads(args.plan.read_text(encoding="utf-8"))
+    if args.item.startswith("train-"):
+        rows = train_item(plan, args.item.removeprefix("train-"), args.quick)
+    elif args.item == "predict":
+        rows = predict_item(plan, args.quick)
+    elif args.item == "crf":
+        rows = crf_item(args.quick)
+    elif args.item == "cache":
+        rows = cache_item(plan, args.quick)
+    else:
+        rows = scaling_item(plan, args.quick)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    json.dump({"rows": rows, "peak_rss_mb": peak}, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,245 @@
+"""Tables, targets and the scaling chart of ``make bench`` (see speed.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "**missed**"
+
+
+def row_of(results: dict, name: str, item: str) -> dict | None:
+    for row in results.get(name, []):
+        if row["item"] == item:
+            return row
+    return None
+
+
+def training_lines(results: dict) -> tuple[list[str], list[str]]:
+    lines = [
+        "## Training: BiLSTM-CRF step on CoNLL-2003 (word 100, char BiLSTM 25, BiLSTM 256, CRF,"
+        " batch 32)",
+        "",
+        "A step is collate, forward, CRF loss, backward, clipping and Adam. The bare `nn.LSTM`"
+        " (256 per direction) runs forward+backward on a random tensor of the same padded shape"
+        " as each bistack batch, alternating with it batch by batch.",
+        "",
+        "| batches | bistack tokens/s | bare nn.LSTM tokens/s | step / bare | Flair tokens/s |"
+        " bistack / Flair | peak RSS bistack / Flair (MB) |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    targets = []
+    for which in ("bucketed", "random"):
+        ours = row_of(results, f"bistack train-{which}", f"train-{which}")
+        flair = row_of(results, f"flair train-{which}", f"train-{which}")
+        if ours is None:
+            continue
+        flair_speed = f"{flair['flair_tokens_per_s']:,.0f}" if flair else "not run"
+        over_flair = (
+            f"{ours['bistack_tokens_per_s'] / flair['flair_tokens_per_s']:.1f}x" if flair else "-"
+        )
+        memory = f"{ours['peak_rss_mb']:,.0f} / " + (
+            f"{flair['peak_rss_mb']:,.0f}" if flair else "-"
+        )
+        lines.append(
+            f"| {which} | {ours['bistack_tokens_per_s']:,.0f} | "
+            f"{ours['bare_lstm_tokens_per_s']:,.0f} | {ours['ratio_to_bare_lstm']:.2f} | "
+            f"{flair_speed} | {over_flair} | {memory} |"
+        )
+    bucketed = row_of(results, "bistack train-bucketed", "train-bucketed")
+    if bucketed:
+        ratio = bucketed["ratio_to_bare_lstm"]
+        targets.append(
+            f"| training step within 1.5x the bare nn.LSTM (bucketed) | {ratio:.2f}x |"
+            f" {verdict(ratio <= 1.5)} |"
+        )
+    flair_random = row_of(results, "flair train-random", "train-random")
+    if bucketed and flair_random:
+        # Each tool as its trainer runs it: bistack buckets by length, Flair shuffles.
+        speedup = bucketed["bistack_tokens_per_s"] / flair_random["flair_tokens_per_s"]
+        targets.append(
+            f"| training >= 3x Flair (each with its own trainer's batches) | {speedup:.1f}x |"
+            f" {verdict(speedup >= 3)} |"
+        )
+    return lines, targets
+
+
+def prediction_lines(results: dict) -> tuple[list[str], list[str]]:
+    lines = [
+        "## Prediction: CoNLL-2003 dev sentences, tags out",
+        "",
+        "bistack: `Tagger.tag_tokens` (encode, collate, forward, Viterbi, tag strings). Flair:"
+        " `SequenceTagger.predict` on ready-made `Sentence` objects (their construction is not"
+        " timed).",
+        "",
+        "| batch | bistack sentences/s | Flair sentences/s | bistack / Flair |"
+        " peak RSS bistack / Flair (MB) |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    targets = []
+    for batch_size in (32, 256):
+        ours = row_of(results, "bistack predict", f"predict-{batch_size}")
+        flair = row_of(results, "flair predict", f"predict-{batch_size}")
+        if ours is None:
+            continue
+        speed = ours["bistack_sentences_per_s"]
+        if flair:
+            speedup = speed / flair["flair_sentences_per_s"]
+            lines.append(
+                f"| {batch_size} | {speed:,.0f} | {flair['flair_sentences_per_s']:,.0f} |"
+                f" {speedup:.1f}x | {ours['peak_rss_mb']:,.0f} / {flair['peak_rss_mb']:,.0f} |"
+            )
+            targets.append(
+                f"| prediction >= 3x Flair, batch {batch_size} | {speedup:.1f}x |"
+                f" {verdict(speedup >= 3)} |"
+            )
+        else:
+            lines.append(
+                f"| {batch_size} | {speed:,.0f} | not run | - | {ours['peak_rss_mb']:,.0f} |"
+            )
+    return lines, targets
+
+
+def crf_lines(results: dict) -> tuple[list[str], list[str]]:
+    rows = results.get("bistack crf", [])
+    lines = [
+        "## CRF against pytorch-crf 0.7.2 (same weights, interleaved calls)",
+        "",
+        "| what | bistack ms | pytorch-crf ms | speed-up |",
+        "|---|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {r['what']} | {r['bistack_ms']:.3f} | {r['pytorch_crf_ms']:.3f} | {r['speedup']:.1f}x |"
+        for r in rows
+    ]
+    if rows:
+        lines += ["", f"Peak RSS: {rows[0]['peak_rss_mb']:,.0f} MB."]
+    viterbi = [r["speedup"] for r in rows if "Viterbi" in r["what"]]
+    targets = []
+    if viterbi:
+        targets.append(
+            f"| Viterbi >= 5x pytorch-crf at batch 32 | {min(viterbi):.1f}x (slowest shape) |"
+            f" {verdict(min(viterbi) >= 5)} |"
+        )
+    return lines, targets
+
+
+def cache_lines(results: dict) -> tuple[list[str], list[str]]:
+    rows = results.get("bistack cache", [])
+    if not rows:
+        return [], []
+    lines = [
+        "## Frozen-transformer feature cache (all-MiniLM-L6-v2, batch 32)",
+        "",
+        "| what | recompute s | cached s | speed-up |",
+        "|---|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {r['what']} | {r['recompute_s']:.2f} | {r['cached_s']:.3f} | {r['speedup']:.0f}x |"
+        for r in rows
+    ]
+    lines += [
+        "",
+        "Cached: the epoch reads the per-layer vectors back from the on-disk cache, then trains"
+        " the pooler. Recompute: it runs MiniLM over the sentences again first. Peak RSS:"
+        f" {rows[0]['peak_rss_mb']:,.0f} MB.",
+    ]
+    targets = [
+        f"| feature cache >= 10x per pooler epoch, {r['what'].split(',')[0]} |"
+        f" {r['speedup']:.0f}x | {verdict(r['speedup'] >= 10)} |"
+        for r in rows
+    ]
+    return lines, targets
+
+
+def scaling_lines(results: dict, chart: Path) -> list[str]:
+    rows = results.get("bistack scaling", [])
+    if not rows:
+        return []
+    lines = [
+        "## Scaling: training-step cost as the work grows",
+        "",
+        "Synthetic sentences of exactly the given length, so there is no padding.",
+        "",
+        "| batch | length | tokens | bistack ms | us per token | bare nn.LSTM ms | step / bare |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        tokens = r["batch_size"] * r["seq_len"]
+        lines.append(
+            f"| {r['batch_size']} | {r['seq_len']} | {tokens} | {r['bistack_ms']:.1f} |"
+            f" {r['bistack_us_per_token']:.1f} | {r['bare_lstm_ms']:.1f} |"
+            f" {r['bistack_ms'] / r['bare_lstm_ms']:.2f} |"
+        )
+    lines += ["", f"Peak RSS: {rows[0]['peak_rss_mb']:,.0f} MB. Chart: `{chart.name}`."]
+    plot_scaling(rows, chart)
+    return lines
+
+
+def plot_scaling(rows: list[dict], path: Path) -> None:
+    by_length = [r for r in rows if r["axis"] == "length"]
+    by_batch = [r for r in rows if r["axis"] == "batch"]
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    for axis, part, key, label in (
+        (left, by_length, "seq_len", "sequence length (batch 32)"),
+        (right, by_batch, "batch_size", "batch size (length 32)"),
+    ):
+        xs = [r[key] for r in part]
+        axis.plot(xs, [r["bistack_tokens_per_s"] for r in part], "o-", label="bistack step")
+        axis.plot(xs, [r["bare_lstm_tokens_per_s"] for r in part], "s--", label="bare nn.LSTM")
+        axis.set_xscale("log", base=2)
+        axis.set_xlabel(label)
+        axis.set_ylabel("tokens / s")
+        axis.set_ylim(bottom=0)
+        axis.grid(alpha=0.3)
+        axis.legend()
+    figure.suptitle("BiLSTM-CRF training throughput (word 100 + char BiLSTM, BiLSTM 256, CRF)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def write_report(results: dict, machine: str, command: str, rounds: int, output: Path) -> None:
+    output.parent.mkdir(parents=True, exist_ok=True)
+    chart = output.with_name(output.name + "_scaling.png")
+    training, t1 = training_lines(results)
+    prediction, t2 = prediction_lines(results)
+    crf, t3 = crf_lines(results)
+    cache, t4 = cache_lines(results)
+    lines = [
+        "# Speed: bistack against the bare nn.LSTM, pytorch-crf and Flair 0.15.1, in one run",
+        "",
+        f"Machine: {machine}. Command: `{command}` (or `make bench`). Training and prediction"
+        f" rows are medians over {rounds} rounds in which bistack's and Flair's processes"
+        " alternate; each process's peak resident memory is reported with its rows.",
+        "",
+        "## Targets",
+        "",
+        "| target | measured | verdict |",
+        "|---|---:|---|",
+        *t1,
+        *t2,
+        *t3,
+        *t4,
+        "",
+        *training,
+        "",
+        *prediction,
+        "",
+        *crf,
+        "",
+        *cache,
+        "",
+        *scaling_lines(results, chart),
+        "",
+    ]
+    output.with_suffix(".md").write_text("\n".join(lines), encoding="utf-8")
+    record = {"machine": machine, "command": command, "rounds": rounds, "results": results}
+    output.with_suffix(".json").write_text(json.dumps(record, indent=1), encoding="utf-8")
