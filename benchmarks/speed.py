@@ -78,6 +78,8 @@ def merged(runs: list[dict]) -> list[dict]:
         for key, value in row.items():
             if isinstance(value, float):
                 row[key] = statistics.median(part[key] for part in parts)
+            elif isinstance(value, dict):
+                row[key] = {k: statistics.median(part[key][k] for part in parts) for k in value}
         row["peak_rss_mb"] = max(run["peak_rss_mb"] for run in runs)
         rows.append(row)
     return rows
@@ -100,7 +102,7 @@ def measure(plan: Path, args) -> dict[str, list[dict]]:
                 runs.setdefault(f"flair {item}", []).append(
                     run_item(PEER_PYTHON, flair, item, plan, args)
                 )
-    for item in ("crf", "cache", "scaling"):
+    for item in ("train-charcnn", "crf", "cache", "scaling"):
         runs[f"bistack {item}"] = [run_item(Path(sys.executable), ours, item, plan, args)]
     for name, item_runs in runs.items():
         results[name] = merged(item_runs)

@@ -6,7 +6,7 @@ the same process, interleaved with bistack call by call, so machine load hits bo
 
     python benchmarks/speed_items.py ITEM --plan PLAN.json [--threads N] [--quick]
 
-ITEM: train-bucketed, train-random, predict, crf, cache, scaling.
+ITEM: train-bucketed, train-random, train-charcnn, predict, crf, cache, scaling.
 """
 
 from __future__ import annotations
@@ -39,8 +39,12 @@ ROOT = Path(__file__).resolve().parent.parent
 TAGGER_OVERRIDES = ["encoder.hidden_size=256", "features.casing_dim=0", "train.batch_size=32"]
 
 
-def tagger_config():
-    return load_config(ROOT / "configs/conll03-bilstm-crf.yaml", TAGGER_OVERRIDES)
+# The char CNN variant (Ma & Hovy 2016) with as many filters as the char BiLSTM has outputs.
+CHAR_CNN = ["features.char_encoder=cnn", "features.char_hidden=50"]
+
+
+def tagger_config(extra: list[str] | None = None):
+    return load_config(ROOT / "configs/conll03-bilstm-crf.yaml", TAGGER_OVERRIDES + (extra or []))
 
 
 def seconds(function: Callable[[], object]) -> float:
@@ -49,9 +53,9 @@ def seconds(function: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def build_from_plan(plan: dict):
+def build_from_plan(plan: dict, extra: list[str] | None = None):
     """Tagger, vocabularies and encoded sentences for the plan's CoNLL training sentences."""
-    config = tagger_config()
+    config = tagger_config(extra)
     pairs = list(zip(plan["tokens"], plan["tags"], strict=True))
     vocabularies = TokenVocabularies.build(pairs, min_freq=1, lowercase=True, normalise_digits=True)
     torch.manual_seed(0)
@@ -61,41 +65,75 @@ def build_from_plan(plan: dict):
     return config, model, vocabularies, encoded
 
 
+PHASES = ("collate", "embed", "encode", "loss", "backward", "clip", "optimizer")
+
+
 def train_item(plan: dict, which: str, quick: bool) -> list[dict]:
-    """Full training steps (collate, forward, CRF loss, backward, clip, Adam) against a bare
-    nn.LSTM forward+backward on the same padded batches, batch by batch."""
-    config, model, vocabularies, encoded = build_from_plan(plan)
-    batches = plan[f"{which}_batches"][: 12 if quick else None]
+    """Full training steps against a bare nn.LSTM forward+backward on the same padded batches,
+    alternating batch by batch. Each step is timed by phase (what ``SequenceTagger.forward``
+    and the training loop run, in order), so a missed target comes with its profile.
+
+    ``which``: ``bucketed`` or ``random`` batches; ``charcnn``: bucketed, with the char CNN."""
+    charcnn = which == "charcnn"
+    config, model, vocabularies, encoded = build_from_plan(plan, CHAR_CNN if charcnn else None)
+    batches = plan["bucketed_batches" if charcnn else f"{which}_batches"][: 12 if quick else None]
     optimizer = build_optimizer(config.optimizer, model)
     bare = nn.LSTM(model.embedder.output_size, 256, batch_first=True, bidirectional=True)
     model.train()
-
-    def step(indices: list[int]) -> None:
-        batch = collate_tagging([encoded[i] for i in indices], vocabularies)
-        optimizer.zero_grad(set_to_none=True)
-        loss = model(batch)
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 5.0)
-        optimizer.step()
-
-    ours, reference, tokens = 0.0, 0.0, 0
+    phases = dict.fromkeys(PHASES, 0.0)
+    bare_forward, bare_backward, tokens = 0.0, 0.0, 0
     for number, indices in enumerate(batches):
-        width = max(len(encoded[i].words) for i in indices)
-        padded = torch.randn(len(indices), width, model.embedder.output_size)
-        ours_s = seconds(lambda indices=indices: step(indices))
-        bare_s = seconds(lambda padded=padded: bare(padded)[0].sum().backward())
+        times = {}
+        clock = time.perf_counter()
+
+        def lap(phase: str) -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            times[phase] = now - clock
+            clock = now
+
+        batch = collate_tagging([encoded[i] for i in indices], vocabularies)
+        lap("collate")
+        embedded = model.dropout(model.embedder(batch))
+        lap("embed")
+        states = model.dropout(model.encoder(embedded, mask=batch.mask).states)
+        lap("encode")
+        loss = model.head.loss(states, batch.tags, batch.mask)
+        lap("loss")
+        loss.backward()
+        lap("backward")
+        nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+        lap("clip")
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        lap("optimizer")
+        padded = torch.randn((*batch.words.shape, model.embedder.output_size))
+        start = time.perf_counter()
+        output = bare(padded)[0].sum()
+        middle = time.perf_counter()
+        output.backward()
         if number >= 3:  # warm-up
-            ours += ours_s
-            reference += bare_s
-            tokens += sum(len(encoded[i].words) for i in indices)
+            for phase, spent in times.items():
+                phases[phase] += spent
+            bare_forward += middle - start
+            bare_backward += time.perf_counter() - middle
+            tokens += int(batch.mask.sum())
+    ours = sum(phases.values())
+    reference = bare_forward + bare_backward
+    count = len(batches) - 3
     return [
         {
             "item": f"train-{which}",
-            "what": f"BiLSTM-CRF training step, CoNLL-2003, {which} batches of 32",
+            "what": "BiLSTM-CRF training step, CoNLL-2003, "
+            + ("bucketed batches of 32, char CNN" if charcnn else f"{which} batches of 32"),
+            "char_encoder": config.features.char_encoder,
             "tokens": tokens,
             "bistack_tokens_per_s": tokens / ours,
             "bare_lstm_tokens_per_s": tokens / reference,
             "ratio_to_bare_lstm": ours / reference,
+            "phase_ms": {phase: 1000 * spent / count for phase, spent in phases.items()},
+            "bare_forward_ms": 1000 * bare_forward / count,
+            "bare_backward_ms": 1000 * bare_backward / count,
         }
     ]
 
@@ -283,7 +321,16 @@ def scaling_item(plan: dict, quick: bool) -> list[dict]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
-        "item", choices=["train-bucketed", "train-random", "predict", "crf", "cache", "scaling"]
+        "item",
+        choices=[
+            "train-bucketed",
+            "train-random",
+            "train-charcnn",
+            "predict",
+            "crf",
+            "cache",
+            "scaling",
+        ],
     )
     parser.add_argument("--plan", type=Path, required=True)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
