@@ -35,6 +35,8 @@ DATA = ROOT.parent / "shared" / "data"
 RESULTS = ROOT / "benchmarks" / "results"
 PEER_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
 BATCHES = 60  # training batches of 32 per measurement (the first 3 are warm-up)
+# Measured once (bistack only); the training and prediction rows alternate with Flair instead.
+SINGLE_RUN = ("train-charcnn", "ablations", "encoder", "crf", "cache", "scaling")
 
 
 def make_plan(path: Path) -> None:
@@ -92,7 +94,7 @@ def measure(plan: Path, args) -> dict[str, list[dict]]:
     results: dict[str, list[dict]] = {}
     alternating = ["train-bucketed", "train-random", "predict"]
     runs: dict[str, list[dict]] = {}
-    for round_number in range(args.rounds):
+    for round_number in range(args.rounds if not args.only else 0):
         print(f"round {round_number + 1}/{args.rounds}", flush=True)
         for item in alternating:
             runs.setdefault(f"bistack {item}", []).append(
@@ -102,7 +104,9 @@ def measure(plan: Path, args) -> dict[str, list[dict]]:
                 runs.setdefault(f"flair {item}", []).append(
                     run_item(PEER_PYTHON, flair, item, plan, args)
                 )
-    for item in ("train-charcnn", "crf", "cache", "scaling"):
+    for item in SINGLE_RUN:
+        if args.only and item not in args.only:
+            continue
         runs[f"bistack {item}"] = [run_item(Path(sys.executable), ours, item, plan, args)]
     for name, item_runs in runs.items():
         results[name] = merged(item_runs)
@@ -114,6 +118,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--quick", action="store_true", help="tiny sizes, one round: a smoke run")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        choices=SINGLE_RUN,
+        help="re-measure only these and update the existing results",
+    )
     args = parser.parse_args()
     if args.quick:
         args.rounds = 1
@@ -133,6 +143,12 @@ def main() -> None:
         f".venv/bin/python benchmarks/speed.py --rounds {args.rounds} --threads {args.threads}"
     )
     output = RESULTS / ("speed-quick" if args.quick else "speed")
+    if args.only:  # keep every other measurement of the last full run
+        previous = json.loads(output.with_suffix(".json").read_text(encoding="utf-8"))
+        results = previous["results"] | results
+        machine, command = previous["machine"], previous["command"]
+        command += f"; then `... --threads {args.threads} --only {' '.join(args.only)}`"
+        args.rounds = previous["rounds"]
     write_report(results, machine, command, args.rounds, output)
     print(f"wrote {output}.md, .json and _scaling.png")
 

@@ -6,7 +6,8 @@ the same process, interleaved with bistack call by call, so machine load hits bo
 
     python benchmarks/speed_items.py ITEM --plan PLAN.json [--threads N] [--quick]
 
-ITEM: train-bucketed, train-random, train-charcnn, predict, crf, cache, scaling.
+ITEM: train-bucketed, train-random, train-charcnn, ablations, encoder, predict, crf, cache,
+scaling.
 """
 
 from __future__ import annotations
@@ -136,6 +137,100 @@ def train_item(plan: dict, which: str, quick: bool) -> list[dict]:
             "bare_backward_ms": 1000 * bare_backward / count,
         }
     ]
+
+
+def ablation_item(plan: dict, quick: bool) -> list[dict]:
+    """Each speed change undone in turn, on the same bucketed steps, variants alternating batch
+    by batch: how much slower the step gets without it (the evidence for keeping it)."""
+    from bistack.models.embeddings import CharLSTMEncoder
+
+    batches = plan["bucketed_batches"][: 8 if quick else 40]
+    variants = [
+        "all changes",
+        "char BiLSTM in one group",
+        "Adam not fused",
+        "CRF partition in torch ops",
+    ]
+    setups = []
+    for variant in variants:
+        config, model, vocabularies, encoded = build_from_plan(plan)
+        if variant == "Adam not fused":
+            optimizer = torch.optim.Adam(model.parameters(), lr=config.optimizer.lr)
+        else:
+            optimizer = build_optimizer(config.optimizer, model)
+        crf = model.head.crf
+        if variant == "CRF partition in torch ops":
+            crf._log_partition = crf._log_partition_tensor
+        model.train()
+        setups.append((variant, model, optimizer, vocabularies, encoded))
+    spent = dict.fromkeys(variants, 0.0)
+    for number, indices in enumerate(batches):
+        for variant, model, optimizer, vocabularies, encoded in setups:
+            CharLSTMEncoder.length_groups = 1 if variant == "char BiLSTM in one group" else 3
+
+            def step(model=model, optimizer=optimizer, vocabularies=vocabularies, encoded=encoded):
+                batch = collate_tagging([encoded[i] for i in indices], vocabularies)
+                model(batch).backward()
+                nn.utils.clip_grad_norm_(model.parameters(), 5.0)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+
+            took = seconds(step)
+            if number >= 3:
+                spent[variant] += took
+    CharLSTMEncoder.length_groups = 3
+    count = len(batches) - 3
+    return [
+        {
+            "item": "ablation",
+            "what": variant,
+            "step_ms": 1000 * spent[variant] / count,
+            "slowdown": spent[variant] / spent["all changes"],
+        }
+        for variant in variants
+    ]
+
+
+def encoder_item(quick: bool) -> list[dict]:
+    """RecurrentEncoder against PyTorch's packed path with the same weights and against the
+    bare (padding-reading) nn.LSTM: BiLSTM 256 over 150 features, batch 32, forward+backward."""
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    from bistack.encoders import RecurrentEncoder
+
+    rows = []
+    for seq_len in (40, 128):
+        torch.manual_seed(0)
+        inputs = torch.randn(32, seq_len, 150, requires_grad=True)
+        lengths = torch.randint(seq_len // 2, seq_len + 1, (32,))
+        lengths[0] = seq_len
+        encoder = RecurrentEncoder(150, 256)
+        bare = nn.LSTM(150, 256, batch_first=True, bidirectional=True)
+
+        def ours(encoder=encoder, inputs=inputs, lengths=lengths) -> None:
+            encoder(inputs, lengths=lengths).states.sum().backward()
+
+        def packed(encoder=encoder, inputs=inputs, lengths=lengths) -> None:
+            sequence = pack_padded_sequence(inputs, lengths, batch_first=True, enforce_sorted=False)
+            output, _ = encoder.rnn(sequence)
+            pad_packed_sequence(output, batch_first=True, total_length=seq_len)[0].sum().backward()
+
+        ours_s, packed_s = interleaved(ours, packed, 3 if quick else 10)
+        ours_again, bare_s = interleaved(
+            ours,
+            lambda bare=bare, inputs=inputs: bare(inputs)[0].sum().backward(),
+            3 if quick else 10,
+        )
+        rows.append(
+            {
+                "item": "encoder",
+                "what": f"BiLSTM 256 forward+backward, batch 32, length {seq_len}",
+                "bistack_ms": 1000 * statistics.median([ours_s, ours_again]),
+                "packed_ms": 1000 * packed_s,
+                "bare_ms": 1000 * bare_s,
+            }
+        )
+    return rows
 
 
 def predict_item(plan: dict, quick: bool) -> list[dict]:
@@ -326,6 +421,8 @@ def main() -> None:
             "train-bucketed",
             "train-random",
             "train-charcnn",
+            "ablations",
+            "encoder",
             "predict",
             "crf",
             "cache",
@@ -340,6 +437,10 @@ def main() -> None:
     plan = json.loads(args.plan.read_text(encoding="utf-8"))
     if args.item.startswith("train-"):
         rows = train_item(plan, args.item.removeprefix("train-"), args.quick)
+    elif args.item == "ablations":
+        rows = ablation_item(plan, args.quick)
+    elif args.item == "encoder":
+        rows = encoder_item(args.quick)
     elif args.item == "predict":
         rows = predict_item(plan, args.quick)
     elif args.item == "crf":

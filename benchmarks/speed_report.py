@@ -132,6 +132,38 @@ def prediction_lines(results: dict) -> tuple[list[str], list[str]]:
     return lines, targets
 
 
+def encoder_lines(results: dict) -> list[str]:
+    rows = results.get("bistack encoder", [])
+    ablations = results.get("bistack ablations", [])
+    lines = []
+    if rows:
+        lines += [
+            "## The encoder against PyTorch's packed path and the bare LSTM",
+            "",
+            "Same weights; lengths drawn between half and all of the padded width.",
+            "",
+            "| what | bistack ms | packed nn.LSTM ms | bare nn.LSTM ms (reads padding) |"
+            " bistack / bare |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {r['what']} | {r['bistack_ms']:.1f} | {r['packed_ms']:.1f} | {r['bare_ms']:.1f} |"
+            f" {r['bistack_ms'] / r['bare_ms']:.2f} |"
+            for r in rows
+        ]
+        lines.append("")
+    if ablations:
+        lines += [
+            "## Each speed change undone in turn (bucketed training steps, alternating)",
+            "",
+            "| variant | ms per step | slower than with every change |",
+            "|---|---:|---:|",
+        ]
+        lines += [f"| {r['what']} | {r['step_ms']:.1f} | {r['slowdown']:.2f}x |" for r in ablations]
+        lines.append("")
+    return lines
+
+
 def crf_lines(results: dict) -> tuple[list[str], list[str]]:
     rows = results.get("bistack crf", [])
     lines = [
@@ -258,6 +290,7 @@ def write_report(results: dict, machine: str, command: str, rounds: int, output:
         "",
         *prediction,
         "",
+        *encoder_lines(results),
         *crf,
         "",
         *cache,
