@@ -1,4 +1,4 @@
-"""Recurrent encoders that are packed, shape-stable and summarised correctly by construction.
+"""Recurrent encoders that never read padding, keep their shape, and are summarised correctly.
 
 Implements the seed "Bidirectional & Stacked RNNs": uni- or bidirectional LSTM/GRU, stacked with
 dropout between layers, or a residual stack (the seed's ``ResidualLSTMStack``).
