@@ -14,7 +14,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from bistack.crf_kernels import LogPartitionCPU, viterbi_best_cpu
+from bistack.crf_kernels import LogPartitionCPU, runs_compiled, viterbi_best_cpu
 from bistack.masking import check_mask
 from bistack.schemes import AllowedTransitions
 
@@ -181,7 +181,7 @@ class CRF(nn.Module):
         self, emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor
     ) -> Tensor:
         """log Z ``(batch,)``: compiled on CPU, tensor operations (and autograd) elsewhere."""
-        if emissions.device.type == "cpu" and emissions.dtype in (torch.float32, torch.float64):
+        if runs_compiled(emissions):
             return LogPartitionCPU.apply(emissions, mask.sum(dim=1), transitions, start, end)
         return self._log_partition_tensor(emissions, mask, transitions, start, end)
 
@@ -202,7 +202,7 @@ class CRF(nn.Module):
     ) -> CRFDecoding:
         """The hot path (``top_k=1``): compiled on CPU, tensor operations elsewhere."""
         lengths = mask.sum(dim=1)
-        if emissions.device.type == "cpu" and emissions.dtype in (torch.float32, torch.float64):
+        if runs_compiled(emissions):
             tags, best = viterbi_best_cpu(emissions, lengths, transitions, start, end)
             return CRFDecoding(tags=tags.unsqueeze(1), scores=best.unsqueeze(1), lengths=lengths)
         return self._viterbi_best_tensor(emissions, mask, transitions, start, end)

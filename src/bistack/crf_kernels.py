@@ -17,6 +17,30 @@ from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
 
+def runs_compiled(emissions: Tensor) -> bool:
+    """Whether these kernels take ``emissions``: float32/float64 on CPU."""
+    return emissions.device.type == "cpu" and emissions.dtype in (torch.float32, torch.float64)
+
+
+def kernel_inputs(
+    emissions: Tensor, lengths: Tensor, transitions: Tensor, start: Tensor, end: Tensor
+) -> tuple[np.ndarray, ...]:
+    """The kernels' arguments as contiguous arrays: scores in the emissions' dtype, lengths
+    int64 (the arrays share memory with the tensors where no conversion is needed)."""
+
+    def scores(tensor: Tensor) -> np.ndarray:
+        return tensor.detach().to(emissions.dtype).contiguous().numpy()
+
+    lengths_array = lengths.detach().to(torch.int64).contiguous().numpy()
+    return (
+        scores(emissions),
+        lengths_array,
+        scores(transitions),
+        scores(start),
+        scores(end),
+    )
+
+
 @numba.njit(cache=True, nogil=True)
 def _viterbi_kernel(emissions, lengths, transitions, start, end, tags, best):  # pragma: no cover
     """Fill ``tags`` ``(batch, seq_len)`` (left 0 at padding) and ``best`` ``(batch,)``.
@@ -65,22 +89,10 @@ def viterbi_best_cpu(
     transitions ``(num_tags, num_tags)`` [from, to]; start and end ``(num_tags,)``, all with
     forbidden moves already set to a very low score.
     """
-    dtype = emissions.dtype
-
-    def as_array(tensor: Tensor) -> np.ndarray:
-        return tensor.detach().to(dtype).contiguous().numpy()
-
+    arrays = kernel_inputs(emissions, lengths, transitions, start, end)
     tags = np.zeros(emissions.shape[:2], dtype=np.int64)
-    best = np.empty(emissions.size(0), dtype=as_array(start).dtype)
-    _viterbi_kernel(
-        as_array(emissions),
-        lengths.detach().to(torch.int64).contiguous().numpy(),
-        as_array(transitions),
-        as_array(start),
-        as_array(end),
-        tags,
-        best,
-    )
+    best = np.empty(emissions.size(0), dtype=arrays[0].dtype)
+    _viterbi_kernel(*arrays, tags, best)
     return torch.from_numpy(tags), torch.from_numpy(best)
 
 
@@ -234,30 +246,15 @@ class LogPartitionCPU(torch.autograd.Function):
         end: Tensor,
     ) -> Tensor:
         with_grad = any(ctx.needs_input_grad)
-        dtype = emissions.dtype
-
-        def as_array(tensor: Tensor) -> np.ndarray:
-            return tensor.detach().to(dtype).contiguous().numpy()
-
+        arrays = kernel_inputs(emissions, lengths, transitions, start, end)
         batch_size, seq_len, num_tags = emissions.shape
         shape = (batch_size, seq_len, num_tags) if with_grad else (0, 0, 0)
-        marginals = np.zeros(shape, dtype=as_array(start).dtype)
+        marginals = np.zeros(shape, dtype=arrays[0].dtype)
         edges = np.zeros(
             (batch_size, num_tags, num_tags) if with_grad else (0, 0, 0), marginals.dtype
         )
         log_z = np.empty(batch_size, dtype=marginals.dtype)
-        lengths_array = lengths.detach().to(torch.int64).contiguous().numpy()
-        _partition_kernel(
-            as_array(emissions),
-            lengths_array,
-            as_array(transitions),
-            as_array(start),
-            as_array(end),
-            log_z,
-            marginals,
-            edges,
-            with_grad,
-        )
+        _partition_kernel(*arrays, log_z, marginals, edges, with_grad)
         if with_grad:
             ctx.save_for_backward(torch.from_numpy(marginals), torch.from_numpy(edges), lengths)
             ctx.dtypes = (emissions.dtype, transitions.dtype, start.dtype, end.dtype)
