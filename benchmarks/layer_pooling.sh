@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Pooling over all-MiniLM-L6-v2's layers (issue: second seed). Every command reuses finished
 # runs and the feature cache, so rerunning after an interruption resumes. One core each:
-#   OMP_NUM_THREADS=1 bash benchmarks/layer_pooling.sh [frozen|finetune|conll]
+#   OMP_NUM_THREADS=1 bash benchmarks/layer_pooling.sh [frozen|finetune|finetune-sst2|finetune-commonlit|conll]
 # Results are copied to benchmarks/results/layer_pooling/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,19 +23,25 @@ case "${1:-frozen}" in
       --output runs/benchmarks/compare-sst2
     keep runs/benchmarks/compare-sst2 sst2-frozen
     ;;
-  finetune)  # the best two frozen poolers and mean pooling, the backbone fine-tuned
-    POOLERS="${POOLERS:-lstm,weighted,mean}"
-    $BISTACK compare-poolers configs/commonlit-minilm-layers.yaml --folds 5 --poolers "$POOLERS" \
-      --set backbone.finetune=true --set optimizer.warmup_fraction=0.1 \
-      --set train.max_epochs=3 --set train.patience=1 --set train.batch_size=16 \
-      --set backbone.max_length=256 --set backbone.long_texts=truncate \
-      --output runs/benchmarks/finetune-commonlit
-    keep runs/benchmarks/finetune-commonlit commonlit-finetuned
-    $BISTACK compare-poolers configs/sst2-minilm-layers.yaml --seeds 1 --poolers "$POOLERS" \
-      --set backbone.finetune=true --set optimizer.warmup_fraction=0.1 \
-      --set train.max_epochs=1 --set train.batch_size=32 \
-      --output runs/benchmarks/finetune-sst2
-    keep runs/benchmarks/finetune-sst2 sst2-finetuned
+  finetune-commonlit|finetune-sst2|finetune)
+    # The best two frozen poolers and mean pooling, the backbone fine-tuned (lr 5e-5, head 1e-3
+    # or the config's; 10% warm-up then linear decay; clipping 1.0).
+    POOLERS="${POOLERS:-lstm_over_means,weighted_over_means,mean}"
+    TUNE=(--poolers "$POOLERS" --set backbone.finetune=true --set backbone.lr=5e-5
+          --set optimizer.warmup_fraction=0.1)
+    if [[ "$1" != finetune-sst2 ]]; then
+      $BISTACK compare-poolers configs/commonlit-minilm-layers.yaml --folds 5 "${TUNE[@]}" \
+        --set train.max_epochs=3 --set train.patience=1 --set train.batch_size=16 \
+        --set backbone.max_length=256 --set backbone.long_texts=truncate \
+        --output runs/benchmarks/finetune-commonlit
+      keep runs/benchmarks/finetune-commonlit commonlit-finetuned
+    fi
+    if [[ "$1" != finetune-commonlit ]]; then
+      $BISTACK compare-poolers configs/sst2-minilm-layers.yaml --seeds 1 "${TUNE[@]}" \
+        --set train.max_epochs=1 --set train.batch_size=32 \
+        --output runs/benchmarks/finetune-sst2
+      keep runs/benchmarks/finetune-sst2 sst2-finetuned
+    fi
     ;;
   conll)
     $BISTACK train configs/conll03-minilm-layers-crf.yaml --no-progress \

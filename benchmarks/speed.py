@@ -40,10 +40,12 @@ SINGLE_RUN = ("train-charcnn", "ablations", "encoder", "crf", "cache", "scaling"
 
 
 def make_plan(path: Path) -> None:
-    """The shared sentences and batches: CoNLL-2003 train and dev, SST-2 sentences."""
+    """The shared sentences and batches: CoNLL-2003 train and dev, SST-2 sentences, CommonLit
+    excerpts."""
     train = read_conll(DATA / "conll2003" / "train.txt")
     dev = read_conll(DATA / "conll2003" / "dev.txt")
     sst2 = read_table(DATA / "sst2" / "train.tsv", "sentence", ["label"])
+    commonlit = read_table(DATA / "commonlit" / "train.csv", "excerpt", ["target"])
     lengths = [len(s.tokens) for s in train]
     order = list(range(len(train)))
     random.Random(0).shuffle(order)
@@ -56,6 +58,8 @@ def make_plan(path: Path) -> None:
         "predict_tokens": [s.tokens for s in dev],
         "texts": [e.text for e in sst2[:1024]],
         "text_labels": [int(e.labels[0]) for e in sst2[:1024]],
+        "long_texts": [e.text for e in commonlit[:256]],
+        "long_text_targets": [float(e.labels[0]) for e in commonlit[:256]],
     }
     path.write_text(json.dumps(plan), encoding="utf-8")
 
@@ -127,7 +131,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.rounds = 1
-    needed = [DATA / "conll2003" / "train.txt", DATA / "sst2" / "train.tsv"]
+    needed = [DATA / p for p in ("conll2003/train.txt", "sst2/train.tsv", "commonlit/train.csv")]
     missing = [str(p) for p in needed if not p.exists()]
     if missing:
         raise SystemExit(f"skipping the benchmark: {', '.join(missing)} not found")

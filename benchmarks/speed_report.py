@@ -205,22 +205,26 @@ def cache_lines(results: dict) -> tuple[list[str], list[str]]:
     lines += [
         "",
         "Cached: the epoch reads the per-layer vectors back from the on-disk cache, then trains"
-        " the pooler. Recompute: it runs MiniLM over the sentences again first. Peak RSS:"
+        " the pooler. Recompute: it runs MiniLM over the texts again first. Peak RSS:"
         f" {rows[0]['peak_rss_mb']:,.0f} MB.",
     ]
-    cheapest = min(rows, key=lambda r: r["cached_s"])
-    costliest = max(rows, key=lambda r: r["cached_s"])
-    lines += [
-        "",
-        f"What bounds the speed-up: the cheapest cached epoch ({cheapest['cached_s']:.3f} s,"
-        f" {cheapest['what'].split(',')[0]}) bounds what reading the cache costs. Any cached"
-        " epoch beyond that is the pooler's own training, which no cache removes. The"
-        " speed-up is therefore (MiniLM forward + pooler training) / pooler training:"
-        f" {costliest['speedup']:.0f}x for the {costliest['what'].split(',')[0]}, however fast"
-        " the cache is.",
-    ]
+    for missed in (r for r in rows if r["speedup"] < 10):
+        texts = missed["what"].split(" over ")[1]
+        same_texts = [r for r in rows if r["what"].endswith(texts)]
+        cheapest = min(same_texts, key=lambda r: r["cached_s"])
+        pooler = missed["what"].split(",")[0]
+        lines += [
+            "",
+            f"What bounds the {pooler} on {texts.split(' ', 1)[1]}: the cheapest cached epoch"
+            f" over the same texts ({cheapest['cached_s']:.3f} s, {cheapest['what'].split(',')[0]})"
+            " bounds what reading the cache costs. The rest of its cached epoch"
+            f" ({missed['cached_s']:.3f} s) is the pooler's own training, which no cache removes."
+            " The speed-up is therefore (MiniLM forward + pooler training) / pooler training:"
+            f" {missed['speedup']:.0f}x however fast the cache is. It grows with text length,"
+            " because the forward pass the cache saves does, and the pooler's cost does not.",
+        ]
     targets = [
-        f"| feature cache >= 10x per pooler epoch, {r['what'].split(',')[0]} |"
+        f"| feature cache >= 10x per pooler epoch, {r['what'].replace(', an epoch over', ',')} |"
         f" {r['speedup']:.0f}x | {verdict(r['speedup'] >= 10)} |"
         for r in rows
     ]

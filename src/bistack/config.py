@@ -89,7 +89,8 @@ class TrainConfig:
     length_buckets: bool = True
     # Regression: after training, fit each output's scale and offset to the dev targets by
     # least squares, and keep them with the model. It undoes a shift the network learnt, e.g.
-    # from texts with more unknown words at prediction than in training.
+    # from texts with more unknown words at prediction than in training. Early stopping then
+    # compares epochs by their calibrated dev RMSE.
     calibrate: bool = False
 
 

@@ -1,6 +1,7 @@
 """Train, save, load and predict text classifiers and regressors on tiny fixtures."""
 
 import json
+import csv
 import random
 
 import pytest
@@ -261,3 +262,27 @@ def test_calibration_is_fitted_on_dev_kept_with_the_model_and_never_hurts_dev(tm
     assert after.predict(["very film"])[0].values["label"] == pytest.approx(
         scale * uncalibrated + offset, rel=1e-5
     )
+
+
+def test_calibrated_training_keeps_the_epoch_with_the_best_calibrated_dev_rmse(tmp_path):
+    """Dev targets shifted by 50 (3.5 target standard deviations): uncalibrated, every epoch
+    would score about 50. Epochs are compared as the model will be used, after calibration,
+    and the kept one is the best."""
+    rng = random.Random(1)
+    train = write_tsv(tmp_path / "train.tsv", intensity_rows(200, rng))
+    dev = write_tsv(tmp_path / "dev.tsv", [(t, v + 50) for t, v in intensity_rows(60, rng)])
+    config = config_from_dict(
+        text_config(
+            train,
+            dev,
+            task="regression",
+            pooling={"type": "mean"},
+            train={"max_epochs": 5, "patience": 5, "calibrate": True},
+        )
+    )
+    model = Regressor.load(train_text_model(config, tmp_path / "run", progress=False))
+    with (tmp_path / "run" / "metrics.csv").open() as handle:
+        per_epoch = [float(row["dev_rmse"]) for row in csv.DictReader(handle)]
+    assert len(per_epoch) == 5
+    assert max(per_epoch) < 20.0
+    assert model.evaluate(dev)["rmse"] == pytest.approx(min(per_epoch), rel=1e-4)

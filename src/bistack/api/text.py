@@ -242,11 +242,14 @@ class Regressor(TextModel):
             values = values * scale + offset
         return values
 
-    def fit_calibration(self, examples: Sequence[Example], path: str | Path) -> list[list[float]]:
+    def fit_calibration(
+        self, examples: Sequence[Example], path: str | Path, raw: RawOutputs | None = None
+    ) -> list[list[float]]:
         """Least-squares ``[scale, offset]`` per target mapping predictions onto ``examples``'
-        targets; stored in ``output_info`` so that predictions use it from now on."""
+        targets; stored in ``output_info`` so that predictions use it from now on. ``raw``:
+        the network's outputs on ``examples`` when the caller already has them."""
         self.output_info.pop("calibration", None)
-        predicted = self.values(self.run([e.text for e in examples]))
+        predicted = self.values(raw if raw is not None else self.run([e.text for e in examples]))
         gold = torch.tensor(parse_targets(examples, self.targets, path))
         calibration = []
         for j in range(len(self.targets)):

@@ -99,8 +99,10 @@ class TextTask:
         targets: torch.Tensor,
         dev: TextData,
         model_dir: Path,
+        calibrate: bool = False,
     ) -> None:
         self.model = model
+        self.calibrate = calibrate
         self.encoded = encoded
         self.targets = targets
         self.data = dev
@@ -115,7 +117,13 @@ class TextTask:
         )
 
     def evaluate(self) -> Evaluation:
-        return dev_evaluation(self.model, self.model.score(self.data.dev, self.data.dev_source))
+        examples, path = self.data.dev, self.data.dev_source
+        raw = self.model.run([e.text for e in examples])
+        if isinstance(self.model, Regressor) and self.calibrate:
+            # The kept epoch is the one that scores best as it will be used: calibrated.
+            # Uncalibrated RMSE would also charge each epoch for a shift that calibration undoes.
+            self.model.fit_calibration(examples, path, raw)
+        return dev_evaluation(self.model, self.model.metrics(examples, raw, path))
 
     def save_weights(self) -> None:
         self.model.save_weights(self.model_dir)
@@ -155,7 +163,7 @@ def train_text_model(
     targets = targets_tensor(model, data.train, config.data.train)
     targets_tensor(model, data.dev, data.dev_source)  # fail now, not after the first epoch
     encoded = [vocabularies.encode(t) for t in tokens]
-    task = TextTask(model, encoded, targets, data, model_dir)
+    task = TextTask(model, encoded, targets, data, model_dir, config.train.calibrate)
     result = fit(run, network, task, config.train, config.optimizer, progress=progress)
     say(
         f"best dev {'accuracy' if kind is Classifier else 'RMSE'} {abs(result.best_score):.4f} "
