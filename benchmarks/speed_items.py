@@ -142,6 +142,7 @@ def train_item(plan: dict, which: str, quick: bool) -> list[dict]:
 def ablation_item(plan: dict, quick: bool) -> list[dict]:
     """Each speed change undone in turn, on the same bucketed steps, variants alternating batch
     by batch: how much slower the step gets without it (the evidence for keeping it)."""
+    from bistack.dropout import Dropout
     from bistack.models.embeddings import CharLSTMEncoder
 
     batches = plan["bucketed_batches"][: 8 if quick else 40]
@@ -150,6 +151,7 @@ def ablation_item(plan: dict, quick: bool) -> list[dict]:
         "char BiLSTM in one group",
         "Adam not fused",
         "CRF partition in torch ops",
+        "torch's dropout (bernoulli_ mask)",
     ]
     setups = []
     for variant in variants:
@@ -161,6 +163,11 @@ def ablation_item(plan: dict, quick: bool) -> list[dict]:
         crf = model.head.crf
         if variant == "CRF partition in torch ops":
             crf._log_partition = crf._log_partition_tensor
+        if variant.startswith("torch's dropout"):
+            for module in list(model.modules()):
+                for name, child in module.named_children():
+                    if isinstance(child, Dropout):
+                        setattr(module, name, nn.Dropout(child.p))
         model.train()
         setups.append((variant, model, optimizer, vocabularies, encoded))
     spent = dict.fromkeys(variants, 0.0)

@@ -19,8 +19,9 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional
 
+from bistack.dropout import Dropout
+from bistack.dropout import dropout as apply_dropout
 from bistack.masking import check_mask, lengths_to_mask
 
 CellType = Literal["lstm", "gru"]
@@ -145,7 +146,7 @@ class RecurrentEncoder(nn.Module):
                 nn.Identity() if size == self.output_size else nn.Linear(size, self.output_size)
                 for size in sizes[:-1]
             )
-            self.dropout = nn.Dropout(dropout)
+            self.dropout = Dropout(dropout)
         else:
             self.rnn = rnn_class(
                 input_size,
@@ -182,7 +183,7 @@ class RecurrentEncoder(nn.Module):
         else:
             for layer in range(self.num_layers):
                 if layer > 0:  # as nn.LSTM: dropout on every layer's output but the last
-                    x = functional.dropout(x, self.rnn.dropout, self.training)
+                    x = apply_dropout(x, self.rnn.dropout, self.training)
                 x = self._run_layer(self.rnn, layer, x, index)
         # Real positions never saw padding; the padding positions themselves hold junk.
         states = x.masked_fill(~mask.unsqueeze(-1), 0.0)

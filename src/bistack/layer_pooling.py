@@ -18,6 +18,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from bistack.dropout import Dropout
 from bistack.masking import masked_softmax
 
 RecurrentSummary = Literal["final_states", "last_output"]
@@ -83,7 +84,7 @@ class RecurrentLayerPooling(nn.Module):
         self.rnn = rnn(hidden_size, lstm_hidden, batch_first=True, bidirectional=True)
         self.hidden_size = hidden_size
         self.summary = summary
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.output_size = 2 * lstm_hidden
 
     def forward(self, layers: Tensor) -> Tensor:

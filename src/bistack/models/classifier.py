@@ -14,6 +14,7 @@ from torch import Tensor, nn
 from bistack.config import TextModelConfig
 from bistack.data.batching import TextBatch
 from bistack.data.features import TokenVocabularies
+from bistack.dropout import Dropout
 from bistack.encoders import RecurrentEncoder
 from bistack.models.builders import build_embedder, build_encoder
 from bistack.pooling import AdditiveAttention, build_pooling
@@ -48,7 +49,7 @@ class SequenceClassifier(nn.Module):
         self.embedder = embedder
         self.encoder = encoder
         self.pooling = pooling
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.head = nn.Linear(encoder.output_size, num_outputs)
         self.regression = regression
 

@@ -16,6 +16,7 @@ from torch import Tensor, nn
 from bistack.causality import require_causal
 from bistack.config import LanguageModelConfig
 from bistack.data.batching import PAD_TAG
+from bistack.dropout import Dropout
 from bistack.encoders import RecurrentEncoder
 from bistack.models.builders import build_encoder
 
@@ -60,7 +61,7 @@ class LSTMLanguageModel(nn.Module):
         require_causal(encoder.bidirectional, "a language model", allow_leakage)
         self.embedding = nn.Embedding(vocab_size, embedding_dim, padding_idx=0)
         self.encoder = encoder
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.output = nn.Linear(encoder.output_size, vocab_size)
 
     def position_outputs(self, batch: LMBatch) -> Tensor:

@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bistack.config import LayerPoolingTextConfig
+from bistack.dropout import Dropout
 from bistack.layer_pooling import (
     RecurrentLayerPooling,
     build_layer_pooler,
@@ -58,7 +59,7 @@ class LayerPoolingModel(nn.Module):
         self.features = features
         # The recurrent pooler applies its own dropout (the seed's nn.Dropout(0.1)).
         recurrent = isinstance(pooler, RecurrentLayerPooling)
-        self.dropout = nn.Identity() if recurrent else nn.Dropout(dropout)
+        self.dropout = nn.Identity() if recurrent else Dropout(dropout)
         self.head = nn.Linear(pooler.output_size, num_outputs)
         self.regression = regression
         self.backbone = backbone

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from bistack.config import LayerPoolingTaggerConfig
+from bistack.dropout import Dropout
 from bistack.encoders import RecurrentEncoder
 from bistack.layer_pooling import WeightedLayerPooling
 from bistack.models.backbone import TransformerBackbone, WordPieces, word_layer_states
@@ -72,7 +73,7 @@ class LayerTagger(nn.Module):
         self.mix = mix
         self.encoder = encoder
         self.head = head
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.alignment = alignment
         self.backbone = backbone
         self.backbone_lr = backbone_lr

@@ -11,6 +11,7 @@ from torch import Tensor, nn
 from bistack.config import TaggerConfig
 from bistack.data.batching import TaggingBatch
 from bistack.data.features import TokenVocabularies
+from bistack.dropout import Dropout
 from bistack.encoders import RecurrentEncoder
 from bistack.models.builders import build_embedder, build_encoder
 from bistack.models.embeddings import TokenEmbedder
@@ -31,7 +32,7 @@ class SequenceTagger(nn.Module):
         self.embedder = embedder
         self.encoder = encoder
         self.head = head
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def states(self, batch: TaggingBatch) -> Tensor:
         """Encoder states ``(batch, seq_len, encoder.output_size)``, dropped out in training."""
