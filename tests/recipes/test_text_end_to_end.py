@@ -1,7 +1,7 @@
 """Train, save, load and predict text classifiers and regressors on tiny fixtures."""
 
-import json
 import csv
+import json
 import random
 
 import pytest
