@@ -98,16 +98,17 @@ def sst2(seeds: int, pooling_seeds: int, poolings: list[str]) -> None:
     )
 
 
-# Each variant changes one thing from the base config (commonlit-bilstm.yaml), so every gain
-# is attributed. The reported model is the variant with the best inner-dev RMSE: chosen on the
-# dev splits, never on the scored folds.
+# The search started from mean pooling (`mean`) and changed one thing at a time, so every gain
+# is attributed. The reported model is the variant with the best inner-dev RMSE, chosen on the
+# dev splits, never on the scored folds; the config now holds it (`max`, no overrides).
 COMMONLIT_VARIANTS: dict[str, tuple[str, list[str]]] = {
-    "base": ("BiLSTM 128, char CNN, mean pooling, dropout 0.1", []),
-    "dropout-0.3": ("base, dropout 0.3", ["train.dropout=0.3"]),
-    "dropout-0.5": ("base, dropout 0.5", ["train.dropout=0.5"]),
-    "lowercase": ("base, words lowercased", ["features.lowercase=true"]),
-    "additive": ("base, additive attention pooling", ["pooling.type=additive"]),
-    "max": ("base, max pooling", ["pooling.type=max"]),
+    "mean": ("BiLSTM 128, char CNN, mean pooling, dropout 0.1", ["pooling.type=mean"]),
+    "mean-dropout-0.3": ("mean, dropout 0.3", ["pooling.type=mean", "train.dropout=0.3"]),
+    "mean-dropout-0.5": ("mean, dropout 0.5", ["pooling.type=mean", "train.dropout=0.5"]),
+    "mean-lowercase": ("mean, words lowercased", ["pooling.type=mean", "features.lowercase=true"]),
+    "additive": ("mean, with additive attention pooling instead", ["pooling.type=additive"]),
+    "max": ("mean, with max pooling instead (commonlit-bilstm.yaml)", []),
+    "max-dropout-0.5": ("max, dropout 0.5", ["train.dropout=0.5"]),
 }
 
 
@@ -170,13 +171,24 @@ def commonlit(folds: int, variants: list[str]) -> None:
                 "parameters": runs[name][0]["parameters"],
             }
         )
+    scored = zip(runs[chosen], ridge_scores, strict=True)
+    differences = [r["metrics"]["rmse"] - ridge for r, ridge in scored]
+    mean_difference = statistics.fmean(differences)
+    spread = statistics.stdev(differences) if len(differences) > 1 else 0.0
+    t = mean_difference / (spread / len(differences) ** 0.5) if spread else float("nan")
+    verdict = (
+        f"Chosen variant against the ridge, fold by fold: below it on "
+        f"{sum(d < 0 for d in differences)} of {len(differences)} folds; paired difference "
+        f"{mean_difference:+.3f} ± {spread:.3f} (t = {t:.1f}, {len(differences) - 1} degrees of "
+        "freedom)."
+    )
     write(
         "commonlit",
         f"CommonLit {folds}-fold CV RMSE (lower is better), {len(examples):,} excerpts",
         rows,
         "RMSE per fold",
         f"benchmarks/text_benchmarks.py commonlit --folds {folds} --variants {','.join(variants)}",
-        COMMONLIT_NOTES,
+        verdict + "\n\n" + COMMONLIT_NOTES,
     )
 
 
@@ -186,6 +198,23 @@ Protocol: the same KFold(5, shuffle, random_state=0) splits for every model. The
 inner dev split, chooses the epoch (early stopping by calibrated RMSE) and fits the output
 calibration (`train.calibrate`). The variant reported as the BiLSTM's result is the one with
 the best mean inner-dev RMSE; the scored folds choose nothing.
+
+How it got here:
+1. The first recorded result, 0.735 ± 0.034, was a tie with the ridge. Early stopping then
+   compared epochs by uncalibrated dev RMSE, which charged each epoch for an output shift that
+   calibration removes afterwards; fold 3 stopped at epoch 2. Epochs are now compared by
+   calibrated dev RMSE, the error the kept model will have. Same config: 0.728 ± 0.029 (row
+   `mean`), fold 3 from 0.769 to 0.740.
+2. From there, one change at a time, compared on inner dev RMSE (table): max pooling 0.694,
+   dropout 0.5 0.696, dropout 0.3 0.701, mean pooling 0.704, additive attention 0.706,
+   lowercased words 0.712. Max pooling is chosen and `configs/commonlit-bilstm.yaml` holds it.
+   The two best single changes (max pooling, dropout 0.5) have not been tried together yet.
+
+The runs were trained at commit 8ee13cd, with torch's `nn.Dropout`. bistack's own `Dropout`
+(the CPU speed work) draws different masks from the same distribution, so rerunning with the
+current code gives numbers that differ by run-to-run noise. How the first configuration was
+chosen (char CNN, random rather than length-bucketed batches, calibration) is in the git history
+of this file: trials on fold 0's held-out part, disclosed there.
 """
 
 
