@@ -11,6 +11,8 @@ expectation is unchanged. The draws come from torch's default generator, so
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor, nn
 from torch.nn import functional
@@ -21,9 +23,7 @@ _LEVELS = 1 << 15  # each draw is uniform over 0 .. 32767
 def keep_mask(shape: torch.Size | tuple[int, ...], p: float) -> tuple[Tensor, float]:
     """``(keep, scale)``: a bool tensor of ``shape``, each element True with probability
     ``1 - p`` (to 1/32768), and the factor that keeps the expectation: 1 / P(keep)."""
-    count = 1
-    for size in shape:
-        count *= size
+    count = math.prod(shape)
     words = torch.empty((count + 3) // 4, dtype=torch.int64).random_()
     # random_ fills int64 from 0 to 2**63 - 1: the top bit is always 0, so each 16-bit piece
     # keeps only its low 15 bits, all uniform.
