@@ -33,6 +33,7 @@ from bistack.data.features import TokenVocabularies
 from bistack.models.tagger import build_tagger
 from bistack.recipes.features import singleton_mask
 from bistack.recipes.loop import build_optimizer
+from bistack.schemes import convert_tags
 
 ROOT = Path(__file__).resolve().parent.parent
 # The issue's sizes: word embeddings 100, char BiLSTM, one BiLSTM layer of 256, CRF, batch 32.
@@ -55,9 +56,12 @@ def seconds(function: Callable[[], object]) -> float:
 
 
 def build_from_plan(plan: dict, extra: list[str] | None = None):
-    """Tagger, vocabularies and encoded sentences for the plan's CoNLL training sentences."""
+    """Tagger, vocabularies and encoded sentences for the plan's CoNLL training sentences, with
+    the tags converted to the CRF's scheme as ``bistack train`` does (the file's IOB1 tags would
+    break the BIOES constraints)."""
     config = tagger_config(extra)
-    pairs = list(zip(plan["tokens"], plan["tags"], strict=True))
+    tags = [convert_tags(sentence_tags, config.data.scheme) for sentence_tags in plan["tags"]]
+    pairs = list(zip(plan["tokens"], tags, strict=True))
     vocabularies = TokenVocabularies.build(pairs, min_freq=1, lowercase=True, normalise_digits=True)
     torch.manual_seed(0)
     model = build_tagger(config, vocabularies)

@@ -267,3 +267,31 @@ def test_invalid_number_of_tags():
     with pytest.raises(ValueError) as error:
         CRF(0)
     assert str(error.value) == "invalid number of tags: 0"
+
+
+@pytest.mark.parametrize(
+    ("tags", "message"),
+    [
+        (["I-PER", "O"], "starts with I-PER"),  # IOB1 opens entities with I-
+        (["O", "I-PER", "O"], "moves O -> I-PER at position 1"),
+        (["B-PER", "I-LOC"], "moves B-PER -> I-LOC at position 1"),
+    ],
+)
+def test_a_gold_path_the_constraints_forbid_is_an_error_not_a_huge_loss(tags, message):
+    # Tags in the wrong scheme would score IMPOSSIBLE: a loss of ~1e4 per move that trains
+    # nothing. The CRF names the sequence and the move instead.
+    crf = CRF(len(LABELS), allowed_transitions("BIO", LABELS), names=LABELS)
+    good = [LABELS.index(t) for t in ["B-PER", "I-PER", "O"]]
+    bad = [LABELS.index(t) for t in tags] + [0] * (3 - len(tags))
+    gold = torch.tensor([good, bad])
+    mask = torch.tensor([[True] * 3, [True] * len(tags) + [False] * (3 - len(tags))])
+    with pytest.raises(ValueError, match=f"sequence 1 .*{message}"):
+        crf.nll(torch.randn(2, 3, len(LABELS)), gold, mask)
+    assert torch.isfinite(crf.nll(torch.randn(1, 3, len(LABELS)), gold[:1]))
+
+
+def test_a_forbidden_end_is_an_error():
+    labels = ["O", "B-PER", "I-PER", "E-PER", "S-PER"]
+    crf = CRF(len(labels), allowed_transitions("BIOES", labels), names=labels)
+    with pytest.raises(ValueError, match="ends with I-PER"):
+        crf.nll(torch.randn(1, 2, len(labels)), torch.tensor([[1, 2]]))

@@ -8,6 +8,7 @@ paths that decoding can never emit.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -18,8 +19,8 @@ from bistack.crf_kernels import LogPartitionCPU, runs_compiled, viterbi_best_cpu
 from bistack.masking import check_mask
 from bistack.schemes import AllowedTransitions
 
-# Score given to a forbidden move: finite, so a forbidden gold path yields a large loss rather
-# than inf/NaN, yet exp(IMPOSSIBLE) underflows to exactly 0 in float32.
+# Score given to a forbidden move: finite, so no inf - inf turns into NaN, yet exp(IMPOSSIBLE)
+# underflows to exactly 0 in float32. Gold paths never take one: nll rejects them.
 IMPOSSIBLE = -1e4
 
 Reduction = Literal["mean", "sum", "none", "token_mean"]
@@ -54,14 +55,21 @@ class CRF(nn.Module):
     """A linear-chain CRF over ``num_tags`` tags.
 
     ``allowed`` (optional) forbids transitions, starts and ends; the masks are buffers, so they
-    move with the module and are saved with it, and are never trained.
+    move with the module and are saved with it, and are never trained. ``names`` (optional)
+    are the tags' labels, used in error messages.
     """
 
-    def __init__(self, num_tags: int, allowed: AllowedTransitions | None = None) -> None:
+    def __init__(
+        self,
+        num_tags: int,
+        allowed: AllowedTransitions | None = None,
+        names: Sequence[str] | None = None,
+    ) -> None:
         super().__init__()
         if num_tags < 1:
             raise ValueError(f"invalid number of tags: {num_tags}")
         self.num_tags = num_tags
+        self.names = list(names) if names is not None else [str(i) for i in range(num_tags)]
         self.transitions = nn.Parameter(torch.empty(num_tags, num_tags))  # [from, to]
         self.start_transitions = nn.Parameter(torch.empty(num_tags))
         self.end_transitions = nn.Parameter(torch.empty(num_tags))
@@ -96,6 +104,10 @@ class CRF(nn.Module):
         any value (e.g. -100) at padding; mask: ``(batch_size, seq_len)`` bool, True at real
         tokens, right-padded (default: all real). ``reduction``: ``mean`` over sequences,
         ``sum``, ``none`` (per sequence) or ``token_mean`` (sum divided by real tokens).
+
+        A gold path that takes a move the constraints forbid raises ValueError: its score would
+        be IMPOSSIBLE, a loss of about 10^4 that trains nothing. Tags in another scheme than the
+        CRF's (IOB1 tags under a BIOES CRF) are the usual cause.
         """
         mask = self._check(emissions, mask)
         if tags.shape != emissions.shape[:2]:
@@ -107,6 +119,7 @@ class CRF(nn.Module):
         real = tags[mask]
         if real.numel() and (int(real.min()) < 0 or int(real.max()) >= self.num_tags):
             raise ValueError(f"tags must be in [0, {self.num_tags}) at real positions")
+        self._check_gold_paths(tags, mask)
         transitions, start, end = self.constrained_scores()
         nll = self._log_partition(emissions, mask, transitions, start, end) - self._path_score(
             emissions, tags, mask, transitions, start, end
@@ -151,6 +164,32 @@ class CRF(nn.Module):
             return emissions.new_ones(emissions.shape[:2], dtype=torch.bool)
         check_mask(mask, tuple(emissions.shape[:2]))
         return mask
+
+    def _check_gold_paths(self, tags: Tensor, mask: Tensor) -> None:
+        """ValueError naming the first forbidden start, move or end of a gold path."""
+        lengths = mask.sum(dim=1)
+        last = tags.gather(1, (lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
+        bad_move = ~self.transitions_ok[tags[:, :-1], tags[:, 1:]] & mask[:, 1:]
+        bad_start = ~self.start_ok[tags[:, 0]] & (lengths > 0)
+        bad_end = ~self.end_ok[last] & (lengths > 0)
+        if not (bad_move.any() or bad_start.any() or bad_end.any()):
+            return
+        names = self.names
+        if bad_start.any():
+            row = int(bad_start.nonzero()[0])
+            what = f"starts with {names[int(tags[row, 0])]}"
+        elif bad_move.any():
+            row, t = (int(i) for i in bad_move.nonzero()[0])
+            move = f"{names[int(tags[row, t])]} -> {names[int(tags[row, t + 1])]}"
+            what = f"moves {move} at position {t + 1}"
+        else:
+            row = int(bad_end.nonzero()[0])
+            what = f"ends with {names[int(last[row])]}"
+        raise ValueError(
+            f"gold tags of sequence {row} in the batch break the CRF's constraints: it {what}. "
+            "Are the tags in the scheme the CRF was built for (convert them with "
+            "bistack.schemes.convert_tags)?"
+        )
 
     def constrained_scores(self) -> tuple[Tensor, Tensor, Tensor]:
         """Transition ``(num_tags, num_tags)``, start and end ``(num_tags,)`` scores, with

@@ -38,7 +38,7 @@ class CRFHead(nn.Module):
     def __init__(self, input_size: int, labels: list[str], scheme: str) -> None:
         super().__init__()
         self.project = nn.Linear(input_size, len(labels))
-        self.crf = CRF(len(labels), allowed_transitions(scheme, labels))
+        self.crf = CRF(len(labels), allowed_transitions(scheme, labels), names=labels)
 
     def loss(self, states: Tensor, tags: Tensor, mask: Tensor) -> Tensor:
         """CRF negative log-likelihood per real token (the same scale as cross-entropy)."""
