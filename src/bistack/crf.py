@@ -172,7 +172,7 @@ class CRF(nn.Module):
         bad_move = ~self.transitions_ok[tags[:, :-1], tags[:, 1:]] & mask[:, 1:]
         bad_start = ~self.start_ok[tags[:, 0]] & (lengths > 0)
         bad_end = ~self.end_ok[last] & (lengths > 0)
-        if not (bad_move.any() or bad_start.any() or bad_end.any()):
+        if not (bad_move.any(dim=1) | bad_start | bad_end).any():  # one device sync
             return
         names = self.names
         if bad_start.any():
