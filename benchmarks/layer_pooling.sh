@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Pooling over all-MiniLM-L6-v2's layers (issue: second seed). Every command reuses finished
 # runs and the feature cache, so rerunning after an interruption resumes. One core each:
-#   OMP_NUM_THREADS=1 bash benchmarks/layer_pooling.sh [frozen|finetune|finetune-sst2|finetune-commonlit|conll]
+#   OMP_NUM_THREADS=1 bash benchmarks/layer_pooling.sh [frozen|finetune|finetune-sst2|finetune-commonlit|
+#     finetune-commonlit-so-far|conll]
 # Results are copied to benchmarks/results/layer_pooling/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,17 +24,25 @@ case "${1:-frozen}" in
       --output runs/benchmarks/compare-sst2
     keep runs/benchmarks/compare-sst2 sst2-frozen
     ;;
-  finetune-commonlit|finetune-sst2|finetune)
+  finetune-commonlit|finetune-commonlit-so-far|finetune-sst2|finetune)
     # The best two frozen poolers and mean pooling, the backbone fine-tuned (lr 5e-5, head 1e-3
-    # or the config's; 10% warm-up then linear decay; clipping 1.0).
+    # or the config's; 10% warm-up then linear decay; clipping 1.0). finetune-commonlit-so-far
+    # trains nothing: it tabulates the CommonLit runs finished so far (the full run takes about
+    # 10 CPU-hours, so it spans sessions; two processes with disjoint POOLERS can share it).
     POOLERS="${POOLERS:-lstm_over_means,weighted_over_means,mean}"
     TUNE=(--poolers "$POOLERS" --set backbone.finetune=true --set backbone.lr=5e-5
           --set optimizer.warmup_fraction=0.1)
+    COMMONLIT=(configs/commonlit-minilm-layers.yaml --folds 5 "${TUNE[@]}"
+               --set train.max_epochs=3 --set train.patience=1 --set train.batch_size=16
+               --set backbone.max_length=256 --set backbone.long_texts=truncate
+               --output runs/benchmarks/finetune-commonlit)
+    if [[ "$1" == finetune-commonlit-so-far ]]; then
+      $BISTACK compare-poolers "${COMMONLIT[@]}" --finished-only
+      keep runs/benchmarks/finetune-commonlit commonlit-finetuned-so-far
+      exit 0
+    fi
     if [[ "$1" != finetune-sst2 ]]; then
-      $BISTACK compare-poolers configs/commonlit-minilm-layers.yaml --folds 5 "${TUNE[@]}" \
-        --set train.max_epochs=3 --set train.patience=1 --set train.batch_size=16 \
-        --set backbone.max_length=256 --set backbone.long_texts=truncate \
-        --output runs/benchmarks/finetune-commonlit
+      $BISTACK compare-poolers "${COMMONLIT[@]}"
       keep runs/benchmarks/finetune-commonlit commonlit-finetuned
     fi
     if [[ "$1" != finetune-commonlit ]]; then

@@ -98,6 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("--output", help="folder (default runs/compare-<config name>)")
     compare.add_argument("--progress", action="store_true", help="progress bars per epoch")
+    compare.add_argument(
+        "--finished-only",
+        action="store_true",
+        help="train nothing: the table of the runs finished so far (of a running or interrupted "
+        "comparison)",
+    )
     compare.set_defaults(run=run_compare_poolers)
 
     ladder = commands.add_parser(
@@ -139,6 +145,7 @@ def run_compare_poolers(args: argparse.Namespace) -> int:
         seeds=args.seeds,
         folds=args.folds,
         progress=args.progress,
+        finished_only=args.finished_only,
     )
     print(f"table and chart in {output}/compare-poolers.{{md,json,png}}")
     return 0

@@ -135,6 +135,21 @@ def test_compare_poolers_writes_a_table_and_resumes(tmp_path, capsys):
     assert record.stat().st_mtime_ns == stamp
     assert "epoch 1:" not in capsys.readouterr().out
 
+    # While a comparison runs (here: one run lost), the finished runs can be tabulated.
+    record.unlink()
+    assert main([*args, "--finished-only"]) == 0
+    out = capsys.readouterr().out
+    assert "cls fold1: not finished" in out and "epoch 1:" not in out
+    assert not record.exists()  # nothing trained
+    partial = json.loads((tmp_path / "cmp" / "compare-poolers.json").read_text())
+    assert partial["where"].endswith("finished runs only (5 of 6)")
+    cls = partial["results"][2]
+    assert cls["runs"] == ["fold0"] and cls["scores"] == table["results"][2]["scores"][:1]
+    assert "| cls |" in out and "fold0 " in out
+    empty = ["compare-poolers", str(path), "--poolers", "gru", "--folds", "2", "--finished-only"]
+    assert main([*empty, "--output", str(tmp_path / "cmp")]) != 0
+    assert "no run of this comparison has finished yet" in capsys.readouterr().err
+
 
 def test_bad_backbone_settings_are_clear_errors(sentiment, tmp_path, capsys):
     train, dev = sentiment

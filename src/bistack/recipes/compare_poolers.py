@@ -27,7 +27,7 @@ from bistack.data.tables import Example, read_table
 from bistack.errors import ConfigError
 from bistack.modeldir import atomic_write, write_json
 from bistack.models.backbone import LayerVectors, TransformerBackbone
-from bistack.recipes.repeated import RepeatedResult, run_or_reuse
+from bistack.recipes.repeated import RepeatedResult, finished_run, run_or_reuse
 from bistack.recipes.train_layer_pooling import frozen_vectors, train_layer_pooling_model
 from bistack.recipes.train_text import TextData, load_text_data
 
@@ -60,13 +60,25 @@ def compare_poolers(
     seeds: int = 3,
     folds: int = 0,
     progress: bool = False,
+    finished_only: bool = False,
     say: Callable[[str], None] = print,
 ) -> list[RepeatedResult]:
-    """Train each pooler ``seeds`` times (or on ``folds`` folds); write the table and a chart."""
+    """Train each pooler ``seeds`` times (or on ``folds`` folds); write the table and a chart.
+
+    ``finished_only``: train nothing; tabulate the runs that have finished so far (of a
+    comparison still running, or interrupted), each score named by its fold or seed.
+    """
     unknown = [p for p in poolers if p not in VARIANTS]
     if unknown:
         raise ConfigError(f"unknown pooler {unknown[0]!r} (known: {', '.join(VARIANTS)})")
     output = Path(output)
+    if finished_only:
+        names = (
+            [f"fold{k}" for k in range(folds)]
+            if folds
+            else [f"seed{s}" for s in range(1, seeds + 1)]
+        )
+        return _report_finished(config, output, poolers, names, folds, seeds, say)
     backbone = TransformerBackbone.load(config.backbone.path)
     vectors = _Vectors()
     if folds:
@@ -90,14 +102,7 @@ def compare_poolers(
     for name in poolers:
         scores, seconds, parameters = [], [], 0
         for run_name, (data, held_out) in runs:
-            settings = dataclasses.replace(
-                config, layer_pooling=dataclasses.replace(config.layer_pooling, **VARIANTS[name])
-            )
-            if run_name.startswith("seed"):
-                seed = int(run_name[4:])
-                settings = dataclasses.replace(
-                    settings, train=dataclasses.replace(settings.train, seed=seed)
-                )
+            settings = _run_settings(config, name, run_name)
             result = _train_or_reuse(
                 settings, output / name / run_name, backbone, data, held_out, vectors, progress
             )
@@ -106,11 +111,73 @@ def compare_poolers(
             parameters = result["parameters"]
             say(f"{name} {run_name}: {result['score']:.4f} ({result['seconds']:.0f}s)")
         results.append(RepeatedResult(name, scores, parameters, statistics.fmean(seconds)))
+    _write_and_show(output, results, config, folds, seeds, "", say)
+    return results
+
+
+def _run_settings(
+    config: LayerPoolingTextConfig, pooler: str, run_name: str
+) -> LayerPoolingTextConfig:
+    """The config of one run: the pooler's variant, and the seed of a ``seed<N>`` run."""
+    settings = dataclasses.replace(
+        config, layer_pooling=dataclasses.replace(config.layer_pooling, **VARIANTS[pooler])
+    )
+    if run_name.startswith("seed"):
+        train = dataclasses.replace(settings.train, seed=int(run_name[4:]))
+        settings = dataclasses.replace(settings, train=train)
+    return settings
+
+
+def _report_finished(
+    config: LayerPoolingTextConfig,
+    output: Path,
+    poolers: Sequence[str],
+    run_names: list[str],
+    folds: int,
+    seeds: int,
+    say: Callable[[str], None],
+) -> list[RepeatedResult]:
+    """The table of the runs under ``output`` that finished with these settings."""
+    results = []
+    for name in poolers:
+        records = {}
+        for run_name in run_names:
+            record = finished_run(output / name / run_name, _run_settings(config, name, run_name))
+            if record is None:
+                say(f"{name} {run_name}: not finished")
+            else:
+                records[run_name] = record
+        if records:
+            results.append(
+                RepeatedResult(
+                    name,
+                    [r["score"] for r in records.values()],
+                    next(iter(records.values()))["parameters"],
+                    statistics.fmean(r["seconds"] for r in records.values()),
+                    runs=list(records),
+                )
+            )
+    if not results:
+        raise ConfigError(f"{output}: no run of this comparison has finished yet")
+    done = sum(len(r.runs) for r in results)
+    note = f", finished runs only ({done} of {len(poolers) * len(run_names)})"
+    _write_and_show(output, results, config, folds, seeds, note, say)
+    return results
+
+
+def _write_and_show(
+    output: Path,
+    results: list[RepeatedResult],
+    config: LayerPoolingTextConfig,
+    folds: int,
+    seeds: int,
+    note: str,
+    say: Callable[[str], None],
+) -> None:
     metric = "RMSE" if config.task == "regression" else "accuracy"
     where = f"{folds}-fold CV on {config.data.train}" if folds else f"dev, {seeds} seeds"
-    write_comparison(output, results, metric, where, config)
+    write_comparison(output, results, metric, where + note, config)
     say(format_table(results, metric))
-    return results
 
 
 def _fold_data(
@@ -171,8 +238,12 @@ def format_table(results: Sequence[RepeatedResult], metric: str) -> str:
         "|---|---|---|---|---|",
     ]
     for r in results:
-        values = " ".join(f"{s:.4f}" if metric == "RMSE" else f"{s:.2f}" for s in r.scores)
         digits = 4 if metric == "RMSE" else 2
+        values = " ".join(f"{s:.{digits}f}" for s in r.scores)
+        if r.runs:  # a partial table: which fold or seed each score is
+            values = " ".join(
+                f"{run} {s:.{digits}f}" for run, s in zip(r.runs, r.scores, strict=True)
+            )
         lines.append(
             f"| {r.name} | {r.mean:.{digits}f} ± {r.std:.{digits}f} | {values} | "
             f"{r.parameters:,} | {r.seconds:.1f} |"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +18,13 @@ RECORD = "result.json"
 
 @dataclass(frozen=True)
 class RepeatedResult:
-    """One row of a comparison: a score per seed or fold."""
+    """One row of a comparison: a score per seed or fold (``runs`` names them)."""
 
     name: str
     scores: list[float]
     parameters: int
     seconds: float  # mean wall time of one run
+    runs: list[str] = field(default_factory=list)
 
     @property
     def mean(self) -> float:
@@ -34,16 +35,24 @@ class RepeatedResult:
         return statistics.stdev(self.scores) if len(self.scores) > 1 else 0.0
 
 
-def run_or_reuse(
-    directory: Path, config: AnyConfig, run: Callable[[], dict[str, Any]]
-) -> dict[str, Any]:
-    """``directory/result.json`` if a run with the same settings finished there; otherwise
-    ``run()``'s result, recorded with the settings (keys ``score``, ``seconds``, ...)."""
+def finished_run(directory: Path, config: AnyConfig) -> dict[str, Any] | None:
+    """The record ``directory/result.json`` of a finished run with ``config``'s settings."""
     record = directory / RECORD
     if record.is_file():
         previous = json.loads(record.read_text())
         if same_settings(previous.get("config", {}), config):
             return previous
+    return None
+
+
+def run_or_reuse(
+    directory: Path, config: AnyConfig, run: Callable[[], dict[str, Any]]
+) -> dict[str, Any]:
+    """``directory/result.json`` if a run with the same settings finished there; otherwise
+    ``run()``'s result, recorded with the settings (keys ``score``, ``seconds``, ...)."""
+    previous = finished_run(directory, config)
+    if previous is not None:
+        return previous
     result = {"config": config.to_dict(), **run()}
-    write_json(record, result)
+    write_json(directory / RECORD, result)
     return result
