@@ -7,7 +7,7 @@ the same process, interleaved with bistack call by call, so machine load hits bo
     python benchmarks/speed_items.py ITEM --plan PLAN.json [--threads N] [--quick]
 
 ITEM: train-bucketed, train-random, train-charcnn, ablations, encoder, predict, crf, cache,
-scaling.
+scaling, profile.
 """
 
 from __future__ import annotations
@@ -440,6 +440,29 @@ def scaling_item(plan: dict, quick: bool) -> list[dict]:
     return rows
 
 
+def profile_item(plan: dict, quick: bool) -> list[dict]:
+    """The op-level profile behind the two targets the bench can miss (speed_profile.py):
+    bucketed training steps with either char encoder, and cached LSTM-pooler epochs."""
+    from bistack.models.backbone import TransformerBackbone
+    from speed_profile import pooler_profile, step_profile
+
+    batches = plan["bucketed_batches"][: 8 if quick else 23]  # 3 warm-up, 20 profiled
+    rows = []
+    for extra, label in ((None, "char BiLSTM"), (CHAR_CNN, "char CNN")):
+        config, model, vocabularies, encoded = build_from_plan(plan, extra)
+        rows.append(step_profile(model, vocabularies, encoded, config, batches, label))
+    backbone = TransformerBackbone.load("default")
+    texts = plan["texts"][: 128 if quick else 1024]
+    with torch.inference_mode():
+        started = time.perf_counter()
+        vectors = backbone.layer_vectors(texts, "truncate", batch_size=32)
+        minilm = time.perf_counter() - started
+    config = load_config(ROOT / "configs/sst2-minilm-layers.yaml", ["layer_pooling.type=lstm"])
+    targets = torch.tensor(plan["text_labels"][: len(texts)])
+    rows.append(pooler_profile(backbone, vectors.cls.clone(), targets, config, minilm))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(
@@ -454,6 +477,7 @@ def main() -> None:
             "crf",
             "cache",
             "scaling",
+            "profile",
         ],
     )
     parser.add_argument("--plan", type=Path, required=True)
@@ -474,6 +498,8 @@ def main() -> None:
         rows = crf_item(args.quick)
     elif args.item == "cache":
         rows = cache_item(plan, args.quick)
+    elif args.item == "profile":
+        rows = profile_item(plan, args.quick)
     else:
         rows = scaling_item(plan, args.quick)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
