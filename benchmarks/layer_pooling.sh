@@ -28,8 +28,11 @@ case "${1:-frozen}" in
     # The best two frozen poolers and mean pooling, the backbone fine-tuned (lr 5e-5, head 1e-3
     # or the config's; 10% warm-up then linear decay; clipping 1.0). finetune-commonlit-so-far
     # trains nothing: it tabulates the CommonLit runs finished so far (the full run takes about
-    # 10 CPU-hours, so it spans sessions; two processes with disjoint POOLERS can share it).
+    # 10 CPU-hours, so it spans sessions; processes with disjoint POOLERS, or disjoint RUNS such
+    # as RUNS="fold3 fold4", can share it: each writes the table of the runs finished so far).
     POOLERS="${POOLERS:-lstm_over_means,weighted_over_means,mean}"
+    SHARED=()
+    if [[ -n "${RUNS:-}" ]]; then read -ra SHARED <<< "--runs $RUNS"; fi
     TUNE=(--poolers "$POOLERS" --set backbone.finetune=true --set backbone.lr=5e-5
           --set optimizer.warmup_fraction=0.1)
     COMMONLIT=(configs/commonlit-minilm-layers.yaml --folds 5 "${TUNE[@]}"
@@ -41,7 +44,10 @@ case "${1:-frozen}" in
       keep runs/benchmarks/finetune-commonlit commonlit-finetuned-so-far
       exit 0
     fi
-    if [[ "$1" != finetune-sst2 ]]; then
+    if [[ "$1" != finetune-sst2 && -n "${RUNS:-}" ]]; then
+      $BISTACK compare-poolers "${COMMONLIT[@]}" "${SHARED[@]}"
+      keep runs/benchmarks/finetune-commonlit commonlit-finetuned-so-far
+    elif [[ "$1" != finetune-sst2 ]]; then
       $BISTACK compare-poolers "${COMMONLIT[@]}"
       keep runs/benchmarks/finetune-commonlit commonlit-finetuned
     fi

@@ -104,6 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="train nothing: the table of the runs finished so far (of a running or interrupted "
         "comparison)",
     )
+    compare.add_argument(
+        "--runs",
+        nargs="+",
+        default=[],
+        metavar="RUN",
+        help="train only these runs (fold<K> or seed<N>), then show every finished run: lets "
+        "processes or machines share one comparison",
+    )
     compare.set_defaults(run=run_compare_poolers)
 
     ladder = commands.add_parser(
@@ -146,6 +154,7 @@ def run_compare_poolers(args: argparse.Namespace) -> int:
         folds=args.folds,
         progress=args.progress,
         finished_only=args.finished_only,
+        only_runs=args.runs,
     )
     print(f"table and chart in {output}/compare-poolers.{{md,json,png}}")
     return 0

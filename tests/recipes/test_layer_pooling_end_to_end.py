@@ -146,6 +146,18 @@ def test_compare_poolers_writes_a_table_and_resumes(tmp_path, capsys):
     cls = partial["results"][2]
     assert cls["runs"] == ["fold0"] and cls["scores"] == table["results"][2]["scores"][:1]
     assert "| cls |" in out and "fold0 " in out
+
+    # Processes can share a comparison: --runs trains only the named runs, then tabulates all.
+    other = tmp_path / "cmp" / "lstm" / "fold0" / "result.json"
+    other_stamp = other.stat().st_mtime_ns
+    assert main([*args, "--runs", "fold1"]) == 0
+    out = capsys.readouterr().out
+    assert record.exists() and other.stat().st_mtime_ns == other_stamp
+    assert out.count("epoch 1:") == 1  # cls fold1 only; lstm and lstm_last_output reused
+    shared = json.loads((tmp_path / "cmp" / "compare-poolers.json").read_text())
+    assert shared["where"].endswith("finished runs only (6 of 6)")
+    assert main([*args, "--runs", "fold2"]) != 0
+    assert "no run 'fold2' in this comparison (its runs: fold0, fold1)" in capsys.readouterr().err
     empty = ["compare-poolers", str(path), "--poolers", "gru", "--folds", "2", "--finished-only"]
     assert main([*empty, "--output", str(tmp_path / "cmp")]) != 0
     assert "no run of this comparison has finished yet" in capsys.readouterr().err

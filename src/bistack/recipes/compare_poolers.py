@@ -61,23 +61,29 @@ def compare_poolers(
     folds: int = 0,
     progress: bool = False,
     finished_only: bool = False,
+    only_runs: Sequence[str] = (),
     say: Callable[[str], None] = print,
 ) -> list[RepeatedResult]:
     """Train each pooler ``seeds`` times (or on ``folds`` folds); write the table and a chart.
 
     ``finished_only``: train nothing; tabulate the runs that have finished so far (of a
     comparison still running, or interrupted), each score named by its fold or seed.
+    ``only_runs`` (``fold<K>`` or ``seed<N>`` names): train only these runs, then tabulate
+    every finished one, so that processes or machines can share one long comparison.
     """
     unknown = [p for p in poolers if p not in VARIANTS]
     if unknown:
         raise ConfigError(f"unknown pooler {unknown[0]!r} (known: {', '.join(VARIANTS)})")
     output = Path(output)
-    if finished_only:
-        names = (
-            [f"fold{k}" for k in range(folds)]
-            if folds
-            else [f"seed{s}" for s in range(1, seeds + 1)]
+    names = (
+        [f"fold{k}" for k in range(folds)] if folds else [f"seed{s}" for s in range(1, seeds + 1)]
+    )
+    outside = [run for run in only_runs if run not in names]
+    if outside:
+        raise ConfigError(
+            f"no run {outside[0]!r} in this comparison (its runs: {', '.join(names)})"
         )
+    if finished_only:
         return _report_finished(config, output, poolers, names, folds, seeds, say)
     backbone = TransformerBackbone.load(config.backbone.path)
     vectors = _Vectors()
@@ -98,6 +104,8 @@ def compare_poolers(
             vectors.add(data.train, frozen_vectors(backbone, config, data.train, say))
             vectors.add(data.dev, frozen_vectors(backbone, config, data.dev, say))
         runs = [(f"seed{s}", (data, data.dev)) for s in range(1, seeds + 1)]
+    if only_runs:
+        runs = [run for run in runs if run[0] in only_runs]
     results = []
     for name in poolers:
         scores, seconds, parameters = [], [], 0
@@ -111,6 +119,8 @@ def compare_poolers(
             parameters = result["parameters"]
             say(f"{name} {run_name}: {result['score']:.4f} ({result['seconds']:.0f}s)")
         results.append(RepeatedResult(name, scores, parameters, statistics.fmean(seconds)))
+    if only_runs:  # the table of every finished run, not only of those trained here
+        return _report_finished(config, output, poolers, names, folds, seeds, say)
     _write_and_show(output, results, config, folds, seeds, "", say)
     return results
 
