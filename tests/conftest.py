@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from bistack import tasks
+from bistack.recipes.driver import RunOptions
+
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
@@ -57,7 +60,7 @@ def tiny_conll(tmp_path: Path) -> tuple[Path, Path]:
 def tiny_config(train_path: Path, dev_path: Path | None, **sections: dict) -> dict:
     """A small, fast tagging config as a dict (YAML-ready)."""
     config = {
-        "task": "tagging",
+        "kind": "tagger",
         "data": {"train": str(train_path), "dev": str(dev_path) if dev_path else None},
         "features": {"word_dim": 16, "char_dim": 8, "char_hidden": 8, "casing_dim": 4},
         "encoder": {"hidden_size": 16},
@@ -67,3 +70,8 @@ def tiny_config(train_path: Path, dev_path: Path | None, **sections: dict) -> di
     for name, values in sections.items():
         config[name] = {**config.get(name, {}), **values}
     return config
+
+
+def train_quietly(config, output: Path) -> Path:
+    """Train through the task table without progress bars; the model directory."""
+    return tasks.train(config, output, RunOptions(progress=False)).model_dir

@@ -1,4 +1,6 @@
-"""The ``bistack`` command line: argument parsing only; the work is in the recipes."""
+"""The ``bistack`` command line: argument parsing only. Which kind of model a file or directory
+holds, and what it can do, comes from the task table (``bistack.tasks``); the work is in the
+recipes. Process-wide settings (offline hub, quiet transformers) are made here and nowhere else."""
 
 from __future__ import annotations
 
@@ -8,17 +10,17 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-from bistack.config import POOLER_VARIANTS
 from bistack.errors import BistackError
-
-if TYPE_CHECKING:
-    from bistack.api.text import TextPrediction
+from bistack.recipes.pooler_variants import POOLER_VARIANTS
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Nothing is downloaded at run time, and transformers' warnings and bars are not ours.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     args = build_parser().parse_args(argv)
     try:
         return int(args.run(args) or 0)
@@ -140,14 +142,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def run_compare_poolers(args: argparse.Namespace) -> int:
-    from bistack.recipes.compare_poolers import compare_poolers, load_comparison_config
+def fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
 
-    config = load_comparison_config(args.config, args.set)
+
+def run_compare_poolers(args: argparse.Namespace) -> int:
+    from bistack.recipes.compare_poolers import compare_poolers
+    from bistack.tasks import load_config, task_of
+
+    config = load_config(args.config, args.set)
+    if not task_of(config.kind).compares_poolers:
+        return fail(f"{args.config}: compare-poolers needs a config with a backbone section")
     poolers = args.poolers.split(",") if args.poolers else list(POOLER_VARIANTS)
     output = args.output or str(Path("runs") / f"compare-{Path(args.config).stem}")
     compare_poolers(
-        config,
+        config,  # type: ignore[arg-type]
         output,
         poolers=poolers,
         seeds=args.seeds,
@@ -161,12 +171,11 @@ def run_compare_poolers(args: argparse.Namespace) -> int:
 
 
 def run_ladder(args: argparse.Namespace) -> int:
-    from bistack.config import load_config
     from bistack.recipes.ladder import run_ladder as ladder
+    from bistack.tasks import load_config
 
     if args.seeds < 1:
-        print("error: --seeds must be >= 1", file=sys.stderr)
-        return 2
+        return fail("--seeds must be >= 1")
     config = load_config(args.config, args.set)
     output = args.output or str(Path("runs") / f"ladder-{Path(args.config).stem}")
     ladder(config, output, seeds=args.seeds, progress=args.progress)
@@ -178,8 +187,7 @@ def run_sample(args: argparse.Namespace) -> int:
     from bistack.api.language_model import LanguageModel
 
     if args.temperature <= 0:
-        print("error: --temperature must be > 0", file=sys.stderr)
-        return 2
+        return fail("--temperature must be > 0")
     model = LanguageModel.load(args.model)
     for index in range(args.count):
         seed = None if args.seed is None else args.seed + index
@@ -196,158 +204,83 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from bistack.config import (
-        LanguageModelConfig,
-        LayerPoolingTaggerConfig,
-        LayerPoolingTextConfig,
-        TaggerConfig,
-        load_config,
-    )
-    from bistack.recipes.train_language_model import train_language_model
-    from bistack.recipes.train_layer_pooling import train_layer_pooling_model
-    from bistack.recipes.train_layer_tagger import train_layer_tagger
-    from bistack.recipes.train_tagger import train_tagger
-    from bistack.recipes.train_text import train_text_model
+    from bistack.recipes.driver import RunOptions
+    from bistack.tasks import load_config, train
 
     config = load_config(args.config, args.set)
     output = args.output or str(Path("runs") / Path(args.config).stem)
-    options = {
-        "devices": int(args.devices) if args.devices.isdigit() else args.devices,
-        "strategy": args.strategy,
-        "accelerator": args.accelerator,
-        "progress": not args.no_progress,
-    }
-    if isinstance(config, TaggerConfig):
-        train_tagger(config, output, **options)
-    elif isinstance(config, LayerPoolingTextConfig):
-        train_layer_pooling_model(config, output, **options)
-    elif isinstance(config, LayerPoolingTaggerConfig):
-        train_layer_tagger(config, output, **options)
-    elif isinstance(config, LanguageModelConfig):
-        train_language_model(config, output, **options)
-    else:
-        train_text_model(config, output, **options)
+    options = RunOptions(
+        devices=int(args.devices) if args.devices.isdigit() else args.devices,
+        strategy=args.strategy,
+        accelerator=args.accelerator,
+        progress=not args.no_progress,
+    )
+    train(config, output, options)
     return 0
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from bistack.api import Tagger, load_text_model
-    from bistack.metrics.entities import format_entity_report
-    from bistack.modeldir import model_kind
+    from bistack.tasks import load_model
 
-    kind = model_kind(args.model)
-    if kind == "language_model":
-        from bistack.api.language_model import LanguageModel
-
-        result = LanguageModel.load(args.model).evaluate(args.data)
-        print(
-            json.dumps(result)
-            if args.json
-            else f"perplexity {result['perplexity']:.2f} over {result['tokens']} tokens"
-        )
-        return 0
-    if kind != "tagger":
-        metrics = load_text_model(args.model).evaluate(args.data)
-        print(json.dumps(metrics) if args.json else format_text_report(metrics))
-        return 0
-    scores = Tagger.load(args.model).evaluate(args.data)
-    print(json.dumps(scores.to_json()) if args.json else format_entity_report(scores))
+    report = load_model(args.model).evaluate(args.data)
+    print(json.dumps(report.to_json()) if args.json else str(report))
     return 0
 
 
-def format_text_report(metrics: dict) -> str:
-    """Readable lines for a text model's metrics."""
-    lines = []
-    if "accuracy" in metrics:
-        lines.append(
-            f"accuracy {metrics['accuracy']:.2f}  macro-F1 {metrics['macro_f1']:.2f}  "
-            f"({metrics['examples']} texts)"
-        )
-        matrix = metrics["confusion_matrix"]
-        lines.append(
-            "confusion matrix (rows gold, columns predicted): " + ", ".join(matrix["labels"])
-        )
-        lines.extend(
-            "  " + " ".join(f"{n:>6}" for n in row) for row in matrix["rows_gold_columns_predicted"]
-        )
-    else:
-        lines.append(
-            f"RMSE {metrics['rmse']:.4f} (mean over targets)  Pearson r {metrics['pearson']:.4f}  "
-            f"({metrics['examples']} texts)"
-        )
-        lines.extend(
-            f"  {name}: RMSE {t['rmse']:.4f}  r {t['pearson']:.4f}"
-            for name, t in metrics["per_target"].items()
-        )
-    attention = metrics.get("attention")
-    if attention:
-        lines.append(
-            f"attention: first-token mass {attention['mean_first_token_mass']:.3f}, "
-            f"top-position mass {attention['mean_top_position_mass']:.3f}, "
-            f"padding mass {attention['padding_mass']:.1f}"
-        )
-        lines.extend(f"WARNING: {warning}" for warning in attention["warnings"])
-    return "\n".join(lines)
-
-
 def run_explain(args: argparse.Namespace) -> int:
-    from bistack.api import load_text_model
     from bistack.recipes.explain import explain
+    from bistack.tasks import task_of_directory
 
-    page, chart = explain(load_text_model(args.model), args.text, args.output)
+    task = task_of_directory(args.model)
+    if not task.attention:
+        return fail(
+            f"{args.model} holds {task.description}, which has no token attention weights to "
+            "show; explain needs a classifier or regressor with 'additive' or 'dot' pooling"
+        )
+    page, chart = explain(task.model.load(args.model), args.text, args.output)
     print(f"wrote {page} and {chart}")
     return 0
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    from bistack.api import Tagger, load_text_model
-    from bistack.modeldir import model_kind
+    from bistack.api.predictor import FORMATS
+    from bistack.tasks import task_of_directory
 
+    task = task_of_directory(args.model)
     if args.stream:
-        return stream_tags(args.model)
-    if model_kind(args.model) == "language_model":
-        print("error: a language model predicts no labels; use bistack sample", file=sys.stderr)
-        return 2
+        if task.stream is None:
+            return fail(
+                f"{args.model} holds {task.description}; only a recurrent tagger can stream "
+                "(a transformer backbone reads the whole sentence in both directions)"
+            )
+        return stream_tags(task.stream(task.model.load(args.model)))
+    if not task.predict_formats:
+        return fail(task.predict_hint)
+    fmt = args.format or task.predict_formats[0]
+    if fmt not in task.predict_formats:
+        return fail(
+            f"--format {fmt} is not for {task.description}; it writes "
+            f"{' or '.join(task.predict_formats)}"
+        )
+    if args.attention and not task.attention:
+        return fail(
+            f"--attention is for text models that attend; {args.model} holds {task.description}"
+        )
     texts = list(args.text)
     if args.input:
         texts.extend(read_texts(args.input))
     if not texts:
-        print("error: nothing to predict: give TEXT arguments or --input FILE", file=sys.stderr)
-        return 2
-    if model_kind(args.model) != "tagger":
-        if args.format == "conll":
-            print("error: --format conll is for taggers; text models write jsonl", file=sys.stderr)
-            return 2
-        for prediction in load_text_model(args.model).predict(texts, attention=args.attention):
-            print(json.dumps(prediction_record(prediction), ensure_ascii=False))
-        return 0
-    tagger = Tagger.load(args.model)
-    for text, sentences in zip(texts, tagger.predict(texts), strict=True):
-        if args.format == "jsonl":
-            record = {
-                "text": text,
-                "entities": [e.__dict__ for s in sentences for e in s.entities],
-                "tokens": [
-                    {"text": t.text, "start": t.start, "end": t.end, "tag": tag}
-                    for s in sentences
-                    for t, tag in zip(s.tokens, s.tags, strict=True)
-                ],
-            }
-            print(json.dumps(record, ensure_ascii=False))
-        else:
-            for sentence in sentences:
-                for token, tag in zip(sentence.tokens, sentence.tags, strict=True):
-                    print(f"{token.text}\t{tag}")
-                print()
+        return fail("nothing to predict: give TEXT arguments or --input FILE")
+    model = task.model.load(args.model)
+    options = {"attention": True} if args.attention else {}
+    write = FORMATS[fmt]
+    for prediction in model.predict(texts, **options):  # type: ignore[attr-defined]
+        sys.stdout.write(write(prediction))
     return 0
 
 
-def stream_tags(model: str) -> int:
+def stream_tags(stream: Any) -> int:
     """Tag stdin token by token, printing ``token<TAB>tag`` lines as tags become final."""
-    from bistack.api import Tagger
-    from bistack.api.streaming import StreamingTagger
-
-    stream = StreamingTagger(Tagger.load(model))
     for line in sys.stdin:
         if not line.strip():
             write_pairs(stream.flush())
@@ -362,20 +295,6 @@ def stream_tags(model: str) -> int:
 def write_pairs(pairs: list[tuple[str, str]]) -> None:
     for token, tag in pairs:
         print(f"{token}\t{tag}", flush=True)
-
-
-def prediction_record(prediction: TextPrediction) -> dict:
-    record: dict = {"text": prediction.text}
-    if prediction.label is not None:
-        record |= {"label": prediction.label, "probabilities": prediction.probabilities}
-    else:
-        record["values"] = prediction.values
-    if prediction.attention is not None:
-        record["attention"] = [
-            {"text": t.text, "start": t.start, "end": t.end, "weight": w}
-            for t, w in prediction.attention
-        ]
-    return record
 
 
 def read_texts(source: str) -> list[str]:

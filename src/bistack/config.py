@@ -1,32 +1,64 @@
 """Experiment configuration: dataclasses read from YAML, overridable with ``key=value``.
 
 Each field says what it controls. Unknown keys and wrong types are errors that name the key, so a
-typo never silently falls back to a default.
+typo never silently falls back to a default. Every top-level config names its model ``kind``;
+which config class a kind uses is the task table's business (``bistack.tasks``), so this module
+builds a given class and never decides a kind. Configs written by earlier versions (a ``task``
+plus a ``backbone`` section, dropout under ``train``) are rewritten once, by ``upgrade_legacy``.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 
 from bistack.errors import ConfigError
 
+C = TypeVar("C", bound="ExperimentConfig")
+
 
 @dataclass
-class DataConfig:
-    train: str = ""  # CoNLL file to train on
-    dev: str | None = None  # CoNLL file for early stopping; None: split off dev_fraction of train
+class SplitConfig:
+    """Where training data comes from, and how dev is held out when no dev file is given."""
+
+    train: str = ""  # the training file
+    dev: str | None = None  # file for early stopping; None: split off dev_fraction of train
     dev_fraction: float = 0.1  # used only when dev is None
     split_seed: int = 0  # seed of that split, fixed so runs compare on the same dev set
+
+
+@dataclass
+class DataConfig(SplitConfig):
+    """CoNLL column files for tagging."""
+
     token_column: int = 0  # column of the token (0 = first)
     tag_column: int = -1  # column of the tag (-1 = last)
     scheme: Literal["IOB1", "BIO", "BIOES"] = "BIOES"  # the scheme the model trains in
+
+
+@dataclass
+class TextDataConfig(SplitConfig):
+    """Tables of texts and labels (.tsv, .csv or .jsonl) for classification and regression."""
+
+    format: Literal["auto", "tsv", "csv", "jsonl"] = "auto"  # auto: from the file extension
+    text_column: str = "text"
+    label_columns: list[str] = field(default_factory=lambda: ["label"])  # regression: 1 or more
+    tokenizer: Literal["whitespace", "text"] = "text"  # whitespace for pre-tokenised data
+
+
+@dataclass
+class CorpusConfig(SplitConfig):
+    """A plain text file, one sentence or paragraph per line, for language modelling."""
+
+    tokenizer: Literal["whitespace", "text"] = "whitespace"
+    max_length: int = 64  # tokens per training sequence; longer lines are cut into pieces
 
 
 @dataclass
@@ -51,6 +83,9 @@ class EncoderConfig:
     num_layers: int = 1
     residual: bool = False  # residual stack (each layer's input added to its output)
     dropout: float = 0.5  # between stacked layers
+    # On the vectors entering the encoder and on what leaves it (its states, or the pooled
+    # vector of a text model); was train.dropout before the task table.
+    outer_dropout: float = 0.5
 
 
 @dataclass
@@ -80,72 +115,27 @@ class TrainConfig:
     max_epochs: int = 30
     patience: int = 5  # stop after this many epochs without a better dev score
     seed: int = 1
-    dropout: float = 0.5  # on token vectors and on encoder outputs
     max_minutes: float | None = None  # stop after the epoch that crosses this wall-clock budget
     eval_batch_size: int = 256
     # Training batches of similar length waste little compute on padding. Off: random batches,
     # whose targets are a fair sample, for regression where length correlates with the target
     # (length-sorted batches then pull the output bias back and forth from batch to batch).
     length_buckets: bool = True
-    # Regression: after training, fit each output's scale and offset to the dev targets by
-    # least squares, and keep them with the model. It undoes a shift the network learnt, e.g.
-    # from texts with more unknown words at prediction than in training. Early stopping then
-    # compares epochs by their calibrated dev RMSE.
+
+
+@dataclass
+class RegressionConfig:
+    # After training, fit each output's scale and offset to the dev targets by least squares,
+    # and keep them with the model. It undoes a shift the network learnt, e.g. from texts with
+    # more unknown words at prediction than in training. Early stopping then compares epochs by
+    # their calibrated dev RMSE. Regressors only.
     calibrate: bool = False
-
-
-@dataclass
-class TaggerConfig:
-    """Everything needed to train (and rebuild) a sequence tagger."""
-
-    task: Literal["tagging"] = "tagging"
-    data: DataConfig = field(default_factory=DataConfig)
-    features: FeaturesConfig = field(default_factory=FeaturesConfig)
-    encoder: EncoderConfig = field(default_factory=EncoderConfig)
-    head: HeadConfig = field(default_factory=HeadConfig)
-    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-@dataclass
-class TextDataConfig:
-    train: str = ""  # table of texts and labels: .tsv, .csv or .jsonl
-    dev: str | None = None  # table for early stopping; None: split off dev_fraction of train
-    dev_fraction: float = 0.1  # used only when dev is None
-    split_seed: int = 0  # seed of that split, fixed so runs compare on the same dev set
-    format: Literal["auto", "tsv", "csv", "jsonl"] = "auto"  # auto: from the file extension
-    text_column: str = "text"
-    label_columns: list[str] = field(default_factory=lambda: ["label"])  # regression: 1 or more
-    tokenizer: Literal["whitespace", "text"] = "text"  # whitespace for pre-tokenised data
 
 
 @dataclass
 class PoolingConfig:
     type: Literal["last", "mean", "max", "additive", "dot"] = "additive"
     attention_size: int = 128  # additive attention only
-
-
-@dataclass
-class TextModelConfig:
-    """Everything needed to train (and rebuild) a text classifier or regressor.
-
-    The default shape is the seed's ``BiLSTMAttentionClassifier``: embeddings, a BiLSTM,
-    additive attention pooling and a linear head.
-    """
-
-    task: Literal["classification", "regression"] = "classification"
-    data: TextDataConfig = field(default_factory=TextDataConfig)
-    features: FeaturesConfig = field(default_factory=FeaturesConfig)
-    encoder: EncoderConfig = field(default_factory=EncoderConfig)
-    pooling: PoolingConfig = field(default_factory=PoolingConfig)
-    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 @dataclass
@@ -178,104 +168,132 @@ class LayerPoolingConfig:
 
 
 @dataclass
-class LayerPoolingTextConfig:
+class ExperimentConfig:
+    """What every top-level config has: the model kind, and how training runs."""
+
+    kind: str
+    optimizer: OptimizerConfig
+    train: TrainConfig
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for config.json and for comparing runs."""
+        return dataclasses.asdict(self)
+
+    def validate(self, source: str) -> None:
+        """Reject values that would only fail later, deep inside torch; subclasses add theirs."""
+        check_ranges(self, source)
+
+
+@dataclass
+class TaggerConfig(ExperimentConfig):
+    """Everything needed to train (and rebuild) a sequence tagger."""
+
+    kind: Literal["tagger"] = "tagger"
+    data: DataConfig = field(default_factory=DataConfig)
+    features: FeaturesConfig = field(default_factory=FeaturesConfig)
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    head: HeadConfig = field(default_factory=HeadConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+
+@dataclass
+class TextModelConfig(ExperimentConfig):
+    """Everything needed to train (and rebuild) a text classifier or regressor.
+
+    The default shape is the seed's ``BiLSTMAttentionClassifier``: embeddings, a BiLSTM,
+    additive attention pooling and a linear head.
+    """
+
+    kind: Literal["classifier", "regressor"] = "classifier"
+    data: TextDataConfig = field(default_factory=TextDataConfig)
+    features: FeaturesConfig = field(default_factory=FeaturesConfig)
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    pooling: PoolingConfig = field(default_factory=PoolingConfig)
+    regression: RegressionConfig = field(default_factory=RegressionConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def validate(self, source: str) -> None:
+        super().validate(source)
+        check_labels(self.kind, self.data, self.regression, source)
+
+
+@dataclass
+class LayerPoolingTextConfig(ExperimentConfig):
     """A classifier or regressor whose head pools over a transformer's layers (second seed)."""
 
-    task: Literal["classification", "regression"] = "classification"
+    kind: Literal["layer_classifier", "layer_regressor"] = "layer_classifier"
     data: TextDataConfig = field(default_factory=TextDataConfig)
     backbone: BackboneConfig = field(default_factory=BackboneConfig)
     layer_pooling: LayerPoolingConfig = field(default_factory=LayerPoolingConfig)
+    regression: RegressionConfig = field(default_factory=RegressionConfig)
     optimizer: OptimizerConfig = field(
         default_factory=lambda: OptimizerConfig(name="adamw", lr=1e-3, lr_decay=0.0, grad_clip=1.0)
     )
     train: TrainConfig = field(default_factory=lambda: TrainConfig(max_epochs=20, patience=4))
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def validate(self, source: str) -> None:
+        super().validate(source)
+        check_labels(self.kind, self.data, self.regression, source)
+        check_layers(self.layer_pooling.layers, source)
 
 
 @dataclass
-class LayerPoolingTaggerConfig:
+class LayerPoolingTaggerConfig(ExperimentConfig):
     """A tagger over a transformer's word-level states: a learned mix of the layers per token
     (ScalarMix), then the recurrent encoder and the CRF of a recurrent tagger."""
 
-    task: Literal["tagging"] = "tagging"
+    kind: Literal["layer_tagger"] = "layer_tagger"
     data: DataConfig = field(default_factory=DataConfig)
     backbone: BackboneConfig = field(default_factory=lambda: BackboneConfig(batch_size=64))
     subwords: Literal["first", "mean"] = "first"  # a word's state: its first subword's, or mean
-    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    encoder: EncoderConfig = field(default_factory=lambda: EncoderConfig(outer_dropout=0.3))
     head: HeadConfig = field(default_factory=HeadConfig)
     optimizer: OptimizerConfig = field(
         default_factory=lambda: OptimizerConfig(name="adam", lr=1e-3, lr_decay=0.0)
     )
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(dropout=0.3))
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    train: TrainConfig = field(default_factory=TrainConfig)
 
 
 @dataclass
-class CorpusConfig:
-    train: str = ""  # plain text file, one sentence or paragraph per line
-    dev: str | None = None  # held-out text file; None: split off dev_fraction of the lines
-    dev_fraction: float = 0.1
-    split_seed: int = 0
-    tokenizer: Literal["whitespace", "text"] = "whitespace"
-    max_length: int = 64  # tokens per training sequence; longer lines are cut into pieces
-
-
-@dataclass
-class LanguageModelConfig:
+class LanguageModelConfig(ExperimentConfig):
     """A causal LSTM language model: next-token prediction, perplexity, sampling.
 
     Causal by definition: a bidirectional encoder is refused (it would read the token it must
     predict) unless ``allow_leakage`` is set, which only a demonstration of that leakage does.
     """
 
-    task: Literal["language_model"] = "language_model"
+    kind: Literal["language_model"] = "language_model"
     data: CorpusConfig = field(default_factory=CorpusConfig)
     features: FeaturesConfig = field(
         default_factory=lambda: FeaturesConfig(
             casing_dim=0, char_encoder="none", unk_replace=0.0, normalise_digits=False
         )
     )
-    encoder: EncoderConfig = field(default_factory=lambda: EncoderConfig(bidirectional=False))
+    encoder: EncoderConfig = field(
+        default_factory=lambda: EncoderConfig(bidirectional=False, outer_dropout=0.3)
+    )
     allow_leakage: bool = False  # True builds a bidirectional "language model" that cheats
     optimizer: OptimizerConfig = field(
         default_factory=lambda: OptimizerConfig(name="adam", lr=2e-3, lr_decay=0.0)
     )
-    train: TrainConfig = field(default_factory=lambda: TrainConfig(dropout=0.3))
+    train: TrainConfig = field(default_factory=TrainConfig)
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+    def validate(self, source: str) -> None:
+        super().validate(source)
+        if self.encoder.bidirectional:
+            from bistack.causality import require_causal
 
-
-AnyConfig = (
-    TaggerConfig
-    | TextModelConfig
-    | LayerPoolingTextConfig
-    | LayerPoolingTaggerConfig
-    | LanguageModelConfig
-)
-
-# The layer poolers ``bistack compare-poolers`` knows: name -> layer_pooling settings. Both LSTM
-# summaries are there, so the seed's out[:, -1, :] is measured against the final states.
-POOLER_VARIANTS: dict[str, dict[str, Any]] = {
-    "lstm": {"type": "lstm", "summary": "final_states", "vectors": "cls"},
-    "lstm_last_output": {"type": "lstm", "summary": "last_output", "vectors": "cls"},
-    "gru": {"type": "gru", "summary": "final_states", "vectors": "cls"},
-    "weighted": {"type": "weighted", "vectors": "cls"},
-    "attention": {"type": "attention", "vectors": "cls"},
-    "cls": {"type": "cls"},
-    "mean": {"type": "mean"},
-    "concat_last4": {"type": "concat_last4", "vectors": "cls"},
-    "lstm_over_means": {"type": "lstm", "summary": "final_states", "vectors": "mean"},
-    "weighted_over_means": {"type": "weighted", "vectors": "mean"},
-}
+            try:
+                require_causal(True, "a language model", self.allow_leakage)
+            except ValueError as error:
+                raise ConfigError(f"{source}: encoder.bidirectional is true, but {error}") from None
 
 
-def load_config(path: str | Path, overrides: list[str] | None = None) -> AnyConfig:
-    """Read a YAML config and apply ``key.sub=value`` overrides (values parsed as YAML)."""
+def read_yaml(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
+    """A YAML config file as a mapping, with ``key.sub=value`` overrides applied (values parsed
+    as YAML) and earlier versions' keys upgraded."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -288,7 +306,7 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> AnyConf
         raise ConfigError(f"{path}: expected a mapping at the top level")
     for override in overrides or []:
         apply_override(data, override)
-    return config_from_dict(data, source=str(path))
+    return upgrade_legacy(data, source=str(path))
 
 
 def apply_override(data: dict[str, Any], override: str) -> None:
@@ -305,41 +323,81 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     node[leaf] = yaml.safe_load(raw)
 
 
-def config_from_dict(data: dict[str, Any], source: str = "config") -> AnyConfig:
-    """Build the config ``data["task"]`` names (tagging by default)."""
-    task = data.get("task", "tagging")
-    if task not in ("tagging", "classification", "regression", "language_model"):
-        raise ConfigError(
-            f"{source}: task must be one of 'tagging', 'classification', 'regression', "
-            f"'language_model', got {task!r}"
-        )
-    if task == "language_model":
-        kind: type = LanguageModelConfig
-    elif "backbone" in data:
-        kind = LayerPoolingTaggerConfig if task == "tagging" else LayerPoolingTextConfig
-    else:
-        kind = TaggerConfig if task == "tagging" else TextModelConfig
-    config = _build(kind, data, source, "")
-    check_ranges(config, source)
-    if isinstance(config, TextModelConfig | LayerPoolingTextConfig):
-        check_labels(config, source)
-    if isinstance(config, LayerPoolingTextConfig):
-        check_layers(config.layer_pooling.layers, source)
-    if isinstance(config, LanguageModelConfig) and config.encoder.bidirectional:
-        from bistack.causality import require_causal
+# (task, has a backbone section) -> kind, for configs written before kinds were explicit.
+_LEGACY_KINDS = {
+    ("tagging", False): "tagger",
+    ("tagging", True): "layer_tagger",
+    ("classification", False): "classifier",
+    ("classification", True): "layer_classifier",
+    ("regression", False): "regressor",
+    ("regression", True): "layer_regressor",
+    ("language_model", False): "language_model",
+}
 
-        try:
-            require_causal(True, "a language model", config.allow_leakage)
-        except ValueError as error:
-            raise ConfigError(f"{source}: encoder.bidirectional is true, but {error}") from None
+
+def upgrade_legacy(data: dict[str, Any], source: str = "config") -> dict[str, Any]:
+    """A copy of ``data`` in today's form; the one place that reads earlier layouts.
+
+    Before kinds were explicit, ``task`` plus the presence of a ``backbone`` section named the
+    kind. Moved keys keep working: ``train.dropout`` is ``encoder.outer_dropout`` (layer-pooling
+    text models never read it: dropped from old files, an error naming ``layer_pooling.dropout``
+    in new ones) and ``train.calibrate`` is ``regression.calibrate``.
+    """
+    train = data.get("train")
+    moved = isinstance(train, dict) and ("dropout" in train or "calibrate" in train)
+    if "task" not in data and not moved:
+        return data
+    data = copy.deepcopy(data)
+    legacy = "task" in data
+    if legacy:
+        task = data.pop("task")
+        if "kind" in data:
+            raise ConfigError(f"{source}: give kind or the older task, not both")
+        key = (task, "backbone" in data)
+        if key not in _LEGACY_KINDS:
+            tasks = sorted({t for t, _ in _LEGACY_KINDS})
+            raise ConfigError(f"{source}: task must be one of {', '.join(tasks)}, got {task!r}")
+        data["kind"] = _LEGACY_KINDS[key]
+    kind = data.get("kind", "tagger")
+    train = data.get("train")
+    if isinstance(train, dict) and "dropout" in train:
+        dropout = train.pop("dropout")
+        if kind in ("layer_classifier", "layer_regressor"):
+            if not legacy:
+                raise ConfigError(
+                    f"{source}: train.dropout is not read by models over transformer layers; "
+                    "their dropout is layer_pooling.dropout"
+                )
+        else:
+            encoder = data.setdefault("encoder", {})
+            if isinstance(encoder, dict):
+                if "outer_dropout" in encoder and encoder["outer_dropout"] != dropout:
+                    raise ConfigError(
+                        f"{source}: train.dropout is now encoder.outer_dropout; give only that"
+                    )
+                encoder["outer_dropout"] = dropout
+    if isinstance(train, dict) and "calibrate" in train:
+        calibrate = train.pop("calibrate")
+        if calibrate or kind in ("regressor", "layer_regressor"):
+            regression = data.setdefault("regression", {})
+            if isinstance(regression, dict):
+                regression["calibrate"] = calibrate
+    return data
+
+
+def build_config(cls: type[C], data: dict[str, Any], source: str = "config") -> C:
+    """A validated ``cls`` from ``data`` (already upgraded); errors name the key."""
+    config = _build(cls, data, source, "")
+    config.validate(source)
     return config
 
 
-def same_settings(recorded: dict[str, Any], config: AnyConfig) -> bool:
+def same_settings(recorded: dict[str, Any], config: ExperimentConfig) -> bool:
     """Whether a config recorded by an earlier run equals ``config``, keys added since then
     counting as their defaults (so a finished run stays reusable across versions)."""
     try:
-        return config_from_dict(recorded, source="recorded run").to_dict() == config.to_dict()
+        upgraded = upgrade_legacy(recorded, "recorded run")
+        return build_config(type(config), upgraded, "recorded run").to_dict() == config.to_dict()
     except ConfigError:
         return False
 
@@ -352,14 +410,19 @@ def check_layers(layers: str | list[int], source: str) -> None:
         )
 
 
-def check_labels(config: TextModelConfig | LayerPoolingTextConfig, source: str) -> None:
-    columns = config.data.label_columns
+def check_labels(
+    kind: str, data: TextDataConfig, regression: RegressionConfig, source: str
+) -> None:
+    columns = data.label_columns
     if not columns:
         raise ConfigError(f"{source}: data.label_columns must name at least one column")
-    if config.task == "classification" and len(columns) != 1:
+    classifies = not kind.endswith("regressor")
+    if classifies and len(columns) != 1:
         raise ConfigError(
             f"{source}: classification takes one label column, got {len(columns)}: {columns}"
         )
+    if classifies and regression.calibrate:
+        raise ConfigError(f"{source}: regression.calibrate is for regressors, not a {kind}")
 
 
 # (key, lowest allowed, whether the lowest is allowed, highest allowed or None)
@@ -380,7 +443,7 @@ _RANGES = [
     ("train.batch_size", 1, True, None),
     ("train.max_epochs", 1, True, None),
     ("train.patience", 1, True, None),
-    ("train.dropout", 0.0, True, 0.99),
+    ("encoder.outer_dropout", 0.0, True, 0.99),
     ("train.eval_batch_size", 1, True, None),
     ("pooling.attention_size", 1, True, None),
     ("optimizer.warmup_fraction", 0.0, True, 1.0),
@@ -396,7 +459,7 @@ _RANGES = [
 ]
 
 
-def check_ranges(config: AnyConfig, source: str) -> None:
+def check_ranges(config: ExperimentConfig, source: str) -> None:
     """Reject values that would only fail later, deep inside torch."""
     for key, low, inclusive, high in _RANGES:
         section, name = key.split(".")

@@ -15,7 +15,7 @@ seed's ``total_length``) and are zero at padding. Tests pin the result to the pa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor, nn
@@ -42,6 +42,36 @@ class EncoderOutput:
     states: Tensor
     summary: Tensor
     mask: Tensor
+
+
+@runtime_checkable
+class SequenceEncoder(Protocol):
+    """The contract every encoder in a model keeps (models annotate with it, never with a
+    concrete class): sizes, direction, a padding-exact ``forward`` and a causal ``step``.
+
+    Pooling reads ``bidirectional`` from here, not from the config, so a new cell (a block, a
+    literal in ``EncoderConfig.cell``, a case in ``build_encoder``) needs nothing else.
+    """
+
+    @property
+    def output_size(self) -> int:
+        """Size of each per-position state."""
+        ...
+
+    @property
+    def bidirectional(self) -> bool:
+        """Whether a state reads tokens after its position (then ``step`` is refused)."""
+        ...
+
+    def __call__(self, inputs: Tensor, mask: Tensor | None = None) -> EncoderOutput:
+        """inputs ``(batch_size, seq_len, input_size)``, mask ``(batch_size, seq_len)`` True at
+        real tokens -> states zero at padding, and the final-state summary."""
+        ...
+
+    def step(self, inputs: Tensor, state: EncoderState) -> tuple[Tensor, EncoderState]:
+        """One position ``(batch_size, input_size)`` -> ``(batch_size, output_size)`` and the
+        state to carry to the next position."""
+        ...
 
 
 def final_state_summary(h_n: Tensor, num_layers: int, bidirectional: bool) -> Tensor:

@@ -18,7 +18,8 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from bistack import __version__
-from bistack.errors import ModelFileError
+from bistack.config import upgrade_legacy
+from bistack.errors import ConfigError, ModelFileError
 
 CONFIG = "config.json"
 VOCAB = "vocab.json"
@@ -75,25 +76,47 @@ def save_weights(
 def load_metadata(directory: str | Path, kind: str) -> tuple[dict, dict]:
     """Read config.json and vocab.json, checking the directory holds a model of ``kind``."""
     directory = Path(directory)
-    if not directory.is_dir():
-        raise ModelFileError(f"{directory}: no such model directory")
     for name in (CONFIG, VOCAB, WEIGHTS):
         if not (directory / name).is_file():
+            _check_is_model_directory(directory)
             raise ModelFileError(f"{directory}: missing {name}; is this a bistack model directory?")
-    meta = _read_json(directory / CONFIG)
-    if meta.get("kind") != kind:
-        raise ModelFileError(f"{directory}: holds a {meta.get('kind')!r} model, expected {kind!r}")
+    meta = read_config(directory)
+    if meta["kind"] != kind:
+        raise ModelFileError(
+            f"{directory}: holds a {meta['kind']!r} model, not a {kind!r} one; "
+            "bistack.load_model loads any kind"
+        )
     return meta, _read_json(directory / VOCAB)
 
 
-def model_kind(directory: str | Path) -> str:
-    """The kind of model a directory holds ("tagger", "classifier", "regressor")."""
+def read_config(directory: str | Path) -> dict[str, Any]:
+    """config.json of a model directory in today's form: ``kind`` names the model kind, also
+    for directories written before kinds were explicit (their config is upgraded)."""
     directory = Path(directory)
     if not (directory / CONFIG).is_file():
-        if not directory.is_dir():
-            raise ModelFileError(f"{directory}: no such model directory")
+        _check_is_model_directory(directory)
         raise ModelFileError(f"{directory}: missing {CONFIG}; is this a bistack model directory?")
-    return str(_read_json(directory / CONFIG).get("kind"))
+    meta = _read_json(directory / CONFIG)
+    config = meta.get("config")
+    if not isinstance(config, dict):
+        raise ModelFileError(f"{directory / CONFIG}: no config object; was it edited by hand?")
+    try:
+        config = upgrade_legacy(config, source=str(directory / CONFIG))
+    except ConfigError as error:
+        raise ModelFileError(str(error)) from None
+    if not isinstance(config.get("kind"), str):
+        raise ModelFileError(f"{directory / CONFIG}: the config names no model kind")
+    return meta | {"kind": config["kind"], "config": config}
+
+
+def model_kind(directory: str | Path) -> str:
+    """The kind of model a directory holds ("tagger", "layer_classifier", ...)."""
+    return str(read_config(directory)["kind"])
+
+
+def _check_is_model_directory(directory: Path) -> None:
+    if not directory.is_dir():
+        raise ModelFileError(f"{directory}: no such model directory")
 
 
 def load_weights(directory: str | Path, model: nn.Module) -> None:

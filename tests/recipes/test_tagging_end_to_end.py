@@ -15,9 +15,8 @@ import yaml
 
 from bistack.api import Tagger
 from bistack.cli import main
-from bistack.config import config_from_dict
-from bistack.recipes.train_tagger import train_tagger
-from tests.conftest import tiny_config
+from bistack.tasks import config_from_dict
+from tests.conftest import tiny_config, train_quietly
 
 BISTACK = [sys.executable, "-m", "bistack.cli"]
 
@@ -32,7 +31,7 @@ def write_config(tmp_path: Path, config: dict) -> Path:
 def test_train_save_load_predict_identically(tmp_path, tiny_conll, head):
     train, dev = tiny_conll
     config = config_from_dict(tiny_config(train, dev, head={"type": head}, train={"max_epochs": 4}))
-    model_dir = train_tagger(config, tmp_path / "run", progress=False)
+    model_dir = train_quietly(config, tmp_path / "run")
     assert sorted(p.name for p in model_dir.iterdir()) == [
         "config.json",
         "model.safetensors",
@@ -58,7 +57,7 @@ def test_train_save_load_predict_identically(tmp_path, tiny_conll, head):
 def test_prediction_is_independent_of_batch_composition(tmp_path, tiny_conll):
     train, dev = tiny_conll
     config = config_from_dict(tiny_config(train, dev, train={"max_epochs": 1}))
-    tagger = Tagger.load(train_tagger(config, tmp_path / "run", progress=False))
+    tagger = Tagger.load(train_quietly(config, tmp_path / "run"))
     sentences = [
         ["Anna", "loves", "Rome"],
         ["Paul", "left", "Los", "Angeles", "yesterday", "."],
@@ -71,7 +70,7 @@ def test_prediction_is_independent_of_batch_composition(tmp_path, tiny_conll):
 def test_without_dev_file_a_fixed_fraction_of_train_is_held_out(tmp_path, tiny_conll, capsys):
     train, _ = tiny_conll
     config = config_from_dict(tiny_config(train, None, train={"max_epochs": 1}))
-    train_tagger(config, tmp_path / "run", progress=False)
+    train_quietly(config, tmp_path / "run")
     assert "dev: 12 from" in capsys.readouterr().out
 
 
@@ -160,7 +159,7 @@ def test_cli_reports_bad_config_and_bad_data(tmp_path, tiny_conll, capsys):
 def test_evaluating_on_an_unseen_entity_type_names_file_and_line(tmp_path, tiny_conll, capsys):
     train, dev = tiny_conll
     config = config_from_dict(tiny_config(train, dev, train={"max_epochs": 1}))
-    model_dir = train_tagger(config, tmp_path / "run", progress=False)
+    model_dir = train_quietly(config, tmp_path / "run")
     other = tmp_path / "other.txt"
     other.write_text("Anna NNP I-NP I-PER\n\nAcme NNP I-NP I-ORG\n")
     capsys.readouterr()
@@ -174,7 +173,7 @@ def test_evaluating_on_an_unseen_entity_type_names_file_and_line(tmp_path, tiny_
 def test_a_corrupt_weights_file_is_reported_not_unpickled(tmp_path, tiny_conll, capsys):
     train, dev = tiny_conll
     config = config_from_dict(tiny_config(train, dev, train={"max_epochs": 1}))
-    model_dir = train_tagger(config, tmp_path / "run", progress=False)
+    model_dir = train_quietly(config, tmp_path / "run")
     (model_dir / "model.safetensors").write_bytes(b"\x80\x04K\x01.")  # a pickle, not safetensors
     capsys.readouterr()
     assert main(["predict", str(model_dir), "Anna"]) == 2
@@ -242,7 +241,7 @@ def test_two_process_ddp_on_cpu_trains_and_saves_once(tmp_path, tiny_conll):
 def test_predict_reads_texts_from_stdin(tmp_path, tiny_conll, capsys, monkeypatch):
     train, dev = tiny_conll
     config = config_from_dict(tiny_config(train, dev, train={"max_epochs": 1}))
-    model_dir = train_tagger(config, tmp_path / "run", progress=False)
+    model_dir = train_quietly(config, tmp_path / "run")
     monkeypatch.setattr(sys, "stdin", io.StringIO("Anna loves Rome.\nPaul left.\n"))
     capsys.readouterr()
     assert main(["predict", str(model_dir), "--input", "-", "--format", "jsonl"]) == 0
@@ -293,7 +292,11 @@ def test_bad_data_files_fail_with_file_line_and_no_traceback(
         args = ["train", str(write_config(tmp_path, tiny_config(bad, dev)))]
     else:
         config = config_from_dict(tiny_config(train, dev, train={"max_epochs": 1}))
-        args = ["evaluate", str(train_tagger(config, tmp_path / "run", progress=False)), str(bad)]
+        args = [
+            "evaluate",
+            str(train_quietly(config, tmp_path / "run")),
+            str(bad),
+        ]
     capsys.readouterr()
     assert main(args) == 2
     err = capsys.readouterr().err

@@ -10,8 +10,8 @@ import yaml
 
 from bistack.api import Classifier, Regressor
 from bistack.cli import main
-from bistack.config import config_from_dict
-from bistack.recipes.train_text import train_text_model
+from bistack.tasks import config_from_dict
+from tests.conftest import train_quietly
 
 POSITIVE = ["great", "superb", "lovely", "moving"]
 NEGATIVE = ["awful", "dull", "boring", "clumsy"]
@@ -34,9 +34,9 @@ def write_tsv(path, rows, header=("sentence", "label")):
     return path
 
 
-def text_config(train_path, dev_path, task="classification", **sections):
+def text_config(train_path, dev_path, kind="classifier", **sections):
     config = {
-        "task": task,
+        "kind": kind,
         "data": {
             "train": str(train_path),
             "dev": str(dev_path),
@@ -45,9 +45,9 @@ def text_config(train_path, dev_path, task="classification", **sections):
             "tokenizer": "whitespace",
         },
         "features": {"word_dim": 16, "char_encoder": "none", "casing_dim": 0, "unk_replace": 0.0},
-        "encoder": {"hidden_size": 16},
+        "encoder": {"hidden_size": 16, "outer_dropout": 0.1},
         "optimizer": {"name": "adam", "lr": 0.01},
-        "train": {"batch_size": 16, "max_epochs": 6, "patience": 6, "dropout": 0.1},
+        "train": {"batch_size": 16, "max_epochs": 6, "patience": 6},
     }
     for name, values in sections.items():
         config[name] = {**config.get(name, {}), **values}
@@ -66,7 +66,7 @@ def sentiment(tmp_path):
 def test_classifier_trains_saves_loads_and_predicts_the_same(tmp_path, sentiment, pooling):
     train, dev = sentiment
     config = config_from_dict(text_config(train, dev, pooling={"type": pooling}))
-    model_dir = train_text_model(config, tmp_path / "run", progress=False)
+    model_dir = train_quietly(config, tmp_path / "run")
     classifier = Classifier.load(model_dir)
     texts = ["the acting was superb", "a dull and boring plot", "lovely"]
     first = classifier.predict(texts, attention=True)
@@ -86,7 +86,7 @@ def test_classifier_trains_saves_loads_and_predicts_the_same(tmp_path, sentiment
 def test_attention_on_real_batches_gives_padding_exactly_zero_weight(tmp_path, sentiment):
     train, dev = sentiment
     config = config_from_dict(text_config(train, dev, train={"max_epochs": 1}))
-    classifier = Classifier.load(train_text_model(config, tmp_path / "run", progress=False))
+    classifier = Classifier.load(train_quietly(config, tmp_path / "run"))
     texts = ["great", "the film was a plot and acting story quite really dull " * 3]
     raw = classifier.run(texts, batch_size=2)
     assert raw.padding_mass == 0.0
@@ -117,10 +117,10 @@ def test_regressor_reports_in_original_units(tmp_path):
     dev = write_tsv(tmp_path / "dev.tsv", rows(60))
     config = config_from_dict(
         text_config(
-            train, dev, task="regression", pooling={"type": "mean"}, train={"max_epochs": 10}
+            train, dev, kind="regressor", pooling={"type": "mean"}, train={"max_epochs": 10}
         )
     )
-    model_dir = train_text_model(config, tmp_path / "run", progress=False)
+    model_dir = train_quietly(config, tmp_path / "run")
     regressor = Regressor.load(model_dir)
     metrics = regressor.evaluate(dev)
     assert metrics["rmse"] < 10  # the targets span 100..140 with std about 14
@@ -155,7 +155,7 @@ def test_cli_train_evaluate_predict_explain(tmp_path, sentiment, capsys):
 def test_an_unseen_label_at_evaluation_names_the_row(tmp_path, sentiment, capsys):
     train, dev = sentiment
     config = config_from_dict(text_config(train, dev, train={"max_epochs": 1}))
-    model_dir = train_text_model(config, tmp_path / "run", progress=False)
+    model_dir = train_quietly(config, tmp_path / "run")
     other = write_tsv(tmp_path / "other.tsv", [("great", 1), ("so so", "neutral")])
     capsys.readouterr()
     assert main(["evaluate", str(model_dir), str(other)]) == 2
@@ -178,7 +178,7 @@ def test_bad_regression_targets_name_the_row(tmp_path, sentiment, capsys, rows, 
     _, dev = sentiment
     train = write_tsv(tmp_path / "bad.tsv", rows)
     config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump(text_config(train, dev, task="regression")))
+    config.write_text(yaml.safe_dump(text_config(train, dev, kind="regressor")))
     assert main(["train", str(config)]) == 2
     assert capsys.readouterr().err.strip() == f"error: {train}: {message}"
 
@@ -188,7 +188,7 @@ def test_explain_refuses_a_model_without_attention(tmp_path, sentiment, capsys):
     config = config_from_dict(
         text_config(train, dev, pooling={"type": "mean"}, train={"max_epochs": 1})
     )
-    model_dir = train_text_model(config, tmp_path / "run", progress=False)
+    model_dir = train_quietly(config, tmp_path / "run")
     capsys.readouterr()
     assert main(["explain", str(model_dir), "fine"]) == 2
     assert "has no token attention weights to show" in capsys.readouterr().err
@@ -208,7 +208,7 @@ def test_multi_class_and_multi_target(tmp_path):
         write_tsv(tmp_path / "d.tsv", rows[250:]),
     )
     config = config_from_dict(text_config(train, dev, pooling={"type": "max"}))
-    classifier = Classifier.load(train_text_model(config, tmp_path / "cls", progress=False))
+    classifier = Classifier.load(train_quietly(config, tmp_path / "cls"))
     assert classifier.labels == ["neg", "neutral", "pos"]
     metrics = classifier.evaluate(dev)
     assert metrics["accuracy"] > 90
@@ -225,13 +225,13 @@ def test_multi_class_and_multi_target(tmp_path):
         text_config(
             table,
             table,
-            task="regression",
+            kind="regressor",
             data={"label_columns": ["length", "cue"]},
             pooling={"type": "mean"},
             train={"max_epochs": 8},
         )
     )
-    regressor = Regressor.load(train_text_model(config, tmp_path / "reg", progress=False))
+    regressor = Regressor.load(train_quietly(config, tmp_path / "reg"))
     metrics = regressor.evaluate(table)
     assert set(metrics["per_target"]) == {"length", "cue"}
     assert metrics["rmse"] == pytest.approx(
@@ -245,13 +245,13 @@ def test_calibration_is_fitted_on_dev_kept_with_the_model_and_never_hurts_dev(tm
     train = write_tsv(tmp_path / "train.tsv", intensity_rows(200, rng))
     dev_rows = [(text, value + 7) for text, value in intensity_rows(60, rng)]  # shifted targets
     dev = write_tsv(tmp_path / "dev.tsv", dev_rows)
-    options = {"task": "regression", "pooling": {"type": "mean"}}
+    options = {"kind": "regressor", "pooling": {"type": "mean"}}
     plain = config_from_dict(text_config(train, dev, **options, train={"max_epochs": 4}))
     calibrated = config_from_dict(
-        text_config(train, dev, **options, train={"max_epochs": 4, "calibrate": True})
+        text_config(train, dev, **options, train={"max_epochs": 4}, regression={"calibrate": True})
     )
-    before = Regressor.load(train_text_model(plain, tmp_path / "a", progress=False))
-    after = Regressor.load(train_text_model(calibrated, tmp_path / "b", progress=False))
+    before = Regressor.load(train_quietly(plain, tmp_path / "a"))
+    after = Regressor.load(train_quietly(calibrated, tmp_path / "b"))
     scale, offset = after.output_info["calibration"][0]
     assert after.evaluate(dev)["rmse"] <= before.evaluate(dev)["rmse"] + 1e-6
     assert offset != 0.0
@@ -275,12 +275,13 @@ def test_calibrated_training_keeps_the_epoch_with_the_best_calibrated_dev_rmse(t
         text_config(
             train,
             dev,
-            task="regression",
+            kind="regressor",
             pooling={"type": "mean"},
-            train={"max_epochs": 5, "patience": 5, "calibrate": True},
+            train={"max_epochs": 5, "patience": 5},
+            regression={"calibrate": True},
         )
     )
-    model = Regressor.load(train_text_model(config, tmp_path / "run", progress=False))
+    model = Regressor.load(train_quietly(config, tmp_path / "run"))
     with (tmp_path / "run" / "metrics.csv").open() as handle:
         per_epoch = [float(row["dev_rmse"]) for row in csv.DictReader(handle)]
     assert len(per_epoch) == 5

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import torch
 
-from bistack.config import LanguageModelConfig, config_from_dict
+from bistack.config import LanguageModelConfig, build_config
 from bistack.data.corpus import read_corpus
 from bistack.data.tokenize import tokenize_text
 from bistack.data.vocab import Vocabulary
+from bistack.metrics.text import PerplexityScores
 from bistack.modeldir import load_metadata, load_weights, save_metadata, save_weights
 from bistack.models.language_model import LSTMLanguageModel, build_language_model, collate_lm
+from bistack.models.mode import evaluating
 
 KIND = "language_model"
 BOS, EOS = "<s>", "</s>"
@@ -32,8 +34,7 @@ class LanguageModel:
     @classmethod
     def load(cls, path: str | Path) -> LanguageModel:
         meta, vocab = load_metadata(path, KIND)
-        config = config_from_dict(meta["config"], source=f"{path}/config.json")
-        assert isinstance(config, LanguageModelConfig)
+        config = build_config(LanguageModelConfig, meta["config"], source=f"{path}/config.json")
         vocabulary = Vocabulary.from_json(vocab["words"])
         model = build_language_model(config, len(vocabulary))
         load_weights(path, model)
@@ -41,6 +42,9 @@ class LanguageModel:
 
     def save(self, path: str | Path) -> None:
         self.save_metadata(path)
+        self.save_weights(path)
+
+    def save_weights(self, path: str | Path) -> None:
         save_weights(path, self.model)
 
     def save_metadata(self, path: str | Path) -> None:
@@ -55,25 +59,31 @@ class LanguageModel:
         return [self.vocabulary.lookup(BOS), *words, self.vocabulary.lookup(EOS)]
 
     @torch.inference_mode()
-    def perplexity(self, sequences: Sequence[Sequence[str]], batch_size: int = 64) -> dict:
+    def perplexity(
+        self, sequences: Sequence[Sequence[str]], batch_size: int = 64
+    ) -> PerplexityScores:
         """Teacher-forced perplexity: exp of the mean next-token negative log-likelihood, every
         token and the end of each sequence predicted."""
-        was_training = self.model.training
-        self.model.eval()
         total, count = 0.0, 0
         encoded = sorted((self.encode(s) for s in sequences), key=len)
-        for start in range(0, len(encoded), batch_size):
-            batch = collate_lm(encoded[start : start + batch_size])
-            logits = self.model.position_outputs(batch)
-            nll = torch.nn.functional.cross_entropy(
-                logits.flatten(0, 1), batch.targets.flatten(), ignore_index=-100, reduction="sum"
-            )
-            total += float(nll)
-            count += int(batch.mask.sum())
-        self.model.train(was_training)
-        return {"perplexity": math.exp(total / count), "tokens": count, "sequences": len(encoded)}
+        device = next(self.model.parameters()).device
+        with evaluating(self.model):
+            for start in range(0, len(encoded), batch_size):
+                batch = collate_lm(encoded[start : start + batch_size]).to(device)
+                logits = self.model.position_outputs(batch)
+                nll = torch.nn.functional.cross_entropy(
+                    logits.flatten(0, 1),
+                    batch.targets.flatten(),
+                    ignore_index=-100,
+                    reduction="sum",
+                )
+                total += float(nll)
+                count += int(batch.mask.sum())
+        return PerplexityScores(
+            {"perplexity": math.exp(total / count), "tokens": count, "sequences": len(encoded)}
+        )
 
-    def evaluate(self, path: str | Path) -> dict:
+    def evaluate(self, path: str | Path) -> PerplexityScores:
         data = self.config.data
         return self.perplexity(read_corpus(path, data.tokenizer, data.max_length))
 

@@ -1,41 +1,34 @@
-"""Taggers over a transformer's word-level states, behind the recurrent tagger's API:
-``Tagger.load(path)`` returns a :class:`LayerPoolingTagger` when the directory holds one.
+"""Taggers over a transformer's word-level states: ``LayerPoolingTagger.load(path)``.
 
-As for text models, a frozen-backbone directory names its backbone with a fingerprint checked
-on load, and a fine-tuned one holds the tuned backbone in ``backbone/``.
+A sibling of the recurrent :class:`~bistack.api.tagger.Tagger`: the same predictions and scores
+(``bistack.api.tagging``), but no word vocabularies; the backbone's tokenizer reads the words.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from bistack.api.layer_text import (
-    backbone_record,
-    load_saved_backbone,
-    save_head_and_backbone,
-)
-from bistack.api.tagger import KIND, Tagger
-from bistack.config import LayerPoolingTaggerConfig, config_from_dict
+from bistack.api.backbone_files import backbone_record, load_saved_backbone, save_head_and_backbone
+from bistack.api.tagging import TaggedText, predict_texts, score_sentences
+from bistack.config import LayerPoolingTaggerConfig, build_config
 from bistack.data.batching import bucket_batches
-from bistack.modeldir import load_weights, save_metadata
+from bistack.data.conll import Sentence, read_conll
+from bistack.metrics.entities import EntityScores
+from bistack.modeldir import load_metadata, load_weights, save_metadata
 from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
-from bistack.models.layer_tagger import (
-    LayerTagger,
-    WordLayerBatch,
-    build_layer_tagger,
-    pad_words,
-)
+from bistack.models.layer_tagger import LayerTagger, WordLayerBatch, build_layer_tagger, pad_words
+from bistack.models.mode import evaluating
 from bistack.schemes import convert_tags
 
+KIND = "layer_tagger"
 
-class LayerPoolingTagger(Tagger):
+
+class LayerPoolingTagger:
     """A trained tagger over a transformer's layers, with its backbone and tag labels."""
 
-    # Replaces, not extends, the recurrent tagger's state: there are no word vocabularies.
     def __init__(
         self,
         model: LayerTagger,
@@ -47,12 +40,33 @@ class LayerPoolingTagger(Tagger):
         self.model = model.eval()
         self.backbone = backbone.eval()
         self._labels = labels
-        self.config = config  # type: ignore[assignment]
+        self.config = config
         self.output_scheme = output_scheme
+
+    @classmethod
+    def load(cls, path: str | Path) -> LayerPoolingTagger:
+        """Load a model directory written by ``bistack train`` (no unpickling)."""
+        directory = Path(path)
+        meta, vocab = load_metadata(directory, KIND)
+        config = build_config(
+            LayerPoolingTaggerConfig, meta["config"], source=f"{directory}/config.json"
+        )
+        backbone = load_saved_backbone(directory, config.backbone, meta)
+        labels = list(vocab["tags"])
+        model = build_layer_tagger(config, backbone.num_layers, backbone.hidden_size, labels)
+        load_weights(directory, model)
+        if config.backbone.finetune:
+            model.backbone = backbone
+        return cls(model, backbone, labels, config, meta["output_scheme"])
 
     @property
     def labels(self) -> list[str]:
+        """The tags the model predicts, in the scheme it was trained in."""
         return list(self._labels)
+
+    def save(self, path: str | Path) -> None:
+        self.save_metadata(path)
+        self.save_weights(path)
 
     def save_metadata(self, path: str | Path) -> None:
         save_metadata(
@@ -89,36 +103,46 @@ class LayerPoolingTagger(Tagger):
         for sentence in sentences:
             starts.append(starts[-1] + len(sentence))
         results: list[list[str]] = [[] for _ in sentences]
-        was_training = self.model.training
-        self.model.eval()
-        for indices in bucket_batches([len(s) for s in sentences], batch_size, shuffle=False):
-            if any(not sentences[i] for i in indices):
-                raise ValueError("cannot tag an empty sentence")
-            chosen = [sentences[i] for i in indices]
-            lengths = [len(s) for s in chosen]
-            if states is None:
-                words = self.word_states(chosen)
-            else:
-                words = torch.cat([states[starts[i] : starts[i + 1]] for i in indices]).float()
-            layers = pad_words(words, lengths)
-            mask = torch.arange(max(lengths))[None, :] < torch.tensor(lengths)[:, None]
-            predicted = self.model.decode(WordLayerBatch(mask, layers)).tolist()
-            for row, index in enumerate(indices):
-                tags = [self._labels[t] for t in predicted[row][: lengths[row]]]
-                results[index] = convert_tags(tags, self.output_scheme)
-        self.model.train(was_training)
+        device = next(self.model.parameters()).device
+        with evaluating(self.model):
+            for indices in bucket_batches([len(s) for s in sentences], batch_size, shuffle=False):
+                if any(not sentences[i] for i in indices):
+                    raise ValueError("cannot tag an empty sentence")
+                chosen = [sentences[i] for i in indices]
+                lengths = [len(s) for s in chosen]
+                if states is None:
+                    words = self.word_states(chosen)
+                else:
+                    words = torch.cat([states[starts[i] : starts[i + 1]] for i in indices]).float()
+                layers = pad_words(words.to(device), lengths)
+                mask = (
+                    torch.arange(max(lengths), device=device)[None, :]
+                    < torch.tensor(lengths, device=device)[:, None]
+                )
+                predicted = self.model.decode(WordLayerBatch(mask, layers)).tolist()
+                for row, index in enumerate(indices):
+                    tags = [self._labels[t] for t in predicted[row][: lengths[row]]]
+                    results[index] = convert_tags(tags, self.output_scheme)
         return results
 
+    def predict(self, texts: Sequence[str]) -> list[TaggedText]:
+        """Tokenise raw ``texts`` and tag them: for each text, its sentences with entities."""
+        return predict_texts(self.tag_tokens, texts)
 
-def load_layer_tagger(path: str | Path, meta: dict[str, Any], vocab: dict) -> LayerPoolingTagger:
-    """Rebuild a layer-pooling tagger directory written by ``bistack train``."""
-    directory = Path(path)
-    config = config_from_dict(meta["config"], source=f"{directory}/config.json")
-    assert isinstance(config, LayerPoolingTaggerConfig)
-    backbone = load_saved_backbone(directory, config.backbone, meta)
-    labels = list(vocab["tags"])
-    model = build_layer_tagger(config, backbone.num_layers, backbone.hidden_size, labels)
-    load_weights(directory, model)
-    if config.backbone.finetune:
-        model.backbone = backbone
-    return LayerPoolingTagger(model, backbone, labels, config, meta["output_scheme"])
+    def evaluate(self, path: str | Path) -> EntityScores:
+        """Score the tagger on a labelled CoNLL file, as conlleval does."""
+        sentences = read_conll(path, self.config.data.token_column, self.config.data.tag_column)
+        return self.score(sentences, path)
+
+    def score(
+        self,
+        sentences: Sequence[Sentence],
+        path: str | Path = "<data>",
+        states: torch.Tensor | None = None,
+    ) -> EntityScores:
+        """Score against gold tags; ``states``: the sentences' cached word states, if known."""
+
+        def tag_tokens(tokens: Sequence[Sequence[str]]) -> list[list[str]]:
+            return self.tag_tokens(tokens, states=states)
+
+        return score_sentences(tag_tokens, self.labels, self.output_scheme, sentences, path)

@@ -1,48 +1,72 @@
-"""Classifiers and regressors over a transformer's layers, behind the same API as the recurrent
-ones: ``Classifier.load(path)`` returns a :class:`LayerPoolingClassifier` when the model
-directory holds one.
+"""Classifiers and regressors over a transformer's layers: ``LayerPoolingClassifier.load(path)``.
 
-A frozen-backbone model directory holds the head only, and names its backbone folder with a
-fingerprint of its files, checked on load. A fine-tuned one also holds the tuned backbone in
-``backbone/`` (HuggingFace's own safetensors format), so it loads without the original.
+Siblings of the recurrent text models: the same predictions and scores (``api.text_outputs``),
+computed from a backbone's per-layer vectors instead of word vocabularies. How the backbone is
+kept in the model directory is ``api.backbone_files``.
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
 import torch
 
-from bistack.api.text import Classifier, RawOutputs, Regressor, TextModel
-from bistack.config import BackboneConfig, LayerPoolingTextConfig, config_from_dict
-from bistack.errors import DataError, ModelFileError
-from bistack.feature_cache import model_fingerprint
-from bistack.modeldir import load_weights, save_metadata, save_weights
+from bistack.api.backbone_files import backbone_record, load_saved_backbone, save_head_and_backbone
+from bistack.api.text_outputs import (
+    ClassOutputs,
+    Outputs,
+    RawOutputs,
+    TargetOutputs,
+    TextModelBase,
+    fit_calibration,
+)
+from bistack.config import LayerPoolingTextConfig, build_config
+from bistack.data.tables import Example
+from bistack.errors import DataError
+from bistack.modeldir import load_metadata, load_weights, save_metadata
 from bistack.models.backbone import LayerVectors, TransformerBackbone
 from bistack.models.layer_pooling_model import LayerPoolingModel, build_layer_pooling_model
+from bistack.models.mode import evaluating
 
-BACKBONE_DIR = "backbone"
 
+class LayerPoolingTextModel(TextModelBase):
+    """A trained layer-pooling head with its backbone and its outputs' meaning."""
 
-class LayerPoolingTextModel(TextModel):
-    """A trained layer-pooling head with its backbone and label/target metadata."""
+    KIND: ClassVar[str]
+    OUTPUTS: ClassVar[type[ClassOutputs] | type[TargetOutputs]]
+    attends = False  # it pools over layers, not tokens: no token weights to show
 
-    # Replaces, not extends, the recurrent model's state: there are no vocabularies.
     def __init__(
         self,
         model: LayerPoolingModel,
         backbone: TransformerBackbone,
         config: LayerPoolingTextConfig,
-        outputs: dict[str, Any],
+        outputs: Outputs,
     ) -> None:
         self.model = model.eval()
         self.backbone = backbone.eval()
-        self.config = config  # type: ignore[assignment]
-        self.output_info = outputs
+        self.config = config
+        self.outputs = outputs
+
+    @classmethod
+    def load(cls, path: str | Path) -> LayerPoolingTextModel:
+        """Load a model directory written by ``bistack train`` (no unpickling)."""
+        directory = Path(path)
+        meta, _ = load_metadata(directory, cls.KIND)
+        config = build_config(
+            LayerPoolingTextConfig, meta["config"], source=f"{directory}/config.json"
+        )
+        backbone = load_saved_backbone(directory, config.backbone, meta)
+        outputs = cls.OUTPUTS(meta["outputs"])
+        model = build_layer_pooling_model(
+            config, backbone.num_layers, backbone.hidden_size, len(outputs)
+        )
+        load_weights(directory, model)
+        if config.backbone.finetune:
+            model.backbone = backbone
+        return cls(model, backbone, config, outputs)
 
     def save_metadata(self, path: str | Path) -> None:
         """config.json (with the backbone's fingerprint) and an empty vocab.json."""
@@ -51,14 +75,15 @@ class LayerPoolingTextModel(TextModel):
             self.KIND,
             self.config.to_dict(),
             {},
-            outputs=self.output_info,
+            outputs=self.outputs.info,
             backbone=backbone_record(self.backbone),
         )
 
     def save_weights(self, path: str | Path) -> None:
         save_head_and_backbone(path, self.model, self.backbone, self.config.backbone.finetune)
 
-    def layer_vectors(self, texts: Sequence[str]) -> LayerVectors:
+    def layer_vectors(self, texts: Sequence[str], batch_size: int | None = None) -> LayerVectors:
+        """Per-layer vectors of raw texts, ``batch_size`` texts per backbone forward."""
         for index, text in enumerate(texts):
             if not text.strip():
                 raise DataError("input", f"text {index + 1} is empty")
@@ -68,89 +93,42 @@ class LayerPoolingTextModel(TextModel):
             options.long_texts,
             stride=options.stride,
             max_length=options.max_length,
-            batch_size=options.batch_size,
+            batch_size=batch_size or options.batch_size,
         )
 
     @torch.inference_mode()
-    def outputs(self, vectors: LayerVectors) -> RawOutputs:
+    def outputs_of(self, vectors: LayerVectors) -> RawOutputs:
         """Outputs for texts whose per-layer vectors are known (e.g. from the feature cache)."""
-        was_training = self.model.training
-        self.model.eval()
-        outputs = self.model.outputs_from_layers(vectors.of(self.model.features))
-        self.model.train(was_training)
+        device = next(self.model.parameters()).device
+        with evaluating(self.model):
+            layers = vectors.of(self.model.features).to(device)
+            outputs = self.model.outputs_from_layers(layers).cpu()
         return RawOutputs([[] for _ in range(len(outputs))], outputs, None, 0.0)
 
     def run(self, texts: Sequence[str], batch_size: int | None = None) -> RawOutputs:
         """Outputs for raw texts: backbone, then the head (no token attention to report)."""
-        return self.outputs(self.layer_vectors(texts))
+        return self.outputs_of(self.layer_vectors(texts, batch_size))
 
 
-class LayerPoolingClassifier(LayerPoolingTextModel, Classifier):
+class LayerPoolingClassifier(LayerPoolingTextModel):
     """Predicts one label per text from a transformer's layers."""
 
+    KIND = "layer_classifier"
+    OUTPUTS = ClassOutputs
 
-class LayerPoolingRegressor(LayerPoolingTextModel, Regressor):
+
+class LayerPoolingRegressor(LayerPoolingTextModel):
     """Predicts numeric targets per text from a transformer's layers."""
 
+    KIND = "layer_regressor"
+    OUTPUTS = TargetOutputs
 
-def backbone_record(backbone: TransformerBackbone) -> dict[str, str]:
-    """What config.json says of the backbone: its folder and the fingerprint checked on load."""
-    return {"folder": str(backbone.folder), "fingerprint": model_fingerprint(backbone.folder)}
+    @property
+    def targets(self) -> list[str]:
+        return self.outputs.names
 
-
-def save_head_and_backbone(
-    path: str | Path, head: torch.nn.Module, backbone: TransformerBackbone, finetune: bool
-) -> None:
-    """The head as safetensors; a fine-tuned backbone into ``backbone/``, swapped in whole."""
-    save_weights(path, head, exclude_prefix="backbone.")
-    if finetune:
-        save_backbone(backbone, Path(path) / BACKBONE_DIR)
-
-
-def save_backbone(backbone: TransformerBackbone, target: Path) -> None:
-    """Write the backbone's weights and tokenizer to ``target``, replacing it only when done."""
-    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-    try:
-        backbone.model.save_pretrained(staging)
-        backbone.tokenizer.save_pretrained(staging)
-        old = target.with_name(f".{target.name}.old")
-        if target.exists():
-            target.rename(old)
-        staging.rename(target)
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-
-
-def load_saved_backbone(
-    directory: Path, options: BackboneConfig, meta: dict[str, Any]
-) -> TransformerBackbone:
-    """The tuned backbone saved with a model, or the frozen one it names, checked unchanged."""
-    if options.finetune:
-        return TransformerBackbone.load(str(directory / BACKBONE_DIR))
-    backbone = TransformerBackbone.load(options.path)
-    if meta.get("backbone", {}).get("fingerprint") != model_fingerprint(backbone.folder):
-        raise ModelFileError(
-            f"{directory}: its backbone {backbone.folder} has changed since training "
-            "(the files' fingerprint differs); retrain, or point backbone.path at the original"
-        )
-    return backbone
-
-
-def load_layer_pooling_model(
-    path: str | Path, kind: str, meta: dict[str, Any]
-) -> LayerPoolingTextModel:
-    """Rebuild a layer-pooling model directory written by ``bistack train``."""
-    directory = Path(path)
-    config = config_from_dict(meta["config"], source=f"{directory}/config.json")
-    assert isinstance(config, LayerPoolingTextConfig)
-    backbone = load_saved_backbone(directory, config.backbone, meta)
-    outputs = meta["outputs"]
-    count = len(outputs["labels"]) if "labels" in outputs else len(outputs["targets"])
-    model = build_layer_pooling_model(config, backbone.num_layers, backbone.hidden_size, count)
-    load_weights(directory, model)
-    if config.backbone.finetune:
-        model.backbone = backbone
-    model_class = LayerPoolingClassifier if kind == Classifier.KIND else LayerPoolingRegressor
-    return model_class(model, backbone, config, outputs)
+    def fit_calibration(
+        self, examples: Sequence[Example], path: str | Path, raw: RawOutputs | None = None
+    ) -> list[list[float]]:
+        """As ``Regressor.fit_calibration``."""
+        return fit_calibration(self, examples, path, raw)

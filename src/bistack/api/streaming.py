@@ -16,7 +16,6 @@ from bistack.api.tagger import Tagger
 from bistack.causality import require_causal
 from bistack.data.batching import collate_tagging, collate_tokens
 from bistack.encoders import EncoderState
-from bistack.errors import ConfigError
 from bistack.models.heads import CRFHead
 from bistack.models.tagger import SequenceTagger
 from bistack.schemes import convert_tags
@@ -27,11 +26,6 @@ class StreamingTagger:
     """Feed tokens with :meth:`push`; end a sentence with :meth:`flush`."""
 
     def __init__(self, tagger: Tagger, lag: int | None = None) -> None:
-        if not isinstance(tagger.model, SequenceTagger):
-            raise ConfigError(
-                "only a recurrent tagger can stream: a transformer backbone reads the whole "
-                "sentence in both directions"
-            )
         require_causal(tagger.model.encoder.bidirectional, "a streaming tagger")
         self.tagger = tagger
         self.model: SequenceTagger = tagger.model.eval()

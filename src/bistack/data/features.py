@@ -79,12 +79,10 @@ class TokenVocabularies:
             words.extend(cls.word_key(t, lowercase, normalise_digits) for t in tokens)
             chars.extend(c for t in tokens for c in t)
             tags.update(sentence_tags)
-        # "O" first, then types grouped: a stable, readable tag order.
-        tag_list = sorted(tags, key=lambda t: (t != "O", t.partition("-")[2], t))
         return cls(
             Vocabulary.build(words, min_freq),
             Vocabulary.build(chars),
-            Vocabulary(tag_list, with_specials=False),
+            Vocabulary(tag_order(tags), with_specials=False),
             lowercase,
             normalise_digits,
         )
@@ -119,3 +117,8 @@ class TokenVocabularies:
             bool(data["lowercase"]),
             bool(data["normalise_digits"]),
         )
+
+
+def tag_order(tags: Iterable[str]) -> list[str]:
+    """Distinct tags, "O" first, then grouped by type: the one tag order of every tagger."""
+    return sorted(set(tags), key=lambda t: (t != "O", t.partition("-")[2], t))

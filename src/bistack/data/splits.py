@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
-from typing import TypeVar
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -27,3 +28,28 @@ def kfold(count: int, folds: int, seed: int) -> list[list[int]]:
     order = list(range(count))
     random.Random(seed).shuffle(order)
     return [sorted(order[fold::folds]) for fold in range(folds)]
+
+
+class SplitSource(Protocol):
+    """Where a split's data comes from (a config's ``data`` section)."""
+
+    train: str
+    dev: str | None
+    dev_fraction: float
+    split_seed: int
+
+
+@dataclass(frozen=True)
+class TrainAndDev(Generic[T]):
+    train: list[T]
+    dev: list[T]
+    dev_source: str  # the dev file, or which share of which file was held out
+
+
+def read_train_and_dev(read: Callable[[str], list[T]], source: SplitSource) -> TrainAndDev[T]:
+    """``read`` train and dev; without a dev file, hold out a fixed share of train."""
+    train = read(source.train)
+    if source.dev:
+        return TrainAndDev(train, read(source.dev), source.dev)
+    train, dev = split_off_dev(train, source.dev_fraction, source.split_seed)
+    return TrainAndDev(train, dev, f"{source.train} (held-out {source.dev_fraction:.0%})")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bistack.errors import DataError
 
-csv.field_size_limit(1 << 24)  # long documents are fine; silent truncation is not
+CSV_FIELD_LIMIT = 1 << 24  # characters; long documents are fine, silent truncation is not
 
 
 @dataclass(frozen=True)
@@ -94,16 +94,27 @@ def _records(path: str | Path, file_format: str) -> Iterator[tuple[int, dict]]:
     if file_format == "tsv":
         yield from _tsv_records(path, text)
         return
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    for number, record in enumerate(reader, start=1):
+    header, records = _csv_records(text)
+    for number, record in enumerate(records, start=1):
         if None in record:  # more fields than the header
             raise DataError(
                 path,
-                f"{len(reader.fieldnames or []) + len(record[None])} fields, "
-                f"the header has {len(reader.fieldnames or [])}",
+                f"{len(header) + len(record[None])} fields, the header has {len(header)}",
                 row=number,
             )
         yield number, record
+
+
+def _csv_records(text: str) -> tuple[list[str], list[dict]]:
+    """The header and the records of CSV ``text``, read with the csv module's field limit
+    raised to ``CSV_FIELD_LIMIT`` for this read only (the limit is process-wide)."""
+    previous = csv.field_size_limit(CSV_FIELD_LIMIT)
+    try:
+        reader = csv.DictReader(io.StringIO(text, newline=""))
+        records = list(reader)
+        return list(reader.fieldnames or []), records
+    finally:
+        csv.field_size_limit(previous)
 
 
 def _tsv_records(path: str | Path, text: str) -> Iterator[tuple[int, dict]]:

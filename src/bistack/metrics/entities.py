@@ -53,6 +53,9 @@ class EntityScores:
             "per_type": {name: asdict(prf) for name, prf in self.per_type.items()},
         }
 
+    def __str__(self) -> str:
+        return format_entity_report(self)
+
 
 def score_entities(
     gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]

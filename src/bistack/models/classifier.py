@@ -15,7 +15,7 @@ from bistack.config import TextModelConfig
 from bistack.data.batching import TextBatch
 from bistack.data.features import TokenVocabularies
 from bistack.dropout import Dropout
-from bistack.encoders import RecurrentEncoder
+from bistack.encoders import SequenceEncoder
 from bistack.models.builders import build_embedder, build_encoder
 from bistack.pooling import AdditiveAttention, build_pooling
 
@@ -39,7 +39,7 @@ class SequenceClassifier(nn.Module):
     def __init__(
         self,
         embedder: nn.Module,
-        encoder: RecurrentEncoder,
+        encoder: SequenceEncoder,
         pooling: nn.Module,
         num_outputs: int,
         dropout: float,
@@ -70,22 +70,26 @@ class SequenceClassifier(nn.Module):
 
 
 def build_classifier(
-    config: TextModelConfig, vocabularies: TokenVocabularies, num_outputs: int
+    config: TextModelConfig,
+    vocabularies: TokenVocabularies,
+    num_outputs: int,
+    singletons: Tensor | None = None,
 ) -> SequenceClassifier:
-    """Build the classifier or regressor a config describes."""
-    embedder = build_embedder(config.features, vocabularies)
+    """Build the classifier or regressor a config describes (``singletons``: see
+    ``build_embedder``)."""
+    embedder = build_embedder(config.features, vocabularies, singletons)
     encoder = build_encoder(config.encoder, embedder.output_size)
     if config.pooling.type == "additive":
         pooling: nn.Module = AdditiveAttention(encoder.output_size, config.pooling.attention_size)
     else:
         pooling = build_pooling(
-            config.pooling.type, encoder.output_size, bidirectional=config.encoder.bidirectional
+            config.pooling.type, encoder.output_size, bidirectional=encoder.bidirectional
         )
     return SequenceClassifier(
         embedder,
         encoder,
         pooling,
         num_outputs,
-        config.train.dropout,
-        regression=config.task == "regression",
+        config.encoder.outer_dropout,
+        regression=config.kind == "regressor",
     )

@@ -96,7 +96,9 @@ class TokenEmbedder(nn.Module):
     def forward(self, batch: TokenBatch) -> Tensor:
         words = batch.words
         if self.training and self.unk_replace > 0:
-            drop = self.singletons[words] & (torch.rand(words.shape) < self.unk_replace)
+            drop = self.singletons[words] & (
+                torch.rand(words.shape, device=words.device) < self.unk_replace
+            )
             words = words.masked_fill(drop, 1)  # 1 is <unk>
         parts = [self.word_embedding(words)]
         if self.casing_embedding is not None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bistack.config import HeadConfig
 from bistack.crf import CRF
 from bistack.data.batching import PAD_TAG
 from bistack.schemes import allowed_transitions
@@ -47,3 +49,12 @@ class CRFHead(nn.Module):
     def decode(self, states: Tensor, mask: Tensor) -> Tensor:
         """Viterbi path ``(batch, seq)``, 0 at padding."""
         return self.crf.decode(self.project(states), mask).best
+
+
+def build_tagging_head(
+    options: HeadConfig, input_size: int, labels: Sequence[str], scheme: str
+) -> SoftmaxHead | CRFHead:
+    """The head a config's ``head`` section names, over states of ``input_size``."""
+    if options.type == "crf":
+        return CRFHead(input_size, list(labels), scheme)
+    return SoftmaxHead(input_size, len(labels))

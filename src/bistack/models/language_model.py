@@ -17,7 +17,7 @@ from bistack.causality import require_causal
 from bistack.config import LanguageModelConfig
 from bistack.data.batching import PAD_TAG
 from bistack.dropout import Dropout
-from bistack.encoders import RecurrentEncoder
+from bistack.encoders import SequenceEncoder
 from bistack.models.builders import build_encoder
 
 
@@ -52,7 +52,7 @@ class LSTMLanguageModel(nn.Module):
         self,
         vocab_size: int,
         embedding_dim: int,
-        encoder: RecurrentEncoder,
+        encoder: SequenceEncoder,
         dropout: float,
         *,
         allow_leakage: bool = False,
@@ -87,6 +87,6 @@ def build_language_model(config: LanguageModelConfig, vocab_size: int) -> LSTMLa
         vocab_size,
         config.features.word_dim,
         encoder,
-        config.train.dropout,
+        config.encoder.outer_dropout,
         allow_leakage=config.allow_leakage,
     )

@@ -121,7 +121,7 @@ def build_layer_pooling_model(
         pooler_features(options.type, options.vectors),
         num_outputs,
         dropout=options.dropout,
-        regression=config.task == "regression",
+        regression=config.kind == "layer_regressor",
         backbone=backbone if config.backbone.finetune else None,
         backbone_lr=config.backbone.lr,
     )

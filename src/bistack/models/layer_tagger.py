@@ -15,11 +15,11 @@ from torch import Tensor, nn
 
 from bistack.config import LayerPoolingTaggerConfig
 from bistack.dropout import Dropout
-from bistack.encoders import RecurrentEncoder
+from bistack.encoders import SequenceEncoder
 from bistack.layer_pooling import WeightedLayerPooling
 from bistack.models.backbone import TransformerBackbone, WordPieces, word_layer_states
 from bistack.models.builders import build_encoder
-from bistack.models.heads import CRFHead, SoftmaxHead
+from bistack.models.heads import CRFHead, SoftmaxHead, build_tagging_head
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class LayerTagger(nn.Module):
     def __init__(
         self,
         mix: WeightedLayerPooling,
-        encoder: RecurrentEncoder,
+        encoder: SequenceEncoder,
         head: SoftmaxHead | CRFHead,
         dropout: float,
         *,
@@ -122,16 +122,11 @@ def build_layer_tagger(
 ) -> LayerTagger:
     """The tagger a config describes, for a backbone of ``num_layers`` x ``hidden_size``."""
     encoder = build_encoder(config.encoder, hidden_size)
-    head: SoftmaxHead | CRFHead
-    if config.head.type == "crf":
-        head = CRFHead(encoder.output_size, labels, config.data.scheme)
-    else:
-        head = SoftmaxHead(encoder.output_size, len(labels))
     return LayerTagger(
         WeightedLayerPooling(num_layers, hidden_size),
         encoder,
-        head,
-        config.train.dropout,
+        build_tagging_head(config.head, encoder.output_size, labels, config.data.scheme),
+        config.encoder.outer_dropout,
         alignment=config.subwords,
         backbone=backbone if config.backbone.finetune else None,
         backbone_lr=config.backbone.lr,

@@ -12,10 +12,10 @@ from bistack.config import TaggerConfig
 from bistack.data.batching import TaggingBatch
 from bistack.data.features import TokenVocabularies
 from bistack.dropout import Dropout
-from bistack.encoders import RecurrentEncoder
+from bistack.encoders import SequenceEncoder
 from bistack.models.builders import build_embedder, build_encoder
 from bistack.models.embeddings import TokenEmbedder
-from bistack.models.heads import CRFHead, SoftmaxHead
+from bistack.models.heads import CRFHead, SoftmaxHead, build_tagging_head
 
 
 class SequenceTagger(nn.Module):
@@ -24,7 +24,7 @@ class SequenceTagger(nn.Module):
     def __init__(
         self,
         embedder: TokenEmbedder,
-        encoder: RecurrentEncoder,
+        encoder: SequenceEncoder,
         head: SoftmaxHead | CRFHead,
         dropout: float,
     ) -> None:
@@ -53,14 +53,13 @@ class SequenceTagger(nn.Module):
         return self.head.decode(self.states(batch), batch.mask)
 
 
-def build_tagger(config: TaggerConfig, vocabularies: TokenVocabularies) -> SequenceTagger:
-    """Build the tagger a config describes, sized to its vocabularies."""
-    embedder = build_embedder(config.features, vocabularies)
+def build_tagger(
+    config: TaggerConfig, vocabularies: TokenVocabularies, singletons: Tensor | None = None
+) -> SequenceTagger:
+    """Build the tagger a config describes, sized to its vocabularies (``singletons``: see
+    ``build_embedder``)."""
+    embedder = build_embedder(config.features, vocabularies, singletons)
     encoder = build_encoder(config.encoder, embedder.output_size)
     labels = vocabularies.tags.items
-    head: SoftmaxHead | CRFHead
-    if config.head.type == "crf":
-        head = CRFHead(encoder.output_size, labels, config.data.scheme)
-    else:
-        head = SoftmaxHead(encoder.output_size, len(labels))
-    return SequenceTagger(embedder, encoder, head, config.train.dropout)
+    head = build_tagging_head(config.head, encoder.output_size, labels, config.data.scheme)
+    return SequenceTagger(embedder, encoder, head, config.encoder.outer_dropout)

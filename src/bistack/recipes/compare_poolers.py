@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,17 +18,18 @@ from typing import Any
 import torch
 
 from bistack.api.layer_text import LayerPoolingTextModel
-from bistack.api.text import load_text_model
-from bistack.config import POOLER_VARIANTS as VARIANTS
-from bistack.config import LayerPoolingTextConfig, load_config
+from bistack.config import LayerPoolingTextConfig
 from bistack.data.splits import kfold, split_off_dev
 from bistack.data.tables import Example, read_table
 from bistack.errors import ConfigError
-from bistack.modeldir import atomic_write, write_json
 from bistack.models.backbone import LayerVectors, TransformerBackbone
+from bistack.recipes.driver import RunOptions
+from bistack.recipes.pooler_variants import POOLER_VARIANTS as VARIANTS
 from bistack.recipes.repeated import RepeatedResult, finished_run, run_or_reuse
-from bistack.recipes.train_layer_pooling import frozen_vectors, train_layer_pooling_model
+from bistack.recipes.report import Comparison, format_table, write_comparison
+from bistack.recipes.train_layer_pooling import frozen_vectors
 from bistack.recipes.train_text import TextData, load_text_data
+from bistack.tasks import task_of, train
 
 
 class _Vectors:
@@ -184,10 +184,21 @@ def _write_and_show(
     note: str,
     say: Callable[[str], None],
 ) -> None:
-    metric = "RMSE" if config.task == "regression" else "accuracy"
+    metric = task_of(config.kind).metric
+    name = metric.name.removeprefix("dev ")  # scored on held-out folds, not only on dev
     where = f"{folds}-fold CV on {config.data.train}" if folds else f"dev, {seeds} seeds"
-    write_comparison(output, results, metric, where + note, config)
-    say(format_table(results, metric))
+    mode = "fine-tuned" if config.backbone.finetune else "frozen"
+    comparison = Comparison(
+        title=f"Layer poolers on {config.backbone.path} ({mode}): {name}, {where + note}",
+        row_label="pooler",
+        metric=name,
+        higher_is_better=metric.higher_is_better,
+        digits=2 if metric.higher_is_better else 4,
+        rows_key="results",
+        fields={"where": where + note},
+    )
+    write_comparison(output, "compare-poolers", comparison, results)
+    say(format_table(comparison, results))
 
 
 def _fold_data(
@@ -213,100 +224,27 @@ def _train_or_reuse(
     """Train one head and score it on ``held_out``, unless an identical run has finished."""
 
     def run() -> dict[str, Any]:
-        started = time.monotonic()
         tuned = config.backbone.finetune
-        trained = train_layer_pooling_model(
+        trained = train(
             config,
             directory,
+            RunOptions(progress=progress),
             # A fine-tuned backbone changes: every run starts from a fresh copy.
             backbone=TransformerBackbone.load(config.backbone.path) if tuned else backbone,
             data=data,
             vectors_of=None if tuned else vectors,
-            progress=progress,
         )
-        seconds = time.monotonic() - started
-        model = load_text_model(trained.model_dir)
-        assert isinstance(model, LayerPoolingTextModel)
+        model: LayerPoolingTextModel = task_of(config.kind).model.load(trained.model_dir)
         if tuned:
-            metrics = model.score(held_out, config.data.train)
+            scores = model.score(held_out, config.data.train)
         else:
-            metrics = model.metrics(held_out, model.outputs(vectors(held_out)), config.data.train)
+            scores = model.metrics(held_out, model.outputs_of(vectors(held_out)), config.data.train)
+        key = task_of(config.kind).metric.column.removeprefix("dev_")
         return {
-            "score": metrics["rmse"] if config.task == "regression" else metrics["accuracy"],
-            "metrics": metrics,
-            "seconds": seconds,
+            "score": scores[key],
+            "metrics": scores.to_json(),
             "parameters": trained.parameters,
             "best_epoch": trained.fit.best_epoch,
         }
 
     return run_or_reuse(directory, config, run)
-
-
-def format_table(results: Sequence[RepeatedResult], metric: str) -> str:
-    lines = [
-        f"| pooler | {metric} mean ± std | runs | parameters | training s/run |",
-        "|---|---|---|---|---|",
-    ]
-    for r in results:
-        digits = 4 if metric == "RMSE" else 2
-        values = " ".join(f"{s:.{digits}f}" for s in r.scores)
-        if r.runs:  # a partial table: which fold or seed each score is
-            values = " ".join(
-                f"{run} {s:.{digits}f}" for run, s in zip(r.runs, r.scores, strict=True)
-            )
-        lines.append(
-            f"| {r.name} | {r.mean:.{digits}f} ± {r.std:.{digits}f} | {values} | "
-            f"{r.parameters:,} | {r.seconds:.1f} |"
-        )
-    return "\n".join(lines)
-
-
-def write_comparison(
-    output: Path,
-    results: Sequence[RepeatedResult],
-    metric: str,
-    where: str,
-    config: LayerPoolingTextConfig,
-) -> None:
-    """compare-poolers.md, .json and .png under ``output``."""
-    mode = "fine-tuned" if config.backbone.finetune else "frozen"
-    title = f"Layer poolers on {config.backbone.path} ({mode}): {metric}, {where}"
-    markdown = f"# {title}\n\n{format_table(results, metric)}\n"
-    atomic_write(output / "compare-poolers.md", lambda tmp: Path(tmp).write_text(markdown))
-    write_json(
-        output / "compare-poolers.json",
-        {
-            "metric": metric,
-            "where": where,
-            "results": [dataclasses.asdict(r) | {"mean": r.mean, "std": r.std} for r in results],
-        },
-    )
-    _chart(output / "compare-poolers.png", results, metric, title)
-
-
-def _chart(path: Path, results: Sequence[RepeatedResult], metric: str, title: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(1.2 * len(results) + 2, 4))
-    names = [r.name for r in results]
-    axes.bar(names, [r.mean for r in results], yerr=[r.std for r in results], capsize=4)
-    low = min(r.mean - r.std for r in results)
-    high = max(r.mean + r.std for r in results)
-    pad = (high - low) * 0.5 or 0.05
-    axes.set_ylim(low - pad, high + pad)
-    axes.set_ylabel(metric + (" (lower is better)" if metric == "RMSE" else ""))
-    axes.set_title(title, fontsize=8)
-    axes.tick_params(axis="x", rotation=30)
-    figure.tight_layout()
-    atomic_write(path, lambda tmp: figure.savefig(tmp, format="png", dpi=120))
-    plt.close(figure)
-
-
-def load_comparison_config(path: str, overrides: list[str]) -> LayerPoolingTextConfig:
-    config = load_config(path, overrides)
-    if not isinstance(config, LayerPoolingTextConfig):
-        raise ConfigError(f"{path}: compare-poolers needs a config with a backbone section")
-    return config

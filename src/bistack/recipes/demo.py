@@ -10,10 +10,10 @@ from importlib import resources
 from pathlib import Path
 
 from bistack.api import Tagger
-from bistack.config import config_from_dict
+from bistack.config import TaggerConfig, build_config
 from bistack.errors import DataError
-from bistack.metrics.entities import format_entity_report
-from bistack.recipes.train_tagger import load_tagging_data, train_tagger
+from bistack.recipes.train_tagger import load_tagging_data
+from bistack.tasks import train
 
 DEMO_SENTENCES = (
     "Washington signed the treaty in 1796.",
@@ -25,7 +25,7 @@ DEMO_SENTENCES = (
 def demo_config(train_path: str, minutes: float) -> dict:
     """The embedded default: char BiLSTM + word embeddings, BiLSTM-CRF, Adam."""
     return {
-        "task": "tagging",
+        "kind": "tagger",
         "data": {"train": train_path, "dev": None, "dev_fraction": 0.1, "split_seed": 0},
         "features": {"word_dim": 100, "char_encoder": "lstm", "char_dim": 25, "char_hidden": 25},
         "encoder": {"hidden_size": 128, "bidirectional": True},
@@ -44,20 +44,20 @@ def wnut_path() -> str:
 
 
 def run_demo(output: str | Path = "runs/demo", minutes: float = 3.0) -> None:
-    config = config_from_dict(demo_config(wnut_path(), minutes), source="demo")
+    config = build_config(TaggerConfig, demo_config(wnut_path(), minutes), source="demo")
     print(
         f"Training a BiLSTM-CRF on WNUT-2016 tweets ({config.data.train}) for up to "
         f"{minutes:g} minutes...",
         flush=True,
     )
-    model_dir = train_tagger(config, output)
+    model_dir = train(config, output).model_dir
     tagger = Tagger.load(model_dir)
     dev = load_tagging_data(config).dev
     print(f"\nDev scores ({len(dev)} held-out tweets, entity-level as conlleval):")
-    print(format_entity_report(tagger.score(dev)))
+    print(tagger.score(dev))
     print("\nTagging raw text:")
-    for text, sentences in zip(DEMO_SENTENCES, tagger.predict(DEMO_SENTENCES), strict=True):
-        entities = [e for s in sentences for e in s.entities]
+    for text, tagged in zip(DEMO_SENTENCES, tagger.predict(DEMO_SENTENCES), strict=True):
+        entities = tagged.entities
         found = ", ".join(f"[{e.text}]({e.type}) @{e.start}-{e.end}" for e in entities) or "none"
         print(f"  {text}\n    -> {found}")
     print(f'\nThe model is in {model_dir}; try: bistack predict {model_dir} "your text"')

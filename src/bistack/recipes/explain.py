@@ -10,19 +10,20 @@ import html
 from collections.abc import Sequence
 from pathlib import Path
 
-from bistack.api.text import TextModel, TextPrediction
+from bistack.api.text import RecurrentTextModel
+from bistack.api.text_outputs import TextPrediction
 from bistack.errors import ConfigError
 from bistack.modeldir import atomic_write
 
 
-def explain(model: TextModel, texts: Sequence[str], output: str | Path) -> tuple[Path, Path]:
+def explain(
+    model: RecurrentTextModel, texts: Sequence[str], output: str | Path
+) -> tuple[Path, Path]:
     """Write ``output/explain.html`` and ``output/explain.png``; return both paths."""
-    pooling = getattr(model.config, "pooling", None)  # layer-pooling models have none
-    if pooling is None or pooling.type not in ("additive", "dot"):
-        how = f"with {pooling.type!r}" if pooling is not None else "over transformer layers"
+    if not model.attends:
         raise ConfigError(
-            f"this model pools {how}, which has no token attention weights to show; explain "
-            "needs 'additive' or 'dot' pooling"
+            f"this model pools with {model.config.pooling.type!r}, which has no token attention "
+            "weights to show; explain needs 'additive' or 'dot' pooling"
         )
     predictions = model.predict(texts, attention=True)
     output = Path(output)

@@ -6,9 +6,10 @@ from collections.abc import Sequence
 
 import torch
 
-from bistack.config import AnyConfig, FeaturesConfig
+from bistack.config import FeaturesConfig
 from bistack.data.features import TokenVocabularies
 from bistack.data.pretrained import load_vectors
+from bistack.models.embeddings import TokenEmbedder
 
 Pairs = Sequence[tuple[Sequence[str], Sequence[str]]]  # (tokens, tags); tags empty for texts
 
@@ -23,27 +24,16 @@ def build_vocabularies(features: FeaturesConfig, pairs: Pairs) -> TokenVocabular
     )
 
 
-def prepare_embedder(
-    model: torch.nn.Module, config: AnyConfig, vocabularies: TokenVocabularies, pairs: Pairs
-) -> str:
-    """Mark training singletons for <unk> replacement and load pretrained vectors.
-
-    Returns a line saying where the word embeddings come from.
-    """
-    model.embedder.singletons = singleton_mask(vocabularies, pairs)
-    return initialise_words(model, config, vocabularies)
-
-
 def initialise_words(
-    model: torch.nn.Module, config: AnyConfig, vocabularies: TokenVocabularies
+    embedder: TokenEmbedder, features: FeaturesConfig, vocabularies: TokenVocabularies
 ) -> str:
     """Copy pretrained vectors into the word embedding; returns a coverage line to print."""
-    path = config.features.pretrained
+    path = features.pretrained
     if not path:
         return "word embeddings: trained from scratch"
-    vectors, found = load_vectors(path, vocabularies.words, config.features.word_dim)
+    vectors, found = load_vectors(path, vocabularies.words, features.word_dim)
     with torch.no_grad():
-        model.embedder.word_embedding.weight[found] = vectors[found]
+        embedder.word_embedding.weight[found] = vectors[found]
     total = len(vocabularies.words) - 2
     coverage = float(found.sum()) / max(total, 1)
     return f"word embeddings: {int(found.sum())}/{total} words ({coverage:.1%}) from {path}"

@@ -30,7 +30,7 @@ class Evaluation:
     summary: str  # one line for the console, e.g. "dev P 88.1 R 87.9 F1 88.0"
 
 
-class Task(Protocol):
+class LoopTask(Protocol):
     """What the loop needs from a recipe."""
 
     model_dir: Path  # where save_weights writes
@@ -142,7 +142,7 @@ class MetricsLog:
 def fit(
     run: Run,
     model: torch.nn.Module,
-    task: Task,
+    task: LoopTask,
     train: TrainConfig,
     optimizer_config: OptimizerConfig,
     *,
@@ -219,7 +219,7 @@ def fit(
     return FitResult(best, best_epoch, epoch)
 
 
-def my_batches(fabric: Fabric, task: Task, train: TrainConfig, epoch: int) -> list[list[int]]:
+def my_batches(fabric: Fabric, task: LoopTask, train: TrainConfig, epoch: int) -> list[list[int]]:
     """This process's share of the epoch's length-bucketed batches."""
     from bistack.data.batching import bucket_batches
 
@@ -239,7 +239,7 @@ def run_epoch(
     fabric: Fabric,
     model: torch.nn.Module,
     optimizer: torch.optim.Optimizer,
-    task: Task,
+    task: LoopTask,
     batches: list[list[int]],
     grad_clip: float,
     lr_factor: Callable[[int], float],

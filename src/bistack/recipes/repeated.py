@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bistack.config import AnyConfig, same_settings
+from bistack.config import ExperimentConfig, same_settings
 from bistack.modeldir import write_json
 
 RECORD = "result.json"
@@ -35,7 +36,7 @@ class RepeatedResult:
         return statistics.stdev(self.scores) if len(self.scores) > 1 else 0.0
 
 
-def finished_run(directory: Path, config: AnyConfig) -> dict[str, Any] | None:
+def finished_run(directory: Path, config: ExperimentConfig) -> dict[str, Any] | None:
     """The record ``directory/result.json`` of a finished run with ``config``'s settings."""
     record = directory / RECORD
     if record.is_file():
@@ -46,13 +47,16 @@ def finished_run(directory: Path, config: AnyConfig) -> dict[str, Any] | None:
 
 
 def run_or_reuse(
-    directory: Path, config: AnyConfig, run: Callable[[], dict[str, Any]]
+    directory: Path, config: ExperimentConfig, run: Callable[[], dict[str, Any]]
 ) -> dict[str, Any]:
     """``directory/result.json`` if a run with the same settings finished there; otherwise
-    ``run()``'s result, recorded with the settings (keys ``score``, ``seconds``, ...)."""
+    ``run()``'s result (keys ``score``, ``parameters``, ...), timed (``seconds``) and recorded
+    with the settings."""
     previous = finished_run(directory, config)
     if previous is not None:
         return previous
-    result = {"config": config.to_dict(), **run()}
+    started = time.monotonic()
+    outcome = run()
+    result = {"config": config.to_dict(), **outcome, "seconds": time.monotonic() - started}
     write_json(directory / RECORD, result)
     return result

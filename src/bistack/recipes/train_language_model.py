@@ -8,10 +8,13 @@ from pathlib import Path
 from bistack.api.language_model import BOS, EOS, LanguageModel
 from bistack.config import LanguageModelConfig
 from bistack.data.corpus import read_corpus
-from bistack.data.splits import split_off_dev
+from bistack.data.splits import read_train_and_dev
 from bistack.data.vocab import Vocabulary
 from bistack.models.language_model import LMBatch, build_language_model, collate_lm
-from bistack.recipes.loop import Evaluation, fit, start_run
+from bistack.recipes.driver import Metric, Prepared
+from bistack.recipes.loop import Evaluation, Run
+
+DEV_PERPLEXITY = Metric("dev_perplexity", "dev perplexity", higher_is_better=False)
 
 TRAIN_PERPLEXITY_SAMPLE = 2000  # training sequences re-scored each epoch (teacher-forced)
 
@@ -46,45 +49,27 @@ class LanguageModelTask:
         )
 
     def save_weights(self) -> None:
-        self.model.save(self.model_dir)
+        self.model.save_weights(self.model_dir)
 
 
-def train_language_model(
-    config: LanguageModelConfig,
-    output: str | Path,
-    *,
-    devices: int | str = 1,
-    strategy: str = "auto",
-    accelerator: str = "cpu",
-    progress: bool = True,
-) -> Path:
-    """Train as ``config`` says; the best model goes to ``output/model``. Returns that path."""
-    run = start_run(
-        output, config.train.seed, devices=devices, strategy=strategy, accelerator=accelerator
-    )
+def prepare_language_model(config: LanguageModelConfig, run: Run) -> Prepared:
+    """The causal language model ``config`` describes, with a vocabulary of its corpus."""
     data = config.data
-    train = read_corpus(data.train, data.tokenizer, data.max_length)
-    if data.dev:
-        dev, dev_source = read_corpus(data.dev, data.tokenizer, data.max_length), data.dev
-    else:
-        train, dev = split_off_dev(train, data.dev_fraction, data.split_seed)
-        dev_source = f"{data.train} (held-out {data.dev_fraction:.0%} of the lines)"
+    split = read_train_and_dev(
+        lambda path: read_corpus(path, data.tokenizer, data.max_length), data
+    )
     key = str.lower if config.features.lowercase else str
-    words = Vocabulary.build((key(t) for s in train for t in s), config.features.min_freq)
+    words = Vocabulary.build((key(t) for s in split.train for t in s), config.features.min_freq)
     vocabulary = Vocabulary([BOS, EOS, *(w for w in words.items[2:] if w not in (BOS, EOS))])
     network = build_language_model(config, len(vocabulary))
     model = LanguageModel(network, vocabulary, config)
-    run.say(
-        f"language model: {len(train)} train sequences, {len(dev)} dev from {dev_source}; "
-        f"{len(vocabulary)} words; {sum(p.numel() for p in network.parameters()):,} parameters"
-        + ("; bidirectional: LEAKS the next token (allow_leakage)" if config.allow_leakage else "")
+    leaks = "; bidirectional: LEAKS the next token (allow_leakage)" if config.allow_leakage else ""
+    return Prepared(
+        model=model,
+        network=network,
+        loop=LanguageModelTask(model, split.train, split.dev, run.model_dir),
+        summary=(
+            f"language model: {len(split.train)} train sequences, {len(split.dev)} dev from "
+            f"{split.dev_source}; {len(vocabulary)} words{leaks}"
+        ),
     )
-    if run.fabric.is_global_zero:
-        model.save_metadata(run.model_dir)
-    task = LanguageModelTask(model, train, dev, run.model_dir)
-    result = fit(run, network, task, config.train, config.optimizer, progress=progress)
-    run.say(
-        f"best dev perplexity {-result.best_score:.2f} at epoch {result.best_epoch}; "
-        f"model in {run.model_dir}"
-    )
-    return run.model_dir

@@ -8,8 +8,6 @@ own learning rate, under a warm-up schedule and gradient clipping from the confi
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -19,38 +17,24 @@ from bistack.api.layer_text import (
     LayerPoolingRegressor,
     LayerPoolingTextModel,
 )
+from bistack.api.text_outputs import RawOutputs, fit_calibration
 from bistack.config import LayerPoolingTextConfig
 from bistack.data.tables import Example
 from bistack.errors import ConfigError
 from bistack.feature_cache import cached_layer_vectors, model_fingerprint
-from bistack.modeldir import write_json
 from bistack.models.backbone import LayerVectors, SubwordBatch, TransformerBackbone
 from bistack.models.layer_pooling_model import LayerBatch, build_layer_pooling_model
-from bistack.recipes.loop import Evaluation, FitResult, fit, start_run
+from bistack.recipes.driver import Prepared
+from bistack.recipes.loop import Evaluation, Run
 from bistack.recipes.train_text import (
     TextData,
     dev_evaluation,
     load_text_data,
-    output_info,
-    targets_tensor,
+    report_dev_metrics,
+    text_outputs,
 )
 
 VectorSource = Callable[[Sequence[Example]], LayerVectors]
-
-
-def build_model(
-    config: LayerPoolingTextConfig, backbone: TransformerBackbone, outputs: dict
-) -> LayerPoolingTextModel:
-    """The untrained model a config describes, over ``backbone``."""
-    count = len(outputs["labels"]) if "labels" in outputs else len(outputs["targets"])
-    try:
-        network = build_layer_pooling_model(
-            config, backbone.num_layers, backbone.hidden_size, count, backbone
-        )
-    except ValueError as error:
-        raise ConfigError(f"layer_pooling: {error}") from None
-    kind = LayerPoolingClassifier if config.task == "classification" else LayerPoolingRegressor
-    return kind(network, backbone, config, outputs)
 
 
 def frozen_vectors(
@@ -90,148 +74,131 @@ def frozen_vectors(
     return cached.vectors
 
 
-class CachedLayersTask:
-    """Training on cached per-layer vectors: each batch is a slice of one tensor."""
+class LayerTextTask:
+    """Batches of cached per-layer vectors (frozen backbone: each batch is a slice of one
+    tensor) or of tokenised texts (fine-tuned backbone), and dev scoring."""
 
     def __init__(
         self,
         model: LayerPoolingTextModel,
-        layers: Tensor,
+        data: TextData,
         targets: Tensor,
-        dev: Sequence[Example],
-        dev_vectors: LayerVectors,
-        dev_source: str,
-        model_dir: Path,
+        run: Run,
+        calibrate: bool,
+        vectors_of: VectorSource | None,
     ) -> None:
         self.model = model
-        self.layers = layers  # (texts, num_layers, hidden_size)
-        self.targets = targets
-        self.dev = dev
-        self.dev_vectors = dev_vectors
-        self.dev_source = dev_source
-        self.model_dir = model_dir
-
-    def train_lengths(self) -> Sequence[int]:
-        return [1] * len(self.layers)
-
-    def collate(self, indices: list[int]) -> LayerBatch:
-        index = torch.tensor(indices)
-        return LayerBatch(self.layers[index], self.targets[index])
-
-    def evaluate(self) -> Evaluation:
-        raw = self.model.outputs(self.dev_vectors)
-        return dev_evaluation(self.model, self.model.metrics(self.dev, raw, self.dev_source))
-
-    def save_weights(self) -> None:
-        self.model.save_weights(self.model_dir)
-
-
-class FineTuneTask:
-    """Training the backbone with the head: each batch is tokenised texts."""
-
-    def __init__(
-        self, model: LayerPoolingTextModel, data: TextData, targets: Tensor, model_dir: Path
-    ) -> None:
-        self.model = model
-        self.texts = [e.text for e in data.train]
-        self.targets = targets
         self.data = data
-        self.model_dir = model_dir
-        self.lengths = [len(text.split()) for text in self.texts]
+        self.targets = targets
+        self.model_dir = run.model_dir
+        self.calibrate = calibrate
+        self.texts = [e.text for e in data.train]
+        self.layers: Tensor | None = None  # (texts, num_layers, hidden_size) when frozen
+        self.dev_vectors: LayerVectors | None = None
+        if vectors_of is not None:
+            self.layers = vectors_of(data.train).of(model.model.features)
+            self.dev_vectors = vectors_of(data.dev)
 
     def train_lengths(self) -> Sequence[int]:
-        return self.lengths
+        if self.layers is not None:
+            return [1] * len(self.layers)
+        return [len(text.split()) for text in self.texts]
 
-    def collate(self, indices: list[int]) -> SubwordBatch:
+    def collate(self, indices: list[int]) -> LayerBatch | SubwordBatch:
+        index = torch.tensor(indices)
+        if self.layers is not None:
+            return LayerBatch(self.layers[index], self.targets[index])
         options = self.model.config.backbone
         return self.model.backbone.tokenize(
             [self.texts[i] for i in indices],
             options.long_texts,
             options.stride,
             options.max_length,
-            targets=self.targets[torch.tensor(indices)],
+            targets=self.targets[index],
         )
 
+    def dev_outputs(self, model: LayerPoolingTextModel) -> RawOutputs:
+        if self.dev_vectors is not None:
+            return model.outputs_of(self.dev_vectors)
+        return model.run([e.text for e in self.data.dev])
+
     def evaluate(self) -> Evaluation:
-        return dev_evaluation(self.model, self.model.score(self.data.dev, self.data.dev_source))
+        raw = self.dev_outputs(self.model)
+        if self.calibrate:  # as for recurrent regressors: epochs compared calibrated
+            fit_calibration(self.model, self.data.dev, self.data.dev_source, raw)
+        return dev_evaluation(self.model.metrics(self.data.dev, raw, self.data.dev_source))
 
     def save_weights(self) -> None:
         self.model.save_weights(self.model_dir)
 
+    def finish(self, run: Run) -> None:
+        """Calibrate the best model on dev when asked; save its dev metrics."""
+        best = type(self.model).load(run.model_dir)
+        raw = self.dev_outputs(best)
+        if self.calibrate:
+            calibration = fit_calibration(best, self.data.dev, self.data.dev_source, raw)
+            best.save_metadata(run.model_dir)
+            pairs = ", ".join(f"x{a:.3f} {b:+.3f}" for a, b in calibration)
+            run.say(f"calibrated on dev (scale, offset per target): {pairs}")
+        scores = best.metrics(self.data.dev, raw, self.data.dev_source)
+        report_dev_metrics(scores, run.output, run.say)
 
-@dataclass(frozen=True)
-class TrainedHead:
-    model_dir: Path
-    fit: FitResult
-    parameters: int  # trained parameters (the head, plus the backbone when fine-tuned)
 
-
-def train_layer_pooling_model(
+def prepare_layer_text_model(
     config: LayerPoolingTextConfig,
-    output: str | Path,
+    run: Run,
+    model_class: type[LayerPoolingTextModel],
     *,
-    devices: int | str = 1,
-    strategy: str = "auto",
-    accelerator: str = "cpu",
-    progress: bool = True,
     backbone: TransformerBackbone | None = None,
     data: TextData | None = None,
     vectors_of: VectorSource | None = None,
-) -> TrainedHead:
-    """Train as ``config`` says; the best model goes to ``output/model``.
+) -> Prepared:
+    """The layer-pooling classifier or regressor ``config`` describes.
 
     ``backbone``, ``data`` and ``vectors_of`` (per-layer vectors of a list of examples) let a
     caller that trains many heads on subsets of one table (compare-poolers) load them once; by
     default all come from the config and the feature cache.
     """
-    run = start_run(
-        output, config.train.seed, devices=devices, strategy=strategy, accelerator=accelerator
-    )
-    say, model_dir = run.say, run.model_dir
     data = data or load_text_data(config)
     backbone = backbone or TransformerBackbone.load(config.backbone.path)
-    model = build_model(config, backbone, output_info(config, data.train))
-    targets = targets_tensor(model, data.train, config.data.train)
-    targets_tensor(model, data.dev, data.dev_source)  # fail now, not after the first epoch
-    network = model.model
-    parameters = sum(p.numel() for p in network.parameters())
-    mode = "fine-tuned" if config.backbone.finetune else "frozen"
-    say(
-        f"{config.task}: {len(data.train)} train texts, {len(data.dev)} dev from "
-        f"{data.dev_source}; backbone {backbone.folder} ({backbone.num_layers} layers, "
-        f"{mode}); {config.layer_pooling.type} pooling; {parameters:,} trained parameters"
-    )
-    if config.backbone.finetune:
-        task: CachedLayersTask | FineTuneTask = FineTuneTask(model, data, targets, model_dir)
-    else:
+    outputs = text_outputs(config, model_class.OUTPUTS, data)
+    try:
+        network = build_layer_pooling_model(
+            config, backbone.num_layers, backbone.hidden_size, len(outputs), backbone
+        )
+    except ValueError as error:
+        raise ConfigError(f"layer_pooling: {error}") from None
+    model = model_class(network, backbone, config, outputs)
+    targets = outputs.training_targets(data.train, config.data.train)
+    if not config.backbone.finetune:
         vectors_of = vectors_of or (
-            lambda examples: frozen_vectors(backbone, config, examples, say)
+            lambda examples: frozen_vectors(backbone, config, examples, run.say)
         )
-        train_vectors = vectors_of(data.train)
-        dev_vectors = vectors_of(data.dev)
-        task = CachedLayersTask(
-            model,
-            train_vectors.of(network.features),
-            targets,
-            data.dev,
-            dev_vectors,
-            data.dev_source,
-            model_dir,
-        )
-    if run.fabric.is_global_zero:
-        model.save_metadata(model_dir)
-    result = fit(run, network, task, config.train, config.optimizer, progress=progress)
-    metric = "accuracy" if config.task == "classification" else "RMSE"
-    say(
-        f"best dev {metric} {abs(result.best_score):.4f} at epoch {result.best_epoch}; "
-        f"model in {model_dir}"
+    task = LayerTextTask(
+        model,
+        data,
+        targets,
+        run,
+        config.regression.calibrate,
+        None if config.backbone.finetune else vectors_of,
     )
-    if run.fabric.is_global_zero:
-        best = type(model).load(model_dir)
-        assert isinstance(best, LayerPoolingTextModel)
-        if config.backbone.finetune:
-            metrics = best.score(data.dev, data.dev_source)
-        else:
-            metrics = best.metrics(data.dev, best.outputs(dev_vectors), data.dev_source)
-        write_json(run.output / "dev_metrics.json", metrics)
-    return TrainedHead(model_dir, result, parameters)
+    mode = "fine-tuned" if config.backbone.finetune else "frozen"
+    return Prepared(
+        model=model,
+        network=network,
+        loop=task,
+        summary=(
+            f"{config.kind}: {len(data.train)} train texts, {len(data.dev)} dev from "
+            f"{data.dev_source}; backbone {backbone.folder} ({backbone.num_layers} layers, "
+            f"{mode}); {config.layer_pooling.type} pooling"
+        ),
+        finish=task.finish,
+    )
+
+
+def prepare_layer_classifier(config: LayerPoolingTextConfig, run: Run, **inputs) -> Prepared:
+    return prepare_layer_text_model(config, run, LayerPoolingClassifier, **inputs)
+
+
+def prepare_layer_regressor(config: LayerPoolingTextConfig, run: Run, **inputs) -> Prepared:
+    return prepare_layer_text_model(config, run, LayerPoolingRegressor, **inputs)

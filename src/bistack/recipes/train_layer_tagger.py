@@ -7,21 +7,21 @@ halves the cache; the tagger computes in float32). Fine-tuned: the backbone runs
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from bistack.api.layer_tagger import LayerPoolingTagger
-from bistack.api.tagger import check_known_types
+from bistack.api.tagging import check_known_types
 from bistack.config import LayerPoolingTaggerConfig
 from bistack.data.batching import PAD_TAG
 from bistack.data.conll import Sentence
+from bistack.data.features import tag_order
 from bistack.feature_cache import cached_tensors, model_fingerprint
-from bistack.metrics.entities import score_entities
 from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
 from bistack.models.layer_tagger import WordLayerBatch, build_layer_tagger, pad_words
-from bistack.recipes.loop import Evaluation, fit, start_run
+from bistack.recipes.driver import Prepared
+from bistack.recipes.loop import Evaluation, Run
 from bistack.recipes.train_tagger import TaggingData, load_tagging_data, tagging_evaluation
 from bistack.schemes import convert_tags
 
@@ -71,14 +71,14 @@ class WordLayerTask:
         tagger: LayerPoolingTagger,
         data: TaggingData,
         tag_ids: list[list[int]],
-        model_dir: Path,
+        run: Run,
         train_states: Tensor | None,
         dev_states: Tensor | None,
     ) -> None:
         self.tagger = tagger
         self.data = data
         self.tag_ids = tag_ids
-        self.model_dir = model_dir
+        self.model_dir = run.model_dir
         self.train_states = train_states
         self.dev_states = dev_states
         self.starts = [0]
@@ -104,53 +104,37 @@ class WordLayerTask:
         return WordLayerBatch(mask, layers=pad_words(words, lengths), tags=tags)
 
     def evaluate(self) -> Evaluation:
-        predicted = self.tagger.tag_tokens(
-            [s.tokens for s in self.data.dev], states=self.dev_states
-        )
-        gold = [convert_tags(s.tags, self.tagger.output_scheme) for s in self.data.dev]
-        return tagging_evaluation(score_entities(gold, predicted))
+        scores = self.tagger.score(self.data.dev, self.data.dev_source, states=self.dev_states)
+        return tagging_evaluation(scores)
 
     def save_weights(self) -> None:
         self.tagger.save_weights(self.model_dir)
 
 
-def train_layer_tagger(
-    config: LayerPoolingTaggerConfig,
-    output: str | Path,
-    *,
-    devices: int | str = 1,
-    strategy: str = "auto",
-    accelerator: str = "cpu",
-    progress: bool = True,
-) -> Path:
-    """Train as ``config`` says; the best model goes to ``output/model``. Returns that path."""
-    run = start_run(
-        output, config.train.seed, devices=devices, strategy=strategy, accelerator=accelerator
-    )
-    say, model_dir = run.say, run.model_dir
+def prepare_layer_tagger(config: LayerPoolingTaggerConfig, run: Run) -> Prepared:
+    """The tagger over transformer layers that ``config`` describes."""
     data = load_tagging_data(config)
     backbone = TransformerBackbone.load(config.backbone.path)
     train_tags = [convert_tags(s.tags, config.data.scheme) for s in data.train]
-    labels = sorted({tag for tags in train_tags for tag in tags})
+    labels = tag_order(tag for tags in train_tags for tag in tags)
     check_known_types(data.dev, labels, data.dev_source)
     model = build_layer_tagger(config, backbone.num_layers, backbone.hidden_size, labels, backbone)
     tagger = LayerPoolingTagger(model, backbone, labels, config, data.input_scheme)
-    mode = "fine-tuned" if config.backbone.finetune else "frozen"
-    say(
-        f"train: {len(data.train)} sentences ({data.input_scheme}, trained as "
-        f"{config.data.scheme}); dev: {len(data.dev)} from {data.dev_source}; backbone "
-        f"{backbone.folder} ({backbone.num_layers} layers, {mode}, {config.subwords} subword); "
-        f"{len(labels)} tags; {sum(p.numel() for p in model.parameters()):,} trained parameters"
-    )
     train_states = dev_states = None
     if not config.backbone.finetune:
-        train_states = cached_word_states(backbone, config, data.train, say)
-        dev_states = cached_word_states(backbone, config, data.dev, say)
-    if run.fabric.is_global_zero:
-        tagger.save_metadata(model_dir)
+        train_states = cached_word_states(backbone, config, data.train, run.say)
+        dev_states = cached_word_states(backbone, config, data.dev, run.say)
     index = {label: i for i, label in enumerate(labels)}
     tag_ids = [[index[t] for t in tags] for tags in train_tags]
-    task = WordLayerTask(tagger, data, tag_ids, model_dir, train_states, dev_states)
-    result = fit(run, model, task, config.train, config.optimizer, progress=progress)
-    say(f"best dev F1 {result.best_score:.2f} at epoch {result.best_epoch}; model in {model_dir}")
-    return model_dir
+    mode = "fine-tuned" if config.backbone.finetune else "frozen"
+    return Prepared(
+        model=tagger,
+        network=model,
+        loop=WordLayerTask(tagger, data, tag_ids, run, train_states, dev_states),
+        summary=(
+            f"train: {len(data.train)} sentences ({data.input_scheme}, trained as "
+            f"{config.data.scheme}); dev: {len(data.dev)} from {data.dev_source}; backbone "
+            f"{backbone.folder} ({backbone.num_layers} layers, {mode}, {config.subwords} "
+            f"subword); {len(labels)} tags"
+        ),
+    )

@@ -1,22 +1,25 @@
-"""Train a sequence tagger: read CoNLL data, build vocabularies and the model, run the loop."""
+"""Train a recurrent sequence tagger: read CoNLL data, build vocabularies and the model."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from bistack.api.tagger import Tagger, check_known_types
+from bistack.api.tagger import Tagger
+from bistack.api.tagging import check_known_types
 from bistack.config import LayerPoolingTaggerConfig, TaggerConfig
 from bistack.data.batching import TaggingBatch, collate_tagging
 from bistack.data.conll import Sentence, read_conll
 from bistack.data.features import EncodedSentence
-from bistack.data.splits import split_off_dev
+from bistack.data.splits import read_train_and_dev
 from bistack.metrics.entities import EntityScores
 from bistack.models.tagger import build_tagger
-from bistack.recipes.features import build_vocabularies, prepare_embedder
-from bistack.recipes.loop import Evaluation, fit, start_run
+from bistack.recipes.driver import Metric, Prepared
+from bistack.recipes.features import build_vocabularies, initialise_words, singleton_mask
+from bistack.recipes.loop import Evaluation, Run
 from bistack.schemes import convert_tags, detect_scheme
+
+DEV_F1 = Metric("dev_f1", "dev F1", higher_is_better=True)
 
 
 @dataclass
@@ -32,13 +35,11 @@ class TaggingData:
 def load_tagging_data(config: TaggerConfig | LayerPoolingTaggerConfig) -> TaggingData:
     """Read train and dev; without a dev file, split off a fixed fraction of train."""
     data = config.data
-    train = read_conll(data.train, data.token_column, data.tag_column)
-    if data.dev:
-        dev, dev_source = read_conll(data.dev, data.token_column, data.tag_column), data.dev
-    else:
-        train, dev = split_off_dev(train, data.dev_fraction, data.split_seed)
-        dev_source = f"{data.train} (held-out {data.dev_fraction:.0%})"
-    return TaggingData(train, dev, detect_scheme([s.tags for s in train]), dev_source)
+    split = read_train_and_dev(
+        lambda path: read_conll(path, data.token_column, data.tag_column), data
+    )
+    scheme = detect_scheme([s.tags for s in split.train])
+    return TaggingData(split.train, split.dev, scheme, split.dev_source)
 
 
 def tagging_evaluation(scores: EntityScores) -> Evaluation:
@@ -60,12 +61,12 @@ class TaggingTask:
     """What the training loop needs for tagging: batches, dev scoring, saving."""
 
     def __init__(
-        self, tagger: Tagger, encoded: list[EncodedSentence], data: TaggingData, model_dir: Path
+        self, tagger: Tagger, encoded: list[EncodedSentence], data: TaggingData, run: Run
     ) -> None:
         self.tagger = tagger
         self.encoded = encoded
         self.data = data
-        self.model_dir = model_dir
+        self.model_dir = run.model_dir
 
     def train_lengths(self) -> Sequence[int]:
         return [len(e.words) for e in self.encoded]
@@ -80,36 +81,24 @@ class TaggingTask:
         self.tagger.save_weights(self.model_dir)
 
 
-def train_tagger(
-    config: TaggerConfig,
-    output: str | Path,
-    *,
-    devices: int | str = 1,
-    strategy: str = "auto",
-    accelerator: str = "cpu",
-    progress: bool = True,
-) -> Path:
-    """Train as ``config`` says; the best model goes to ``output/model``. Returns that path."""
-    run = start_run(
-        output, config.train.seed, devices=devices, strategy=strategy, accelerator=accelerator
-    )
-    fabric, say, model_dir = run.fabric, run.say, run.model_dir
+def prepare_tagger(config: TaggerConfig, run: Run) -> Prepared:
+    """The recurrent tagger ``config`` describes, sized to its training data."""
     data = load_tagging_data(config)
     pairs = [(s.tokens, convert_tags(s.tags, config.data.scheme)) for s in data.train]
     vocabularies = build_vocabularies(config.features, pairs)
     check_known_types(data.dev, vocabularies.tags.items, data.dev_source)
-    model = build_tagger(config, vocabularies)
-    say(prepare_embedder(model, config, vocabularies, pairs))
+    model = build_tagger(config, vocabularies, singletons=singleton_mask(vocabularies, pairs))
+    run.say(initialise_words(model.embedder, config.features, vocabularies))
     tagger = Tagger(model, vocabularies, config, data.input_scheme)
-    say(
-        f"train: {len(data.train)} sentences ({data.input_scheme}, trained as "
-        f"{config.data.scheme}); dev: {len(data.dev)} from {data.dev_source}; "
-        f"{len(vocabularies.words)} words, {len(vocabularies.chars)} chars, "
-        f"{len(vocabularies.tags)} tags; {sum(p.numel() for p in model.parameters()):,} parameters"
+    encoded = [vocabularies.encode(*pair) for pair in pairs]
+    return Prepared(
+        model=tagger,
+        network=model,
+        loop=TaggingTask(tagger, encoded, data, run),
+        summary=(
+            f"train: {len(data.train)} sentences ({data.input_scheme}, trained as "
+            f"{config.data.scheme}); dev: {len(data.dev)} from {data.dev_source}; "
+            f"{len(vocabularies.words)} words, {len(vocabularies.chars)} chars, "
+            f"{len(vocabularies.tags)} tags"
+        ),
     )
-    if fabric.is_global_zero:
-        tagger.save_metadata(model_dir)
-    task = TaggingTask(tagger, [vocabularies.encode(*pair) for pair in pairs], data, model_dir)
-    result = fit(run, model, task, config.train, config.optimizer, progress=progress)
-    say(f"best dev F1 {result.best_score:.2f} at epoch {result.best_epoch}; model in {model_dir}")
-    return model_dir

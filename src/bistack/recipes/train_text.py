@@ -1,91 +1,54 @@
-"""Train a text classifier or regressor from a table of texts and labels."""
+"""Train a recurrent text classifier or regressor from a table of texts and labels."""
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import torch
 
-from bistack.api.text import Classifier, Regressor, TextModel
+from bistack.api.text import Classifier, RecurrentTextModel, Regressor
+from bistack.api.text_outputs import ClassOutputs, TargetOutputs, fit_calibration
 from bistack.config import LayerPoolingTextConfig, TextModelConfig
 from bistack.data.batching import TextBatch, collate_text
 from bistack.data.features import EncodedSentence
-from bistack.data.splits import split_off_dev
-from bistack.data.tables import Example, parse_targets, read_table
+from bistack.data.splits import TrainAndDev, read_train_and_dev
+from bistack.data.tables import Example, read_table
 from bistack.data.tokenize import tokenize_text
+from bistack.metrics.text import Scores
 from bistack.modeldir import write_json
 from bistack.models.classifier import build_classifier
-from bistack.recipes.features import build_vocabularies, prepare_embedder
-from bistack.recipes.loop import Evaluation, fit, start_run
+from bistack.recipes.driver import Metric, Prepared
+from bistack.recipes.features import build_vocabularies, initialise_words, singleton_mask
+from bistack.recipes.loop import Evaluation, Run
 
-
-@dataclass
-class TextData:
-    train: list[Example]
-    dev: list[Example]
-    dev_source: str
+TextData = TrainAndDev[Example]
+DEV_ACCURACY = Metric("dev_accuracy", "dev accuracy", higher_is_better=True)
+DEV_RMSE = Metric("dev_rmse", "dev RMSE", higher_is_better=False)
 
 
 def load_text_data(config: TextModelConfig | LayerPoolingTextConfig) -> TextData:
     """Read train and dev tables; without a dev table, split off a fixed fraction of train."""
     data = config.data
-    train = read_table(data.train, data.text_column, data.label_columns, file_format=data.format)
-    if data.dev:
-        dev = read_table(data.dev, data.text_column, data.label_columns, file_format=data.format)
-        return TextData(train, dev, data.dev)
-    train, dev = split_off_dev(train, data.dev_fraction, data.split_seed)
-    return TextData(train, dev, f"{data.train} (held-out {data.dev_fraction:.0%})")
+
+    def read(path: str) -> list[Example]:
+        return read_table(path, data.text_column, data.label_columns, file_format=data.format)
+
+    return read_train_and_dev(read, data)
 
 
-def output_info(
-    config: TextModelConfig | LayerPoolingTextConfig, train: Sequence[Example]
-) -> dict[str, Any]:
-    """Labels (classification), or target names with training mean and std (regression)."""
-    if config.task == "classification":
-        return {"labels": sorted({e.labels[0] for e in train}, key=_label_order)}
-    columns = config.data.label_columns
-    values = parse_targets(train, columns, config.data.train)
-    means = [statistics.fmean(column) for column in zip(*values, strict=True)]
-    stds = [statistics.pstdev(column) or 1.0 for column in zip(*values, strict=True)]
-    return {"targets": list(columns), "mean": means, "std": stds}
-
-
-def _label_order(label: str) -> tuple[int, float | str]:
-    """Numeric labels in numeric order ("2" before "10"), then the rest alphabetically."""
-    try:
-        return (0, float(label))
-    except ValueError:
-        return (1, label)
-
-
-def targets_tensor(model: TextModel, examples: Sequence[Example], path: str) -> torch.Tensor:
-    """Targets: class ids ``(n,)``, or standardised values ``(n, num_targets)``.
-
-    Raises DataError at the row of a label the model does not know or a bad target.
-    """
-    if isinstance(model, Classifier):
-        return torch.tensor(model.label_ids(examples, path))
-    info = model.output_info
-    values = torch.tensor(parse_targets(examples, info["targets"], path))
-    return (values - torch.tensor(info["mean"])) / torch.tensor(info["std"])
-
-
-def dev_evaluation(model: TextModel, metrics: dict[str, Any]) -> Evaluation:
+def dev_evaluation(scores: Scores) -> Evaluation:
     """Early stopping maximises dev accuracy (classification) or minus dev RMSE (regression)."""
-    if isinstance(model, Classifier):
+    if "accuracy" in scores:
         return Evaluation(
-            score=metrics["accuracy"],
-            metrics={"dev_accuracy": metrics["accuracy"], "dev_macro_f1": metrics["macro_f1"]},
-            summary=f"dev accuracy {metrics['accuracy']:.2f} macro-F1 {metrics['macro_f1']:.2f}",
+            score=scores["accuracy"],
+            metrics={"dev_accuracy": scores["accuracy"], "dev_macro_f1": scores["macro_f1"]},
+            summary=f"dev accuracy {scores['accuracy']:.2f} macro-F1 {scores['macro_f1']:.2f}",
         )
     return Evaluation(
-        score=-metrics["rmse"],
-        metrics={"dev_rmse": metrics["rmse"], "dev_pearson": metrics["pearson"]},
-        summary=f"dev RMSE {metrics['rmse']:.4f} r {metrics['pearson']:.4f}",
+        score=-scores["rmse"],
+        metrics={"dev_rmse": scores["rmse"], "dev_pearson": scores["pearson"]},
+        summary=f"dev RMSE {scores['rmse']:.4f} r {scores['pearson']:.4f}",
     )
 
 
@@ -94,19 +57,19 @@ class TextTask:
 
     def __init__(
         self,
-        model: TextModel,
+        model: RecurrentTextModel,
         encoded: list[EncodedSentence],
         targets: torch.Tensor,
-        dev: TextData,
-        model_dir: Path,
-        calibrate: bool = False,
+        data: TextData,
+        run: Run,
+        calibrate: bool,
     ) -> None:
         self.model = model
-        self.calibrate = calibrate
         self.encoded = encoded
         self.targets = targets
-        self.data = dev
-        self.model_dir = model_dir
+        self.data = data
+        self.model_dir = run.model_dir
+        self.calibrate = calibrate
 
     def train_lengths(self) -> Sequence[int]:
         return [len(e.words) for e in self.encoded]
@@ -119,74 +82,82 @@ class TextTask:
     def evaluate(self) -> Evaluation:
         examples, path = self.data.dev, self.data.dev_source
         raw = self.model.run([e.text for e in examples])
-        if isinstance(self.model, Regressor) and self.calibrate:
+        if self.calibrate:
             # The kept epoch is the one that scores best as it will be used: calibrated.
             # Uncalibrated RMSE would also charge each epoch for a shift that calibration undoes.
-            self.model.fit_calibration(examples, path, raw)
-        return dev_evaluation(self.model, self.model.metrics(examples, raw, path))
+            fit_calibration(self.model, examples, path, raw)
+        return dev_evaluation(self.model.metrics(examples, raw, path))
 
     def save_weights(self) -> None:
         self.model.save_weights(self.model_dir)
 
 
-def train_text_model(
-    config: TextModelConfig,
-    output: str | Path,
-    *,
-    devices: int | str = 1,
-    strategy: str = "auto",
-    accelerator: str = "cpu",
-    progress: bool = True,
-) -> Path:
-    """Train as ``config`` says; the best model goes to ``output/model``. Returns that path."""
-    run = start_run(
-        output, config.train.seed, devices=devices, strategy=strategy, accelerator=accelerator
-    )
-    fabric, say, model_dir = run.fabric, run.say, run.model_dir
+def text_outputs(
+    config: TextModelConfig | LayerPoolingTextConfig,
+    outputs: type[ClassOutputs] | type[TargetOutputs],
+    data: TextData,
+) -> ClassOutputs | TargetOutputs:
+    """The outputs' meaning from the training table; both splits' labels checked now, not
+    after the first epoch (an unknown label or a bad target is an error naming its row)."""
+    made = outputs.from_training(data.train, config.data.label_columns, config.data.train)
+    made.training_targets(data.dev, data.dev_source)
+    return made
+
+
+def prepare_text_model(
+    config: TextModelConfig, run: Run, model_class: type[RecurrentTextModel]
+) -> Prepared:
+    """The recurrent classifier or regressor ``config`` describes, sized to its training data."""
     data = load_text_data(config)
-    info = output_info(config, data.train)
-    kind = Classifier if config.task == "classification" else Regressor
+    outputs = text_outputs(config, model_class.OUTPUTS, data)
     # Tokenise with the same rules prediction will use.
     tokens = [[t.text for t in tokenize_text(e.text, config.data.tokenizer)] for e in data.train]
     pairs = [(t, ()) for t in tokens]
     vocabularies = build_vocabularies(config.features, pairs)
-    network = build_classifier(config, vocabularies, len(info.get("labels", info.get("targets"))))
-    say(prepare_embedder(network, config, vocabularies, pairs))
-    model = kind(network, vocabularies, config, info)
-    say(
-        f"{config.task}: {len(data.train)} train texts, {len(data.dev)} dev from "
-        f"{data.dev_source}; {len(vocabularies.words)} words; "
-        f"{sum(p.numel() for p in network.parameters()):,} parameters"
-    )
-    if fabric.is_global_zero:
-        model.save_metadata(model_dir)
-    targets = targets_tensor(model, data.train, config.data.train)
-    targets_tensor(model, data.dev, data.dev_source)  # fail now, not after the first epoch
+    singletons = singleton_mask(vocabularies, pairs)
+    network = build_classifier(config, vocabularies, len(outputs), singletons)
+    run.say(initialise_words(network.embedder, config.features, vocabularies))
+    model = model_class(network, vocabularies, config, outputs)
+    targets = outputs.training_targets(data.train, config.data.train)
     encoded = [vocabularies.encode(t) for t in tokens]
-    task = TextTask(model, encoded, targets, data, model_dir, config.train.calibrate)
-    result = fit(run, network, task, config.train, config.optimizer, progress=progress)
-    say(
-        f"best dev {'accuracy' if kind is Classifier else 'RMSE'} {abs(result.best_score):.4f} "
-        f"at epoch {result.best_epoch}; model in {model_dir}"
+    calibrate = config.regression.calibrate
+    return Prepared(
+        model=model,
+        network=network,
+        loop=TextTask(model, encoded, targets, data, run, calibrate),
+        summary=(
+            f"{config.kind}: {len(data.train)} train texts, {len(data.dev)} dev from "
+            f"{data.dev_source}; {len(vocabularies.words)} words"
+        ),
+        finish=lambda run: finish_text_model(model_class, data, calibrate, run),
     )
-    if fabric.is_global_zero:
-        best = kind.load(model_dir)
-        if isinstance(best, Regressor) and config.train.calibrate:
-            calibration = best.fit_calibration(data.dev, data.dev_source)
-            best.save_metadata(model_dir)
-            pairs = ", ".join(f"x{a:.3f} {b:+.3f}" for a, b in calibration)
-            say(f"calibrated on dev (scale, offset per target): {pairs}")
-        report_dev_diagnostics(best, data, run.output, say)
-    return model_dir
 
 
-def report_dev_diagnostics(
-    model: TextModel, data: TextData, output: Path, say: Callable[[str], None]
+def prepare_classifier(config: TextModelConfig, run: Run) -> Prepared:
+    return prepare_text_model(config, run, Classifier)
+
+
+def prepare_regressor(config: TextModelConfig, run: Run) -> Prepared:
+    return prepare_text_model(config, run, Regressor)
+
+
+def finish_text_model(
+    model_class: type[RecurrentTextModel], data: TextData, calibrate: bool, run: Run
 ) -> None:
-    """Score the best model on dev; print and save metrics and attention diagnostics."""
-    metrics = model.score(data.dev, data.dev_source)
-    write_json(output / "dev_metrics.json", metrics)
-    attention = metrics.get("attention")
+    """Calibrate the best model on dev when asked, then report and save its dev metrics."""
+    best = model_class.load(run.model_dir)
+    if calibrate:
+        calibration = fit_calibration(best, data.dev, data.dev_source)
+        best.save_metadata(run.model_dir)
+        pairs = ", ".join(f"x{a:.3f} {b:+.3f}" for a, b in calibration)
+        run.say(f"calibrated on dev (scale, offset per target): {pairs}")
+    report_dev_metrics(best.score(data.dev, data.dev_source), run.output, run.say)
+
+
+def report_dev_metrics(scores: Scores, output: Path, say: Callable[[str], None]) -> None:
+    """Save the best model's dev metrics; print its attention diagnostics when it attends."""
+    write_json(output / "dev_metrics.json", scores.to_json())
+    attention = scores.get("attention")
     if attention is None:
         return
     say(

@@ -1,0 +1,63 @@
+"""What every model a user loads shares, so that outlets (the CLI, and later serving, export and
+corpus prediction) handle each kind the same way, through the task table.
+
+Wrappers are siblings that each satisfy these protocols; none subclasses another.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol, Self
+
+from bistack.config import ExperimentConfig
+
+
+class Prediction(Protocol):
+    """One text's prediction, as plain data (what ``predict --format jsonl`` prints)."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+class Report(Protocol):
+    """An evaluation: readable as ``str()``, and as plain data for ``evaluate --json``."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+class Model(Protocol):
+    """A trained model in a model directory: load, save, evaluate on labelled data."""
+
+    config: ExperimentConfig
+
+    @classmethod
+    def load(cls, path: str | Path) -> Self: ...
+
+    def save(self, path: str | Path) -> None: ...
+    def save_metadata(self, path: str | Path) -> None: ...
+    def save_weights(self, path: str | Path) -> None: ...
+    def evaluate(self, path: str | Path) -> Report: ...
+
+
+class Predictor(Model, Protocol):
+    """A model that labels raw texts."""
+
+    @property
+    def labels(self) -> list[str]: ...
+
+    def predict(self, texts: Sequence[str]) -> Sequence[Prediction]: ...
+
+
+def jsonl_line(prediction: Prediction) -> str:
+    """One JSON object and a newline."""
+    return json.dumps(prediction.to_json(), ensure_ascii=False) + "\n"
+
+
+def conll_block(prediction: Prediction) -> str:
+    """``token<TAB>tag`` lines with a blank line after each sentence (taggers' predictions)."""
+    return prediction.to_conll()  # type: ignore[attr-defined]
+
+
+# How ``predict --format`` writes one prediction; the task table says which formats a kind has.
+FORMATS: dict[str, Callable[[Prediction], str]] = {"jsonl": jsonl_line, "conll": conll_block}

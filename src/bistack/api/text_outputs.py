@@ -1,0 +1,300 @@
+"""What a text model's outputs mean, shared by every text model kind: class labels (logits) or
+numeric targets (standardised values, optionally calibrated on dev).
+
+A model's ``outputs`` object turns the network's raw outputs into predictions and scores, and
+training labels into the tensors the loss reads. It is the ``outputs`` record of config.json.
+"""
+
+from __future__ import annotations
+
+import statistics
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from bistack.data.tables import Example, parse_targets, read_table
+from bistack.data.tokenize import Token
+from bistack.errors import DataError
+from bistack.metrics.text import (
+    ClassificationScores,
+    RegressionScores,
+    attention_diagnostics,
+    classification_scores,
+    regression_scores,
+)
+
+
+@dataclass(frozen=True)
+class TextPrediction:
+    """A prediction for one text.
+
+    Classification: ``label`` and ``probabilities``. Regression: ``values`` per target, in the
+    original units. ``attention``: (token, weight) pairs when asked for and the pooling has them.
+    """
+
+    text: str
+    label: str | None = None
+    probabilities: dict[str, float] | None = None
+    values: dict[str, float] | None = None
+    attention: list[tuple[Token, float]] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"text": self.text}
+        if self.label is not None:
+            record |= {"label": self.label, "probabilities": self.probabilities}
+        else:
+            record["values"] = self.values
+        if self.attention is not None:
+            record["attention"] = [
+                {"text": t.text, "start": t.start, "end": t.end, "weight": w}
+                for t, w in self.attention
+            ]
+        return record
+
+
+@dataclass
+class RawOutputs:
+    """Model outputs for a list of texts, in input order."""
+
+    tokens: list[list[Token]]
+    outputs: Tensor  # (texts, num_outputs)
+    weights: list[list[float]] | None  # per text, one weight per token
+    padding_mass: float  # attention on padding over all batches: exactly 0 by construction
+
+    def attention(self, index: int, wanted: bool) -> list[tuple[Token, float]] | None:
+        if not wanted or self.weights is None:
+            return None
+        return list(zip(self.tokens[index], self.weights[index], strict=True))
+
+    def diagnostics(self) -> dict[str, Any]:
+        return attention_diagnostics(self.weights, self.padding_mass)
+
+
+class ClassOutputs:
+    """A classifier's outputs: one logit per label."""
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        self.info = info  # {"labels": [...]}
+
+    @classmethod
+    def from_training(
+        cls, train: Sequence[Example], columns: Sequence[str], path: str
+    ) -> ClassOutputs:
+        return cls({"labels": sorted({e.labels[0] for e in train}, key=_label_order)})
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.info["labels"])
+
+    names = labels
+
+    def __len__(self) -> int:
+        return len(self.info["labels"])
+
+    def label_ids(self, examples: Sequence[Example], path: str | Path) -> list[int]:
+        """Class ids of the examples' labels; an unknown label is an error naming its row."""
+        index = {label: i for i, label in enumerate(self.labels)}
+        for example in examples:
+            if example.labels[0] not in index:
+                raise DataError(
+                    path,
+                    f"label {example.labels[0]!r} never appeared in training "
+                    f"(known: {', '.join(self.labels)})",
+                    row=example.row,
+                )
+        return [index[e.labels[0]] for e in examples]
+
+    def training_targets(self, examples: Sequence[Example], path: str | Path) -> Tensor:
+        """Class ids ``(n,)``; raises DataError at the row of an unknown label."""
+        return torch.tensor(self.label_ids(examples, path))
+
+    def predictions(
+        self, texts: Sequence[str], raw: RawOutputs, attention: bool
+    ) -> list[TextPrediction]:
+        """Label and class probabilities per text."""
+        probabilities = torch.softmax(raw.outputs, dim=-1).tolist()
+        labels = self.labels
+        return [
+            TextPrediction(
+                text,
+                label=labels[max(range(len(labels)), key=row.__getitem__)],
+                probabilities=dict(zip(labels, row, strict=True)),
+                attention=raw.attention(i, attention),
+            )
+            for i, (text, row) in enumerate(zip(texts, probabilities, strict=True))
+        ]
+
+    def scores(
+        self, examples: Sequence[Example], raw: RawOutputs, path: str | Path
+    ) -> ClassificationScores:
+        """Accuracy, macro-F1 and the confusion matrix of ``raw`` against the labels."""
+        gold = self.label_ids(examples, path)
+        predicted = raw.outputs.argmax(dim=-1).tolist()
+        return classification_scores(gold, predicted, self.labels, raw.diagnostics())
+
+
+class TargetOutputs:
+    """A regressor's outputs: one standardised value per target, back in original units with
+    the training mean and std, then the dev calibration when training fitted one."""
+
+    def __init__(self, info: dict[str, Any]) -> None:
+        self.info = info  # {"targets": [...], "mean": [...], "std": [...], "calibration"?}
+
+    @classmethod
+    def from_training(
+        cls, train: Sequence[Example], columns: Sequence[str], path: str
+    ) -> TargetOutputs:
+        values = parse_targets(train, columns, path)
+        means = [statistics.fmean(column) for column in zip(*values, strict=True)]
+        stds = [statistics.pstdev(column) or 1.0 for column in zip(*values, strict=True)]
+        return cls({"targets": list(columns), "mean": means, "std": stds})
+
+    @property
+    def targets(self) -> list[str]:
+        return list(self.info["targets"])
+
+    names = targets
+
+    def __len__(self) -> int:
+        return len(self.info["targets"])
+
+    def values(self, raw: RawOutputs) -> Tensor:
+        """``(texts, num_targets)`` in original units (training standardised them), with the
+        dev calibration ``scale * value + offset`` per target when training fitted one."""
+        mean = torch.tensor(self.info["mean"])
+        std = torch.tensor(self.info["std"])
+        values = raw.outputs.cpu() * std + mean
+        calibration = self.info.get("calibration")
+        if calibration is not None:
+            scale, offset = torch.tensor(calibration).T  # (num_targets,) each
+            values = values * scale + offset
+        return values
+
+    def fit_calibration(
+        self, examples: Sequence[Example], path: str | Path, raw: RawOutputs
+    ) -> list[list[float]]:
+        """Least-squares ``[scale, offset]`` per target mapping ``raw`` (the network's outputs
+        on ``examples``) onto their targets; kept in ``info`` for every later prediction."""
+        self.info.pop("calibration", None)
+        predicted = self.values(raw)
+        gold = torch.tensor(parse_targets(examples, self.targets, path))
+        calibration = []
+        for j in range(len(self.targets)):
+            design = torch.stack([predicted[:, j], torch.ones(len(examples))], dim=1).double()
+            solution = torch.linalg.lstsq(design, gold[:, j : j + 1].double()).solution
+            calibration.append([float(solution[0, 0]), float(solution[1, 0])])
+        self.info["calibration"] = calibration
+        return calibration
+
+    def training_targets(self, examples: Sequence[Example], path: str | Path) -> Tensor:
+        """Standardised values ``(n, num_targets)``; raises DataError at the row of a bad one."""
+        values = torch.tensor(parse_targets(examples, self.targets, path))
+        return (values - torch.tensor(self.info["mean"])) / torch.tensor(self.info["std"])
+
+    def predictions(
+        self, texts: Sequence[str], raw: RawOutputs, attention: bool
+    ) -> list[TextPrediction]:
+        """Values per target per text."""
+        return [
+            TextPrediction(
+                text,
+                values=dict(zip(self.targets, row, strict=True)),
+                attention=raw.attention(i, attention),
+            )
+            for i, (text, row) in enumerate(zip(texts, self.values(raw).tolist(), strict=True))
+        ]
+
+    def scores(
+        self, examples: Sequence[Example], raw: RawOutputs, path: str | Path
+    ) -> RegressionScores:
+        """RMSE and Pearson r per target (original units) and their means over targets."""
+        gold = parse_targets(examples, self.targets, path)
+        return regression_scores(gold, self.values(raw).tolist(), self.targets, raw.diagnostics())
+
+
+Outputs = ClassOutputs | TargetOutputs
+
+
+def _label_order(label: str) -> tuple[int, float | str]:
+    """Numeric labels in numeric order ("2" before "10"), then the rest alphabetically."""
+    try:
+        return (0, float(label))
+    except ValueError:
+        return (1, label)
+
+
+class TextModelBase(ABC):
+    """What every text model does with its outputs, whatever computes them: predictions,
+    scores on a labelled table. A subclass supplies ``run`` and the model files."""
+
+    config: Any  # a config with a ``data`` section of table columns
+    outputs: Outputs
+
+    @abstractmethod
+    def run(self, texts: Sequence[str], batch_size: int | None = None) -> RawOutputs:
+        """The network's outputs for raw texts, in input order."""
+
+    @abstractmethod
+    def save_metadata(self, path: str | Path) -> None: ...
+
+    @abstractmethod
+    def save_weights(self, path: str | Path) -> None: ...
+
+    def save(self, path: str | Path) -> None:
+        self.save_metadata(path)
+        self.save_weights(path)
+
+    @property
+    def output_info(self) -> dict[str, Any]:
+        """Labels, or target names with mean, std and calibration, as config.json keeps them."""
+        return self.outputs.info
+
+    @property
+    def labels(self) -> list[str]:
+        """Class labels (classifiers) or target names (regressors)."""
+        return self.outputs.names
+
+    def predict(self, texts: Sequence[str], attention: bool = False) -> list[TextPrediction]:
+        """One prediction per text; ``attention=True`` adds token weights when the pooling
+        has them."""
+        return self.outputs.predictions(texts, self.run(texts), attention)
+
+    def evaluate(self, path: str | Path) -> ClassificationScores | RegressionScores:
+        """Metrics on a labelled table, with attention diagnostics when the pooling attends."""
+        data = self.config.data
+        examples = read_table(path, data.text_column, data.label_columns, file_format=data.format)
+        return self.score(examples, path)
+
+    def score(
+        self, examples: Sequence[Example], path: str | Path = "<data>"
+    ) -> ClassificationScores | RegressionScores:
+        """Metrics against the examples' labels; a bad label fails, naming its row, before any
+        work."""
+        self.outputs.training_targets(examples, path)
+        return self.metrics(examples, self.run([e.text for e in examples]), path)
+
+    def metrics(
+        self, examples: Sequence[Example], raw: RawOutputs, path: str | Path = "<data>"
+    ) -> ClassificationScores | RegressionScores:
+        """Metrics of outputs already computed (``raw``) against the examples' labels."""
+        return self.outputs.scores(examples, raw, path)
+
+
+def fit_calibration(
+    model: TextModelBase,
+    examples: Sequence[Example],
+    path: str | Path,
+    raw: RawOutputs | None = None,
+) -> list[list[float]]:
+    """Fit a regressor's dev calibration (``TargetOutputs.fit_calibration``) on ``examples``;
+    ``raw``: the network's outputs on them when the caller already has them."""
+    if not isinstance(model.outputs, TargetOutputs):
+        raise TypeError(f"only a regressor is calibrated, not a {type(model).__name__}")
+    if raw is None:
+        raw = model.run([e.text for e in examples])
+    return model.outputs.fit_calibration(examples, path, raw)

@@ -1,0 +1,156 @@
+"""Scores of text classifiers, regressors and language models: pure functions over lists, and
+read-only reports that print themselves (``str``) and serialise (``to_json``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from bistack.metrics.classification import accuracy, confusion_matrix, macro_f1, pearson, rmse
+
+# Attention is called collapsed on a text when one position, or the first token, takes at
+# least this much of it; the diagnostics warn when that holds for most texts (seed: "if all
+# the mass sits on <pad> or on the first token, something is broken").
+COLLAPSE_MASS = 0.9
+FIRST_TOKEN_MASS = 0.5
+
+
+class Scores(Mapping[str, Any]):
+    """Metric name -> value, as ``evaluate`` returns them; ``str()`` is the readable report."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self._values = values
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._values!r})"
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self._values)
+
+
+class ClassificationScores(Scores):
+    def __str__(self) -> str:
+        matrix = self["confusion_matrix"]
+        lines = [
+            f"accuracy {self['accuracy']:.2f}  macro-F1 {self['macro_f1']:.2f}  "
+            f"({self['examples']} texts)",
+            "confusion matrix (rows gold, columns predicted): " + ", ".join(matrix["labels"]),
+        ]
+        lines += [
+            "  " + " ".join(f"{n:>6}" for n in row) for row in matrix["rows_gold_columns_predicted"]
+        ]
+        return "\n".join(lines + attention_lines(self))
+
+
+class RegressionScores(Scores):
+    def __str__(self) -> str:
+        lines = [
+            f"RMSE {self['rmse']:.4f} (mean over targets)  Pearson r {self['pearson']:.4f}  "
+            f"({self['examples']} texts)"
+        ]
+        lines += [
+            f"  {name}: RMSE {t['rmse']:.4f}  r {t['pearson']:.4f}"
+            for name, t in self["per_target"].items()
+        ]
+        return "\n".join(lines + attention_lines(self))
+
+
+class PerplexityScores(Scores):
+    def __str__(self) -> str:
+        return f"perplexity {self['perplexity']:.2f} over {self['tokens']} tokens"
+
+
+def classification_scores(
+    gold: Sequence[int],
+    predicted: Sequence[int],
+    labels: Sequence[str],
+    attention: dict[str, Any] | None = None,
+) -> ClassificationScores:
+    """Accuracy, macro-F1 and the confusion matrix of class ids against ``labels``."""
+    return ClassificationScores(
+        {
+            "accuracy": accuracy(gold, predicted),
+            "macro_f1": macro_f1(gold, predicted, len(labels)),
+            "confusion_matrix": {
+                "labels": list(labels),
+                "rows_gold_columns_predicted": confusion_matrix(gold, predicted, len(labels)),
+            },
+            "examples": len(gold),
+            **(attention or {}),
+        }
+    )
+
+
+def regression_scores(
+    gold: Sequence[Sequence[float]],
+    predicted: Sequence[Sequence[float]],
+    targets: Sequence[str],
+    attention: dict[str, Any] | None = None,
+) -> RegressionScores:
+    """RMSE and Pearson r per target and their means over targets (rows are examples)."""
+    per_target = {
+        name: {
+            "rmse": rmse([g[j] for g in gold], [p[j] for p in predicted]),
+            "pearson": pearson([g[j] for g in gold], [p[j] for p in predicted]),
+        }
+        for j, name in enumerate(targets)
+    }
+    return RegressionScores(
+        {
+            "rmse": sum(t["rmse"] for t in per_target.values()) / len(per_target),
+            "pearson": sum(t["pearson"] for t in per_target.values()) / len(per_target),
+            "per_target": per_target,
+            "examples": len(gold),
+            **(attention or {}),
+        }
+    )
+
+
+def attention_diagnostics(
+    weights: Sequence[Sequence[float]] | None, padding_mass: float
+) -> dict[str, Any]:
+    """Where the attention mass goes, averaged over texts; empty for static pooling."""
+    if weights is None:
+        return {}
+    longer = [w for w in weights if len(w) > 1]  # one token must take all the mass
+    count = max(len(longer), 1)
+    first = sum(w[0] for w in longer) / count
+    peak = sum(max(w) for w in longer) / count
+    collapsed = sum(max(w) >= COLLAPSE_MASS for w in longer) / count
+    on_first = sum(w[0] >= FIRST_TOKEN_MASS for w in longer) / count
+    warnings = []
+    if on_first > 0.5:
+        warnings.append(f"attention sits on the first token for {on_first:.0%} of texts")
+    if collapsed > 0.5:
+        warnings.append(f"attention collapses onto one position for {collapsed:.0%} of texts")
+    return {
+        "attention": {
+            "mean_first_token_mass": first,
+            "mean_top_position_mass": peak,
+            "share_collapsed": collapsed,
+            "share_on_first_token": on_first,
+            "padding_mass": padding_mass,
+            "warnings": warnings,
+        }
+    }
+
+
+def attention_lines(scores: Mapping[str, Any]) -> list[str]:
+    attention = scores.get("attention")
+    if not attention:
+        return []
+    return [
+        f"attention: first-token mass {attention['mean_first_token_mass']:.3f}, "
+        f"top-position mass {attention['mean_top_position_mass']:.3f}, "
+        f"padding mass {attention['padding_mass']:.1f}",
+        *(f"WARNING: {warning}" for warning in attention["warnings"]),
+    ]

@@ -1,0 +1,121 @@
+"""The one training driver: every model kind trains through :func:`train_model`.
+
+A kind supplies ``prepare(config, run, **inputs) -> Prepared``: read its data, build its model and
+what the loop needs. The driver does what every kind shares: start the run, say what is trained,
+write the model's metadata (rank 0), run the loop, report the best epoch, and let the kind finish
+(calibration, dev metrics) once the best weights are on disk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from torch import nn
+
+from bistack.config import ExperimentConfig
+from bistack.recipes.loop import FitResult, LoopTask, Run, fit, start_run
+
+
+class Saved(Protocol):
+    """What the driver writes into the run's model directory."""
+
+    def save_metadata(self, path: str | Path) -> None: ...
+
+
+@dataclass(frozen=True)
+class Metric:
+    """The dev score that chooses the best epoch: its metrics.csv column, its name, and its
+    direction (the loop maximises, so a lower-is-better metric is negated there)."""
+
+    column: str
+    name: str
+    higher_is_better: bool
+
+    def value(self, loop_score: float) -> float:
+        """The metric itself from the score the loop maximised."""
+        return loop_score if self.higher_is_better else -loop_score
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run uses the machine (Lightning Fabric's devices, strategy, accelerator)."""
+
+    devices: int | str = 1
+    strategy: str = "auto"
+    accelerator: str = "cpu"
+    progress: bool = True
+
+
+DEFAULT_OPTIONS = RunOptions()
+
+
+@dataclass
+class Prepared:
+    """What a kind hands the driver.
+
+    model: the wrapper whose metadata goes to the model directory before training;
+    network: the module the loop trains (its parameters are counted);
+    loop: batches, dev evaluation and weight saving for the loop;
+    summary: one line on the data and the model;
+    finish: called on rank 0 after training, once the best weights are saved.
+    """
+
+    model: Saved
+    network: nn.Module
+    loop: LoopTask
+    summary: str
+    finish: Callable[[Run], None] | None = None
+
+
+@dataclass(frozen=True)
+class TrainedModel:
+    model_dir: Path
+    fit: FitResult
+    parameters: int  # trained parameters (a frozen backbone's not counted)
+
+
+Prepare = Callable[..., Prepared]
+
+
+def train_model(
+    config: ExperimentConfig,
+    output: str | Path,
+    prepare: Prepare,
+    metric: Metric,
+    options: RunOptions = DEFAULT_OPTIONS,
+    **inputs: Any,
+) -> TrainedModel:
+    """Train as ``config`` says; the best model goes to ``output/model``.
+
+    ``inputs`` go to ``prepare`` (e.g. a loaded backbone shared by many runs).
+    """
+    run = start_run(
+        output,
+        config.train.seed,
+        devices=options.devices,
+        strategy=options.strategy,
+        accelerator=options.accelerator,
+    )
+    prepared = prepare(config, run, **inputs)
+    parameters = sum(p.numel() for p in prepared.network.parameters() if p.requires_grad)
+    run.say(f"{prepared.summary}; {parameters:,} trained parameters")
+    if run.fabric.is_global_zero:
+        prepared.model.save_metadata(run.model_dir)
+    result = fit(
+        run,
+        prepared.network,
+        prepared.loop,
+        config.train,
+        config.optimizer,
+        progress=options.progress,
+    )
+    run.say(
+        f"best {metric.name} {metric.value(result.best_score):.4g} at epoch "
+        f"{result.best_epoch}; model in {run.model_dir}"
+    )
+    if run.fabric.is_global_zero and prepared.finish is not None:
+        prepared.finish(run)
+    return TrainedModel(run.model_dir, result, parameters)
