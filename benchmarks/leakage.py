@@ -16,9 +16,9 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from bistack.config import load_config
 from bistack.data.tables import read_table
-from bistack.recipes.train_language_model import train_language_model
+from bistack.recipes.driver import RunOptions
+from bistack.tasks import load_config, train
 
 ROOT = Path(__file__).resolve().parents[1]
 SST2 = ROOT.parent / "shared" / "data" / "sst2" / "train.tsv"
@@ -50,7 +50,7 @@ def main() -> None:
     for name, extra in variants.items():
         config = load_config(ROOT / "configs" / "lm-example.yaml", overrides + extra)
         output = RUNS / ("leaky" if extra else "causal")
-        train_language_model(config, output, progress=False)
+        train(config, output, RunOptions(progress=False))
         with (output / "metrics.csv").open() as handle:
             for row in csv.DictReader(handle):
                 lines.append(

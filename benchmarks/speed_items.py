@@ -27,13 +27,13 @@ import torch
 from torch import nn
 
 from bistack.api.tagger import Tagger
-from bistack.config import load_config
 from bistack.data.batching import collate_tagging
 from bistack.data.features import TokenVocabularies
 from bistack.models.tagger import build_tagger
 from bistack.recipes.features import singleton_mask
 from bistack.recipes.loop import build_optimizer
 from bistack.schemes import convert_tags
+from bistack.tasks import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 # The sizes: word embeddings 100, char BiLSTM, one BiLSTM layer of 256, CRF, batch 32.
@@ -64,8 +64,7 @@ def build_from_plan(plan: dict, extra: list[str] | None = None):
     pairs = list(zip(plan["tokens"], tags, strict=True))
     vocabularies = TokenVocabularies.build(pairs, min_freq=1, lowercase=True, normalise_digits=True)
     torch.manual_seed(0)
-    model = build_tagger(config, vocabularies)
-    model.embedder.singletons = singleton_mask(vocabularies, pairs)
+    model = build_tagger(config, vocabularies, singleton_mask(vocabularies, pairs))
     encoded = [vocabularies.encode(tokens, tags) for tokens, tags in pairs]
     return config, model, vocabularies, encoded
 
@@ -367,7 +366,11 @@ def cache_item(plan: dict, quick: bool) -> list[dict]:
                 def pooler_epoch(layers: torch.Tensor, config=config, targets=targets) -> None:
                     torch.manual_seed(0)
                     head = build_layer_pooling_model(
-                        config, backbone.num_layers, backbone.hidden_size, num_outputs
+                        config,
+                        backbone.num_layers,
+                        backbone.hidden_size,
+                        num_outputs,
+                        regression=num_outputs == 1,
                     )
                     optimizer = build_optimizer(config.optimizer, head)
                     for start in range(0, len(layers), 32):

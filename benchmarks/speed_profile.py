@@ -139,7 +139,11 @@ def pooler_profile(backbone, layers: torch.Tensor, targets: torch.Tensor, config
     def epoch() -> None:
         torch.manual_seed(0)
         head = build_layer_pooling_model(
-            config, backbone.num_layers, backbone.hidden_size, num_outputs
+            config,
+            backbone.num_layers,
+            backbone.hidden_size,
+            num_outputs,
+            regression=num_outputs == 1,
         )
         optimizer = build_optimizer(config.optimizer, head)
         for start in range(0, len(layers), 32):

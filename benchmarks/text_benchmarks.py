@@ -26,9 +26,9 @@ from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.model_selection import KFold
 
 from bistack.api import Classifier, Regressor
-from bistack.config import load_config
 from bistack.data.tables import read_table
-from bistack.recipes.train_text import train_text_model
+from bistack.recipes.driver import RunOptions
+from bistack.tasks import load_config, train
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -39,12 +39,12 @@ RUNS = ROOT / "runs" / "benchmarks"
 def train_and_score(config_path: Path, output: Path, overrides: list[str], kind, dev: Path) -> dict:
     """Train (unless ``output`` already holds a finished run: runs are reused), then score."""
     if not (output / "dev_metrics.json").exists():
-        train_text_model(load_config(config_path, overrides), output, progress=False)
+        train(load_config(config_path, overrides), output, RunOptions(progress=False))
     model = kind.load(output / "model")
     with (output / "metrics.csv").open() as handle:
         seconds = float(list(csv.DictReader(handle))[-1]["seconds"])
     parameters = sum(p.numel() for p in model.model.parameters())
-    return {"metrics": model.evaluate(dev), "seconds": seconds, "parameters": parameters}
+    return {"metrics": model.evaluate(dev).to_json(), "seconds": seconds, "parameters": parameters}
 
 
 def sst2(seeds: int, pooling_seeds: int, poolings: list[str]) -> None:
@@ -103,12 +103,12 @@ def sst2(seeds: int, pooling_seeds: int, poolings: list[str]) -> None:
 # dev splits, never on the scored folds; the config now holds it (`max`, no overrides).
 COMMONLIT_VARIANTS: dict[str, tuple[str, list[str]]] = {
     "mean": ("BiLSTM 128, char CNN, mean pooling, dropout 0.1", ["pooling.type=mean"]),
-    "mean-dropout-0.3": ("mean, dropout 0.3", ["pooling.type=mean", "train.dropout=0.3"]),
-    "mean-dropout-0.5": ("mean, dropout 0.5", ["pooling.type=mean", "train.dropout=0.5"]),
+    "mean-dropout-0.3": ("mean, dropout 0.3", ["pooling.type=mean", "encoder.outer_dropout=0.3"]),
+    "mean-dropout-0.5": ("mean, dropout 0.5", ["pooling.type=mean", "encoder.outer_dropout=0.5"]),
     "mean-lowercase": ("mean, words lowercased", ["pooling.type=mean", "features.lowercase=true"]),
     "additive": ("mean, with additive attention pooling instead", ["pooling.type=additive"]),
     "max": ("mean, with max pooling instead (commonlit-bilstm.yaml)", []),
-    "max-dropout-0.5": ("max, dropout 0.5", ["train.dropout=0.5"]),
+    "max-dropout-0.5": ("max, dropout 0.5", ["encoder.outer_dropout=0.5"]),
 }
 
 
@@ -196,7 +196,7 @@ COMMONLIT_NOTES = """
 Protocol: the same KFold(5, shuffle, random_state=0) splits for every model. The ridge (alpha
 1) trains on all four training folds. Each BiLSTM trains on 85% of them; the other 15%, the
 inner dev split, chooses the epoch (early stopping by calibrated RMSE) and fits the output
-calibration (`train.calibrate`). The variant reported as the BiLSTM's result is the one with
+calibration (`regression.calibrate`). The variant reported as the BiLSTM's result is the one with
 the best mean inner-dev RMSE; the scored folds choose nothing.
 
 How it got here:

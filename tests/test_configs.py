@@ -41,3 +41,35 @@ def test_exponent_floats_without_a_dot_are_numbers(tmp_path):
 
     with pytest.raises(ConfigError, match=r"optimizer\.lr must be float, got 'fast'"):
         load_config(path)
+
+
+def test_configs_written_for_earlier_versions_read_as_today(tmp_path):
+    from bistack.errors import ConfigError
+
+    old = tmp_path / "old.yaml"
+    old.write_text(
+        "task: regression\ndata: {train: t.tsv}\n"
+        "train: {dropout: 0.2, calibrate: true, max_epochs: 3}\n"
+    )
+    new = tmp_path / "new.yaml"
+    new.write_text(
+        "kind: regressor\ndata: {train: t.tsv}\nencoder: {outer_dropout: 0.2}\n"
+        "regression: {calibrate: true}\ntrain: {max_epochs: 3}\n"
+    )
+    assert load_config(old).to_dict() == load_config(new).to_dict()
+    # A moved key in a today's-form config, or on the command line, still works...
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("kind: regressor\ndata: {train: t.tsv}\n")
+    assert load_config(plain, ["train.dropout=0.4"]).encoder.outer_dropout == 0.4
+    # ...or, given beside the key that replaced it, names that key.
+    with pytest.raises(ConfigError, match=r"train.dropout is now encoder.outer_dropout"):
+        load_config(new, ["train.dropout=0.4"])
+    layers = tmp_path / "layers.yaml"
+    layers.write_text("kind: layer_classifier\ndata: {train: t.tsv}\ntrain: {dropout: 0.3}\n")
+    with pytest.raises(ConfigError, match=r"their dropout is layer_pooling.dropout"):
+        load_config(layers)
+    with pytest.raises(ConfigError, match=r"regression.calibrate is for regressors"):
+        load_config(new, ["kind=classifier"])
+    backbone = tmp_path / "backbone.yaml"
+    backbone.write_text("task: tagging\ndata: {train: t.txt}\nbackbone: {path: default}\n")
+    assert load_config(backbone).kind == "layer_tagger"

@@ -247,3 +247,11 @@ def test_equals_the_packed_pytorch_rnn_in_values_and_gradients(
     torch.testing.assert_close(ours_in.grad, ref_in.grad, atol=1e-6, rtol=0)
     for ours_grad, parameter in zip(ours_grads, encoder.parameters(), strict=True):
         torch.testing.assert_close(ours_grad, parameter.grad, atol=1e-5, rtol=0)
+
+
+def test_the_recurrent_encoder_keeps_the_encoder_contract():
+    from bistack.encoders import SequenceEncoder
+
+    encoder = RecurrentEncoder(4, 3, bidirectional=False)
+    assert isinstance(encoder, SequenceEncoder)
+    assert encoder.output_size == 3 and encoder.bidirectional is False

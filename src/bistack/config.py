@@ -48,7 +48,7 @@ class TextDataConfig(SplitConfig):
     """Tables of texts and labels (.tsv, .csv or .jsonl) for classification and regression."""
 
     format: Literal["auto", "tsv", "csv", "jsonl"] = "auto"  # auto: from the file extension
-    text_column: str = "text"
+    text_column: str = "text"  # the column (or JSON field) holding each text
     label_columns: list[str] = field(default_factory=lambda: ["label"])  # regression: 1 or more
     tokenizer: Literal["whitespace", "text"] = "text"  # whitespace for pre-tokenised data
 
@@ -57,7 +57,7 @@ class TextDataConfig(SplitConfig):
 class CorpusConfig(SplitConfig):
     """A plain text file, one sentence or paragraph per line, for language modelling."""
 
-    tokenizer: Literal["whitespace", "text"] = "whitespace"
+    tokenizer: Literal["whitespace", "text"] = "whitespace"  # text: words and punctuation
     max_length: int = 64  # tokens per training sequence; longer lines are cut into pieces
 
 
@@ -77,10 +77,10 @@ class FeaturesConfig:
 
 @dataclass
 class EncoderConfig:
-    cell: Literal["lstm", "gru"] = "lstm"
+    cell: Literal["lstm", "gru"] = "lstm"  # the recurrent cell
     hidden_size: int = 200  # per direction
-    bidirectional: bool = True
-    num_layers: int = 1
+    bidirectional: bool = True  # False for causal models: streaming, language models
+    num_layers: int = 1  # stacked layers
     residual: bool = False  # residual stack (each layer's input added to its output)
     dropout: float = 0.5  # between stacked layers
     # On the vectors entering the encoder and on what leaves it (its states, or the pooled
@@ -90,7 +90,7 @@ class EncoderConfig:
 
 @dataclass
 class HeadConfig:
-    type: Literal["crf", "softmax"] = "crf"
+    type: Literal["crf", "softmax"] = "crf"  # CRF constrained to the scheme, or per-token softmax
     # Streaming (``bistack predict --stream``), CRF only: commit each tag this many tokens after
     # its token arrives; 0 is greedy, and a lag at least the sentence length is exact Viterbi.
     stream_lag: int = 0
@@ -98,8 +98,8 @@ class HeadConfig:
 
 @dataclass
 class OptimizerConfig:
-    name: Literal["sgd", "adam", "adamw"] = "sgd"
-    lr: float = 0.1
+    name: Literal["sgd", "adam", "adamw"] = "sgd"  # the optimiser
+    lr: float = 0.1  # learning rate (a fine-tuned backbone has its own, backbone.lr)
     momentum: float = 0.9  # SGD only
     weight_decay: float = 0.0
     lr_decay: float = 0.05  # lr / (1 + lr_decay * epoch), as in Ma & Hovy 2016
@@ -111,12 +111,12 @@ class OptimizerConfig:
 
 @dataclass
 class TrainConfig:
-    batch_size: int = 32
-    max_epochs: int = 30
+    batch_size: int = 32  # training examples per step
+    max_epochs: int = 30  # at most this many passes over the training data
     patience: int = 5  # stop after this many epochs without a better dev score
-    seed: int = 1
+    seed: int = 1  # seeds every random draw: initialisation, batch order, dropout
     max_minutes: float | None = None  # stop after the epoch that crosses this wall-clock budget
-    eval_batch_size: int = 256
+    eval_batch_size: int = 256  # examples per batch when scoring dev and predicting
     # Training batches of similar length waste little compute on padding. Off: random batches,
     # whose targets are a fair sample, for regression where length correlates with the target
     # (length-sorted batches then pull the output bias back and forth from batch to batch).
@@ -134,6 +134,7 @@ class RegressionConfig:
 
 @dataclass
 class PoolingConfig:
+    # How a text's states become one vector: final states, masked mean or max, or attention.
     type: Literal["last", "mean", "max", "additive", "dot"] = "additive"
     attention_size: int = 128  # additive attention only
 
@@ -171,7 +172,7 @@ class LayerPoolingConfig:
 class ExperimentConfig:
     """What every top-level config has: the model kind, and how training runs."""
 
-    kind: str
+    kind: str  # the model kind (the task table's key); each config class fixes its own
     optimizer: OptimizerConfig
     train: TrainConfig
 
@@ -323,6 +324,9 @@ def apply_override(data: dict[str, Any], override: str) -> None:
     node[leaf] = yaml.safe_load(raw)
 
 
+REGRESSION_KINDS = frozenset({"regressor", "layer_regressor"})  # text kinds that predict values
+LAYER_TEXT_KINDS = frozenset({"layer_classifier", "layer_regressor"})  # no encoder section
+
 # (task, has a backbone section) -> kind, for configs written before kinds were explicit.
 _LEGACY_KINDS = {
     ("tagging", False): "tagger",
@@ -362,7 +366,7 @@ def upgrade_legacy(data: dict[str, Any], source: str = "config") -> dict[str, An
     train = data.get("train")
     if isinstance(train, dict) and "dropout" in train:
         dropout = train.pop("dropout")
-        if kind in ("layer_classifier", "layer_regressor"):
+        if kind in LAYER_TEXT_KINDS:
             if not legacy:
                 raise ConfigError(
                     f"{source}: train.dropout is not read by models over transformer layers; "
@@ -378,7 +382,7 @@ def upgrade_legacy(data: dict[str, Any], source: str = "config") -> dict[str, An
                 encoder["outer_dropout"] = dropout
     if isinstance(train, dict) and "calibrate" in train:
         calibrate = train.pop("calibrate")
-        if calibrate or kind in ("regressor", "layer_regressor"):
+        if calibrate or kind in REGRESSION_KINDS:
             regression = data.setdefault("regression", {})
             if isinstance(regression, dict):
                 regression["calibrate"] = calibrate
@@ -416,7 +420,7 @@ def check_labels(
     columns = data.label_columns
     if not columns:
         raise ConfigError(f"{source}: data.label_columns must name at least one column")
-    classifies = not kind.endswith("regressor")
+    classifies = kind not in REGRESSION_KINDS
     if classifies and len(columns) != 1:
         raise ConfigError(
             f"{source}: classification takes one label column, got {len(columns)}: {columns}"

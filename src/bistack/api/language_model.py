@@ -24,6 +24,8 @@ BOS, EOS = "<s>", "</s>"
 class LanguageModel:
     """A trained causal LSTM language model with its vocabulary."""
 
+    KIND = KIND
+
     def __init__(
         self, model: LSTMLanguageModel, vocabulary: Vocabulary, config: LanguageModelConfig
     ) -> None:

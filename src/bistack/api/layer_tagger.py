@@ -29,6 +29,8 @@ KIND = "layer_tagger"
 class LayerPoolingTagger:
     """A trained tagger over a transformer's layers, with its backbone and tag labels."""
 
+    KIND = KIND
+
     def __init__(
         self,
         model: LayerTagger,

@@ -61,7 +61,11 @@ class LayerPoolingTextModel(TextModelBase):
         backbone = load_saved_backbone(directory, config.backbone, meta)
         outputs = cls.OUTPUTS(meta["outputs"])
         model = build_layer_pooling_model(
-            config, backbone.num_layers, backbone.hidden_size, len(outputs)
+            config,
+            backbone.num_layers,
+            backbone.hidden_size,
+            len(outputs),
+            regression=outputs.REGRESSES,
         )
         load_weights(directory, model)
         if config.backbone.finetune:

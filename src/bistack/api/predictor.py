@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, Self
+from typing import Any, ClassVar, Protocol, Self
 
 from bistack.config import ExperimentConfig
 
@@ -29,6 +29,7 @@ class Report(Protocol):
 class Model(Protocol):
     """A trained model in a model directory: load, save, evaluate on labelled data."""
 
+    KIND: ClassVar[str]  # the kind its config.json names
     config: ExperimentConfig
 
     @classmethod

@@ -24,6 +24,8 @@ KIND = "tagger"
 class Tagger:
     """A trained sequence tagger with its vocabularies; tags in the scheme of its training data."""
 
+    KIND = KIND
+
     def __init__(
         self,
         model: SequenceTagger,

@@ -60,7 +60,7 @@ class RecurrentTextModel(TextModelBase):
         config = build_config(TextModelConfig, meta["config"], source=f"{path}/config.json")
         vocabularies = TokenVocabularies.from_json(vocab)
         outputs = cls.OUTPUTS(meta["outputs"])
-        model = build_classifier(config, vocabularies, len(outputs))
+        model = build_classifier(config, vocabularies, len(outputs), regression=outputs.REGRESSES)
         load_weights(path, model)
         return cls(model, vocabularies, config, outputs)
 

@@ -78,6 +78,8 @@ class RawOutputs:
 class ClassOutputs:
     """A classifier's outputs: one logit per label."""
 
+    REGRESSES = False  # trained with cross-entropy
+
     def __init__(self, info: dict[str, Any]) -> None:
         self.info = info  # {"labels": [...]}
 
@@ -141,6 +143,8 @@ class ClassOutputs:
 class TargetOutputs:
     """A regressor's outputs: one standardised value per target, back in original units with
     the training mean and std, then the dev calibration when training fitted one."""
+
+    REGRESSES = True  # trained with mean squared error on standardised targets
 
     def __init__(self, info: dict[str, Any]) -> None:
         self.info = info  # {"targets": [...], "mean": [...], "std": [...], "calibration"?}

@@ -74,9 +74,11 @@ def build_classifier(
     vocabularies: TokenVocabularies,
     num_outputs: int,
     singletons: Tensor | None = None,
+    *,
+    regression: bool,
 ) -> SequenceClassifier:
-    """Build the classifier or regressor a config describes (``singletons``: see
-    ``build_embedder``)."""
+    """Build the classifier or regressor a config describes: ``regression`` makes the outputs
+    targets (``singletons``: see ``build_embedder``)."""
     embedder = build_embedder(config.features, vocabularies, singletons)
     encoder = build_encoder(config.encoder, embedder.output_size)
     if config.pooling.type == "additive":
@@ -91,5 +93,5 @@ def build_classifier(
         pooling,
         num_outputs,
         config.encoder.outer_dropout,
-        regression=config.kind == "regressor",
+        regression=regression,
     )

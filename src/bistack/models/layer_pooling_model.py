@@ -102,6 +102,8 @@ def build_layer_pooling_model(
     hidden_size: int,
     num_outputs: int,
     backbone: TransformerBackbone | None = None,
+    *,
+    regression: bool,
 ) -> LayerPoolingModel:
     """The head a config describes, over a backbone of ``num_layers`` x ``hidden_size``."""
     options = config.layer_pooling
@@ -121,7 +123,7 @@ def build_layer_pooling_model(
         pooler_features(options.type, options.vectors),
         num_outputs,
         dropout=options.dropout,
-        regression=config.kind == "layer_regressor",
+        regression=regression,
         backbone=backbone if config.backbone.finetune else None,
         backbone_lr=config.backbone.lr,
     )

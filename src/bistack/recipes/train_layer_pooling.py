@@ -164,7 +164,12 @@ def prepare_layer_text_model(
     outputs = text_outputs(config, model_class.OUTPUTS, data)
     try:
         network = build_layer_pooling_model(
-            config, backbone.num_layers, backbone.hidden_size, len(outputs), backbone
+            config,
+            backbone.num_layers,
+            backbone.hidden_size,
+            len(outputs),
+            backbone,
+            regression=outputs.REGRESSES,
         )
     except ValueError as error:
         raise ConfigError(f"layer_pooling: {error}") from None

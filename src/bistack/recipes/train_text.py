@@ -115,7 +115,9 @@ def prepare_text_model(
     pairs = [(t, ()) for t in tokens]
     vocabularies = build_vocabularies(config.features, pairs)
     singletons = singleton_mask(vocabularies, pairs)
-    network = build_classifier(config, vocabularies, len(outputs), singletons)
+    network = build_classifier(
+        config, vocabularies, len(outputs), singletons, regression=outputs.REGRESSES
+    )
     run.say(initialise_words(network.embedder, config.features, vocabularies))
     model = model_class(network, vocabularies, config, outputs)
     targets = outputs.training_targets(data.train, config.data.train)
