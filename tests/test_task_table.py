@@ -146,8 +146,8 @@ class CountTask:
         error = float((predicted - counts(self.dev)[:, 0]).pow(2).mean().sqrt())
         return Evaluation(-error, {"dev_rmse": error}, f"dev RMSE {error:.3f}")
 
-    def save_weights(self) -> None:
-        self.model.save_weights(self.run.model_dir)
+    def save_weights(self, directory: Path) -> None:
+        self.model.save_weights(directory)
 
 
 def prepare(config: TokenCounterConfig, run: Run) -> Prepared:

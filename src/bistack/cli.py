@@ -47,6 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="override a config value, e.g. --set train.max_epochs=30",
     )
     train.add_argument("--output", help="run directory (default: runs/<config name>)")
+    train.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a model already in the run directory (it stays until the new run has "
+        "its first best model)",
+    )
     train.add_argument("--devices", default="1", help="number of processes/devices (default 1)")
     train.add_argument("--strategy", default="auto", help="Fabric strategy, e.g. ddp")
     train.add_argument("--accelerator", default="cpu", help="cpu, cuda, auto (default cpu)")
@@ -214,6 +220,7 @@ def run_train(args: argparse.Namespace) -> int:
         strategy=args.strategy,
         accelerator=args.accelerator,
         progress=not args.no_progress,
+        overwrite=args.overwrite,
     )
     train(config, output, options)
     return 0

@@ -228,7 +228,7 @@ def _train_or_reuse(
         trained = train(
             config,
             directory,
-            RunOptions(progress=progress),
+            RunOptions(progress=progress, overwrite=True),  # unfinished: no result.json
             # A fine-tuned backbone changes: every run starts from a fresh copy.
             backbone=TransformerBackbone.load(config.backbone.path) if tuned else backbone,
             data=data,

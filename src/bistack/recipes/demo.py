@@ -12,6 +12,7 @@ from pathlib import Path
 from bistack.api import Tagger
 from bistack.config import TaggerConfig, build_config
 from bistack.errors import DataError
+from bistack.recipes.driver import RunOptions
 from bistack.recipes.train_tagger import load_tagging_data
 from bistack.tasks import train
 
@@ -50,7 +51,7 @@ def run_demo(output: str | Path = "runs/demo", minutes: float = 3.0) -> None:
         f"{minutes:g} minutes...",
         flush=True,
     )
-    model_dir = train(config, output).model_dir
+    model_dir = train(config, output, RunOptions(overwrite=True)).model_dir  # a fresh demo
     tagger = Tagger.load(model_dir)
     dev = load_tagging_data(config).dev
     print(f"\nDev scores ({len(dev)} held-out tweets, entity-level as conlleval):")

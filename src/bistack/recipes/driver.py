@@ -4,6 +4,10 @@ A kind supplies ``prepare(config, run, **inputs) -> Prepared``: read its data, b
 what the loop needs. The driver does what every kind shares: start the run, say what is trained,
 write the model's metadata (rank 0), run the loop, report the best epoch, and let the kind finish
 (calibration, dev metrics) once the best weights are on disk.
+
+It also owns the output directory (``recipes.rundir``): everything is staged beside it and the
+model is swapped in whole with the first best weights, so a run that fails before that (a data
+check, divergence, Ctrl-C, a kill) leaves an existing model byte for byte as it was.
 """
 
 from __future__ import annotations
@@ -16,7 +20,9 @@ from typing import Any, Protocol
 from torch import nn
 
 from bistack.config import ExperimentConfig
-from bistack.recipes.loop import FitResult, LoopTask, Run, fit, start_run
+from bistack.errors import BistackError
+from bistack.recipes.loop import FitResult, LoopTask, Run, fit, kept, start_run
+from bistack.recipes.rundir import check_output
 
 
 class Saved(Protocol):
@@ -41,12 +47,15 @@ class Metric:
 
 @dataclass(frozen=True)
 class RunOptions:
-    """How a run uses the machine (Lightning Fabric's devices, strategy, accelerator)."""
+    """How a run uses the machine (Lightning Fabric's devices, strategy, accelerator), and
+    whether it may replace a model already in its output (once it has a better one to put
+    there: never before its first best model)."""
 
     devices: int | str = 1
     strategy: str = "auto"
     accelerator: str = "cpu"
     progress: bool = True
+    overwrite: bool = False
 
 
 DEFAULT_OPTIONS = RunOptions()
@@ -92,30 +101,39 @@ def train_model(
 
     ``inputs`` go to ``prepare`` (e.g. a loaded backbone shared by many runs).
     """
+    check_output(Path(output), options.overwrite)  # before any work, in every process alike
     run = start_run(
         output,
         config.train.seed,
         devices=options.devices,
         strategy=options.strategy,
         accelerator=options.accelerator,
+        overwrite=options.overwrite,
     )
-    prepared = prepare(config, run, **inputs)
-    parameters = sum(p.numel() for p in prepared.network.parameters() if p.requires_grad)
-    run.say(f"{prepared.summary}; {parameters:,} trained parameters")
-    if run.fabric.is_global_zero:
-        prepared.model.save_metadata(run.model_dir)
-    result = fit(
-        run,
-        prepared.network,
-        prepared.loop,
-        config.train,
-        config.optimizer,
-        progress=options.progress,
-    )
-    run.say(
-        f"best {metric.name} {metric.value(result.best_score):.4g} at epoch "
-        f"{result.best_epoch}; model in {run.model_dir}"
-    )
-    if run.fabric.is_global_zero and prepared.finish is not None:
-        prepared.finish(run)
-    return TrainedModel(run.model_dir, result, parameters)
+    try:
+        prepared = prepare(config, run, **inputs)
+        parameters = sum(p.numel() for p in prepared.network.parameters() if p.requires_grad)
+        run.say(f"{prepared.summary}; {parameters:,} trained parameters")
+        if run.fabric.is_global_zero:
+            prepared.model.save_metadata(run.model_dir)
+        result = fit(
+            run,
+            prepared.network,
+            prepared.loop,
+            config.train,
+            config.optimizer,
+            progress=options.progress,
+        )
+        if result.best_epoch == 0:
+            raise BistackError(
+                f"no epoch gave a finite {metric.name}; {kept(run, result.best_score, 0)}"
+            )
+        run.say(
+            f"best {metric.name} {metric.value(result.best_score):.4g} at epoch "
+            f"{result.best_epoch}; model in {run.model_dir}"
+        )
+        if run.fabric.is_global_zero and prepared.finish is not None:
+            prepared.finish(run)
+        return TrainedModel(run.model_dir, result, parameters)
+    finally:
+        run.directory.close()

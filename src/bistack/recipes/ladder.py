@@ -92,7 +92,9 @@ def run_ladder(
             directory = output / f"rung{index + 1}" / f"seed{seed}"
 
             def run(settings: ExperimentConfig = settings, directory: Path = directory) -> dict:
-                trained = train(settings, directory, RunOptions(progress=progress))
+                # A run without its result.json did not finish: its model may be replaced.
+                options = RunOptions(progress=progress, overwrite=True)
+                trained = train(settings, directory, options)
                 best = metric.value(trained.fit.best_score)
                 return {"score": best, "parameters": trained.parameters}
 

@@ -2,12 +2,15 @@
 
 Fabric gives devices, precision and distributed training (``--devices 2 --strategy ddp``)
 without changing this loop. Each epoch ends with a dev evaluation; the best weights so far are
-written atomically, so Ctrl-C or a crash leaves them intact and loadable.
+written atomically, so Ctrl-C or a crash leaves them intact and loadable. The first best model
+is swapped into the output whole (``recipes.rundir``); before it, the output is untouched. A
+loss or gradient norm that is not finite stops training with an error naming the epoch and step.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,6 +22,8 @@ from lightning_fabric import Fabric
 from tqdm import tqdm
 
 from bistack.config import OptimizerConfig, TrainConfig
+from bistack.errors import BistackError
+from bistack.recipes.rundir import RunDirectory
 
 
 @dataclass(frozen=True)
@@ -33,12 +38,14 @@ class Evaluation:
 class LoopTask(Protocol):
     """What the loop needs from a recipe."""
 
-    model_dir: Path  # where save_weights writes
-
     def train_lengths(self) -> Sequence[int]: ...
     def collate(self, indices: list[int]) -> Any: ...
     def evaluate(self) -> Evaluation: ...
-    def save_weights(self) -> None: ...
+    def save_weights(self, directory: Path) -> None: ...
+
+
+class TrainingDiverged(BistackError):
+    """A loss or gradient norm that is not finite: training cannot go on from here."""
 
 
 @dataclass(frozen=True)
@@ -50,14 +57,19 @@ class FitResult:
 
 @dataclass(frozen=True)
 class Run:
-    """A started training run: its Fabric and where it writes (``output/model`` for the model)."""
+    """A started training run: its Fabric and where it writes (see ``recipes.rundir``)."""
 
     fabric: Fabric
-    output: Path
+    directory: RunDirectory
+
+    @property
+    def output(self) -> Path:
+        """The folder that holds the run's files now: staging, until the first best model."""
+        return self.directory.root
 
     @property
     def model_dir(self) -> Path:
-        return self.output / "model"
+        return self.directory.model_dir
 
     def say(self, message: str) -> None:
         """Print once (rank 0), at once: logs are read while runs go on."""
@@ -65,13 +77,27 @@ class Run:
 
 
 def start_run(
-    output: str | Path, seed: int, *, devices: int | str, strategy: str, accelerator: str
+    output: str | Path,
+    seed: int,
+    *,
+    devices: int | str,
+    strategy: str,
+    accelerator: str,
+    overwrite: bool = False,
 ) -> Run:
-    """Launch Fabric (one process per device under DDP) and seed every process alike."""
+    """Launch Fabric (one process per device under DDP), seed every process alike, and (rank
+    0) lock the output and start staging."""
     fabric = Fabric(accelerator=accelerator, devices=devices, strategy=strategy)
     fabric.launch()
     fabric.seed_everything(seed, verbose=False)
-    return Run(fabric, Path(output))
+    if fabric.is_global_zero:
+        directory = RunDirectory.open(Path(output), overwrite)
+    else:
+        directory = RunDirectory.follower(Path(output))
+    run = Run(fabric, directory)
+    for note in directory.notes:
+        run.say(note)
+    return run
 
 
 def build_optimizer(options: OptimizerConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
@@ -112,22 +138,23 @@ class Schedule:
 
 
 class MetricsLog:
-    """metrics.csv, one row per epoch, plus TensorBoard when it is installed."""
+    """metrics.csv, one row per epoch, plus TensorBoard when it is installed; both in the run's
+    folder of the moment (staging, then the output)."""
 
-    def __init__(self, directory: Path) -> None:
-        directory.mkdir(parents=True, exist_ok=True)
-        self.path = directory / "metrics.csv"
-        self.path.unlink(missing_ok=True)
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        run.output.mkdir(parents=True, exist_ok=True)
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:  # tensorboard is optional
             self.tensorboard = None
         else:
-            self.tensorboard = SummaryWriter(str(directory / "tensorboard"))
+            self.tensorboard = SummaryWriter(str(run.output / "tensorboard"))
 
     def write(self, row: dict[str, float]) -> None:
-        new = not self.path.exists()
-        with self.path.open("a", newline="") as handle:
+        path = self.run.output / "metrics.csv"
+        new = not path.exists()
+        with path.open("a", newline="") as handle:
             writer = csv.DictWriter(handle, fieldnames=list(row))
             if new:
                 writer.writeheader()
@@ -153,7 +180,7 @@ def fit(
     Rank 0 alone logs metrics (``run.output/metrics.csv``) and saves the best weights.
     """
     fabric, say = run.fabric, run.say
-    log = MetricsLog(run.output) if fabric.is_global_zero else None
+    log = MetricsLog(run) if fabric.is_global_zero else None
     optimizer = build_optimizer(optimizer_config, model)
     wrapped, optimizer = fabric.setup(model, optimizer)
     best, best_epoch, stale, epoch = float("-inf"), 0, 0, 0
@@ -181,13 +208,15 @@ def fit(
                 ),
                 description,
                 progress and fabric.is_global_zero,
+                epoch,
             )
             evaluation = task.evaluate()
-            improved = evaluation.score > best
+            improved = evaluation.score > best  # a NaN score never improves
             if improved:
                 best, best_epoch, stale = evaluation.score, epoch, 0
                 if fabric.is_global_zero:
-                    task.save_weights()
+                    task.save_weights(run.model_dir)
+                    run.directory.commit()
             else:
                 stale += 1
             elapsed = time.monotonic() - started
@@ -211,12 +240,19 @@ def fit(
                 say(f"stopping after epoch {epoch}: {reason}")
                 break
     except KeyboardInterrupt:
-        say(
-            f"\ninterrupted: the best model so far (dev {best:.2f}, epoch {best_epoch}) "
-            f"is intact in {task.model_dir}"
-        )
+        say(f"\ninterrupted: {kept(run, best, best_epoch)}")
         raise
+    except TrainingDiverged as error:
+        raise TrainingDiverged(f"{error}; {kept(run, best, best_epoch)}") from None
     return FitResult(best, best_epoch, epoch)
+
+
+def kept(run: Run, best: float, best_epoch: int) -> str:
+    """What a stopped run leaves, truthfully."""
+    if best_epoch and run.directory.committed:
+        where = run.model_dir
+        return f"the best model so far (dev {best:.2f}, epoch {best_epoch}) is intact in {where}"
+    return f"no model was saved, and {run.directory.output} is as it was"
 
 
 def my_batches(fabric: Fabric, task: LoopTask, train: TrainConfig, epoch: int) -> list[list[int]]:
@@ -245,10 +281,12 @@ def run_epoch(
     lr_factor: Callable[[int], float],
     description: str,
     show: bool,
+    epoch: int = 0,
 ) -> float:
     """One pass over ``batches``; returns the mean training loss.
 
-    ``lr_factor(step)`` scales each group's base rate at the epoch's ``step``-th batch.
+    ``lr_factor(step)`` scales each group's base rate at the epoch's ``step``-th batch. A loss
+    or gradient norm that is not finite raises :class:`TrainingDiverged` before the step.
     """
     model.train()
     total, count = 0.0, 0
@@ -259,12 +297,28 @@ def run_epoch(
         batch = task.collate(indices).to(fabric.device)
         optimizer.zero_grad(set_to_none=True)
         loss = model(batch)  # (), the mean loss per real token or example
+        value = loss.item()
+        if not math.isfinite(value):
+            raise diverged("loss", value, epoch, step + 1, optimizer)
         fabric.backward(loss)
         if grad_clip > 0:
-            fabric.clip_gradients(model, optimizer, max_norm=grad_clip)
+            norm = float(fabric.clip_gradients(model, optimizer, max_norm=grad_clip))
+            if not math.isfinite(norm):
+                raise diverged("gradient norm", norm, epoch, step + 1, optimizer)
         optimizer.step()
-        total += loss.item()
+        total += value
         count += 1
         if count % 20 == 0:
             bar.set_postfix(loss=f"{total / count:.4f}")
     return total / max(count, 1)
+
+
+def diverged(
+    what: str, value: float, epoch: int, step: int, optimizer: torch.optim.Optimizer
+) -> TrainingDiverged:
+    rate = optimizer.param_groups[0]["lr"]
+    return TrainingDiverged(
+        f"training diverged at epoch {epoch}, step {step}: the {what} is {value}; lower "
+        f"optimizer.lr (now {rate:.3g}), keep optimizer.grad_clip on, and check the targets "
+        "for extreme values"
+    )

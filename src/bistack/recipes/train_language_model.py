@@ -25,13 +25,11 @@ class LanguageModelTask:
         model: LanguageModel,
         train: list[list[str]],
         dev: list[list[str]],
-        model_dir: Path,
     ) -> None:
         self.model = model
         self.train = train
         self.encoded = [model.encode(s) for s in train]
         self.dev = dev
-        self.model_dir = model_dir
 
     def train_lengths(self) -> Sequence[int]:
         return [len(e) for e in self.encoded]
@@ -48,8 +46,8 @@ class LanguageModelTask:
             summary=f"dev perplexity {dev:.2f} (train {train:.2f})",
         )
 
-    def save_weights(self) -> None:
-        self.model.save_weights(self.model_dir)
+    def save_weights(self, directory: Path) -> None:
+        self.model.save_weights(directory)
 
 
 def prepare_language_model(config: LanguageModelConfig, run: Run) -> Prepared:
@@ -67,7 +65,7 @@ def prepare_language_model(config: LanguageModelConfig, run: Run) -> Prepared:
     return Prepared(
         model=model,
         network=network,
-        loop=LanguageModelTask(model, split.train, split.dev, run.model_dir),
+        loop=LanguageModelTask(model, split.train, split.dev),
         summary=(
             f"language model: {len(split.train)} train sequences, {len(split.dev)} dev from "
             f"{split.dev_source}; {len(vocabulary)} words{leaks}"

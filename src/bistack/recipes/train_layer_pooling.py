@@ -8,6 +8,7 @@ own learning rate, under a warm-up schedule and gradient clipping from the confi
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -90,7 +91,6 @@ class LayerTextTask:
         self.model = model
         self.data = data
         self.targets = targets
-        self.model_dir = run.model_dir
         self.calibrate = calibrate
         self.texts = [e.text for e in data.train]
         self.layers: Tensor | None = None  # (texts, num_layers, hidden_size) when frozen
@@ -128,8 +128,8 @@ class LayerTextTask:
             fit_calibration(self.model, self.data.dev, self.data.dev_source, raw)
         return dev_evaluation(self.model.metrics(self.data.dev, raw, self.data.dev_source))
 
-    def save_weights(self) -> None:
-        self.model.save_weights(self.model_dir)
+    def save_weights(self, directory: Path) -> None:
+        self.model.save_weights(directory)
 
     def finish(self, run: Run) -> None:
         """Calibrate the best model on dev when asked; save its dev metrics."""

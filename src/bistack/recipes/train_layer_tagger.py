@@ -7,6 +7,7 @@ halves the cache; the tagger computes in float32). Fine-tuned: the backbone runs
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -78,7 +79,6 @@ class WordLayerTask:
         self.tagger = tagger
         self.data = data
         self.tag_ids = tag_ids
-        self.model_dir = run.model_dir
         self.train_states = train_states
         self.dev_states = dev_states
         self.starts = [0]
@@ -107,8 +107,8 @@ class WordLayerTask:
         scores = self.tagger.score(self.data.dev, self.data.dev_source, states=self.dev_states)
         return tagging_evaluation(scores)
 
-    def save_weights(self) -> None:
-        self.tagger.save_weights(self.model_dir)
+    def save_weights(self, directory: Path) -> None:
+        self.tagger.save_weights(directory)
 
 
 def prepare_layer_tagger(config: LayerPoolingTaggerConfig, run: Run) -> Prepared:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from bistack.api.tagger import Tagger
 from bistack.api.tagging import check_known_types
@@ -66,7 +67,6 @@ class TaggingTask:
         self.tagger = tagger
         self.encoded = encoded
         self.data = data
-        self.model_dir = run.model_dir
 
     def train_lengths(self) -> Sequence[int]:
         return [len(e.words) for e in self.encoded]
@@ -77,8 +77,8 @@ class TaggingTask:
     def evaluate(self) -> Evaluation:
         return tagging_evaluation(self.tagger.score(self.data.dev, self.data.dev_source))
 
-    def save_weights(self) -> None:
-        self.tagger.save_weights(self.model_dir)
+    def save_weights(self, directory: Path) -> None:
+        self.tagger.save_weights(directory)
 
 
 def prepare_tagger(config: TaggerConfig, run: Run) -> Prepared:

@@ -68,7 +68,6 @@ class TextTask:
         self.encoded = encoded
         self.targets = targets
         self.data = data
-        self.model_dir = run.model_dir
         self.calibrate = calibrate
 
     def train_lengths(self) -> Sequence[int]:
@@ -88,8 +87,8 @@ class TextTask:
             fit_calibration(self.model, examples, path, raw)
         return dev_evaluation(self.model.metrics(examples, raw, path))
 
-    def save_weights(self) -> None:
-        self.model.save_weights(self.model_dir)
+    def save_weights(self, directory: Path) -> None:
+        self.model.save_weights(directory)
 
 
 def text_outputs(

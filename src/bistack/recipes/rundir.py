@@ -1,0 +1,181 @@
+"""A run's output directory is replaced whole or not at all, and by one run at a time.
+
+A run writes its model (config, vocabularies, weights) and metrics.csv into a staging directory
+beside the output (``.NAME.staging-PID``). When its first best model is saved, the staged model
+directory is swapped in with one atomic rename (Linux's ``renameat2`` exchange when a model is
+already there), then metrics.csv is renamed over the old one. Until that moment the output is
+untouched, byte for byte: a run that fails a data check, diverges, or is interrupted or killed
+before it has a model leaves the previous model exactly as it was. A lock beside the output
+(``.NAME.lock``, an ``flock`` the kernel releases when its holder dies, so a killed run's lock
+is never stale) keeps a second run out.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import IO
+
+from bistack.errors import BistackError
+
+MODEL = "model"
+METRICS = "metrics.csv"
+STALE_WHEN_REPLACED = ("dev_metrics.json",)  # described the model that was replaced
+
+
+class OutputError(BistackError):
+    """An output directory that cannot take this run (in use, holds a model, not a folder)."""
+
+
+def check_output(output: Path, overwrite: bool) -> None:
+    """Refuse an output that is a file, or that holds a model unless ``overwrite``."""
+    if output.exists() and not output.is_dir():
+        raise OutputError(f"{output}: --output must be a folder, and this is a file")
+    if (output / MODEL).exists() and not overwrite:
+        raise OutputError(
+            f"{output} already holds a model; give --overwrite to replace it (the old one stays "
+            "until the new run has its first best model), or choose another --output"
+        )
+
+
+class RunDirectory:
+    """Where a run writes: the staging directory until :meth:`commit`, the output after."""
+
+    def __init__(self, output: Path, staging: Path | None, lock: IO[str] | None) -> None:
+        self.output = output
+        self.staging = staging
+        self.lock = lock
+        self.committed = staging is None
+        self.notes: list[str] = []  # things worth telling the user (a cleared stale lock)
+
+    @classmethod
+    def open(cls, output: Path, overwrite: bool) -> RunDirectory:
+        """Lock ``output``, clear what killed runs left beside it, and start staging."""
+        check_output(output, overwrite)
+        output.parent.mkdir(parents=True, exist_ok=True)
+        lock, previous = _lock(output)
+        directory = cls(output, None, lock)
+        if previous is not None and not _alive(previous.get("pid")):
+            directory.notes.append(
+                f"cleared a stale lock of a run that no longer runs (pid {previous.get('pid')}, "
+                f"started {previous.get('started')})"
+            )
+        for leftover in output.parent.glob(f".{output.name}.staging-*"):
+            shutil.rmtree(leftover, ignore_errors=True)  # ours to clear: we hold the lock
+        directory.staging = output.parent / f".{output.name}.staging-{os.getpid()}"
+        directory.staging.mkdir()
+        directory.committed = False
+        return directory
+
+    @classmethod
+    def follower(cls, output: Path) -> RunDirectory:
+        """What a process other than rank 0 sees: it writes nothing."""
+        return cls(output, None, None)
+
+    @property
+    def root(self) -> Path:
+        """The folder that holds this run's files now."""
+        return self.output if self.committed or self.staging is None else self.staging
+
+    @property
+    def model_dir(self) -> Path:
+        return self.root / MODEL
+
+    def commit(self) -> None:
+        """Swap the staged model (with its first best weights) into the output in one atomic
+        rename, then move the run's other files (metrics.csv, ...) over the old ones."""
+        if self.committed or self.staging is None:
+            return
+        self.output.mkdir(parents=True, exist_ok=True)
+        target = self.output / MODEL
+        if target.exists():
+            exchange(self.staging / MODEL, target)  # the old model now sits in staging
+        else:
+            os.rename(self.staging / MODEL, target)
+        for name in STALE_WHEN_REPLACED:
+            (self.output / name).unlink(missing_ok=True)
+        for entry in self.staging.iterdir():
+            if entry.name == MODEL:
+                continue
+            if entry.is_dir():
+                shutil.rmtree(self.output / entry.name, ignore_errors=True)
+                os.rename(entry, self.output / entry.name)
+            else:
+                os.replace(entry, self.output / entry.name)
+        self.committed = True
+
+    def close(self) -> None:
+        """Remove the staging directory (an unfinished model, or the replaced one) and unlock."""
+        if self.staging is not None:
+            shutil.rmtree(self.staging, ignore_errors=True)
+        if self.lock is not None:
+            self.lock.truncate(0)  # a finished run leaves no holder behind, a killed one does
+            self.lock.close()  # releases the flock
+            self.lock = None
+
+
+def exchange(source: Path, target: Path) -> None:
+    """Atomically swap two directories (``renameat2(RENAME_EXCHANGE)``): a reader sees the old
+    one or the new one, never neither. Without that call, two renames with a recovery name."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is not None:
+        at_fdcwd, rename_exchange = -100, 2
+        if renameat2(at_fdcwd, bytes(source), at_fdcwd, bytes(target), rename_exchange) == 0:
+            return
+        error = ctypes.get_errno()
+        if error not in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: no exchange here
+            raise OSError(error, os.strerror(error), str(target))
+    parked = target.with_name(f".{target.name}.replaced-{os.getpid()}")
+    os.rename(target, parked)
+    os.rename(source, target)
+    os.rename(parked, source)
+
+
+def _lock(output: Path) -> tuple[IO[str], dict | None]:
+    """Take ``.NAME.lock`` beside ``output``; returns it and what its previous holder wrote."""
+    path = output.parent / f".{output.name}.lock"
+    handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the whole run
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _read_holder(handle)
+        handle.close()
+        raise OutputError(
+            f"{output} is in use by another training run (pid {holder.get('pid', '?')}, "
+            f"started {holder.get('started', '?')}); wait for it to finish, or choose another "
+            "--output"
+        ) from None
+    previous = _read_holder(handle) or None
+    handle.seek(0)
+    handle.truncate()
+    started = time.strftime("%Y-%m-%d %H:%M:%S")
+    handle.write(json.dumps({"pid": os.getpid(), "started": started}))
+    handle.flush()
+    return handle, previous
+
+
+def _read_holder(handle: IO[str]) -> dict:
+    handle.seek(0)
+    try:
+        holder = json.loads(handle.read() or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return holder if isinstance(holder, dict) else {}
+
+
+def _alive(pid: object) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
