@@ -212,19 +212,8 @@ def fit(
             )
             evaluation = task.evaluate()
             improved = evaluation.score > best  # a NaN score never improves
-            if improved:
-                best, best_epoch, stale = evaluation.score, epoch, 0
-                if fabric.is_global_zero:
-                    task.save_weights(run.model_dir)
-                    run.directory.commit()
-            else:
-                stale += 1
             elapsed = time.monotonic() - started
-            say(
-                f"epoch {epoch}: loss {loss:.4f}  {evaluation.summary}"
-                f"{'  (best, saved)' if improved else ''}  [{elapsed:.0f}s]"
-            )
-            if log is not None:
+            if log is not None:  # before the save: the first best model takes its metrics along
                 log.write(
                     {
                         "epoch": epoch,
@@ -234,6 +223,17 @@ def fit(
                         "seconds": round(elapsed, 1),
                     }
                 )
+            if improved:
+                best, best_epoch, stale = evaluation.score, epoch, 0
+                if fabric.is_global_zero:
+                    task.save_weights(run.model_dir)
+                    run.directory.commit()
+            else:
+                stale += 1
+            say(
+                f"epoch {epoch}: loss {loss:.4f}  {evaluation.summary}"
+                f"{'  (best, saved)' if improved else ''}  [{elapsed:.0f}s]"
+            )
             out_of_time = train.max_minutes is not None and elapsed > train.max_minutes * 60
             if fabric.broadcast(stale >= train.patience or out_of_time):
                 reason = "time budget reached" if out_of_time else "no dev improvement"

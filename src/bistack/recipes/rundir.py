@@ -25,7 +25,8 @@ from bistack.errors import BistackError
 
 MODEL = "model"
 METRICS = "metrics.csv"
-STALE_WHEN_REPLACED = ("dev_metrics.json",)  # described the model that was replaced
+# The replaced run's files beside its model: gone with it, whether or not this run has its own.
+STALE_WHEN_REPLACED = (METRICS, "dev_metrics.json", "tensorboard")
 
 
 class OutputError(BistackError):
@@ -98,7 +99,11 @@ class RunDirectory:
         else:
             os.rename(self.staging / MODEL, target)
         for name in STALE_WHEN_REPLACED:
-            (self.output / name).unlink(missing_ok=True)
+            stale = self.output / name
+            if stale.is_dir():
+                shutil.rmtree(stale, ignore_errors=True)
+            elif not (self.staging / name).exists():  # else replaced atomically below
+                stale.unlink(missing_ok=True)
         for entry in self.staging.iterdir():
             if entry.name == MODEL:
                 continue
