@@ -27,6 +27,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BistackError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:  # the machine's word: a folder where a file was expected, a full disk
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"error: {where}{error.strerror or error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 
@@ -157,6 +161,8 @@ def run_compare_poolers(args: argparse.Namespace) -> int:
     from bistack.recipes.compare_poolers import compare_poolers
     from bistack.tasks import load_config, task_of
 
+    if args.seeds < 1:
+        return fail("--seeds must be >= 1")
     config = load_config(args.config, args.set)
     if not task_of(config.kind).compares_poolers:
         return fail(f"{args.config}: compare-poolers needs a config with a backbone section")
@@ -305,19 +311,27 @@ def write_pairs(pairs: list[tuple[str, str]]) -> None:
 
 
 def read_texts(source: str) -> list[str]:
-    """Non-empty lines of a file, or of stdin for ``-``."""
+    """The lines of a file, or of stdin for ``-``, as the user wrote them: split on ``\n``
+    alone (U+2028, U+0085 and form feeds stay inside their line), a byte-order mark and a
+    ``\r`` before each ``\n`` dropped, blank lines kept (output line N is input line N)."""
     from bistack.errors import DataError
 
-    if source == "-":
-        lines = sys.stdin.read().splitlines()
-    else:
-        try:
-            lines = Path(source).read_text(encoding="utf-8").splitlines()
-        except FileNotFoundError:
-            raise DataError(source, "no such file") from None
-        except UnicodeDecodeError as error:
-            raise DataError(source, f"not valid UTF-8 ({error.reason})") from None
-    return [line for line in lines if line.strip()]
+    stdin = getattr(sys.stdin, "buffer", sys.stdin)  # bytes, unless stdin was replaced by text
+    try:
+        raw = stdin.read() if source == "-" else Path(source).read_bytes()
+    except FileNotFoundError:
+        raise DataError(source, "no such file") from None
+    if isinstance(raw, str):
+        raw = raw.encode("utf-8")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = raw[: error.start].count(b"\n") + 1
+        raise DataError(source, f"not valid UTF-8 (byte {raw[error.start]:#04x})", line) from None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line
+    return [line.removesuffix("\r") for line in lines]
 
 
 if __name__ == "__main__":

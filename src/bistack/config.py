@@ -182,6 +182,9 @@ class ExperimentConfig:
 
     def validate(self, source: str) -> None:
         """Reject values that would only fail later, deep inside torch; subclasses add theirs."""
+        data = getattr(self, "data", None)
+        if isinstance(data, SplitConfig) and not data.train:
+            raise ConfigError(f"{source}: data.train is required: the file to train on")
         check_ranges(self, source)
 
 
@@ -296,9 +299,16 @@ def read_yaml(path: str | Path, overrides: list[str] | None = None) -> dict[str,
     """A YAML config file as a mapping, with ``key.sub=value`` overrides applied (values parsed
     as YAML) and earlier versions' keys upgraded."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a folder; expected a YAML config file") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {error.object[error.start]:#04x} at offset "
+            f"{error.start}); expected a YAML config file"
+        ) from None
     try:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as error:
@@ -321,7 +331,11 @@ def apply_override(data: dict[str, Any], override: str) -> None:
         node = node.setdefault(parent, {})
         if not isinstance(node, dict):
             raise ConfigError(f"--set {override!r}: {parent!r} is not a section")
-    node[leaf] = yaml.safe_load(raw)
+    try:
+        node[leaf] = yaml.safe_load(raw)
+    except yaml.YAMLError as error:
+        problem = getattr(error, "problem", None) or "not valid YAML"
+        raise ConfigError(f"--set {override!r}: the value is not valid YAML ({problem})") from None
 
 
 REGRESSION_KINDS = frozenset({"regressor", "layer_regressor"})  # text kinds that predict values

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,7 @@ from torch import nn
 
 from bistack import __version__
 from bistack.config import upgrade_legacy
-from bistack.errors import ConfigError, ModelFileError
+from bistack.errors import BistackError, ConfigError, ModelFileError
 
 CONFIG = "config.json"
 VOCAB = "vocab.json"
@@ -120,11 +122,15 @@ def _check_is_model_directory(directory: Path) -> None:
 
 
 def load_weights(directory: str | Path, model: nn.Module) -> None:
+    """Load ``model.safetensors`` into ``model``; weights that are not finite are refused."""
     path = Path(directory) / WEIGHTS
     try:
         state = load_file(str(path))
     except (SafetensorError, OSError) as error:
         raise ModelFileError(f"{path}: not a readable safetensors file ({error})") from None
+    for name, tensor in state.items():
+        if tensor.is_floating_point() and not bool(tensor.isfinite().all()):
+            raise ModelFileError(f"{path}: weight {name} holds values that are not finite")
     try:
         model.load_state_dict(state)
     except RuntimeError as error:
@@ -132,9 +138,25 @@ def load_weights(directory: str | Path, model: nn.Module) -> None:
         raise ModelFileError(f"{path}: weights do not fit the config ({first})") from None
 
 
+@contextmanager
+def reading_model(directory: str | Path) -> Iterator[None]:
+    """Turn what a hand-edited or damaged config.json or vocab.json makes fail while a model is
+    rebuilt (a missing key, a value of the wrong type) into one clear error."""
+    try:
+        yield
+    except (KeyError, TypeError, ValueError, AttributeError, AssertionError) as error:
+        if isinstance(error, BistackError):
+            raise
+        detail = f"missing {error}" if isinstance(error, KeyError) else str(error).split("\n")[0]
+        raise ModelFileError(
+            f"{directory}: config.json or vocab.json is damaged ({detail}); retrain, or restore "
+            "the files bistack wrote"
+        ) from None
+
+
 def _read_json(path: Path) -> dict:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8-sig"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise ModelFileError(f"{path}: not valid JSON ({error})") from None
     if not isinstance(data, dict):

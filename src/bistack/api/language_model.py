@@ -13,7 +13,7 @@ from bistack.data.corpus import read_corpus
 from bistack.data.tokenize import tokenize_text
 from bistack.data.vocab import Vocabulary
 from bistack.metrics.text import PerplexityScores
-from bistack.modeldir import load_metadata, load_weights, save_metadata, save_weights
+from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata, save_weights
 from bistack.models.language_model import LSTMLanguageModel, build_language_model, collate_lm
 from bistack.models.mode import evaluating
 
@@ -35,12 +35,15 @@ class LanguageModel:
 
     @classmethod
     def load(cls, path: str | Path) -> LanguageModel:
-        meta, vocab = load_metadata(path, KIND)
-        config = build_config(LanguageModelConfig, meta["config"], source=f"{path}/config.json")
-        vocabulary = Vocabulary.from_json(vocab["words"])
-        model = build_language_model(config, len(vocabulary))
-        load_weights(path, model)
-        return cls(model, vocabulary, config)
+        """Load a model directory written by ``bistack train`` (no unpickling)."""
+        with reading_model(path):
+            meta, vocab = load_metadata(path, KIND)
+            source = f"{path}/config.json"
+            config = build_config(LanguageModelConfig, meta["config"], source=source)
+            vocabulary = Vocabulary.from_json(vocab["words"])
+            model = build_language_model(config, len(vocabulary))
+            load_weights(path, model)
+            return cls(model, vocabulary, config)
 
     def save(self, path: str | Path) -> None:
         self.save_metadata(path)

@@ -17,7 +17,7 @@ from bistack.config import LayerPoolingTaggerConfig, build_config
 from bistack.data.batching import bucket_batches
 from bistack.data.conll import Sentence, read_conll
 from bistack.metrics.entities import EntityScores
-from bistack.modeldir import load_metadata, load_weights, save_metadata
+from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata
 from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
 from bistack.models.layer_tagger import LayerTagger, WordLayerBatch, build_layer_tagger, pad_words
 from bistack.models.mode import evaluating
@@ -48,18 +48,19 @@ class LayerPoolingTagger:
     @classmethod
     def load(cls, path: str | Path) -> LayerPoolingTagger:
         """Load a model directory written by ``bistack train`` (no unpickling)."""
-        directory = Path(path)
-        meta, vocab = load_metadata(directory, KIND)
-        config = build_config(
-            LayerPoolingTaggerConfig, meta["config"], source=f"{directory}/config.json"
-        )
-        backbone = load_saved_backbone(directory, config.backbone, meta)
-        labels = list(vocab["tags"])
-        model = build_layer_tagger(config, backbone.num_layers, backbone.hidden_size, labels)
-        load_weights(directory, model)
-        if config.backbone.finetune:
-            model.backbone = backbone
-        return cls(model, backbone, labels, config, meta["output_scheme"])
+        with reading_model(path):
+            directory = Path(path)
+            meta, vocab = load_metadata(directory, KIND)
+            config = build_config(
+                LayerPoolingTaggerConfig, meta["config"], source=f"{directory}/config.json"
+            )
+            backbone = load_saved_backbone(directory, config.backbone, meta)
+            labels = list(vocab["tags"])
+            model = build_layer_tagger(config, backbone.num_layers, backbone.hidden_size, labels)
+            load_weights(directory, model)
+            if config.backbone.finetune:
+                model.backbone = backbone
+            return cls(model, backbone, labels, config, meta["output_scheme"])
 
     @property
     def labels(self) -> list[str]:

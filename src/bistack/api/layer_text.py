@@ -25,7 +25,7 @@ from bistack.api.text_outputs import (
 from bistack.config import LayerPoolingTextConfig, build_config
 from bistack.data.tables import Example
 from bistack.errors import DataError
-from bistack.modeldir import load_metadata, load_weights, save_metadata
+from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata
 from bistack.models.backbone import LayerVectors, TransformerBackbone
 from bistack.models.layer_pooling_model import LayerPoolingModel, build_layer_pooling_model
 from bistack.models.mode import evaluating
@@ -53,24 +53,25 @@ class LayerPoolingTextModel(TextModelBase):
     @classmethod
     def load(cls, path: str | Path) -> LayerPoolingTextModel:
         """Load a model directory written by ``bistack train`` (no unpickling)."""
-        directory = Path(path)
-        meta, _ = load_metadata(directory, cls.KIND)
-        config = build_config(
-            LayerPoolingTextConfig, meta["config"], source=f"{directory}/config.json"
-        )
-        backbone = load_saved_backbone(directory, config.backbone, meta)
-        outputs = cls.OUTPUTS(meta["outputs"])
-        model = build_layer_pooling_model(
-            config,
-            backbone.num_layers,
-            backbone.hidden_size,
-            len(outputs),
-            regression=outputs.REGRESSES,
-        )
-        load_weights(directory, model)
-        if config.backbone.finetune:
-            model.backbone = backbone
-        return cls(model, backbone, config, outputs)
+        with reading_model(path):
+            directory = Path(path)
+            meta, _ = load_metadata(directory, cls.KIND)
+            config = build_config(
+                LayerPoolingTextConfig, meta["config"], source=f"{directory}/config.json"
+            )
+            backbone = load_saved_backbone(directory, config.backbone, meta)
+            outputs = cls.OUTPUTS(meta["outputs"])
+            model = build_layer_pooling_model(
+                config,
+                backbone.num_layers,
+                backbone.hidden_size,
+                len(outputs),
+                regression=outputs.REGRESSES,
+            )
+            load_weights(directory, model)
+            if config.backbone.finetune:
+                model.backbone = backbone
+            return cls(model, backbone, config, outputs)
 
     def save_metadata(self, path: str | Path) -> None:
         """config.json (with the backbone's fingerprint) and an empty vocab.json."""

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol, Self
 
 from bistack.config import ExperimentConfig
+from bistack.errors import ModelFileError
 
 
 class Prediction(Protocol):
@@ -51,8 +52,14 @@ class Predictor(Model, Protocol):
 
 
 def jsonl_line(prediction: Prediction) -> str:
-    """One JSON object and a newline."""
-    return json.dumps(prediction.to_json(), ensure_ascii=False) + "\n"
+    """One JSON object and a newline; a value that is not a number is an error, never NaN."""
+    try:
+        return json.dumps(prediction.to_json(), ensure_ascii=False, allow_nan=False) + "\n"
+    except ValueError:
+        raise ModelFileError(
+            "the model predicted a value that is not a finite number; its weights or its "
+            "calibration are broken: retrain it"
+        ) from None
 
 
 def conll_block(prediction: Prediction) -> str:

@@ -13,7 +13,7 @@ from bistack.data.batching import bucket_batches, collate_tagging
 from bistack.data.conll import Sentence, read_conll
 from bistack.data.features import TokenVocabularies
 from bistack.metrics.entities import EntityScores
-from bistack.modeldir import load_metadata, load_weights, save_metadata, save_weights
+from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata, save_weights
 from bistack.models.mode import evaluating
 from bistack.models.tagger import SequenceTagger, build_tagger
 from bistack.schemes import convert_tags
@@ -41,12 +41,13 @@ class Tagger:
     @classmethod
     def load(cls, path: str | Path) -> Tagger:
         """Load a model directory written by ``bistack train`` (no unpickling)."""
-        meta, vocab = load_metadata(path, KIND)
-        config = build_config(TaggerConfig, meta["config"], source=f"{path}/config.json")
-        vocabularies = TokenVocabularies.from_json(vocab)
-        model = build_tagger(config, vocabularies)
-        load_weights(path, model)
-        return cls(model, vocabularies, config, meta["output_scheme"])
+        with reading_model(path):
+            meta, vocab = load_metadata(path, KIND)
+            config = build_config(TaggerConfig, meta["config"], source=f"{path}/config.json")
+            vocabularies = TokenVocabularies.from_json(vocab)
+            model = build_tagger(config, vocabularies)
+            load_weights(path, model)
+            return cls(model, vocabularies, config, meta["output_scheme"])
 
     @property
     def labels(self) -> list[str]:

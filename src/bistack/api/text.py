@@ -28,7 +28,7 @@ from bistack.data.features import TokenVocabularies
 from bistack.data.tables import Example
 from bistack.data.tokenize import Token, tokenize_text
 from bistack.errors import DataError
-from bistack.modeldir import load_metadata, load_weights, save_metadata, save_weights
+from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata, save_weights
 from bistack.models.classifier import SequenceClassifier, build_classifier
 from bistack.models.mode import evaluating
 
@@ -56,13 +56,16 @@ class RecurrentTextModel(TextModelBase):
     @classmethod
     def load(cls, path: str | Path) -> RecurrentTextModel:
         """Load a model directory written by ``bistack train`` (no unpickling)."""
-        meta, vocab = load_metadata(path, cls.KIND)
-        config = build_config(TextModelConfig, meta["config"], source=f"{path}/config.json")
-        vocabularies = TokenVocabularies.from_json(vocab)
-        outputs = cls.OUTPUTS(meta["outputs"])
-        model = build_classifier(config, vocabularies, len(outputs), regression=outputs.REGRESSES)
-        load_weights(path, model)
-        return cls(model, vocabularies, config, outputs)
+        with reading_model(path):
+            meta, vocab = load_metadata(path, cls.KIND)
+            config = build_config(TextModelConfig, meta["config"], source=f"{path}/config.json")
+            vocabularies = TokenVocabularies.from_json(vocab)
+            outputs = cls.OUTPUTS(meta["outputs"])
+            model = build_classifier(
+                config, vocabularies, len(outputs), regression=outputs.REGRESSES
+            )
+            load_weights(path, model)
+            return cls(model, vocabularies, config, outputs)
 
     def save_weights(self, path: str | Path) -> None:
         save_weights(path, self.model)

@@ -47,8 +47,8 @@ class TextPrediction:
         record: dict[str, Any] = {"text": self.text}
         if self.label is not None:
             record |= {"label": self.label, "probabilities": self.probabilities}
-        else:
-            record["values"] = self.values
+        elif self.values is not None:
+            record["values"] = self.values  # neither: a blank text, which has no prediction
         if self.attention is not None:
             record["attention"] = [
                 {"text": t.text, "start": t.start, "end": t.end, "weight": w}
@@ -265,8 +265,16 @@ class TextModelBase(ABC):
 
     def predict(self, texts: Sequence[str], attention: bool = False) -> list[TextPrediction]:
         """One prediction per text; ``attention=True`` adds token weights when the pooling
-        has them."""
-        return self.outputs.predictions(texts, self.run(texts), attention)
+        has them. A blank text gets an empty prediction (no label, no values), so results stay
+        aligned with their texts."""
+        filled = [i for i, text in enumerate(texts) if text.strip()]
+        predictions = [TextPrediction(text) for text in texts]
+        if filled:
+            chosen = [texts[i] for i in filled]
+            made = self.outputs.predictions(chosen, self.run(chosen), attention)
+            for index, prediction in zip(filled, made, strict=True):
+                predictions[index] = prediction
+        return predictions
 
     def evaluate(self, path: str | Path) -> ClassificationScores | RegressionScores:
         """Metrics on a labelled table, with attention diagnostics when the pooling attends."""

@@ -64,7 +64,48 @@ def read_conll(
         sentences.append(current)
     if not sentences:
         raise DataError(path, "no sentences found: the file is empty or holds only -DOCSTART-")
+    if tag_column is not None:
+        check_one_scheme(sentences, path)
     return sentences
+
+
+def check_one_scheme(sentences: Sequence[Sentence], path: str | Path) -> None:
+    """Raise DataError when sentences show two tagging schemes (a BIOES sentence in an IOB1
+    file, say): converting the file from one of them would silently change the other's."""
+    first: dict[str, int] = {}
+    for sentence in sentences:
+        scheme = _sentence_scheme(sentence.tags)
+        if scheme is not None:
+            first.setdefault(scheme, sentence.line)
+            if len(first) > 1:
+                (one, line), (other, _) = sorted(first.items(), key=lambda item: item[1])[:2]
+                raise DataError(
+                    path,
+                    f"mixes tagging schemes: this sentence is {other}, the one on line {line} "
+                    f"is {one}; write the file in one scheme",
+                    sentence.line if scheme == other else first[other],
+                )
+
+
+def _sentence_scheme(tags: Sequence[str]) -> str | None:
+    """The scheme a sentence's tags can only be written in, or None when they fit any.
+
+    E-/S- tags: BIOES. An entity opened by I- (after O, another type or at the start): IOB1. An
+    entity opened by B- (not right after one of its type): BIO, or BIOES when E-/S- appear.
+    """
+    opened_by_b = opened_by_i = False
+    previous_prefix, previous_type = "O", ""
+    for tag in tags:
+        prefix, entity_type = split_tag(tag)
+        if prefix in ("E", "S"):
+            return "BIOES"
+        opens = previous_prefix == "O" or previous_type != entity_type
+        opened_by_i = opened_by_i or (prefix == "I" and opens)
+        opened_by_b = opened_by_b or (prefix == "B" and opens)
+        previous_prefix, previous_type = prefix, entity_type
+    if opened_by_i:
+        return "IOB1"
+    return "BIO" if opened_by_b else None
 
 
 def _check_column_index(
@@ -86,7 +127,7 @@ def _lines(path: str | Path) -> Iterator[tuple[int, str]]:
     with handle:
         for number, raw in enumerate(handle, start=1):
             try:
-                yield number, raw.decode("utf-8")
+                yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
             except UnicodeDecodeError as error:
                 raise DataError(
                     path,

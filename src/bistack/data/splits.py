@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from bistack.errors import DataError
+
 T = TypeVar("T")
 
 
@@ -51,5 +53,11 @@ def read_train_and_dev(read: Callable[[str], list[T]], source: SplitSource) -> T
     train = read(source.train)
     if source.dev:
         return TrainAndDev(train, read(source.dev), source.dev)
-    train, dev = split_off_dev(train, source.dev_fraction, source.split_seed)
-    return TrainAndDev(train, dev, f"{source.train} (held-out {source.dev_fraction:.0%})")
+    kept, dev = split_off_dev(train, source.dev_fraction, source.split_seed)
+    if not kept:
+        raise DataError(
+            source.train,
+            f"{len(train)} example(s): holding out {source.dev_fraction:.0%} for dev leaves none "
+            "to train on; give more data or a data.dev file",
+        )
+    return TrainAndDev(kept, dev, f"{source.train} (held-out {source.dev_fraction:.0%})")

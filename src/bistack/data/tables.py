@@ -62,11 +62,28 @@ def read_table(
         text = record[text_column]
         if not isinstance(text, str) or not text.strip():
             raise DataError(path, f"empty text in column {text_column!r}", row=row)
-        labels = tuple("" if record[c] is None else str(record[c]) for c in wanted[1:])
+        labels = tuple(label_value(record[c], c, path, row) for c in wanted[1:])
         examples.append(Example(text, labels, row))
     if not examples:
         raise DataError(path, "no rows found: the file is empty or holds only a header")
     return examples
+
+
+def label_value(value: object, column: str, path: str | Path, row: int) -> str:
+    """A label as written: a class name or a number. Empty, null, a boolean, a list or an
+    object is an error naming the row, never a class ``""`` or ``"True"``."""
+    if isinstance(value, bool) or value is None or isinstance(value, list | dict):
+        what = {bool: "a boolean", type(None): "null", list: "a list", dict: "an object"}
+        raise DataError(
+            path,
+            f"label {column!r} is {what[type(value)]} ({json.dumps(value)}); expected a class "
+            "name or a number",
+            row=row,
+        )
+    label = str(value).strip()
+    if not label:
+        raise DataError(path, f"label {column!r} is empty", row=row)
+    return label
 
 
 def _records(path: str | Path, file_format: str) -> Iterator[tuple[int, dict]]:
@@ -80,7 +97,8 @@ def _records(path: str | Path, file_format: str) -> Iterator[tuple[int, dict]]:
         line = raw[: error.start].count(b"\n") + 1
         raise DataError(path, f"not valid UTF-8 (byte {raw[error.start]:#04x})", line) from None
     if file_format == "jsonl":
-        for number, line in enumerate(text.splitlines(), start=1):
+        # Records end at "\n" alone: U+2028 and friends are valid inside JSON strings.
+        for number, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
             try:

@@ -120,8 +120,19 @@ class TransformerBackbone(nn.Module):
                 f"{folder}: {config.model_type} ({architectures or 'no architecture'}) is not an "
                 "encoder; layer pooling needs a bidirectional encoder such as BERT or MiniLM"
             )
+        if not any(folder.glob("*.safetensors")):
+            pickled = sorted(p.name for p in folder.glob("*.bin"))
+            if pickled:
+                raise ModelFileError(
+                    f"{folder}: holds its weights as {', '.join(pickled)} (a pickle), not "
+                    "safetensors; bistack never unpickles a file: re-save the model with "
+                    "save_pretrained(..., safe_serialization=True)"
+                )
+            raise ModelFileError(f"{folder}: cannot load the model: no .safetensors weights")
         try:
-            model = AutoModel.from_pretrained(folder, local_files_only=True, config=config)
+            model = AutoModel.from_pretrained(
+                folder, local_files_only=True, config=config, use_safetensors=True
+            )
             tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
         except (OSError, ValueError, KeyError) as error:
             first = str(error).splitlines()[0]

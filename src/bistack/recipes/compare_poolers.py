@@ -96,7 +96,10 @@ def compare_poolers(
         )
         if not config.backbone.finetune:
             vectors.add(table, frozen_vectors(backbone, config, table, say))
-        splits = kfold(len(table), folds, config.data.split_seed)
+        try:
+            splits = kfold(len(table), folds, config.data.split_seed)
+        except ValueError as error:
+            raise ConfigError(f"--folds {folds}: {error}") from None
         runs = [(f"fold{k}", _fold_data(config, table, held, k)) for k, held in enumerate(splits)]
     else:
         data = load_text_data(config)

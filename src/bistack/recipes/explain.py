@@ -63,6 +63,11 @@ def render_html(predictions: Sequence[TextPrediction]) -> str:
     )
 
 
+def plain(text: str) -> str:
+    """``text`` as matplotlib should draw it: a ``$`` is a dollar sign, not the start of math."""
+    return text.replace("$", r"\$")
+
+
 def render_png(predictions: Sequence[TextPrediction], path: str) -> None:
     """A heatmap: one row per text, one cell per token."""
     import matplotlib
@@ -83,8 +88,9 @@ def render_png(predictions: Sequence[TextPrediction], path: str) -> None:
     for row, prediction in enumerate(predictions):
         for column, (token, weight) in enumerate(prediction.attention or []):
             color = "white" if weight > 0.6 * np.nanmax(grid[row]) else "black"
-            axes.text(column, row, token.text, ha="center", va="center", fontsize=8, color=color)
-    axes.set_yticks(range(len(predictions)), [describe(p) for p in predictions])
+            text = plain(token.text)
+            axes.text(column, row, text, ha="center", va="center", fontsize=8, color=color)
+    axes.set_yticks(range(len(predictions)), [plain(describe(p)) for p in predictions])
     axes.set_xticks([])
     axes.set_title("attention weight per token")
     figure.colorbar(image, ax=axes, label="weight")

@@ -22,7 +22,7 @@ from lightning_fabric import Fabric
 from tqdm import tqdm
 
 from bistack.config import OptimizerConfig, TrainConfig
-from bistack.errors import BistackError
+from bistack.errors import BistackError, ConfigError
 from bistack.recipes.rundir import RunDirectory
 
 
@@ -87,8 +87,15 @@ def start_run(
 ) -> Run:
     """Launch Fabric (one process per device under DDP), seed every process alike, and (rank
     0) lock the output and start staging."""
-    fabric = Fabric(accelerator=accelerator, devices=devices, strategy=strategy)
-    fabric.launch()
+    try:
+        fabric = Fabric(accelerator=accelerator, devices=devices, strategy=strategy)
+        fabric.launch()
+    except (ValueError, TypeError, RuntimeError, ImportError) as error:
+        # Lightning's word for it; the traceback would only show where it was found out.
+        reason = str(error).splitlines()[0]
+        raise ConfigError(
+            f"--accelerator {accelerator} --devices {devices} --strategy {strategy}: {reason}"
+        ) from None
     fabric.seed_everything(seed, verbose=False)
     if fabric.is_global_zero:
         directory = RunDirectory.open(Path(output), overwrite)
