@@ -72,7 +72,11 @@ def save_weights(
         for k, v in model.state_dict().items()
         if exclude_prefix is None or not k.startswith(exclude_prefix)
     }
-    atomic_write(Path(directory) / WEIGHTS, lambda tmp: save_file(state, tmp))
+    path = Path(directory) / WEIGHTS
+    try:
+        atomic_write(path, lambda tmp: save_file(state, tmp))
+    except SafetensorError as error:  # safetensors reports a full disk as its own error
+        raise ModelFileError(f"{path}: cannot write the weights ({error})") from None
 
 
 def load_metadata(directory: str | Path, kind: str) -> tuple[dict, dict]:

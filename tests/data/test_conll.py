@@ -71,3 +71,43 @@ def test_missing_file_and_missing_column(tmp_path):
     with pytest.raises(DataError) as error:
         read_conll(path, tag_column=3)
     assert str(error.value) == f"{path}:1: tag column 3 does not exist: the line has 2"
+
+
+@pytest.mark.parametrize(
+    ("sentences", "problem"),
+    [
+        ([["I-PER", "O"], ["S-PER", "O"]], "this sentence is BIOES, the one on line 1 is IOB1"),
+        ([["B-PER", "I-PER"], ["I-LOC"]], "this sentence is IOB1, the one on line 1 is BIO"),
+        ([["B-PER", "E-PER"], ["B-LOC", "I-LOC"]], "this sentence is BIO, the one on line 1"),
+    ],
+)
+def test_a_file_that_mixes_schemes_is_an_error_naming_the_line(tmp_path, sentences, problem):
+    from bistack.data.conll import read_conll
+
+    lines = []
+    for tags in sentences:
+        lines += [f"w{i} {tag}" for i, tag in enumerate(tags)] + [""]
+    path = tmp_path / "mixed.txt"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=problem):
+        read_conll(path)
+
+
+@pytest.mark.parametrize(
+    "sentences",
+    [
+        [["I-PER", "B-PER"], ["O", "I-LOC"]],  # IOB1: B- only between two of one type
+        [["B-PER", "I-PER"], ["B-LOC"]],  # BIO
+        [["S-PER"], ["B-LOC", "E-LOC"]],  # BIOES
+        [["O", "O"], ["I-PER"]],  # a sentence without entities fits any scheme
+    ],
+)
+def test_a_file_in_one_scheme_reads(tmp_path, sentences):
+    from bistack.data.conll import read_conll
+
+    lines = []
+    for tags in sentences:
+        lines += [f"w{i} {tag}" for i, tag in enumerate(tags)] + [""]
+    path = tmp_path / "one.txt"
+    path.write_text("\n".join(lines) + "\n")
+    assert len(read_conll(path)) == 2

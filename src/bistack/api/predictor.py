@@ -52,14 +52,22 @@ class Predictor(Model, Protocol):
 
 
 def jsonl_line(prediction: Prediction) -> str:
-    """One JSON object and a newline; a value that is not a number is an error, never NaN."""
+    """One JSON object and a newline; a value that is not a number is an error, never NaN.
+    Unicode line separators inside strings are written escaped, so that a reader splitting on
+    any line break still sees one record a line."""
     try:
-        return json.dumps(prediction.to_json(), ensure_ascii=False, allow_nan=False) + "\n"
+        line = json.dumps(prediction.to_json(), ensure_ascii=False, allow_nan=False)
     except ValueError:
         raise ModelFileError(
             "the model predicted a value that is not a finite number; its weights or its "
             "calibration are broken: retrain it"
         ) from None
+    for separator in LINE_SEPARATORS:
+        line = line.replace(separator, f"\\u{ord(separator):04x}")
+    return line + "\n"
+
+
+LINE_SEPARATORS = "\u2028\u2029\u0085\x0b\x0c\x1c\x1d\x1e"  # what str.splitlines also breaks at
 
 
 def conll_block(prediction: Prediction) -> str:
