@@ -18,12 +18,11 @@ from bistack.api.text_outputs import (
     ClassOutputs,
     Outputs,
     RawOutputs,
+    Regression,
     TargetOutputs,
     TextModelBase,
-    fit_calibration,
 )
 from bistack.config import LayerPoolingTextConfig, build_config
-from bistack.data.tables import Example
 from bistack.errors import DataError
 from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata
 from bistack.models.backbone import LayerVectors, TransformerBackbone
@@ -122,18 +121,8 @@ class LayerPoolingClassifier(LayerPoolingTextModel):
     OUTPUTS = ClassOutputs
 
 
-class LayerPoolingRegressor(LayerPoolingTextModel):
+class LayerPoolingRegressor(Regression, LayerPoolingTextModel):
     """Predicts numeric targets per text from a transformer's layers."""
 
     KIND = "layer_regressor"
     OUTPUTS = TargetOutputs
-
-    @property
-    def targets(self) -> list[str]:
-        return self.outputs.names
-
-    def fit_calibration(
-        self, examples: Sequence[Example], path: str | Path, raw: RawOutputs | None = None
-    ) -> list[list[float]]:
-        """As ``Regressor.fit_calibration``."""
-        return fit_calibration(self, examples, path, raw)

@@ -17,15 +17,14 @@ from bistack.api.text_outputs import (
     ClassOutputs,
     Outputs,
     RawOutputs,
+    Regression,
     TargetOutputs,
     TextModelBase,
     TextPrediction,
-    fit_calibration,
 )
 from bistack.config import TextModelConfig, build_config
 from bistack.data.batching import bucket_batches, collate_text
 from bistack.data.features import TokenVocabularies
-from bistack.data.tables import Example
 from bistack.data.tokenize import Token, tokenize_text
 from bistack.errors import DataError
 from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata, save_weights
@@ -123,19 +122,8 @@ class Classifier(RecurrentTextModel):
     OUTPUTS = ClassOutputs
 
 
-class Regressor(RecurrentTextModel):
+class Regressor(Regression, RecurrentTextModel):
     """Predicts one or more numeric targets per text, in their original units."""
 
     KIND = "regressor"
     OUTPUTS = TargetOutputs
-
-    @property
-    def targets(self) -> list[str]:
-        return self.outputs.names
-
-    def fit_calibration(
-        self, examples: Sequence[Example], path: str | Path, raw: RawOutputs | None = None
-    ) -> list[list[float]]:
-        """Least-squares ``[scale, offset]`` per target onto ``examples``' targets, used by every
-        prediction from now on; ``raw``: the network's outputs on them, if already known."""
-        return fit_calibration(self, examples, path, raw)

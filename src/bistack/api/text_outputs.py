@@ -297,6 +297,23 @@ class TextModelBase(ABC):
         return self.outputs.scores(examples, raw, path)
 
 
+class Regression:
+    """What a regressor adds, over whichever network computes its outputs."""
+
+    outputs: TargetOutputs
+
+    @property
+    def targets(self) -> list[str]:
+        return self.outputs.names
+
+    def fit_calibration(
+        self, examples: Sequence[Example], path: str | Path, raw: RawOutputs | None = None
+    ) -> list[list[float]]:
+        """Least-squares ``[scale, offset]`` per target onto ``examples``' targets, used by every
+        prediction from now on; ``raw``: the network's outputs on them, if already known."""
+        return fit_calibration(self, examples, path, raw)  # type: ignore[arg-type]
+
+
 def fit_calibration(
     model: TextModelBase,
     examples: Sequence[Example],

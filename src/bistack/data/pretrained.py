@@ -21,7 +21,7 @@ def load_vectors(path: str | Path, vocabulary: Vocabulary, dim: int) -> tuple[Te
     vectors = torch.zeros(len(vocabulary), dim)
     found = torch.zeros(len(vocabulary), dtype=torch.bool)
     try:
-        handle = open(path, encoding="utf-8")  # noqa: SIM115 - closed by the with below
+        handle = open(path, encoding="utf-8-sig")  # noqa: SIM115 - closed by the with below
     except FileNotFoundError:
         raise DataError(path, "no such file") from None
     with handle:
