@@ -84,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="text models: include each token's attention weight",
     )
     predict.add_argument(
+        "--min-confidence",
+        type=float,
+        metavar="P",
+        help="taggers: leave out entities whose probability is below P (0-1)",
+    )
+    predict.add_argument(
         "--stream",
         action="store_true",
         help="taggers: read tokens from stdin (whitespace-separated, a blank line ends a "
@@ -245,7 +251,7 @@ def run_explain(args: argparse.Namespace) -> int:
     from bistack.tasks import task_of_directory
 
     task = task_of_directory(args.model)
-    if not task.attention:
+    if "attention" not in task.predict_options:
         return fail(
             f"{args.model} holds {task.description}, which has no token attention weights to "
             "show; explain needs a classifier or regressor with 'additive' or 'dot' pooling"
@@ -275,17 +281,19 @@ def run_predict(args: argparse.Namespace) -> int:
             f"--format {fmt} is not for {task.description}; it writes "
             f"{' or '.join(task.predict_formats)}"
         )
-    if args.attention and not task.attention:
-        return fail(
-            f"--attention is for text models that attend; {args.model} holds {task.description}"
-        )
+    options: dict[str, Any] = {"attention": True} if args.attention else {}
+    if args.min_confidence is not None:
+        options["min_confidence"] = args.min_confidence
+    for option in options:
+        if option not in task.predict_options:
+            flag = "--" + option.replace("_", "-")
+            return fail(f"{flag} is not for {task.description} ({args.model})")
     texts = list(args.text)
     if args.input:
         texts.extend(read_texts(args.input))
     if not texts:
         return fail("nothing to predict: give TEXT arguments or --input FILE")
     model = task.model.load(args.model)
-    options = {"attention": True} if args.attention else {}
     write = FORMATS[fmt]
     for prediction in model.predict(texts, **options):  # type: ignore[attr-defined]
         sys.stdout.write(write(prediction))

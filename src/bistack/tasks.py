@@ -73,7 +73,8 @@ class Task:
     model: how to load it; metric: the dev metric that picks the best epoch;
     predict_formats: what ``predict --format`` offers (first: the default; none: no predict);
     predict_hint: what to use instead, when it has no predict;
-    attention: whether ``predict --attention`` and ``explain`` apply (token attention);
+    predict_options: the options its ``predict`` takes (``attention``: token attention weights,
+    which ``explain`` draws; ``min_confidence``: leave out entities below a confidence);
     stream: how to tag token by token (``predict --stream``), if it can;
     ladder: its build-order ladder, if it has one;
     compares_poolers: whether ``compare-poolers`` trains its layer poolers.
@@ -87,7 +88,7 @@ class Task:
     metric: Metric
     predict_formats: tuple[str, ...] = ("jsonl",)
     predict_hint: str = ""
-    attention: bool = False
+    predict_options: frozenset[str] = frozenset()
     stream: Callable[[Any], StreamingTagger] | None = None
     ladder: Ladder | None = None
     compares_poolers: bool = False
@@ -169,6 +170,7 @@ register(
         Tagger,
         DEV_F1,
         predict_formats=("conll", "jsonl"),
+        predict_options=frozenset({"min_confidence"}),
         stream=_stream,
         ladder=Ladder(
             {"encoder.bidirectional": False, "encoder.num_layers": 1, "encoder.residual": False}
@@ -187,6 +189,7 @@ register(
         LayerPoolingTagger,
         DEV_F1,
         predict_formats=("conll", "jsonl"),
+        predict_options=frozenset({"min_confidence"}),
     )
 )
 _TEXT_LADDER = Ladder(
@@ -203,7 +206,7 @@ register(
         prepare_classifier,
         Classifier,
         DEV_ACCURACY,
-        attention=True,
+        predict_options=frozenset({"attention"}),
         ladder=_TEXT_LADDER,
     )
 )
@@ -215,7 +218,7 @@ register(
         prepare_regressor,
         Regressor,
         DEV_RMSE,
-        attention=True,
+        predict_options=frozenset({"attention"}),
         ladder=_TEXT_LADDER,
     )
 )

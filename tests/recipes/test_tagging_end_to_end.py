@@ -105,7 +105,14 @@ def test_cli_train_evaluate_predict(tmp_path, tiny_conll, capsys):
     assert main(["predict", str(run / "model"), "Anna loves Paris.", "--format", "jsonl"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert record["text"] == "Anna loves Paris."
-    assert {"text", "type", "start", "end"} == set(record["entities"][0])
+    entity = record["entities"][0]
+    assert {"text", "type", "start", "end", "confidence"} == set(entity)
+    assert 0 < entity["confidence"] <= 1 and all(0 < t["confidence"] <= 1 for t in record["tokens"])
+    args = ["predict", str(run / "model"), "Anna loves Paris.", "--format", "jsonl"]
+    assert main([*args, "--min-confidence", "1.01"]) == 0
+    assert json.loads(capsys.readouterr().out)["entities"] == []
+    assert main([*args, "--min-confidence", "0"]) == 0
+    assert json.loads(capsys.readouterr().out) == record
     texts = tmp_path / "texts.txt"
     texts.write_text("Anna loves Paris.\n\nPaul left Rome.\n")
     assert main(["predict", str(run / "model"), "--input", str(texts)]) == 0

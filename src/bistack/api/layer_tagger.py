@@ -12,7 +12,14 @@ from pathlib import Path
 import torch
 
 from bistack.api.backbone_files import backbone_record, load_saved_backbone, save_head_and_backbone
-from bistack.api.tagging import TaggedText, predict_texts, score_sentences
+from bistack.api.tagging import (
+    SentenceAnalysis,
+    TaggedText,
+    analyse_batch,
+    in_output_scheme,
+    predict_texts,
+    score_sentences,
+)
 from bistack.config import LayerPoolingTaggerConfig, build_config
 from bistack.data.batching import bucket_batches
 from bistack.data.conll import Sentence, read_conll
@@ -21,7 +28,6 @@ from bistack.modeldir import load_metadata, load_weights, reading_model, save_me
 from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
 from bistack.models.layer_tagger import LayerTagger, WordLayerBatch, build_layer_tagger, pad_words
 from bistack.models.mode import evaluating
-from bistack.schemes import convert_tags
 
 KIND = "layer_tagger"
 
@@ -87,10 +93,9 @@ class LayerPoolingTagger:
     def word_states(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
         """Flat word states ``(total_words, num_layers, hidden_size)`` of ``sentences``."""
         pieces = tokenize_words(self.backbone, sentences, self.config.backbone.max_length)
-        with torch.inference_mode():
+        with torch.no_grad():
             return word_layer_states(self.backbone, pieces, self.config.subwords)
 
-    @torch.inference_mode()
     def tag_tokens(
         self,
         sentences: Sequence[Sequence[str]],
@@ -101,11 +106,28 @@ class LayerPoolingTagger:
 
         ``states``: the sentences' flat word states when already known (the feature cache).
         """
+        analyses = self._analyse(sentences, batch_size, states, confidence=False)
+        return [a.tags for a in analyses]
+
+    def analyse_tokens(
+        self, sentences: Sequence[Sequence[str]], batch_size: int | None = None
+    ) -> list[SentenceAnalysis]:
+        """Tags of pre-tokenised sentences with each token's and each entity's confidence."""
+        return self._analyse(sentences, batch_size, None, confidence=True)
+
+    @torch.no_grad()  # not inference mode: the CRF's marginals are a gradient
+    def _analyse(
+        self,
+        sentences: Sequence[Sequence[str]],
+        batch_size: int | None,
+        states: torch.Tensor | None,
+        confidence: bool,
+    ) -> list[SentenceAnalysis]:
         batch_size = batch_size or self.config.backbone.batch_size
         starts = [0]
         for sentence in sentences:
             starts.append(starts[-1] + len(sentence))
-        results: list[list[str]] = [[] for _ in sentences]
+        by_index: dict[int, SentenceAnalysis] = {}
         device = next(self.model.parameters()).device
         with evaluating(self.model):
             for indices in bucket_batches([len(s) for s in sentences], batch_size, shuffle=False):
@@ -122,15 +144,18 @@ class LayerPoolingTagger:
                     torch.arange(max(lengths), device=device)[None, :]
                     < torch.tensor(lengths, device=device)[:, None]
                 )
-                predicted = self.model.decode(WordLayerBatch(mask, layers)).tolist()
-                for row, index in enumerate(indices):
-                    tags = [self._labels[t] for t in predicted[row][: lengths[row]]]
-                    results[index] = convert_tags(tags, self.output_scheme)
-        return results
+                batch = WordLayerBatch(mask, layers)
+                analyses = analyse_batch(self.model, batch, confidence)
+                for index, analysis in zip(indices, analyses, strict=True):
+                    by_index[index] = in_output_scheme(analysis, self._labels, self.output_scheme)
+        return [by_index[i] for i in range(len(sentences))]
 
-    def predict(self, texts: Sequence[str]) -> list[TaggedText]:
-        """Tokenise raw ``texts`` and tag them: for each text, its sentences with entities."""
-        return predict_texts(self.tag_tokens, texts)
+    def predict(
+        self, texts: Sequence[str], min_confidence: float | None = None
+    ) -> list[TaggedText]:
+        """Tokenise raw ``texts`` and tag them: for each text, its sentences with entities and
+        their confidences; ``min_confidence`` leaves out entities below it."""
+        return predict_texts(self.analyse_tokens, texts, min_confidence)
 
     def evaluate(self, path: str | Path) -> EntityScores:
         """Score the tagger on a labelled CoNLL file, as conlleval does."""

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import torch
 
-from bistack.api.tagging import TaggedText, predict_texts, score_sentences
+from bistack.api.tagging import (
+    SentenceAnalysis,
+    TaggedText,
+    analyse_batch,
+    in_output_scheme,
+    predict_texts,
+    score_sentences,
+)
 from bistack.config import TaggerConfig, build_config
 from bistack.data.batching import bucket_batches, collate_tagging
 from bistack.data.conll import Sentence, read_conll
@@ -16,7 +23,6 @@ from bistack.metrics.entities import EntityScores
 from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata, save_weights
 from bistack.models.mode import evaluating
 from bistack.models.tagger import SequenceTagger, build_tagger
-from bistack.schemes import convert_tags
 
 KIND = "tagger"
 
@@ -70,14 +76,25 @@ class Tagger:
             output_scheme=self.output_scheme,
         )
 
-    @torch.inference_mode()
     def tag_tokens(
         self, sentences: Sequence[Sequence[str]], batch_size: int | None = None
     ) -> list[list[str]]:
         """Tags for pre-tokenised sentences, in the output scheme, in input order."""
+        return [a.tags for a in self._analyse(sentences, batch_size, confidence=False)]
+
+    def analyse_tokens(
+        self, sentences: Sequence[Sequence[str]], batch_size: int | None = None
+    ) -> list[SentenceAnalysis]:
+        """Tags of pre-tokenised sentences with each token's and each entity's confidence."""
+        return self._analyse(sentences, batch_size, confidence=True)
+
+    @torch.no_grad()  # not inference mode: the CRF's marginals are a gradient
+    def _analyse(
+        self, sentences: Sequence[Sequence[str]], batch_size: int | None, confidence: bool
+    ) -> list[SentenceAnalysis]:
         batch_size = batch_size or self.config.train.eval_batch_size
         encoded = [self.vocabularies.encode(tokens) for tokens in sentences]
-        results: list[list[str]] = [[] for _ in sentences]
+        by_index: dict[int, SentenceAnalysis] = {}
         labels = self.vocabularies.tags.items
         device = next(self.model.parameters()).device
         with evaluating(self.model):
@@ -85,15 +102,17 @@ class Tagger:
                 if any(not sentences[i] for i in indices):
                     raise ValueError("cannot tag an empty sentence")
                 batch = collate_tagging([encoded[i] for i in indices], self.vocabularies)
-                predicted = self.model.decode(batch.to(device)).tolist()
-                for row, index in enumerate(indices):
-                    tags = [labels[t] for t in predicted[row][: len(sentences[index])]]
-                    results[index] = convert_tags(tags, self.output_scheme)
-        return results
+                analyses = analyse_batch(self.model, batch.to(device), confidence)
+                for index, analysis in zip(indices, analyses, strict=True):
+                    by_index[index] = in_output_scheme(analysis, labels, self.output_scheme)
+        return [by_index[i] for i in range(len(sentences))]
 
-    def predict(self, texts: Sequence[str]) -> list[TaggedText]:
-        """Tokenise raw ``texts`` and tag them: for each text, its sentences with entities."""
-        return predict_texts(self.tag_tokens, texts)
+    def predict(
+        self, texts: Sequence[str], min_confidence: float | None = None
+    ) -> list[TaggedText]:
+        """Tokenise raw ``texts`` and tag them: for each text, its sentences with entities and
+        their confidences; ``min_confidence`` leaves out entities below it."""
+        return predict_texts(self.analyse_tokens, texts, min_confidence)
 
     def evaluate(self, path: str | Path) -> EntityScores:
         """Score the tagger on a labelled CoNLL file, as conlleval does."""

@@ -1,13 +1,15 @@
 """What every tagger shares: its predictions (``TaggedText``: sentences, tags, entities with
-character offsets) and how it is scored against gold tags, as conlleval scores them."""
+character offsets and confidences) and how it is scored against gold tags, as conlleval
+scores them."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
 
+from bistack.confidence import Analysis, Span
 from bistack.data.conll import Sentence, write_conll
 from bistack.data.tokenize import Token, tokenize
 from bistack.errors import DataError
@@ -23,15 +25,20 @@ class Entity:
     type: str
     start: int
     end: int
+    # The probability, under the model, that this span is an entity of this type (exact for a
+    # CRF trained in BIOES or BIO; see bistack.confidence).
+    confidence: float | None = None
 
 
 @dataclass(frozen=True)
 class TaggedSentence:
-    """One sentence of a raw text: its tokens (with offsets), tags and entities."""
+    """One sentence of a raw text: its tokens (with offsets), tags and entities, and each
+    token's probability of its tag (its CRF marginal, or its softmax probability)."""
 
     tokens: list[Token]
     tags: list[str]
     entities: list[Entity]
+    confidences: list[float] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -59,15 +66,15 @@ class TaggedText(Sequence[TaggedSentence]):
         return [entity for sentence in self.sentences for entity in sentence.entities]
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "text": self.text,
-            "entities": [entity.__dict__ for entity in self.entities],
-            "tokens": [
-                {"text": t.text, "start": t.start, "end": t.end, "tag": tag}
-                for s in self.sentences
-                for t, tag in zip(s.tokens, s.tags, strict=True)
-            ],
-        }
+        tokens = []
+        for s in self.sentences:
+            confidences = s.confidences or [None] * len(s.tokens)
+            for t, tag, c in zip(s.tokens, s.tags, confidences, strict=True):
+                tokens.append(
+                    {"text": t.text, "start": t.start, "end": t.end, "tag": tag, "confidence": c}
+                )
+        entities = [entity.__dict__ for entity in self.entities]
+        return {"text": self.text, "entities": entities, "tokens": tokens}
 
     def to_conll(self) -> str:
         """``token<TAB>tag`` lines, a blank line after each sentence."""
@@ -77,36 +84,73 @@ class TaggedText(Sequence[TaggedSentence]):
         )
 
 
+@dataclass(frozen=True)
+class SentenceAnalysis:
+    """A tagged sentence before it meets its text: tags in the output scheme, each token's
+    confidence, and the confidence of each entity span."""
+
+    tags: list[str]
+    confidences: list[float]
+    entities: dict[Span, float]
+
+
+def in_output_scheme(analysis: Analysis, labels: Sequence[str], scheme: str) -> SentenceAnalysis:
+    """``analysis`` (tag ids in the model's scheme) with its tags converted to ``scheme``; spans
+    and confidences carry over, since a conversion keeps every span."""
+    tags = convert_tags([labels[t] for t in analysis.path], scheme)
+    return SentenceAnalysis(tags, analysis.token_confidence, analysis.entities)
+
+
 def tagged_text(
-    text: str, sentences: Sequence[Sequence[Token]], tags: Iterator[list[str]]
+    text: str,
+    sentences: Sequence[Sequence[Token]],
+    analyses: Iterator[SentenceAnalysis],
+    min_confidence: float | None = None,
 ) -> TaggedText:
-    """Assemble a text's tagged sentences, each taking the next tag list from ``tags``, with
-    entity offsets into ``text``."""
+    """Assemble a text's tagged sentences, each taking the next analysis, with entity offsets
+    into ``text``; entities below ``min_confidence`` are left out (their tags stay)."""
     tagged = []
     for tokens in sentences:
-        sentence_tags = next(tags)
-        entities = [
-            Entity(
-                text[tokens[s.start].start : tokens[s.end - 1].end],
-                s.label,
-                tokens[s.start].start,
-                tokens[s.end - 1].end,
-            )
-            for s in spans_from_tags(sentence_tags)
-        ]
-        tagged.append(TaggedSentence(list(tokens), sentence_tags, entities))
+        analysis = next(analyses)
+        entities = []
+        for s in spans_from_tags(analysis.tags):
+            confidence = analysis.entities.get((s.start, s.end, s.label))
+            if min_confidence is not None and (confidence or 0.0) < min_confidence:
+                continue
+            start, end = tokens[s.start].start, tokens[s.end - 1].end
+            entities.append(Entity(text[start:end], s.label, start, end, confidence))
+        tagged.append(TaggedSentence(list(tokens), analysis.tags, entities, analysis.confidences))
     return TaggedText(text, tagged)
 
 
+def analyse_batch(model: Any, batch: Any, confidence: bool) -> list[Analysis]:
+    """A tagging network's analysis of a batch; without ``confidence``, the Viterbi tags only
+    (what scoring needs, at decoding's cost)."""
+    if confidence:
+        return model.analyse(batch)
+    lengths = batch.mask.sum(dim=1).tolist()
+    paths = model.decode(batch).tolist()
+    return [Analysis(path[:length], [], {}) for path, length in zip(paths, lengths, strict=True)]
+
+
+AnalyseTokens = Callable[[Sequence[Sequence[str]]], list[SentenceAnalysis]]
 TagTokens = Callable[[Sequence[Sequence[str]]], list[list[str]]]
 
 
-def predict_texts(tag_tokens: TagTokens, texts: Sequence[str]) -> list[TaggedText]:
-    """Tokenise raw ``texts`` and tag every sentence in one batched call of ``tag_tokens``."""
+def predict_texts(
+    analyse_tokens: AnalyseTokens, texts: Sequence[str], min_confidence: float | None = None
+) -> list[TaggedText]:
+    """Tokenise raw ``texts`` and analyse every sentence in one batched call; a single string
+    is one text (a list of one result comes back)."""
+    if isinstance(texts, str):
+        texts = [texts]
     tokenized = [tokenize(text) for text in texts]
     flat = [[token.text for token in sentence] for doc in tokenized for sentence in doc]
-    tags = iter(tag_tokens(flat))
-    return [tagged_text(text, doc, tags) for text, doc in zip(texts, tokenized, strict=True)]
+    analyses = iter(analyse_tokens(flat) if flat else [])
+    return [
+        tagged_text(text, doc, analyses, min_confidence)
+        for text, doc in zip(texts, tokenized, strict=True)
+    ]
 
 
 def check_known_types(

@@ -5,9 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bistack.confidence import (
+    Analysis,
+    crf_marginals,
+    crf_span_probabilities,
+    independent_span_probabilities,
+    span_event,
+    spans_of,
+)
 from bistack.config import HeadConfig
 from bistack.crf import CRF
 from bistack.data.batching import PAD_TAG
@@ -17,11 +26,14 @@ HeadType = Literal["softmax", "crf"]
 
 
 class SoftmaxHead(nn.Module):
-    """Independent per-position classification; padding is excluded from the loss."""
+    """Independent per-position classification over ``labels`` (tags in ``scheme``); padding is
+    excluded from the loss."""
 
-    def __init__(self, input_size: int, num_tags: int) -> None:
+    def __init__(self, input_size: int, labels: Sequence[str], scheme: str) -> None:
         super().__init__()
-        self.project = nn.Linear(input_size, num_tags)
+        self.project = nn.Linear(input_size, len(labels))
+        self.labels = list(labels)
+        self.scheme = scheme
 
     def loss(self, states: Tensor, tags: Tensor, mask: Tensor) -> Tensor:
         """Mean cross-entropy over real tokens; tags ``(batch, seq)`` hold -100 at padding."""
@@ -33,6 +45,20 @@ class SoftmaxHead(nn.Module):
         """Best tag per position ``(batch, seq)``, 0 at padding."""
         return self.project(states).argmax(dim=-1) * mask
 
+    def analyse(self, states: Tensor, mask: Tensor) -> list[Analysis]:
+        """Per sentence: the best tags, their probabilities, and each entity's probability."""
+        probabilities = self.project(states).softmax(dim=-1)  # (batch, seq, num_tags)
+        confidence, best = probabilities.max(dim=-1)
+        results = []
+        for row, length in enumerate(mask.sum(dim=1).tolist()):
+            path = best[row, :length].tolist()
+            spans = spans_of(path, self.labels)
+            events = [span_event(s, path, self.labels, self.scheme) for s in spans]
+            chances = independent_span_probabilities(probabilities[row], length, events)
+            token = confidence[row, :length].tolist()
+            results.append(Analysis(path, token, dict(zip(spans, chances, strict=True))))
+        return results
+
 
 class CRFHead(nn.Module):
     """Emissions from a linear layer, scored as whole sequences by a constrained CRF."""
@@ -41,6 +67,8 @@ class CRFHead(nn.Module):
         super().__init__()
         self.project = nn.Linear(input_size, len(labels))
         self.crf = CRF(len(labels), allowed_transitions(scheme, labels), names=labels)
+        self.labels = list(labels)
+        self.scheme = scheme
 
     def loss(self, states: Tensor, tags: Tensor, mask: Tensor) -> Tensor:
         """CRF negative log-likelihood per real token (the same scale as cross-entropy)."""
@@ -50,6 +78,23 @@ class CRFHead(nn.Module):
         """Viterbi path ``(batch, seq)``, 0 at padding."""
         return self.crf.decode(self.project(states), mask).best
 
+    def analyse(self, states: Tensor, mask: Tensor) -> list[Analysis]:
+        """Per sentence: the Viterbi tags, each token's marginal probability of its tag, and
+        each entity's exact probability under the CRF (``bistack.confidence``)."""
+        emissions = self.project(states)  # (batch, seq, num_tags)
+        paths = self.crf.decode(emissions, mask).to_lists()
+        marginals = crf_marginals(self.crf, emissions, mask)
+        results = []
+        for row, path in enumerate(paths):
+            positions = torch.arange(len(path), device=emissions.device)
+            chosen = torch.tensor(path, dtype=torch.long, device=emissions.device)
+            token = marginals[row, positions, chosen].tolist()
+            spans = spans_of(path, self.labels)
+            events = [span_event(s, path, self.labels, self.scheme) for s in spans]
+            chances = crf_span_probabilities(self.crf, emissions[row], len(path), events)
+            results.append(Analysis(path, token, dict(zip(spans, chances, strict=True))))
+        return results
+
 
 def build_tagging_head(
     options: HeadConfig, input_size: int, labels: Sequence[str], scheme: str
@@ -57,4 +102,4 @@ def build_tagging_head(
     """The head a config's ``head`` section names, over states of ``input_size``."""
     if options.type == "crf":
         return CRFHead(input_size, list(labels), scheme)
-    return SoftmaxHead(input_size, len(labels))
+    return SoftmaxHead(input_size, labels, scheme)

@@ -13,6 +13,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
+from bistack.confidence import Analysis
 from bistack.config import LayerPoolingTaggerConfig
 from bistack.dropout import Dropout
 from bistack.encoders import SequenceEncoder
@@ -111,6 +112,10 @@ class LayerTagger(nn.Module):
     def decode(self, batch: WordLayerBatch) -> Tensor:
         """Predicted tag ids ``(batch_size, seq_len)``, 0 at padding."""
         return self.head.decode(self.states(batch), batch.mask)
+
+    def analyse(self, batch: WordLayerBatch) -> list[Analysis]:
+        """Predicted tags with token and entity probabilities, per sentence."""
+        return self.head.analyse(self.states(batch), batch.mask)
 
 
 def build_layer_tagger(

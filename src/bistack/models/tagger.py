@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from bistack.confidence import Analysis
 from bistack.config import TaggerConfig
 from bistack.data.batching import TaggingBatch
 from bistack.data.features import TokenVocabularies
@@ -51,6 +52,10 @@ class SequenceTagger(nn.Module):
     def decode(self, batch: TaggingBatch) -> Tensor:
         """Predicted tag ids ``(batch, seq_len)``, 0 at padding."""
         return self.head.decode(self.states(batch), batch.mask)
+
+    def analyse(self, batch: TaggingBatch) -> list[Analysis]:
+        """Predicted tags with token and entity probabilities, per sentence."""
+        return self.head.analyse(self.states(batch), batch.mask)
 
 
 def build_tagger(

@@ -1,0 +1,169 @@
+"""How sure a tagger is: per-token tag marginals, and the probability of each predicted entity.
+
+For a CRF, a token's marginal ``P(y_t = tag | x)`` is the gradient of log Z with respect to
+that emission (forward-backward; the compiled partition kernel returns it as its gradient). An
+entity's confidence is the exact probability, under the CRF, that the span carries that type:
+``Z(tags clamped to the entity) / Z``. In BIOES the clamped tags (``B I* E`` or ``S``) say
+exactly that; in BIO the span must also not go on (``y_end != I-type``), one more partition.
+In IOB1 the tags that open a span depend on the token before it, so the clamp is the predicted
+path's own tags plus the same end condition: a lower bound of the span's probability.
+
+A softmax tagger's tokens are independent: the same events, as products of its token
+probabilities.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from bistack.crf import CRF, IMPOSSIBLE
+from bistack.schemes import spans_from_tags
+
+Span = tuple[int, int, str]  # (start, end, type), end exclusive
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """One way of tagging a span: the tags at its positions (``clamp``: position -> tag id), and
+    positions around it that must not take some tags (``exclude``), or the entity would start
+    earlier or run on."""
+
+    clamp: dict[int, int]
+    exclude: tuple[tuple[int, tuple[int, ...]], ...] = ()
+
+    def terms(self, length: int) -> list[tuple[int, dict[int, int]]]:
+        """Inclusion-exclusion: ``P(this) = sum of sign * P(clamp)`` over the returned terms."""
+        exclusions = [(p, tags) for p, tags in self.exclude if 0 <= p < length and tags]
+        terms = []
+        for choice in itertools.product(*[[None, *tags] for _, tags in exclusions]):
+            clamp = dict(self.clamp)
+            chosen = [
+                (p, tag) for (p, _), tag in zip(exclusions, choice, strict=True) if tag is not None
+            ]
+            clamp.update(chosen)
+            terms.append(((-1) ** len(chosen), clamp))
+        return terms
+
+
+SpanEvent = tuple[Alternative, ...]  # disjoint ways of tagging the span; P is their sum
+
+
+def span_event(span: Span, path: Sequence[int], names: Sequence[str], scheme: str) -> SpanEvent:
+    """The event "``span`` is an entity of its type", over tags named ``names``.
+
+    BIOES (``B I* E`` or ``S``): one way. BIO and IOB1, read as conlleval reads them: the span
+    opens with ``B-type``, or with ``I-type`` where the token before is not of that type; it
+    continues with ``I-type`` and the next token is not ``I-type``. A CRF's constraints give the
+    ways its scheme forbids probability 0, so the event is exact for every scheme. Where the
+    scheme's tags for it were never seen in training, the path's own tags (a lower bound).
+    """
+    index = {name: i for i, name in enumerate(names)}
+    start, end, entity_type = span
+    tag = {prefix: index.get(f"{prefix}-{entity_type}") for prefix in "BIES"}
+    if scheme == "BIOES":
+        if end - start == 1 and tag["S"] is not None:
+            return (Alternative({start: tag["S"]}),)
+        if (
+            end - start > 1
+            and None not in (tag["B"], tag["E"])
+            and (end - start == 2 or tag["I"] is not None)
+        ):
+            clamp = {p: tag["I"] for p in range(start + 1, end - 1)}
+            return (Alternative(clamp | {start: tag["B"], end - 1: tag["E"]}),)  # type: ignore[operator]
+        return (Alternative({p: path[p] for p in range(start, end)}),)
+    inside, begin = tag["I"], tag["B"]
+    if end - start > 1 and inside is None:
+        return (Alternative({p: path[p] for p in range(start, end)}),)
+    rest = {p: inside for p in range(start + 1, end)}
+    runs_on = ((end, (inside,)),) if inside is not None else ()
+    of_type = tuple(t for t in (inside, begin) if t is not None)
+    ways = []
+    if inside is not None:
+        ways.append(Alternative({start: inside} | rest, ((start - 1, of_type), *runs_on)))  # type: ignore[arg-type]
+    if begin is not None:
+        ways.append(Alternative({start: begin} | rest, runs_on))  # type: ignore[arg-type]
+    return tuple(ways)
+
+
+def crf_marginals(crf: CRF, emissions: Tensor, mask: Tensor) -> Tensor:
+    """``(batch_size, seq_len, num_tags)`` tag marginals, 0 at padding; emissions
+    ``(batch_size, seq_len, num_tags)``, mask True at real tokens."""
+    transitions, start, end = (t.detach() for t in crf.constrained_scores())
+    with torch.enable_grad():
+        inputs = emissions.detach().clone().requires_grad_(True)
+        log_z = crf._log_partition(inputs, mask, transitions, start, end)
+        (gradient,) = torch.autograd.grad(log_z.sum(), inputs)
+    return gradient * mask.unsqueeze(-1)
+
+
+def crf_span_probabilities(
+    crf: CRF, emissions: Tensor, length: int, events: Sequence[SpanEvent]
+) -> list[float]:
+    """Exact probability of each event for one sentence: emissions ``(seq_len, num_tags)``
+    (its first ``length`` positions real). All the clamped partitions run as one batch."""
+    if not events:
+        return []
+    real = emissions[:length].detach()
+    copies, owners = [], []  # one clamped copy per term; owners: (event, sign)
+    for number, event in enumerate(events):
+        for alternative in event:
+            for sign, clamp in alternative.terms(length):
+                copies.append(_clamped(real, clamp))
+                owners.append((number, sign))
+    batch = torch.stack([real, *copies])  # (1 + terms, length, num_tags)
+    mask = torch.ones(batch.shape[:2], dtype=torch.bool, device=batch.device)
+    transitions, start, end = (t.detach() for t in crf.constrained_scores())
+    with torch.no_grad():
+        log_z = crf._log_partition(batch, mask, transitions, start, end).double()
+    chances = (log_z[1:] - log_z[0]).exp().tolist()
+    totals = [0.0] * len(events)
+    for (number, sign), chance in zip(owners, chances, strict=True):
+        totals[number] += sign * chance
+    return [min(1.0, max(0.0, total)) for total in totals]
+
+
+def independent_span_probabilities(
+    probabilities: Tensor, length: int, events: Sequence[SpanEvent]
+) -> list[float]:
+    """The same events for independent tokens: ``probabilities`` ``(seq_len, num_tags)``."""
+    results = []
+    for event in events:
+        total = 0.0
+        for alternative in event:
+            value = math.prod(float(probabilities[p, t]) for p, t in alternative.clamp.items())
+            for position, tags in alternative.exclude:
+                if 0 <= position < length and tags:
+                    value *= 1.0 - sum(float(probabilities[position, t]) for t in tags)
+            total += value
+        results.append(min(1.0, max(0.0, total)))
+    return results
+
+
+def _clamped(emissions: Tensor, clamp: dict[int, int]) -> Tensor:
+    """A copy of ``emissions`` where each clamped position can only take its tag."""
+    result = emissions.clone()
+    for position, tag in clamp.items():
+        keep = result[position, tag].clone()
+        result[position] = IMPOSSIBLE
+        result[position, tag] = keep
+    return result
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """One sentence's predicted tags (ids, in the head's scheme), each token's probability of
+    its predicted tag, and each predicted entity's probability."""
+
+    path: list[int]
+    token_confidence: list[float]
+    entities: dict[Span, float]
+
+
+def spans_of(path: Sequence[int], names: Sequence[str]) -> list[Span]:
+    return [(s.start, s.end, s.label) for s in spans_from_tags([names[t] for t in path])]

@@ -1,0 +1,97 @@
+"""Token marginals and entity probabilities, held to brute force: every tag sequence of a short
+sentence enumerated, its probability under the CRF (or the independent softmax) computed, and
+the events summed."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from bistack.confidence import (
+    crf_marginals,
+    crf_span_probabilities,
+    independent_span_probabilities,
+    span_event,
+    spans_of,
+)
+from bistack.crf import CRF
+from bistack.schemes import allowed_transitions
+
+LABELS = {
+    "BIOES": ["O", "B-PER", "I-PER", "E-PER", "S-PER", "B-LOC", "E-LOC", "S-LOC"],
+    "BIO": ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"],
+    "IOB1": ["O", "I-PER", "B-PER", "I-LOC"],
+}
+
+
+def make_crf(scheme: str, seed: int = 0) -> tuple[CRF, torch.Tensor]:
+    torch.manual_seed(seed)
+    labels = LABELS[scheme]
+    crf = CRF(len(labels), allowed_transitions(scheme, labels), names=labels)
+    with torch.no_grad():
+        for parameter in crf.parameters():
+            parameter.normal_()
+    emissions = torch.randn(1, 4, len(labels)) * 2
+    return crf, emissions
+
+
+def path_probabilities(crf: CRF, emissions: torch.Tensor) -> dict[tuple[int, ...], float]:
+    """Every tag sequence of length ``seq_len`` and its probability (brute force)."""
+    transitions, start, end = crf.constrained_scores()
+    scores = {}
+    seq_len, num_tags = emissions.shape[1:]
+    for path in itertools.product(range(num_tags), repeat=seq_len):
+        score = start[path[0]] + end[path[-1]] + sum(emissions[0, t, p] for t, p in enumerate(path))
+        score += sum(transitions[a, b] for a, b in itertools.pairwise(path))
+        scores[path] = float(score.detach())
+    top = max(scores.values())
+    total = sum(math.exp(s - top) for s in scores.values())
+    return {p: math.exp(s - top) / total for p, s in scores.items()}
+
+
+@pytest.mark.parametrize("scheme", ["BIOES", "BIO", "IOB1"])
+def test_marginals_are_the_summed_path_probabilities(scheme):
+    crf, emissions = make_crf(scheme)
+    marginals = crf_marginals(crf, emissions, torch.ones(1, 4, dtype=torch.bool))[0]
+    expected = torch.zeros_like(marginals)
+    for path, probability in path_probabilities(crf, emissions).items():
+        for t, tag in enumerate(path):
+            expected[t, tag] += probability
+    assert torch.allclose(marginals, expected, atol=1e-5)
+    assert torch.allclose(marginals.sum(dim=1), torch.ones(4), atol=1e-5)
+
+
+@pytest.mark.parametrize("scheme", ["BIOES", "BIO", "IOB1"])
+def test_an_entity_confidence_is_the_probability_of_its_span(scheme):
+    labels = LABELS[scheme]
+    for seed in range(6):
+        crf, emissions = make_crf(scheme, seed)
+        paths = path_probabilities(crf, emissions)
+        best = list(crf.decode(emissions).to_lists()[0])
+        spans = spans_of(best, labels)
+        events = [span_event(span, best, labels, scheme) for span in spans]
+        got = crf_span_probabilities(crf, emissions[0], 4, events)
+        for span, probability in zip(spans, got, strict=True):
+            truth = sum(p for path, p in paths.items() if span in spans_of(path, labels))
+            assert probability == pytest.approx(truth, abs=1e-5)
+
+
+@pytest.mark.parametrize("scheme", ["BIO", "IOB1"])
+def test_softmax_entity_confidence_is_the_span_probability_of_independent_tokens(scheme):
+    labels = LABELS[scheme]
+    for seed in range(6):
+        torch.manual_seed(seed)
+        probabilities = (torch.randn(4, len(labels)) * 2).softmax(dim=-1)
+        path = probabilities.argmax(dim=-1).tolist()
+        spans = spans_of(path, labels) or spans_of([1, 1, 0, 0], labels)
+        events = [span_event(span, path, labels, scheme) for span in spans]
+        got = independent_span_probabilities(probabilities, 4, events)
+        for span, probability in zip(spans, got, strict=True):
+            truth = 0.0
+            for tags in itertools.product(range(len(labels)), repeat=4):
+                if span in spans_of(tags, labels):
+                    truth += math.prod(float(probabilities[t, tag]) for t, tag in enumerate(tags))
+            assert probability == pytest.approx(truth, abs=1e-6)
