@@ -19,8 +19,8 @@ from bistack.errors import BistackError
 
 LEAKAGE_EXPLANATION = (
     "its output at position t may depend only on tokens up to t, but a bidirectional "
-    "encoder's backward direction has read every token after t (the seed, 'Where you cannot use "
-    "it'): a streaming model would need tokens that have not arrived, and a language model "
+    "encoder's backward direction has read every token after t: a streaming model would need "
+    "tokens that have not arrived, and a language model "
     "would see the very token it must predict, so its training perplexity collapses toward 1 "
     "while it learns nothing. Use a unidirectional encoder (encoder.bidirectional: false)"
 )

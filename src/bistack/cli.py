@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bistack import __version__
 from bistack.errors import BistackError
 from bistack.recipes.pooler_variants import POOLER_VARIANTS
 
@@ -39,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bistack", description="Bidirectional and stacked recurrent models for NLP."
     )
+    parser.add_argument("--version", action="version", version=f"bistack {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     train = commands.add_parser("train", help="train a model from a YAML config")
@@ -133,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     compare.set_defaults(run=run_compare_poolers)
 
     ladder = commands.add_parser(
-        "ladder", help="the seeds' build order, one change at a time, over several seeds"
+        "ladder", help="the build order, one change at a time, each over several seeds"
     )
     ladder.add_argument("config", help="YAML config of a recurrent tagger, classifier or regressor")
     ladder.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")

@@ -108,11 +108,19 @@ class Tagger:
         return [by_index[i] for i in range(len(sentences))]
 
     def predict(
-        self, texts: Sequence[str], min_confidence: float | None = None
+        self,
+        texts: Sequence[str],
+        min_confidence: float | None = None,
+        batch_size: int | None = None,
     ) -> list[TaggedText]:
-        """Tokenise raw ``texts`` and tag them: for each text, its sentences with entities and
-        their confidences; ``min_confidence`` leaves out entities below it."""
-        return predict_texts(self.analyse_tokens, texts, min_confidence)
+        """Tokenise raw ``texts`` (a single string is one text) and tag them: for each text, its
+        sentences with entities and their confidences; ``min_confidence`` leaves out entities
+        below it; ``batch_size`` sentences per forward pass."""
+
+        def analyse(sentences: Sequence[Sequence[str]]) -> list[SentenceAnalysis]:
+            return self.analyse_tokens(sentences, batch_size)
+
+        return predict_texts(analyse, texts, min_confidence)
 
     def evaluate(self, path: str | Path) -> EntityScores:
         """Score the tagger on a labelled CoNLL file, as conlleval does."""

@@ -263,15 +263,19 @@ class TextModelBase(ABC):
         """Class labels (classifiers) or target names (regressors)."""
         return self.outputs.names
 
-    def predict(self, texts: Sequence[str], attention: bool = False) -> list[TextPrediction]:
-        """One prediction per text; ``attention=True`` adds token weights when the pooling
-        has them. A blank text gets an empty prediction (no label, no values), so results stay
-        aligned with their texts."""
+    def predict(
+        self, texts: Sequence[str], attention: bool = False, batch_size: int | None = None
+    ) -> list[TextPrediction]:
+        """One prediction per text (a single string is one text); ``attention=True`` adds
+        token weights when the pooling has them; ``batch_size`` texts per forward pass. A blank
+        text gets an empty prediction (no label, no values), so results stay aligned."""
+        if isinstance(texts, str):
+            texts = [texts]
         filled = [i for i, text in enumerate(texts) if text.strip()]
         predictions = [TextPrediction(text) for text in texts]
         if filled:
             chosen = [texts[i] for i in filled]
-            made = self.outputs.predictions(chosen, self.run(chosen), attention)
+            made = self.outputs.predictions(chosen, self.run(chosen, batch_size), attention)
             for index, prediction in zip(filled, made, strict=True):
                 predictions[index] = prediction
         return predictions

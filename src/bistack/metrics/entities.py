@@ -43,6 +43,7 @@ class EntityScores:
 
     def to_json(self) -> dict[str, object]:
         return {
+            "scale": "0-100",  # precision, recall, F1 and token accuracy are percentages
             "precision": self.micro.precision,
             "recall": self.micro.recall,
             "f1": self.micro.f1,

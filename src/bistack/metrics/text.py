@@ -78,6 +78,7 @@ def classification_scores(
     """Accuracy, macro-F1 and the confusion matrix of class ids against ``labels``."""
     return ClassificationScores(
         {
+            "scale": "0-100",  # accuracy and macro-F1 are percentages
             "accuracy": accuracy(gold, predicted),
             "macro_f1": macro_f1(gold, predicted, len(labels)),
             "confusion_matrix": {

@@ -168,6 +168,6 @@ def report_dev_metrics(scores: Scores, output: Path, say: Callable[[str], None])
     )
     for warning in attention["warnings"]:
         say(
-            f"WARNING: {warning}: the attention may be broken (seed: 'if all the mass sits on "
-            f"<pad> or on the first token, something is broken')"
+            f"WARNING: {warning}: the attention may be broken (mass piled on one position or on "
+            "the first token usually means the pooling learnt nothing about the text)"
         )
