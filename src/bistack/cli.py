@@ -62,7 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--devices", default="1", help="number of processes/devices (default 1)")
     train.add_argument("--strategy", default="auto", help="Fabric strategy, e.g. ddp")
     train.add_argument("--accelerator", default="cpu", help="cpu, cuda, auto (default cpu)")
-    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_progress_flags(train)
+    train.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="json: one JSON object a line (each epoch's metrics, then messages), for machines",
+    )
     train.set_defaults(run=run_train)
 
     evaluate = commands.add_parser("evaluate", help="score a model on labelled data")
@@ -117,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--folds", type=int, default=0, help="K-fold CV over data.train instead of seeds"
     )
     compare.add_argument("--output", help="folder (default runs/compare-<config name>)")
-    compare.add_argument("--progress", action="store_true", help="progress bars per epoch")
+    add_progress_flags(compare)
     compare.add_argument(
         "--finished-only",
         action="store_true",
@@ -141,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     ladder.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ladder.add_argument("--seeds", type=int, default=3, help="seeds per rung (default 3)")
     ladder.add_argument("--output", help="folder (default runs/ladder-<config name>)")
-    ladder.add_argument("--progress", action="store_true", help="progress bars per epoch")
+    add_progress_flags(ladder)
     ladder.set_defaults(run=run_ladder)
 
     sample = commands.add_parser("sample", help="generate text with a language model")
@@ -156,8 +162,26 @@ def build_parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="train and try a Twitter NER tagger (WNUT-2016)")
     demo.add_argument("--output", default="runs/demo", help="run directory")
     demo.add_argument("--minutes", type=float, default=3.0, help="training time budget")
+    add_progress_flags(demo)
     demo.set_defaults(run=run_demo)
     return parser
+
+
+def add_progress_flags(command: argparse.ArgumentParser) -> None:
+    """The same progress flags on every command that trains."""
+    shown = command.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--no-progress", action="store_true", help="no progress bars (the default off a terminal)"
+    )
+    shown.add_argument(
+        "--progress", action="store_true", help="progress bars even when not on a terminal"
+    )
+
+
+def show_progress(args: argparse.Namespace) -> bool:
+    """Bars on a terminal unless --no-progress; elsewhere (a log file, CI) one line an epoch
+    unless --progress."""
+    return args.progress or (not args.no_progress and sys.stderr.isatty())
 
 
 def fail(message: str) -> int:
@@ -182,7 +206,7 @@ def run_compare_poolers(args: argparse.Namespace) -> int:
         poolers=poolers,
         seeds=args.seeds,
         folds=args.folds,
-        progress=args.progress,
+        progress=show_progress(args),
         finished_only=args.finished_only,
         only_runs=args.runs,
     )
@@ -198,7 +222,7 @@ def run_ladder(args: argparse.Namespace) -> int:
         return fail("--seeds must be >= 1")
     config = load_config(args.config, args.set)
     output = args.output or str(Path("runs") / f"ladder-{Path(args.config).stem}")
-    ladder(config, output, seeds=args.seeds, progress=args.progress)
+    ladder(config, output, seeds=args.seeds, progress=show_progress(args))
     print(f"table and chart in {output}/ladder.{{md,json,png}}")
     return 0
 
@@ -219,7 +243,7 @@ def run_sample(args: argparse.Namespace) -> int:
 def run_demo(args: argparse.Namespace) -> int:
     from bistack.recipes.demo import run_demo as demo
 
-    demo(args.output, args.minutes)
+    demo(args.output, args.minutes, progress=show_progress(args))
     return 0
 
 
@@ -233,8 +257,9 @@ def run_train(args: argparse.Namespace) -> int:
         devices=int(args.devices) if args.devices.isdigit() else args.devices,
         strategy=args.strategy,
         accelerator=args.accelerator,
-        progress=not args.no_progress,
+        progress=show_progress(args),
         overwrite=args.overwrite,
+        log_format=args.log_format,
     )
     train(config, output, options)
     return 0

@@ -44,14 +44,15 @@ def wnut_path() -> str:
     return str(path)
 
 
-def run_demo(output: str | Path = "runs/demo", minutes: float = 3.0) -> None:
+def run_demo(output: str | Path = "runs/demo", minutes: float = 3.0, progress: bool = True) -> None:
     config = build_config(TaggerConfig, demo_config(wnut_path(), minutes), source="demo")
     print(
         f"Training a BiLSTM-CRF on WNUT-2016 tweets ({config.data.train}) for up to "
         f"{minutes:g} minutes...",
         flush=True,
     )
-    model_dir = train(config, output, RunOptions(overwrite=True)).model_dir  # a fresh demo
+    options = RunOptions(overwrite=True, progress=progress)  # each demo trains afresh
+    model_dir = train(config, output, options).model_dir
     tagger = Tagger.load(model_dir)
     dev = load_tagging_data(config).dev
     print(f"\nDev scores ({len(dev)} held-out tweets, entity-level as conlleval):")

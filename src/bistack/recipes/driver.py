@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from torch import nn
 
@@ -56,6 +56,7 @@ class RunOptions:
     accelerator: str = "cpu"
     progress: bool = True
     overwrite: bool = False
+    log_format: Literal["text", "json"] = "text"
 
 
 DEFAULT_OPTIONS = RunOptions()
@@ -109,6 +110,7 @@ def train_model(
         strategy=options.strategy,
         accelerator=options.accelerator,
         overwrite=options.overwrite,
+        log_format=options.log_format,
     )
     try:
         prepared = prepare(config, run, **inputs)

@@ -10,12 +10,13 @@ loss or gradient norm that is not finite stops training with an error naming the
 from __future__ import annotations
 
 import csv
+import json
 import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import torch
 from lightning_fabric import Fabric
@@ -61,6 +62,7 @@ class Run:
 
     fabric: Fabric
     directory: RunDirectory
+    log_format: Literal["text", "json"] = "text"  # json: one object a line, for machines
 
     @property
     def output(self) -> Path:
@@ -73,7 +75,16 @@ class Run:
 
     def say(self, message: str) -> None:
         """Print once (rank 0), at once: logs are read while runs go on."""
+        if self.log_format == "json":
+            message = json.dumps({"event": "message", "text": message.strip()})
         self.fabric.print(message, flush=True)
+
+    def report_epoch(self, row: dict[str, float], line: str, best: bool) -> None:
+        """One line per epoch: readable, or the metrics row as a JSON object."""
+        if self.log_format == "json":
+            self.fabric.print(json.dumps({"event": "epoch", **row, "best": best}), flush=True)
+        else:
+            self.fabric.print(line, flush=True)
 
 
 def start_run(
@@ -84,6 +95,7 @@ def start_run(
     strategy: str,
     accelerator: str,
     overwrite: bool = False,
+    log_format: Literal["text", "json"] = "text",
 ) -> Run:
     """Launch Fabric (one process per device under DDP), seed every process alike, and (rank
     0) lock the output and start staging."""
@@ -101,7 +113,7 @@ def start_run(
         directory = RunDirectory.open(Path(output), overwrite)
     else:
         directory = RunDirectory.follower(Path(output))
-    run = Run(fabric, directory)
+    run = Run(fabric, directory, log_format)
     for note in directory.notes:
         run.say(note)
     return run
@@ -220,16 +232,15 @@ def fit(
             evaluation = task.evaluate()
             improved = evaluation.score > best  # a NaN score never improves
             elapsed = time.monotonic() - started
+            row = {
+                "epoch": epoch,
+                "train_loss": loss,
+                **evaluation.metrics,
+                "lr": optimizer.param_groups[0]["lr"],
+                "seconds": round(elapsed, 1),
+            }
             if log is not None:  # before the save: the first best model takes its metrics along
-                log.write(
-                    {
-                        "epoch": epoch,
-                        "train_loss": loss,
-                        **evaluation.metrics,
-                        "lr": optimizer.param_groups[0]["lr"],
-                        "seconds": round(elapsed, 1),
-                    }
-                )
+                log.write(row)
             if improved:
                 best, best_epoch, stale = evaluation.score, epoch, 0
                 if fabric.is_global_zero:
@@ -237,9 +248,11 @@ def fit(
                     run.directory.commit()
             else:
                 stale += 1
-            say(
+            run.report_epoch(
+                row,
                 f"epoch {epoch}: loss {loss:.4f}  {evaluation.summary}"
-                f"{'  (best, saved)' if improved else ''}  [{elapsed:.0f}s]"
+                f"{'  (best, saved)' if improved else ''}  [{elapsed:.0f}s]",
+                improved,
             )
             out_of_time = train.max_minutes is not None and elapsed > train.max_minutes * 60
             if fabric.broadcast(stale >= train.patience or out_of_time):
