@@ -7,6 +7,7 @@ training labels into the tensors the loss reads. It is the ``outputs`` record of
 
 from __future__ import annotations
 
+import math
 import statistics
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ from bistack.metrics.text import (
     RegressionScores,
     attention_diagnostics,
     classification_scores,
+    expected_calibration_error,
     regression_scores,
 )
 
@@ -115,11 +117,55 @@ class ClassOutputs:
         """Class ids ``(n,)``; raises DataError at the row of an unknown label."""
         return torch.tensor(self.label_ids(examples, path))
 
+    @property
+    def temperature(self) -> float:
+        """Logits are divided by it before the softmax (1: as trained; fitted on dev)."""
+        return float(self.info.get("temperature", 1.0))
+
+    def probabilities(self, raw: RawOutputs) -> Tensor:
+        """``(texts, num_labels)`` class probabilities, temperature-scaled."""
+        return torch.softmax(raw.outputs.float() / self.temperature, dim=-1)
+
+    def fit_on_dev(
+        self, examples: Sequence[Example], path: str | Path, raw: RawOutputs, _: bool
+    ) -> str:
+        """Temperature scaling (Guo et al. 2017): the one temperature that minimises the dev
+        negative log-likelihood, kept with the model. Labels never change; probabilities
+        become honest. Returns what it did, with the calibration error before and after."""
+        gold = torch.tensor(self.label_ids(examples, path))
+        logits = raw.outputs.double()
+        log_t = torch.zeros((), dtype=torch.float64, requires_grad=True)
+        optimizer = torch.optim.LBFGS([log_t], lr=0.1, max_iter=200)
+
+        def nll() -> Tensor:
+            optimizer.zero_grad()
+            loss = torch.nn.functional.cross_entropy(logits / log_t.exp(), gold)
+            loss.backward()
+            return loss
+
+        before = self._calibration_error(raw, gold)
+        with torch.enable_grad():
+            optimizer.step(nll)
+        temperature = float(log_t.detach().exp())
+        if not math.isfinite(temperature):
+            return "temperature scaling did not converge on dev; probabilities kept as trained"
+        self.info["temperature"] = temperature
+        after = self._calibration_error(raw, gold)
+        self.info["temperature_fit"] = {"ece_before": before, "ece_after": after}
+        return (
+            f"temperature {temperature:.3f} fitted on dev: expected calibration error "
+            f"{before:.4f} -> {after:.4f}"
+        )
+
+    def _calibration_error(self, raw: RawOutputs, gold: Tensor) -> float:
+        confidence, predicted = self.probabilities(raw).max(dim=-1)
+        return expected_calibration_error(confidence.tolist(), (predicted == gold).tolist())
+
     def predictions(
         self, texts: Sequence[str], raw: RawOutputs, attention: bool
     ) -> list[TextPrediction]:
         """Label and class probabilities per text."""
-        probabilities = torch.softmax(raw.outputs, dim=-1).tolist()
+        probabilities = self.probabilities(raw).tolist()
         labels = self.labels
         return [
             TextPrediction(
@@ -137,7 +183,9 @@ class ClassOutputs:
         """Accuracy, macro-F1 and the confusion matrix of ``raw`` against the labels."""
         gold = self.label_ids(examples, path)
         predicted = raw.outputs.argmax(dim=-1).tolist()
-        return classification_scores(gold, predicted, self.labels, raw.diagnostics())
+        scores = classification_scores(gold, predicted, self.labels, raw.diagnostics())
+        error = self._calibration_error(raw, torch.tensor(gold))
+        return ClassificationScores(scores.to_json() | {"expected_calibration_error": error})
 
 
 class TargetOutputs:
@@ -178,6 +226,17 @@ class TargetOutputs:
             scale, offset = torch.tensor(calibration).T  # (num_targets,) each
             values = values * scale + offset
         return values
+
+    def fit_on_dev(
+        self, examples: Sequence[Example], path: str | Path, raw: RawOutputs, calibrate: bool
+    ) -> str:
+        """With ``calibrate`` (``regression.calibrate``), fit each target's scale and offset on
+        dev; returns what it did ("" when nothing)."""
+        if not calibrate:
+            return ""
+        calibration = self.fit_calibration(examples, path, raw)
+        pairs = ", ".join(f"x{a:.3f} {b:+.3f}" for a, b in calibration)
+        return f"calibrated on dev (scale, offset per target): {pairs}"
 
     def fit_calibration(
         self, examples: Sequence[Example], path: str | Path, raw: RawOutputs

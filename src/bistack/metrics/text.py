@@ -116,6 +116,27 @@ def regression_scores(
     )
 
 
+def expected_calibration_error(
+    confidences: Sequence[float], correct: Sequence[bool], bins: int = 10
+) -> float:
+    """The count-weighted mean gap between confidence and accuracy over equal-width confidence
+    bins (Guo et al. 2017): 0 for a perfectly calibrated model."""
+    if not confidences:
+        return 0.0
+    gap = 0.0
+    for b in range(bins):
+        inside = [
+            (c, ok)
+            for c, ok in zip(confidences, correct, strict=True)
+            if b / bins < c <= (b + 1) / bins or (b == 0 and c == 0)
+        ]
+        if inside:
+            confidence = sum(c for c, _ in inside) / len(inside)
+            accuracy = sum(ok for _, ok in inside) / len(inside)
+            gap += len(inside) * abs(confidence - accuracy)
+    return gap / len(confidences)
+
+
 def attention_diagnostics(
     weights: Sequence[Sequence[float]] | None, padding_mass: float
 ) -> dict[str, Any]:

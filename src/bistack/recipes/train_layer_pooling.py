@@ -30,8 +30,8 @@ from bistack.recipes.loop import Evaluation, Run
 from bistack.recipes.train_text import (
     TextData,
     dev_evaluation,
+    finish_on_dev,
     load_text_data,
-    report_dev_metrics,
     text_outputs,
 )
 
@@ -132,16 +132,9 @@ class LayerTextTask:
         self.model.save_weights(directory)
 
     def finish(self, run: Run) -> None:
-        """Calibrate the best model on dev when asked; save its dev metrics."""
+        """Calibrate the best model on dev; save its dev metrics."""
         best = type(self.model).load(run.model_dir)
-        raw = self.dev_outputs(best)
-        if self.calibrate:
-            calibration = fit_calibration(best, self.data.dev, self.data.dev_source, raw)
-            best.save_metadata(run.model_dir)
-            pairs = ", ".join(f"x{a:.3f} {b:+.3f}" for a, b in calibration)
-            run.say(f"calibrated on dev (scale, offset per target): {pairs}")
-        scores = best.metrics(self.data.dev, raw, self.data.dev_source)
-        report_dev_metrics(scores, run.output, run.say)
+        finish_on_dev(best, self.data, self.dev_outputs(best), self.calibrate, run)
 
 
 def prepare_layer_text_model(

@@ -8,7 +8,13 @@ from pathlib import Path
 import torch
 
 from bistack.api.text import Classifier, RecurrentTextModel, Regressor
-from bistack.api.text_outputs import ClassOutputs, TargetOutputs, fit_calibration
+from bistack.api.text_outputs import (
+    ClassOutputs,
+    RawOutputs,
+    TargetOutputs,
+    TextModelBase,
+    fit_calibration,
+)
 from bistack.config import LayerPoolingTextConfig, TextModelConfig
 from bistack.data.batching import TextBatch, collate_text
 from bistack.data.features import EncodedSentence
@@ -145,14 +151,22 @@ def prepare_regressor(config: TextModelConfig, run: Run) -> Prepared:
 def finish_text_model(
     model_class: type[RecurrentTextModel], data: TextData, calibrate: bool, run: Run
 ) -> None:
-    """Calibrate the best model on dev when asked, then report and save its dev metrics."""
+    """Calibrate the best model on dev, then report and save its dev metrics."""
     best = model_class.load(run.model_dir)
-    if calibrate:
-        calibration = fit_calibration(best, data.dev, data.dev_source)
+    finish_on_dev(best, data, best.run([e.text for e in data.dev]), calibrate, run)
+
+
+def finish_on_dev(
+    best: TextModelBase, data: TextData, raw: RawOutputs, calibrate: bool, run: Run
+) -> None:
+    """What every text model does with its best epoch: fit its outputs' calibration on dev (a
+    classifier's temperature; a regressor's scale and offset when ``calibrate``), keep it with
+    the model, and save the dev metrics."""
+    done = best.outputs.fit_on_dev(data.dev, data.dev_source, raw, calibrate)
+    if done:
         best.save_metadata(run.model_dir)
-        pairs = ", ".join(f"x{a:.3f} {b:+.3f}" for a, b in calibration)
-        run.say(f"calibrated on dev (scale, offset per target): {pairs}")
-    report_dev_metrics(best.score(data.dev, data.dev_source), run.output, run.say)
+        run.say(done)
+    report_dev_metrics(best.metrics(data.dev, raw, data.dev_source), run.output, run.say)
 
 
 def report_dev_metrics(scores: Scores, output: Path, say: Callable[[str], None]) -> None:
