@@ -95,3 +95,36 @@ def test_softmax_entity_confidence_is_the_span_probability_of_independent_tokens
                 if span in spans_of(tags, labels):
                     truth += math.prod(float(probabilities[t, tag]) for t, tag in enumerate(tags))
             assert probability == pytest.approx(truth, abs=1e-6)
+
+
+@pytest.mark.parametrize("scheme", ["BIOES", "BIO"])
+def test_the_k_best_analyses_are_the_most_probable_paths(scheme):
+    from bistack.models.heads import CRFHead
+
+    labels = LABELS[scheme]
+    head = CRFHead(3, labels, scheme)
+    crf, emissions = make_crf(scheme, seed=4)
+    head.crf = crf
+    with torch.no_grad():  # emissions = project(states): identity weights on one-hot states
+        head.project = torch.nn.Linear(len(labels), len(labels), bias=False)
+        head.project.weight.copy_(torch.eye(len(labels)))
+    [analysis] = head.analyse(emissions, torch.ones(1, 4, dtype=torch.bool), top_k=3)
+    truth = sorted(path_probabilities(crf, emissions).items(), key=lambda kv: -kv[1])[:3]
+    assert [path for path, _ in analysis.alternatives] == [list(p) for p, _ in truth]
+    assert [p for _, p in analysis.alternatives] == pytest.approx([p for _, p in truth], abs=1e-5)
+    assert analysis.alternatives[0][0] == analysis.path
+
+
+def test_the_k_best_paths_of_independent_tokens_are_exact():
+    from bistack.confidence import independent_best_paths
+
+    torch.manual_seed(5)
+    log_probabilities = torch.randn(4, 3).log_softmax(dim=-1)
+    scored = {
+        path: math.exp(sum(float(log_probabilities[t, tag]) for t, tag in enumerate(path)))
+        for path in itertools.product(range(3), repeat=4)
+    }
+    truth = sorted(scored.items(), key=lambda kv: -kv[1])[:5]
+    got = independent_best_paths(log_probabilities, 5)
+    assert [p for _, p in got] == pytest.approx([p for _, p in truth], abs=1e-9)
+    assert [tuple(path) for path, _ in got] == [path for path, _ in truth]

@@ -4,6 +4,7 @@ rest of its batch, and the batch size changes nothing but speed."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -72,3 +73,19 @@ def test_the_command_line_says_its_version():
         [sys.executable, "-m", "bistack.cli", "--version"], capture_output=True, text=True
     )
     assert done.returncode == 0 and done.stdout.strip() == f"bistack {__version__}"
+
+
+def test_a_tagger_gives_its_k_best_analyses_with_probabilities(capsys):
+    from bistack.cli import main
+
+    tagger = load_model(FIXTURES / "tagger")
+    [text] = tagger.predict(["John visited Paris yesterday ."], top_k=3)
+    [sentence] = text.sentences
+    assert len(sentence.alternatives) == 3 and sentence.alternatives[0][0] == sentence.tags
+    chances = [p for _, p in sentence.alternatives]
+    assert chances == sorted(chances, reverse=True) and 0 < sum(chances) <= 1 + 1e-6
+    assert main(["predict", str(FIXTURES / "tagger"), "John visited Paris", "--format", "jsonl",
+                 "--top-k", "2"]) == 0  # fmt: skip
+    record = json.loads(capsys.readouterr().out)
+    assert [len(sentence) for sentence in record["alternatives"]] == [2]
+    assert record["alternatives"][0][0]["tags"] == [t["tag"] for t in record["tokens"]]

@@ -98,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="taggers: leave out entities whose probability is below P (0-1)",
     )
     predict.add_argument(
+        "--top-k",
+        type=int,
+        default=1,
+        metavar="K",
+        help="taggers: also the K best analyses of each sentence with their probabilities (jsonl)",
+    )
+    predict.add_argument(
         "--stream",
         action="store_true",
         help="taggers: read tokens from stdin (whitespace-separated, a blank line ends a "
@@ -311,6 +318,10 @@ def run_predict(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {"attention": True} if args.attention else {}
     if args.min_confidence is not None:
         options["min_confidence"] = args.min_confidence
+    if args.top_k != 1:
+        if args.top_k < 1:
+            return fail(f"--top-k must be >= 1, got {args.top_k}")
+        options["top_k"] = args.top_k
     for option in options:
         if option not in task.predict_options:
             flag = "--" + option.replace("_", "-")

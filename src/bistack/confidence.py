@@ -17,7 +17,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -158,11 +158,26 @@ def _clamped(emissions: Tensor, clamp: dict[int, int]) -> Tensor:
 @dataclass(frozen=True)
 class Analysis:
     """One sentence's predicted tags (ids, in the head's scheme), each token's probability of
-    its predicted tag, and each predicted entity's probability."""
+    its predicted tag, each predicted entity's probability, and, when asked for, the best
+    whole-sentence analyses with their probabilities (the first is ``path``)."""
 
     path: list[int]
     token_confidence: list[float]
     entities: dict[Span, float]
+    alternatives: list[tuple[list[int], float]] = field(default_factory=list)
+
+
+def independent_best_paths(log_probabilities: Tensor, top_k: int) -> list[tuple[list[int], float]]:
+    """The ``top_k`` most probable tag sequences of independent tokens, ``log_probabilities``
+    ``(seq_len, num_tags)``, with their probabilities. A beam of width ``top_k`` is exact here:
+    every prefix of a k-best sequence is a k-best prefix, since the scores add up."""
+    beam: list[tuple[float, list[int]]] = [(0.0, [])]
+    k = min(top_k, log_probabilities.size(1))
+    for row in log_probabilities.tolist():
+        best_tags = sorted(range(len(row)), key=row.__getitem__, reverse=True)[:k]
+        extended = [(score + row[tag], [*path, tag]) for score, path in beam for tag in best_tags]
+        beam = sorted(extended, key=lambda item: item[0], reverse=True)[:top_k]
+    return [(path, math.exp(score)) for score, path in beam]
 
 
 def spans_of(path: Sequence[int], names: Sequence[str]) -> list[Span]:

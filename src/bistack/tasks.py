@@ -170,7 +170,7 @@ register(
         Tagger,
         DEV_F1,
         predict_formats=("conll", "jsonl"),
-        predict_options=frozenset({"min_confidence"}),
+        predict_options=frozenset({"min_confidence", "top_k"}),
         stream=_stream,
         ladder=Ladder(
             {"encoder.bidirectional": False, "encoder.num_layers": 1, "encoder.residual": False}
@@ -189,7 +189,7 @@ register(
         LayerPoolingTagger,
         DEV_F1,
         predict_formats=("conll", "jsonl"),
-        predict_options=frozenset({"min_confidence"}),
+        predict_options=frozenset({"min_confidence", "top_k"}),
     )
 )
 _TEXT_LADDER = Ladder(

@@ -110,10 +110,13 @@ class LayerPoolingTagger:
         return [a.tags for a in analyses]
 
     def analyse_tokens(
-        self, sentences: Sequence[Sequence[str]], batch_size: int | None = None
+        self, sentences: Sequence[Sequence[str]], batch_size: int | None = None, top_k: int = 1
     ) -> list[SentenceAnalysis]:
-        """Tags of pre-tokenised sentences with each token's and each entity's confidence."""
-        return self._analyse(sentences, batch_size, None, confidence=True)
+        """Tags of pre-tokenised sentences with each token's and each entity's confidence, and
+        the ``top_k`` best analyses of each sentence when ``top_k`` > 1."""
+        if top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        return self._analyse(sentences, batch_size, None, confidence=True, top_k=top_k)
 
     @torch.no_grad()  # not inference mode: the CRF's marginals are a gradient
     def _analyse(
@@ -122,6 +125,7 @@ class LayerPoolingTagger:
         batch_size: int | None,
         states: torch.Tensor | None,
         confidence: bool,
+        top_k: int = 1,
     ) -> list[SentenceAnalysis]:
         batch_size = batch_size or self.config.backbone.batch_size
         starts = [0]
@@ -145,7 +149,7 @@ class LayerPoolingTagger:
                     < torch.tensor(lengths, device=device)[:, None]
                 )
                 batch = WordLayerBatch(mask, layers)
-                analyses = analyse_batch(self.model, batch, confidence)
+                analyses = analyse_batch(self.model, batch, confidence, top_k)
                 for index, analysis in zip(indices, analyses, strict=True):
                     by_index[index] = in_output_scheme(analysis, self._labels, self.output_scheme)
         return [by_index[i] for i in range(len(sentences))]
@@ -155,13 +159,15 @@ class LayerPoolingTagger:
         texts: Sequence[str],
         min_confidence: float | None = None,
         batch_size: int | None = None,
+        top_k: int = 1,
     ) -> list[TaggedText]:
         """Tokenise raw ``texts`` (a single string is one text) and tag them: for each text, its
         sentences with entities and their confidences; ``min_confidence`` leaves out entities
-        below it; ``batch_size`` sentences per forward pass."""
+        below it; ``batch_size`` sentences per forward pass; ``top_k`` > 1 adds each sentence's
+        ``top_k`` best analyses with their probabilities."""
 
         def analyse(sentences: Sequence[Sequence[str]]) -> list[SentenceAnalysis]:
-            return self.analyse_tokens(sentences, batch_size)
+            return self.analyse_tokens(sentences, batch_size, top_k)
 
         return predict_texts(analyse, texts, min_confidence)
 

@@ -83,14 +83,21 @@ class Tagger:
         return [a.tags for a in self._analyse(sentences, batch_size, confidence=False)]
 
     def analyse_tokens(
-        self, sentences: Sequence[Sequence[str]], batch_size: int | None = None
+        self, sentences: Sequence[Sequence[str]], batch_size: int | None = None, top_k: int = 1
     ) -> list[SentenceAnalysis]:
-        """Tags of pre-tokenised sentences with each token's and each entity's confidence."""
-        return self._analyse(sentences, batch_size, confidence=True)
+        """Tags of pre-tokenised sentences with each token's and each entity's confidence, and
+        the ``top_k`` best analyses of each sentence when ``top_k`` > 1."""
+        if top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        return self._analyse(sentences, batch_size, confidence=True, top_k=top_k)
 
     @torch.no_grad()  # not inference mode: the CRF's marginals are a gradient
     def _analyse(
-        self, sentences: Sequence[Sequence[str]], batch_size: int | None, confidence: bool
+        self,
+        sentences: Sequence[Sequence[str]],
+        batch_size: int | None,
+        confidence: bool,
+        top_k: int = 1,
     ) -> list[SentenceAnalysis]:
         batch_size = batch_size or self.config.train.eval_batch_size
         encoded = [self.vocabularies.encode(tokens) for tokens in sentences]
@@ -102,7 +109,7 @@ class Tagger:
                 if any(not sentences[i] for i in indices):
                     raise ValueError("cannot tag an empty sentence")
                 batch = collate_tagging([encoded[i] for i in indices], self.vocabularies)
-                analyses = analyse_batch(self.model, batch.to(device), confidence)
+                analyses = analyse_batch(self.model, batch.to(device), confidence, top_k)
                 for index, analysis in zip(indices, analyses, strict=True):
                     by_index[index] = in_output_scheme(analysis, labels, self.output_scheme)
         return [by_index[i] for i in range(len(sentences))]
@@ -112,13 +119,15 @@ class Tagger:
         texts: Sequence[str],
         min_confidence: float | None = None,
         batch_size: int | None = None,
+        top_k: int = 1,
     ) -> list[TaggedText]:
         """Tokenise raw ``texts`` (a single string is one text) and tag them: for each text, its
         sentences with entities and their confidences; ``min_confidence`` leaves out entities
-        below it; ``batch_size`` sentences per forward pass."""
+        below it; ``batch_size`` sentences per forward pass; ``top_k`` > 1 adds each sentence's
+        ``top_k`` best analyses with their probabilities."""
 
         def analyse(sentences: Sequence[Sequence[str]]) -> list[SentenceAnalysis]:
-            return self.analyse_tokens(sentences, batch_size)
+            return self.analyse_tokens(sentences, batch_size, top_k)
 
         return predict_texts(analyse, texts, min_confidence)
 

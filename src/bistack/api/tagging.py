@@ -39,6 +39,9 @@ class TaggedSentence:
     tags: list[str]
     entities: list[Entity]
     confidences: list[float] = field(default_factory=list)
+    # The best analyses of the whole sentence, best first, with their probabilities (asked for
+    # with top_k; the first is ``tags``).
+    alternatives: list[tuple[list[str], float]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,13 @@ class TaggedText(Sequence[TaggedSentence]):
                     {"text": t.text, "start": t.start, "end": t.end, "tag": tag, "confidence": c}
                 )
         entities = [entity.__dict__ for entity in self.entities]
-        return {"text": self.text, "entities": entities, "tokens": tokens}
+        record = {"text": self.text, "entities": entities, "tokens": tokens}
+        if any(s.alternatives for s in self.sentences):
+            record["alternatives"] = [
+                [{"tags": tags, "probability": p} for tags, p in s.alternatives]
+                for s in self.sentences
+            ]
+        return record
 
     def to_conll(self) -> str:
         """``token<TAB>tag`` lines, a blank line after each sentence."""
@@ -92,13 +101,20 @@ class SentenceAnalysis:
     tags: list[str]
     confidences: list[float]
     entities: dict[Span, float]
+    alternatives: list[tuple[list[str], float]] = field(default_factory=list)
 
 
 def in_output_scheme(analysis: Analysis, labels: Sequence[str], scheme: str) -> SentenceAnalysis:
     """``analysis`` (tag ids in the model's scheme) with its tags converted to ``scheme``; spans
     and confidences carry over, since a conversion keeps every span."""
-    tags = convert_tags([labels[t] for t in analysis.path], scheme)
-    return SentenceAnalysis(tags, analysis.token_confidence, analysis.entities)
+
+    def named(path: Sequence[int]) -> list[str]:
+        return convert_tags([labels[t] for t in path], scheme)
+
+    alternatives = [(named(path), p) for path, p in analysis.alternatives]
+    return SentenceAnalysis(
+        named(analysis.path), analysis.token_confidence, analysis.entities, alternatives
+    )
 
 
 def tagged_text(
@@ -119,15 +135,19 @@ def tagged_text(
                 continue
             start, end = tokens[s.start].start, tokens[s.end - 1].end
             entities.append(Entity(text[start:end], s.label, start, end, confidence))
-        tagged.append(TaggedSentence(list(tokens), analysis.tags, entities, analysis.confidences))
+        tagged.append(
+            TaggedSentence(
+                list(tokens), analysis.tags, entities, analysis.confidences, analysis.alternatives
+            )
+        )
     return TaggedText(text, tagged)
 
 
-def analyse_batch(model: Any, batch: Any, confidence: bool) -> list[Analysis]:
+def analyse_batch(model: Any, batch: Any, confidence: bool, top_k: int = 1) -> list[Analysis]:
     """A tagging network's analysis of a batch; without ``confidence``, the Viterbi tags only
     (what scoring needs, at decoding's cost)."""
     if confidence:
-        return model.analyse(batch)
+        return model.analyse(batch, top_k)
     lengths = batch.mask.sum(dim=1).tolist()
     paths = model.decode(batch).tolist()
     return [Analysis(path[:length], [], {}) for path, length in zip(paths, lengths, strict=True)]

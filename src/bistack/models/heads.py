@@ -13,6 +13,7 @@ from bistack.confidence import (
     Analysis,
     crf_marginals,
     crf_span_probabilities,
+    independent_best_paths,
     independent_span_probabilities,
     span_event,
     spans_of,
@@ -45,8 +46,9 @@ class SoftmaxHead(nn.Module):
         """Best tag per position ``(batch, seq)``, 0 at padding."""
         return self.project(states).argmax(dim=-1) * mask
 
-    def analyse(self, states: Tensor, mask: Tensor) -> list[Analysis]:
-        """Per sentence: the best tags, their probabilities, and each entity's probability."""
+    def analyse(self, states: Tensor, mask: Tensor, top_k: int = 1) -> list[Analysis]:
+        """Per sentence: the best tags, their probabilities, each entity's probability, and
+        with ``top_k`` > 1 the ``top_k`` best analyses with their probabilities."""
         probabilities = self.project(states).softmax(dim=-1)  # (batch, seq, num_tags)
         confidence, best = probabilities.max(dim=-1)
         results = []
@@ -56,7 +58,12 @@ class SoftmaxHead(nn.Module):
             events = [span_event(s, path, self.labels, self.scheme) for s in spans]
             chances = independent_span_probabilities(probabilities[row], length, events)
             token = confidence[row, :length].tolist()
-            results.append(Analysis(path, token, dict(zip(spans, chances, strict=True))))
+            alternatives = []
+            if top_k > 1:
+                log_probabilities = probabilities[row, :length].log()
+                alternatives = independent_best_paths(log_probabilities, top_k)
+            entities = dict(zip(spans, chances, strict=True))
+            results.append(Analysis(path, token, entities, alternatives))
         return results
 
 
@@ -78,12 +85,23 @@ class CRFHead(nn.Module):
         """Viterbi path ``(batch, seq)``, 0 at padding."""
         return self.crf.decode(self.project(states), mask).best
 
-    def analyse(self, states: Tensor, mask: Tensor) -> list[Analysis]:
-        """Per sentence: the Viterbi tags, each token's marginal probability of its tag, and
-        each entity's exact probability under the CRF (``bistack.confidence``)."""
+    def analyse(self, states: Tensor, mask: Tensor, top_k: int = 1) -> list[Analysis]:
+        """Per sentence: the Viterbi tags, each token's marginal probability of its tag, each
+        entity's exact probability under the CRF (``bistack.confidence``), and with ``top_k``
+        > 1 the ``top_k`` best paths with their probabilities."""
         emissions = self.project(states)  # (batch, seq, num_tags)
-        paths = self.crf.decode(emissions, mask).to_lists()
+        decoding = self.crf.decode(emissions, mask, top_k)
+        paths = decoding.to_lists()
         marginals = crf_marginals(self.crf, emissions, mask)
+        alternatives = [[] for _ in paths]
+        if top_k > 1:
+            transitions, start, end = (t.detach() for t in self.crf.constrained_scores())
+            log_z = self.crf._log_partition(emissions.detach(), mask, transitions, start, end)
+            chances = (decoding.scores - log_z.unsqueeze(1)).exp().tolist()  # (batch, top_k)
+            for rank in range(top_k):
+                for row, path in enumerate(decoding.to_lists(rank)):
+                    if chances[row][rank] > 0:  # a path that does not exist scores -inf
+                        alternatives[row].append((path, chances[row][rank]))
         results = []
         for row, path in enumerate(paths):
             positions = torch.arange(len(path), device=emissions.device)
@@ -92,7 +110,8 @@ class CRFHead(nn.Module):
             spans = spans_of(path, self.labels)
             events = [span_event(s, path, self.labels, self.scheme) for s in spans]
             chances = crf_span_probabilities(self.crf, emissions[row], len(path), events)
-            results.append(Analysis(path, token, dict(zip(spans, chances, strict=True))))
+            entities = dict(zip(spans, chances, strict=True))
+            results.append(Analysis(path, token, entities, alternatives[row]))
         return results
 
 

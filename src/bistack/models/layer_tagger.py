@@ -113,9 +113,10 @@ class LayerTagger(nn.Module):
         """Predicted tag ids ``(batch_size, seq_len)``, 0 at padding."""
         return self.head.decode(self.states(batch), batch.mask)
 
-    def analyse(self, batch: WordLayerBatch) -> list[Analysis]:
-        """Predicted tags with token and entity probabilities, per sentence."""
-        return self.head.analyse(self.states(batch), batch.mask)
+    def analyse(self, batch: WordLayerBatch, top_k: int = 1) -> list[Analysis]:
+        """Predicted tags with token and entity probabilities (and the ``top_k`` best
+        analyses), per sentence."""
+        return self.head.analyse(self.states(batch), batch.mask, top_k)
 
 
 def build_layer_tagger(

@@ -53,9 +53,10 @@ class SequenceTagger(nn.Module):
         """Predicted tag ids ``(batch, seq_len)``, 0 at padding."""
         return self.head.decode(self.states(batch), batch.mask)
 
-    def analyse(self, batch: TaggingBatch) -> list[Analysis]:
-        """Predicted tags with token and entity probabilities, per sentence."""
-        return self.head.analyse(self.states(batch), batch.mask)
+    def analyse(self, batch: TaggingBatch, top_k: int = 1) -> list[Analysis]:
+        """Predicted tags with token and entity probabilities (and the ``top_k`` best
+        analyses), per sentence."""
+        return self.head.analyse(self.states(batch), batch.mask, top_k)
 
 
 def build_tagger(
