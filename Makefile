@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PEERS := .venv-peers
 PEERS_STAMP := $(PEERS)/.installed
 
-.PHONY: test lint demo bench clean
+.PHONY: test lint docs demo bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,7 +30,13 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
 
+# The API reference, generated from the docstrings into docs/api (open docs/api/index.html).
+# make test builds it too, with warnings as errors, so it cannot rot.
+docs: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python -W error -m pdoc bistack -o docs/api
+
 test: lint
+	HF_HUB_OFFLINE=1 $(BIN)/python -W error -m pdoc bistack -o $$(mktemp -d)
 	$(BIN)/python -m pytest -q
 
 # Speed against the bare nn.LSTM, pytorch-crf and Flair: benchmarks/results/speed.md

@@ -89,3 +89,10 @@ def test_a_tagger_gives_its_k_best_analyses_with_probabilities(capsys):
     record = json.loads(capsys.readouterr().out)
     assert [len(sentence) for sentence in record["alternatives"]] == [2]
     assert record["alternatives"][0][0]["tags"] == [t["tag"] for t in record["tokens"]]
+
+
+def test_a_progress_bar_can_be_asked_for_and_changes_nothing(model, capsys):
+    quiet = records(model.predict(TEXTS))
+    assert _same(records(model.predict(TEXTS, progress=True, batch_size=1)), quiet)
+    bar = "backbone" if model.KIND in ("layer_classifier", "layer_regressor") else "predicting"
+    assert bar in capsys.readouterr().err

@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from bistack.api.backbone_files import backbone_record, load_saved_backbone, save_head_and_backbone
+from bistack.api.predictor import shown
 from bistack.api.tagging import (
     SentenceAnalysis,
     TaggedText,
@@ -110,13 +111,19 @@ class LayerPoolingTagger:
         return [a.tags for a in analyses]
 
     def analyse_tokens(
-        self, sentences: Sequence[Sequence[str]], batch_size: int | None = None, top_k: int = 1
+        self,
+        sentences: Sequence[Sequence[str]],
+        batch_size: int | None = None,
+        top_k: int = 1,
+        progress: bool = False,
     ) -> list[SentenceAnalysis]:
         """Tags of pre-tokenised sentences with each token's and each entity's confidence, and
         the ``top_k`` best analyses of each sentence when ``top_k`` > 1."""
         if top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
-        return self._analyse(sentences, batch_size, None, confidence=True, top_k=top_k)
+        return self._analyse(
+            sentences, batch_size, None, confidence=True, top_k=top_k, progress=progress
+        )
 
     @torch.no_grad()  # not inference mode: the CRF's marginals are a gradient
     def _analyse(
@@ -126,6 +133,7 @@ class LayerPoolingTagger:
         states: torch.Tensor | None,
         confidence: bool,
         top_k: int = 1,
+        progress: bool = False,
     ) -> list[SentenceAnalysis]:
         batch_size = batch_size or self.config.backbone.batch_size
         starts = [0]
@@ -134,7 +142,8 @@ class LayerPoolingTagger:
         by_index: dict[int, SentenceAnalysis] = {}
         device = next(self.model.parameters()).device
         with evaluating(self.model):
-            for indices in bucket_batches([len(s) for s in sentences], batch_size, shuffle=False):
+            batches = bucket_batches([len(s) for s in sentences], batch_size, shuffle=False)
+            for indices in shown(batches, progress):
                 if any(not sentences[i] for i in indices):
                     raise ValueError("cannot tag an empty sentence")
                 chosen = [sentences[i] for i in indices]
@@ -160,14 +169,15 @@ class LayerPoolingTagger:
         min_confidence: float | None = None,
         batch_size: int | None = None,
         top_k: int = 1,
+        progress: bool = False,
     ) -> list[TaggedText]:
         """Tokenise raw ``texts`` (a single string is one text) and tag them: for each text, its
         sentences with entities and their confidences; ``min_confidence`` leaves out entities
         below it; ``batch_size`` sentences per forward pass; ``top_k`` > 1 adds each sentence's
-        ``top_k`` best analyses with their probabilities."""
+        ``top_k`` best analyses with their probabilities; ``progress`` shows a bar."""
 
         def analyse(sentences: Sequence[Sequence[str]]) -> list[SentenceAnalysis]:
-            return self.analyse_tokens(sentences, batch_size, top_k)
+            return self.analyse_tokens(sentences, batch_size, top_k, progress)
 
         return predict_texts(analyse, texts, min_confidence)
 

@@ -86,7 +86,9 @@ class LayerPoolingTextModel(TextModelBase):
     def save_weights(self, path: str | Path) -> None:
         save_head_and_backbone(path, self.model, self.backbone, self.config.backbone.finetune)
 
-    def layer_vectors(self, texts: Sequence[str], batch_size: int | None = None) -> LayerVectors:
+    def layer_vectors(
+        self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
+    ) -> LayerVectors:
         """Per-layer vectors of raw texts, ``batch_size`` texts per backbone forward."""
         for index, text in enumerate(texts):
             if not text.strip():
@@ -98,6 +100,7 @@ class LayerPoolingTextModel(TextModelBase):
             stride=options.stride,
             max_length=options.max_length,
             batch_size=batch_size or options.batch_size,
+            progress=progress,
         )
 
     @torch.inference_mode()
@@ -109,9 +112,11 @@ class LayerPoolingTextModel(TextModelBase):
             outputs = self.model.outputs_from_layers(layers).cpu()
         return RawOutputs([[] for _ in range(len(outputs))], outputs, None, 0.0)
 
-    def run(self, texts: Sequence[str], batch_size: int | None = None) -> RawOutputs:
+    def run(
+        self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
+    ) -> RawOutputs:
         """Outputs for raw texts: backbone, then the head (no token attention to report)."""
-        return self.outputs_of(self.layer_vectors(texts, batch_size))
+        return self.outputs_of(self.layer_vectors(texts, batch_size, progress))
 
 
 class LayerPoolingClassifier(LayerPoolingTextModel):

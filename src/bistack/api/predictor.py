@@ -7,12 +7,14 @@ Wrappers are siblings that each satisfy these protocols; none subclasses another
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, Self
+from typing import Any, ClassVar, Protocol, Self, TypeVar
 
 from bistack.config import ExperimentConfig
 from bistack.errors import ModelFileError
+
+T = TypeVar("T")
 
 
 class Prediction(Protocol):
@@ -49,6 +51,13 @@ class Predictor(Model, Protocol):
     def labels(self) -> list[str]: ...
 
     def predict(self, texts: Sequence[str]) -> Sequence[Prediction]: ...
+
+
+def shown(batches: Iterable[T], show: bool) -> Iterable[T]:
+    """``batches``, with a progress bar (batches per second) when ``show``."""
+    from tqdm import tqdm
+
+    return tqdm(batches, desc="predicting", unit="batch", disable=not show, leave=False)
 
 
 def jsonl_line(prediction: Prediction) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import torch
 
+from bistack.api.predictor import shown
 from bistack.api.tagging import (
     SentenceAnalysis,
     TaggedText,
@@ -83,13 +84,17 @@ class Tagger:
         return [a.tags for a in self._analyse(sentences, batch_size, confidence=False)]
 
     def analyse_tokens(
-        self, sentences: Sequence[Sequence[str]], batch_size: int | None = None, top_k: int = 1
+        self,
+        sentences: Sequence[Sequence[str]],
+        batch_size: int | None = None,
+        top_k: int = 1,
+        progress: bool = False,
     ) -> list[SentenceAnalysis]:
         """Tags of pre-tokenised sentences with each token's and each entity's confidence, and
         the ``top_k`` best analyses of each sentence when ``top_k`` > 1."""
         if top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
-        return self._analyse(sentences, batch_size, confidence=True, top_k=top_k)
+        return self._analyse(sentences, batch_size, confidence=True, top_k=top_k, progress=progress)
 
     @torch.no_grad()  # not inference mode: the CRF's marginals are a gradient
     def _analyse(
@@ -98,6 +103,7 @@ class Tagger:
         batch_size: int | None,
         confidence: bool,
         top_k: int = 1,
+        progress: bool = False,
     ) -> list[SentenceAnalysis]:
         batch_size = batch_size or self.config.train.eval_batch_size
         encoded = [self.vocabularies.encode(tokens) for tokens in sentences]
@@ -105,7 +111,8 @@ class Tagger:
         labels = self.vocabularies.tags.items
         device = next(self.model.parameters()).device
         with evaluating(self.model):
-            for indices in bucket_batches([len(s) for s in sentences], batch_size, shuffle=False):
+            batches = bucket_batches([len(s) for s in sentences], batch_size, shuffle=False)
+            for indices in shown(batches, progress):
                 if any(not sentences[i] for i in indices):
                     raise ValueError("cannot tag an empty sentence")
                 batch = collate_tagging([encoded[i] for i in indices], self.vocabularies)
@@ -120,14 +127,15 @@ class Tagger:
         min_confidence: float | None = None,
         batch_size: int | None = None,
         top_k: int = 1,
+        progress: bool = False,
     ) -> list[TaggedText]:
         """Tokenise raw ``texts`` (a single string is one text) and tag them: for each text, its
         sentences with entities and their confidences; ``min_confidence`` leaves out entities
         below it; ``batch_size`` sentences per forward pass; ``top_k`` > 1 adds each sentence's
-        ``top_k`` best analyses with their probabilities."""
+        ``top_k`` best analyses with their probabilities; ``progress`` shows a bar."""
 
         def analyse(sentences: Sequence[Sequence[str]]) -> list[SentenceAnalysis]:
-            return self.analyse_tokens(sentences, batch_size, top_k)
+            return self.analyse_tokens(sentences, batch_size, top_k, progress)
 
         return predict_texts(analyse, texts, min_confidence)
 

@@ -13,6 +13,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
+from bistack.api.predictor import shown
 from bistack.api.text_outputs import (
     ClassOutputs,
     Outputs,
@@ -87,7 +88,9 @@ class RecurrentTextModel(TextModelBase):
         return tokenize_text(text, self.config.data.tokenizer)
 
     @torch.inference_mode()
-    def run(self, texts: Sequence[str], batch_size: int | None = None) -> RawOutputs:
+    def run(
+        self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
+    ) -> RawOutputs:
         """Outputs and attention for raw texts, batched by length, returned in input order."""
         batch_size = batch_size or self.config.train.eval_batch_size
         tokens = [self.tokenize(text) for text in texts]
@@ -100,7 +103,8 @@ class RecurrentTextModel(TextModelBase):
         padding_mass = 0.0
         device = next(self.model.parameters()).device
         with evaluating(self.model):
-            for indices in bucket_batches([len(t) for t in tokens], batch_size, shuffle=False):
+            batches = bucket_batches([len(t) for t in tokens], batch_size, shuffle=False)
+            for indices in shown(batches, progress):
                 batch = collate_text([encoded[i] for i in indices], self.vocabularies)
                 batch = batch.to(device)
                 result = self.model.predict(batch)

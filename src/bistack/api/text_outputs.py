@@ -299,7 +299,9 @@ class TextModelBase(ABC):
     outputs: Outputs
 
     @abstractmethod
-    def run(self, texts: Sequence[str], batch_size: int | None = None) -> RawOutputs:
+    def run(
+        self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
+    ) -> RawOutputs:
         """The network's outputs for raw texts, in input order."""
 
     @abstractmethod
@@ -323,18 +325,24 @@ class TextModelBase(ABC):
         return self.outputs.names
 
     def predict(
-        self, texts: Sequence[str], attention: bool = False, batch_size: int | None = None
+        self,
+        texts: Sequence[str],
+        attention: bool = False,
+        batch_size: int | None = None,
+        progress: bool = False,
     ) -> list[TextPrediction]:
         """One prediction per text (a single string is one text); ``attention=True`` adds
         token weights when the pooling has them; ``batch_size`` texts per forward pass. A blank
-        text gets an empty prediction (no label, no values), so results stay aligned."""
+        text gets an empty prediction (no label, no values), so results stay aligned;
+        ``progress`` shows a bar."""
         if isinstance(texts, str):
             texts = [texts]
         filled = [i for i, text in enumerate(texts) if text.strip()]
         predictions = [TextPrediction(text) for text in texts]
         if filled:
             chosen = [texts[i] for i in filled]
-            made = self.outputs.predictions(chosen, self.run(chosen, batch_size), attention)
+            raw = self.run(chosen, batch_size, progress)
+            made = self.outputs.predictions(chosen, raw, attention)
             for index, prediction in zip(filled, made, strict=True):
                 predictions[index] = prediction
         return predictions

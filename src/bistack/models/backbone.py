@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
+from tqdm import tqdm
 
 from bistack.errors import ModelFileError
 from bistack.models.mode import evaluating
@@ -224,13 +225,16 @@ class TransformerBackbone(nn.Module):
         stride: int = 64,
         max_length: int | None = None,
         batch_size: int = 64,
+        progress: bool = False,
     ) -> LayerVectors:
-        """Per-layer vectors of many texts, batched by length, in input order."""
+        """Per-layer vectors of many texts, batched by length, in input order; ``progress``
+        shows a bar."""
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         cls_parts, mean_parts = [], []
         device = next(self.parameters()).device
         with evaluating(self):
-            for start in range(0, len(order), batch_size):
+            starts = range(0, len(order), batch_size)
+            for start in tqdm(starts, desc="backbone", unit="batch", disable=not progress):
                 chunk = [texts[i] for i in order[start : start + batch_size]]
                 vectors = self(self.tokenize(chunk, long_texts, stride, max_length).to(device))
                 # Copies: the CLS slice is a view that would keep every token state alive.
