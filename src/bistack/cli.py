@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from bistack import __version__
-from bistack.errors import BistackError
+from bistack.errors import BistackError, ConfigError
 from bistack.recipes.pooler_variants import POOLER_VARIANTS
 
 
@@ -75,12 +75,14 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("model", help="model directory")
     evaluate.add_argument("data", help="labelled data: a CoNLL file, or a table for text models")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+    evaluate.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
     evaluate.set_defaults(run=run_evaluate)
 
     predict = commands.add_parser("predict", help="tag, classify or score raw text")
     predict.add_argument("model", help="model directory")
     predict.add_argument("text", nargs="*", help="texts (one argument each)")
     predict.add_argument("--input", help="file with one text per line, or - for stdin")
+    predict.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
     predict.add_argument(
         "--format",
         choices=["conll", "jsonl"],
@@ -191,6 +193,23 @@ def show_progress(args: argparse.Namespace) -> bool:
     return args.progress or (not args.no_progress and sys.stderr.isatty())
 
 
+def checked_device(name: str) -> str:
+    """A ``--device`` that exists on this machine, or a clear error."""
+    import torch
+
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise ConfigError(f"--device {name}: not a device (cpu, cuda, cuda:1, mps, ...)") from None
+    if device.type == "cuda" and (
+        not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()
+    ):
+        raise ConfigError(f"--device {name}: no such CUDA device on this machine")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"--device {name}: MPS is not available on this machine")
+    return name
+
+
 def fail(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return 2
@@ -273,9 +292,10 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from bistack.tasks import load_model
+    from bistack.tasks import task_of_directory
 
-    report = load_model(args.model).evaluate(args.data)
+    device = checked_device(args.device)
+    report = task_of_directory(args.model).model.load(args.model, device).evaluate(args.data)
     print(json.dumps(report.to_json()) if args.json else str(report))
     return 0
 
@@ -331,7 +351,7 @@ def run_predict(args: argparse.Namespace) -> int:
         texts.extend(read_texts(args.input))
     if not texts:
         return fail("nothing to predict: give TEXT arguments or --input FILE")
-    model = task.model.load(args.model)
+    model = task.model.load(args.model, checked_device(args.device))
     write = FORMATS[fmt]
     for prediction in model.predict(texts, **options):  # type: ignore[attr-defined]
         sys.stdout.write(write(prediction))

@@ -24,7 +24,7 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float) -> tuple[Tensor, fl
     """``(keep, scale)``: a bool tensor of ``shape``, each element True with probability
     ``1 - p`` (to 1/32768), and the factor that keeps the expectation: 1 / P(keep)."""
     count = math.prod(shape)
-    words = torch.empty((count + 3) // 4, dtype=torch.int64).random_()
+    words = torch.empty((count + 3) // 4, dtype=torch.int64, device="cpu").random_()
     # random_ fills int64 from 0 to 2**63 - 1: the top bit is always 0, so each 16-bit piece
     # keeps only its low 15 bits, all uniform.
     draws = words.view(torch.int16)[:count].view(shape) & (_LEVELS - 1)

@@ -34,8 +34,9 @@ class LanguageModel:
         self.config = config
 
     @classmethod
-    def load(cls, path: str | Path) -> LanguageModel:
-        """Load a model directory written by ``bistack train`` (no unpickling)."""
+    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> LanguageModel:
+        """Load a model directory written by ``bistack train`` (no unpickling), onto
+        ``device`` (predictions build their batches there)."""
         with reading_model(path):
             meta, vocab = load_metadata(path, KIND)
             source = f"{path}/config.json"
@@ -43,7 +44,7 @@ class LanguageModel:
             vocabulary = Vocabulary.from_json(vocab["words"])
             model = build_language_model(config, len(vocabulary))
             load_weights(path, model)
-            return cls(model, vocabulary, config)
+            return cls(model.to(device), vocabulary, config)
 
     def save(self, path: str | Path) -> None:
         self.save_metadata(path)
@@ -106,8 +107,9 @@ class LanguageModel:
         tokens = [t.text for t in tokenize_text(prompt, self.config.data.tokenizer)]
         ids = self.encode(tokens)[:-1]  # <s> and the prompt, no </s>
         state, logits = None, None
+        device = next(self.model.parameters()).device
         for word in ids:
-            logits, state = self.model.step(torch.tensor([word]), state)
+            logits, state = self.model.step(torch.tensor([word], device=device), state)
         special = {self.vocabulary.lookup(s) for s in ("<pad>", "<unk>", BOS)}
         generated: list[str] = []
         eos = self.vocabulary.lookup(EOS)
@@ -115,9 +117,10 @@ class LanguageModel:
             assert logits is not None
             scores = logits[0] / temperature
             scores[list(special)] = float("-inf")
-            word = int(torch.multinomial(torch.softmax(scores, dim=-1), 1, generator=generator))
+            chances = torch.softmax(scores, dim=-1).cpu()  # the generator draws on the CPU
+            word = int(torch.multinomial(chances, 1, generator=generator))
             if word == eos:
                 break
             generated.append(self.vocabulary.items[word])
-            logits, state = self.model.step(torch.tensor([word]), state)
+            logits, state = self.model.step(torch.tensor([word], device=device), state)
         return generated

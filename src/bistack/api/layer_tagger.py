@@ -53,8 +53,9 @@ class LayerPoolingTagger:
         self.output_scheme = output_scheme
 
     @classmethod
-    def load(cls, path: str | Path) -> LayerPoolingTagger:
-        """Load a model directory written by ``bistack train`` (no unpickling)."""
+    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> LayerPoolingTagger:
+        """Load a model directory written by ``bistack train`` (no unpickling), onto
+        ``device`` (predictions build their batches there)."""
         with reading_model(path):
             directory = Path(path)
             meta, vocab = load_metadata(directory, KIND)
@@ -67,6 +68,8 @@ class LayerPoolingTagger:
             load_weights(directory, model)
             if config.backbone.finetune:
                 model.backbone = backbone
+            model.to(device)
+            backbone.to(device)
             return cls(model, backbone, labels, config, meta["output_scheme"])
 
     @property
@@ -94,6 +97,7 @@ class LayerPoolingTagger:
     def word_states(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
         """Flat word states ``(total_words, num_layers, hidden_size)`` of ``sentences``."""
         pieces = tokenize_words(self.backbone, sentences, self.config.backbone.max_length)
+        pieces = pieces.to(next(self.backbone.parameters()).device)
         with torch.no_grad():
             return word_layer_states(self.backbone, pieces, self.config.subwords)
 

@@ -50,8 +50,9 @@ class LayerPoolingTextModel(TextModelBase):
         self.outputs = outputs
 
     @classmethod
-    def load(cls, path: str | Path) -> LayerPoolingTextModel:
-        """Load a model directory written by ``bistack train`` (no unpickling)."""
+    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> LayerPoolingTextModel:
+        """Load a model directory written by ``bistack train`` (no unpickling), onto
+        ``device`` (predictions build their batches there)."""
         with reading_model(path):
             directory = Path(path)
             meta, _ = load_metadata(directory, cls.KIND)
@@ -70,6 +71,8 @@ class LayerPoolingTextModel(TextModelBase):
             load_weights(directory, model)
             if config.backbone.finetune:
                 model.backbone = backbone
+            model.to(device)
+            backbone.to(device)
             return cls(model, backbone, config, outputs)
 
     def save_metadata(self, path: str | Path) -> None:

@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, Self, TypeVar
 
+import torch
+
 from bistack.config import ExperimentConfig
 from bistack.errors import ModelFileError
 
@@ -36,7 +38,7 @@ class Model(Protocol):
     config: ExperimentConfig
 
     @classmethod
-    def load(cls, path: str | Path) -> Self: ...
+    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> Self: ...
 
     def save(self, path: str | Path) -> None: ...
     def save_metadata(self, path: str | Path) -> None: ...

@@ -46,15 +46,16 @@ class Tagger:
         self.output_scheme = output_scheme
 
     @classmethod
-    def load(cls, path: str | Path) -> Tagger:
-        """Load a model directory written by ``bistack train`` (no unpickling)."""
+    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> Tagger:
+        """Load a model directory written by ``bistack train`` (no unpickling), onto
+        ``device`` (predictions build their batches there)."""
         with reading_model(path):
             meta, vocab = load_metadata(path, KIND)
             config = build_config(TaggerConfig, meta["config"], source=f"{path}/config.json")
             vocabularies = TokenVocabularies.from_json(vocab)
             model = build_tagger(config, vocabularies)
             load_weights(path, model)
-            return cls(model, vocabularies, config, meta["output_scheme"])
+            return cls(model.to(device), vocabularies, config, meta["output_scheme"])
 
     @property
     def labels(self) -> list[str]:

@@ -54,8 +54,9 @@ class RecurrentTextModel(TextModelBase):
         self.outputs = outputs
 
     @classmethod
-    def load(cls, path: str | Path) -> RecurrentTextModel:
-        """Load a model directory written by ``bistack train`` (no unpickling)."""
+    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> RecurrentTextModel:
+        """Load a model directory written by ``bistack train`` (no unpickling), onto
+        ``device`` (predictions build their batches there)."""
         with reading_model(path):
             meta, vocab = load_metadata(path, cls.KIND)
             config = build_config(TextModelConfig, meta["config"], source=f"{path}/config.json")
@@ -65,7 +66,7 @@ class RecurrentTextModel(TextModelBase):
                 config, vocabularies, len(outputs), regression=outputs.REGRESSES
             )
             load_weights(path, model)
-            return cls(model, vocabularies, config, outputs)
+            return cls(model.to(device), vocabularies, config, outputs)
 
     def save_weights(self, path: str | Path) -> None:
         save_weights(path, self.model)
