@@ -95,11 +95,11 @@ class TokenCounter:
         self.config = config
 
     @classmethod
-    def load(cls, path: str | Path) -> TokenCounter:
+    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> TokenCounter:
         meta, _ = load_metadata(path, KIND)
         network = CountNetwork()
         load_weights(path, network)
-        return cls(network, build_config(TokenCounterConfig, meta["config"]))
+        return cls(network.to(device), build_config(TokenCounterConfig, meta["config"]))
 
     @property
     def labels(self) -> list[str]:
