@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
-from nltk.tokenize import NLTKWordTokenizer
-from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+if TYPE_CHECKING:
+    from nltk.tokenize import NLTKWordTokenizer
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
 
 _ABBREVIATIONS = (
     "mr mrs ms dr prof st jr sr inc ltd co corp bros vs etc u.s u.k u.n e.g i.e a.m p.m "
@@ -30,6 +32,11 @@ class Token:
 
 @cache
 def _tokenizers() -> tuple[PunktSentenceTokenizer, NLTKWordTokenizer]:
+    # Imported on first use: NLTK takes most of a second to import, which every command
+    # (even one that never tokenises raw text) would otherwise pay at start-up.
+    from nltk.tokenize import NLTKWordTokenizer
+    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+
     parameters = PunktParameters()
     parameters.abbrev_types = set(_ABBREVIATIONS.split())
     return PunktSentenceTokenizer(parameters), NLTKWordTokenizer()

@@ -16,15 +16,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import torch
-from lightning_fabric import Fabric
 from tqdm import tqdm
 
 from bistack.config import OptimizerConfig, TrainConfig
 from bistack.errors import BistackError, ConfigError
 from bistack.recipes.rundir import RunDirectory
+
+if TYPE_CHECKING:
+    from lightning_fabric import Fabric
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,8 @@ def start_run(
 ) -> Run:
     """Launch Fabric (one process per device under DDP), seed every process alike, and (rank
     0) lock the output and start staging."""
+    from lightning_fabric import Fabric  # only training needs it: most of a second to import
+
     try:
         fabric = Fabric(accelerator=accelerator, devices=devices, strategy=strategy)
         fabric.launch()
