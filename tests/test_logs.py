@@ -57,3 +57,26 @@ def test_every_command_that_trains_takes_the_same_progress_flags(command):
     for flag, expected in (("--no-progress", (True, False)), ("--progress", (False, True))):
         args = parser.parse_args([command, *needs, flag])
         assert (args.no_progress, args.progress) == expected
+
+
+@pytest.mark.parametrize("command", ["train", "ladder", "compare-poolers"])
+def test_every_command_that_trains_runs_takes_the_log_format(command):
+    args = build_parser().parse_args([command, "config.yaml", "--log-format", "json"])
+    assert args.log_format == "json"
+
+
+def test_a_ladder_in_json_is_one_object_a_line(tmp_path):
+    from tests.recipes.test_text_end_to_end import sentiment_rows, text_config, write_tsv
+
+    train = write_tsv(tmp_path / "train.tsv", sentiment_rows(40, 0))
+    dev = write_tsv(tmp_path / "dev.tsv", sentiment_rows(10, 1))
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(text_config(train, dev, train={"max_epochs": 1})))
+    done = subprocess.run(
+        [sys.executable, "-m", "bistack.cli", "ladder", str(path), "--seeds", "1",
+         "--output", str(tmp_path / "l"), "--log-format", "json"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert sum(e["event"] == "epoch" for e in events) == 5  # one epoch for each of 5 rungs

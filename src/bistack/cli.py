@@ -8,7 +8,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,12 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--strategy", default="auto", help="Fabric strategy, e.g. ddp")
     train.add_argument("--accelerator", default="cpu", help="cpu, cuda, auto (default cpu)")
     add_progress_flags(train)
-    train.add_argument(
-        "--log-format",
-        choices=["text", "json"],
-        default="text",
-        help="json: one JSON object a line (each epoch's metrics, then messages), for machines",
-    )
+    add_log_format(train)
     train.set_defaults(run=run_train)
 
     evaluate = commands.add_parser("evaluate", help="score a model on labelled data")
@@ -133,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("--output", help="folder (default runs/compare-<config name>)")
     add_progress_flags(compare)
+    add_log_format(compare)
     compare.add_argument(
         "--finished-only",
         action="store_true",
@@ -157,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     ladder.add_argument("--seeds", type=int, default=3, help="seeds per rung (default 3)")
     ladder.add_argument("--output", help="folder (default runs/ladder-<config name>)")
     add_progress_flags(ladder)
+    add_log_format(ladder)
     ladder.set_defaults(run=run_ladder)
 
     sample = commands.add_parser("sample", help="generate text with a language model")
@@ -185,6 +182,22 @@ def add_progress_flags(command: argparse.ArgumentParser) -> None:
     shown.add_argument(
         "--progress", action="store_true", help="progress bars even when not on a terminal"
     )
+
+
+def add_log_format(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="json: one JSON object a line (each epoch's metrics, then messages), for machines",
+    )
+
+
+def say_as(log_format: str) -> Callable[[str], None]:
+    """How a command that trains many runs reports its own lines."""
+    if log_format == "json":
+        return lambda text: print(json.dumps({"event": "message", "text": text}), flush=True)
+    return lambda text: print(text, flush=True)
 
 
 def show_progress(args: argparse.Namespace) -> bool:
@@ -235,8 +248,10 @@ def run_compare_poolers(args: argparse.Namespace) -> int:
         progress=show_progress(args),
         finished_only=args.finished_only,
         only_runs=args.runs,
+        log_format=args.log_format,
+        say=say_as(args.log_format),
     )
-    print(f"table and chart in {output}/compare-poolers.{{md,json,png}}")
+    say_as(args.log_format)(f"table and chart in {output}/compare-poolers.{{md,json,png}}")
     return 0
 
 
@@ -248,8 +263,15 @@ def run_ladder(args: argparse.Namespace) -> int:
         return fail("--seeds must be >= 1")
     config = load_config(args.config, args.set)
     output = args.output or str(Path("runs") / f"ladder-{Path(args.config).stem}")
-    ladder(config, output, seeds=args.seeds, progress=show_progress(args))
-    print(f"table and chart in {output}/ladder.{{md,json,png}}")
+    ladder(
+        config,
+        output,
+        seeds=args.seeds,
+        progress=show_progress(args),
+        log_format=args.log_format,
+        say=say_as(args.log_format),
+    )
+    say_as(args.log_format)(f"table and chart in {output}/ladder.{{md,json,png}}")
     return 0
 
 

@@ -162,9 +162,9 @@ class LayerPoolingConfig:
     dropout: float = 0.1  # on the pooled vector
     start_layer: int = 1  # weighted: first layer (within the selection) that gets a weight
     # Per-layer vectors the lstm/gru/weighted/attention/concat_last4 poolers read: each layer's
-    # CLS vector (the seed) or its masked token mean (for encoders trained with mean pooling,
-    # such as all-MiniLM-L6-v2, whose CLS vectors are not trained as summaries). The cls and
-    # mean poolers always read their own.
+    # CLS vector (the usual choice) or its masked token mean (for encoders trained with mean
+    # pooling, such as all-MiniLM-L6-v2, whose CLS vectors are not trained as summaries). The
+    # cls and mean poolers always read their own.
     vectors: Literal["cls", "mean"] = "cls"
 
 
@@ -205,8 +205,8 @@ class TaggerConfig(ExperimentConfig):
 class TextModelConfig(ExperimentConfig):
     """Everything needed to train (and rebuild) a text classifier or regressor.
 
-    The default shape is the seed's ``BiLSTMAttentionClassifier``: embeddings, a BiLSTM,
-    additive attention pooling and a linear head.
+    The default shape is the classic BiLSTM-attention classifier (Zhou et al. 2016): embeddings,
+    a BiLSTM, additive attention pooling and a linear head.
     """
 
     kind: Literal["classifier", "regressor"] = "classifier"

@@ -1,7 +1,7 @@
 """Recurrent encoders that never read padding, keep their shape, and are summarised correctly.
 
-Implements the seed "Bidirectional & Stacked RNNs": uni- or bidirectional LSTM/GRU, stacked with
-dropout between layers, or a residual stack (the seed's ``ResidualLSTMStack``).
+Uni- or bidirectional LSTM/GRU encoders, stacked with dropout between layers, or a residual
+stack (each layer's input added to its output, projected where sizes differ).
 
 No direction ever reads padding, which is what packing guarantees, without PyTorch's packed path:
 on CPU its backward pass slices the packed data once per time step and costs 2-4x the fused
@@ -9,7 +9,8 @@ kernel (profiled in ``benchmarks/README.md``). Instead each direction runs as on
 unpacked, single-layer call: the forward direction over the right-padded batch, where padding
 comes after every real token; the backward direction over each sequence reversed *within its own
 length*, so its padding also comes last, then reversed back. Outputs keep the padded width (the
-seed's ``total_length``) and are zero at padding. Tests pin the result to the packed one.
+``total_length`` of ``pad_packed_sequence``) and are zero at padding. Tests pin the result to
+the packed one.
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ class RecurrentEncoder(nn.Module):
     """An LSTM or GRU encoder, optionally bidirectional, stacked or residual, padding-exact.
 
     With ``residual=True`` each layer is its own single-layer RNN and its (dropped-out) output is
-    added to its input, projected by a linear map only where sizes differ (seed: "Stacking
+    added to its input, projected by a linear map only where sizes differ ("Stacking
     layers", ``ResidualLSTMStack``). The parameters are plain ``nn.LSTM``/``nn.GRU`` modules
     (``self.rnn``, or ``self.layers`` when residual); only the way they are run differs.
     """

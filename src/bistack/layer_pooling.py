@@ -1,4 +1,4 @@
-"""Pooling over transformer layers (seed: "LSTM Over Transformer Layers").
+"""Pooling over transformer layers (an LSTM over the layers' CLS vectors, and its rivals).
 
 Every pooler maps per-layer vectors ``(batch_size, num_layers, hidden_size)`` (one vector per
 layer, layer 1 first, the embedding output excluded) to ``(batch_size, output_size)``. The
@@ -27,7 +27,7 @@ RecurrentSummary = Literal["final_states", "last_output"]
 def select_layers(num_layers: int, selection: str | Sequence[int]) -> list[int]:
     """1-based indices of the layers to pool, in depth order.
 
-    ``"all"``: 1..N. ``"every_other"`` (the seed's "skip every other for efficiency"): the last
+    ``"all"``: 1..N. ``"every_other"`` (every other layer, for speed): the last
     layer and every second one below it, e.g. 2, 4, 6 of 6. A list: those layers, checked.
     """
     if selection == "all":
@@ -61,11 +61,12 @@ def _check_layers(layers: Tensor, hidden_size: int) -> None:
 
 
 class RecurrentLayerPooling(nn.Module):
-    """The seed's ``LSTMPooling``: a BiLSTM (or BiGRU) over the layers, then dropout.
+    """LSTM pooling, as in the CommonLit write-ups: a BiLSTM (or BiGRU) over the layers, then
+    dropout.
 
-    ``summary="last_output"`` is the seed's ``out[:, -1, :]``: its backward half has read only
-    the last layer. ``"final_states"`` (default) is the forward state after the last layer ⊕ the
-    backward state after the first, so both directions have read every layer.
+    ``summary="last_output"`` is the common hand-written ``out[:, -1, :]``: its backward half has
+    read only the last layer. ``"final_states"`` (default) is the forward state after the last
+    layer ⊕ the backward state after the first, so both directions have read every layer.
     """
 
     def __init__(

@@ -1,7 +1,7 @@
 """Masked sequence pooling: collapse ``(batch_size, seq_len, hidden)`` states to one vector.
 
 Each pooler returns a :class:`Pooled` with the vector and, for attention, the weights. Padding
-never contributes: attention scores are filled with -inf before the softmax (seed: "Attention:
+never contributes: attention scores are filled with -inf before the softmax ("Attention:
 choosing which positions matter"), so padding weight is exactly 0.
 """
 

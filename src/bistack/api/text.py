@@ -1,7 +1,7 @@
 """Recurrent text classifiers and regressors a user loads: ``Classifier.load(path).predict([...])``.
 
-Embeddings, a recurrent encoder and a pooling over its states (the seed's
-``BiLSTMAttentionClassifier`` by default); what the outputs mean is ``api.text_outputs``.
+Embeddings, a recurrent encoder and a pooling over its states (a BiLSTM with additive attention
+by default); what the outputs mean is ``api.text_outputs``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from typing import Any
 from bistack.metrics.classification import accuracy, confusion_matrix, macro_f1, pearson, rmse
 
 # Attention is called collapsed on a text when one position, or the first token, takes at
-# least this much of it; the diagnostics warn when that holds for most texts (seed: "if all
+# least this much of it; the diagnostics warn when that holds for most texts ("if all
 # the mass sits on <pad> or on the first token, something is broken").
 COLLAPSE_MASS = 0.9
 FIRST_TOKEN_MASS = 0.5

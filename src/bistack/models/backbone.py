@@ -2,7 +2,7 @@
 
 ``output_hidden_states=True`` gives the embedding output and every layer's token states; the
 per-layer vectors are the CLS (position 0) state and the masked mean of the token states, for
-layers 1..N (the embedding output, layer 0, is excluded as the seed says).
+layers 1..N (the embedding output, layer 0, is left out: it is no layer's work).
 
 Texts longer than the model's limit are truncated, or cut into overlapping windows whose
 vectors are averaged (``long_texts="sliding_window"``); either way the count of long texts is

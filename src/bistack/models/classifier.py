@@ -1,7 +1,8 @@
 """Text classifier and regressor: token features -> recurrent encoder -> pooling -> linear head.
 
-The seed's ``BiLSTMAttentionClassifier`` (embeddings, a BiLSTM, additive attention, dropout,
-a linear layer on ``2 * hidden`` features), with the pooling chosen in the config.
+The classic BiLSTM-attention classifier (Zhou et al. 2016): embeddings, a BiLSTM, additive
+attention, dropout, a linear layer on ``2 * hidden`` features; the pooling is chosen in the
+config.
 """
 
 from __future__ import annotations

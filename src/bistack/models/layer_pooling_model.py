@@ -57,7 +57,8 @@ class LayerPoolingModel(nn.Module):
         self.pooler = pooler
         self.register_buffer("layer_index", torch.tensor(layers) - 1, persistent=False)
         self.features = features
-        # The recurrent pooler applies its own dropout (the seed's nn.Dropout(0.1)).
+        # The recurrent pooler applies its own dropout (nn.Dropout(0.1), as the CommonLit
+        # write-ups do).
         recurrent = isinstance(pooler, RecurrentLayerPooling)
         self.dropout = nn.Identity() if recurrent else Dropout(dropout)
         self.head = nn.Linear(pooler.output_size, num_outputs)

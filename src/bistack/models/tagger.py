@@ -1,6 +1,6 @@
 """The sequence tagger: token features -> recurrent encoder -> softmax or CRF head.
 
-The seed's ``BiLSTMTagger`` with the pieces Lample et al. 2016 and Ma & Hovy 2016 add:
+A BiLSTM tagger (Huang et al. 2015) with the pieces Lample et al. 2016 and Ma & Hovy 2016 add:
 character-level word encodings, a casing feature, dropout, and a CRF constrained to the scheme.
 """
 

@@ -13,7 +13,7 @@ import dataclasses
 import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -62,6 +62,7 @@ def compare_poolers(
     progress: bool = False,
     finished_only: bool = False,
     only_runs: Sequence[str] = (),
+    log_format: Literal["text", "json"] = "text",
     say: Callable[[str], None] = print,
 ) -> list[RepeatedResult]:
     """Train each pooler ``seeds`` times (or on ``folds`` folds); write the table and a chart.
@@ -114,8 +115,9 @@ def compare_poolers(
         scores, seconds, parameters = [], [], 0
         for run_name, (data, held_out) in runs:
             settings = _run_settings(config, name, run_name)
+            options = RunOptions(progress=progress, overwrite=True, log_format=log_format)
             result = _train_or_reuse(
-                settings, output / name / run_name, backbone, data, held_out, vectors, progress
+                settings, output / name / run_name, backbone, data, held_out, vectors, options
             )
             scores.append(result["score"])
             seconds.append(result["seconds"])
@@ -222,7 +224,7 @@ def _train_or_reuse(
     data: TextData,
     held_out: list[Example],
     vectors: _Vectors,
-    progress: bool,
+    options: RunOptions,
 ) -> dict[str, Any]:
     """Train one head and score it on ``held_out``, unless an identical run has finished."""
 
@@ -231,7 +233,7 @@ def _train_or_reuse(
         trained = train(
             config,
             directory,
-            RunOptions(progress=progress, overwrite=True),  # unfinished: no result.json
+            options,  # overwrite: a run without its result.json did not finish
             # A fine-tuned backbone changes: every run starts from a fresh copy.
             backbone=TransformerBackbone.load(config.backbone.path) if tuned else backbone,
             data=data,

@@ -1,7 +1,7 @@
 """``bistack explain``: show which tokens the attention pooling weighted, as HTML and a PNG.
 
 A high weight means "this state contributed heavily to the pooled vector", not "this word caused
-the prediction" (seed: "A word of caution on interpretation").
+the prediction": attention is not an explanation (Jain & Wallace 2019).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""``bistack ladder``: the first seed's build order, one change at a time, every gain attributed.
+"""``bistack ladder``: the build order of bidirectional and stacked models, one change at a
+time, every gain attributed.
 
 Rungs (each trained with several seeds): 1. unidirectional, one layer (the kind's plainest head:
 last-state pooling, or a softmax head for tagging); 2. bidirectional; 3. what the kind adds on
@@ -18,7 +19,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from bistack.config import ExperimentConfig, build_config
 from bistack.errors import ConfigError
@@ -79,6 +80,7 @@ def run_ladder(
     *,
     seeds: int = 3,
     progress: bool = False,
+    log_format: Literal["text", "json"] = "text",
     say: Callable[[str], None] = print,
 ) -> list[RepeatedResult]:
     """Train every rung with ``seeds`` seeds (reusing finished runs); write the table."""
@@ -93,7 +95,7 @@ def run_ladder(
 
             def run(settings: ExperimentConfig = settings, directory: Path = directory) -> dict:
                 # A run without its result.json did not finish: its model may be replaced.
-                options = RunOptions(progress=progress, overwrite=True)
+                options = RunOptions(progress=progress, overwrite=True, log_format=log_format)
                 trained = train(settings, directory, options)
                 best = metric.value(trained.fit.best_score)
                 return {"score": best, "parameters": trained.parameters}

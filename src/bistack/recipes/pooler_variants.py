@@ -1,7 +1,7 @@
 """The layer poolers ``bistack compare-poolers`` knows: name -> ``layer_pooling`` settings.
 
-Both LSTM summaries are there, so the seed's ``out[:, -1, :]`` is measured against the final
-states.
+Both LSTM summaries are there, so the common hand-written ``out[:, -1, :]`` is measured against
+the final states.
 """
 
 from __future__ import annotations
