@@ -15,15 +15,14 @@ from bistack.api.backbone_files import backbone_record, load_saved_backbone, sav
 from bistack.api.predictor import shown
 from bistack.api.tagging import (
     SentenceAnalysis,
-    TaggedText,
+    Tagging,
     analyse_batch,
     in_output_scheme,
-    predict_texts,
     score_sentences,
 )
 from bistack.config import LayerPoolingTaggerConfig, build_config
 from bistack.data.batching import bucket_batches
-from bistack.data.conll import Sentence, read_conll
+from bistack.data.conll import Sentence
 from bistack.metrics.entities import EntityScores
 from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata
 from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
@@ -33,7 +32,7 @@ from bistack.models.mode import evaluating
 KIND = "layer_tagger"
 
 
-class LayerPoolingTagger:
+class LayerPoolingTagger(Tagging):
     """A trained tagger over a transformer's layers, with its backbone and tag labels."""
 
     KIND = KIND
@@ -166,29 +165,6 @@ class LayerPoolingTagger:
                 for index, analysis in zip(indices, analyses, strict=True):
                     by_index[index] = in_output_scheme(analysis, self._labels, self.output_scheme)
         return [by_index[i] for i in range(len(sentences))]
-
-    def predict(
-        self,
-        texts: Sequence[str],
-        min_confidence: float | None = None,
-        batch_size: int | None = None,
-        top_k: int = 1,
-        progress: bool = False,
-    ) -> list[TaggedText]:
-        """Tokenise raw ``texts`` (a single string is one text) and tag them: for each text, its
-        sentences with entities and their confidences; ``min_confidence`` leaves out entities
-        below it; ``batch_size`` sentences per forward pass; ``top_k`` > 1 adds each sentence's
-        ``top_k`` best analyses with their probabilities; ``progress`` shows a bar."""
-
-        def analyse(sentences: Sequence[Sequence[str]]) -> list[SentenceAnalysis]:
-            return self.analyse_tokens(sentences, batch_size, top_k, progress)
-
-        return predict_texts(analyse, texts, min_confidence)
-
-    def evaluate(self, path: str | Path) -> EntityScores:
-        """Score the tagger on a labelled CoNLL file, as conlleval does."""
-        sentences = read_conll(path, self.config.data.token_column, self.config.data.tag_column)
-        return self.score(sentences, path)
 
     def score(
         self,

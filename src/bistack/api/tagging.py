@@ -4,13 +4,14 @@ scores them."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
 
 from bistack.confidence import Analysis, Span
-from bistack.data.conll import Sentence, write_conll
+from bistack.data.conll import Sentence, read_conll, write_conll
 from bistack.data.tokenize import Token, tokenize
 from bistack.errors import DataError
 from bistack.metrics.entities import EntityScores, score_entities
@@ -151,6 +152,51 @@ def analyse_batch(model: Any, batch: Any, confidence: bool, top_k: int = 1) -> l
     lengths = batch.mask.sum(dim=1).tolist()
     paths = model.decode(batch).tolist()
     return [Analysis(path[:length], [], {}) for path, length in zip(paths, lengths, strict=True)]
+
+
+class Tagging(ABC):
+    """What every tagger does with its analyses, whatever computes them: predictions for raw
+    text and scores on a CoNLL file. A tagger supplies ``analyse_tokens``, ``score`` and a
+    config with a CoNLL ``data`` section."""
+
+    config: Any
+
+    @abstractmethod
+    def analyse_tokens(
+        self,
+        sentences: Sequence[Sequence[str]],
+        batch_size: int | None = None,
+        top_k: int = 1,
+        progress: bool = False,
+    ) -> list[SentenceAnalysis]:
+        """Tags of pre-tokenised sentences with token and entity confidences."""
+
+    @abstractmethod
+    def score(self, sentences: Sequence[Sentence], path: str | Path = "<data>") -> EntityScores:
+        """Entity scores against the sentences' gold tags."""
+
+    def predict(
+        self,
+        texts: Sequence[str],
+        min_confidence: float | None = None,
+        batch_size: int | None = None,
+        top_k: int = 1,
+        progress: bool = False,
+    ) -> list[TaggedText]:
+        """Tokenise raw ``texts`` (a single string is one text) and tag them: for each text, its
+        sentences with entities and their confidences; ``min_confidence`` leaves out entities
+        below it; ``batch_size`` sentences per forward pass; ``top_k`` > 1 adds each sentence's
+        ``top_k`` best analyses with their probabilities; ``progress`` shows a bar."""
+
+        def analyse(sentences: Sequence[Sequence[str]]) -> list[SentenceAnalysis]:
+            return self.analyse_tokens(sentences, batch_size, top_k, progress)
+
+        return predict_texts(analyse, texts, min_confidence)
+
+    def evaluate(self, path: str | Path) -> EntityScores:
+        """Score the tagger on a labelled CoNLL file, as conlleval does."""
+        sentences = read_conll(path, self.config.data.token_column, self.config.data.tag_column)
+        return self.score(sentences, path)
 
 
 AnalyseTokens = Callable[[Sequence[Sequence[str]]], list[SentenceAnalysis]]
