@@ -110,33 +110,18 @@ class LayerPoolingTagger(Tagging):
 
         ``states``: the sentences' flat word states when already known (the feature cache).
         """
-        analyses = self._analyse(sentences, batch_size, states, confidence=False)
+        analyses = self._analyse(sentences, batch_size, confidence=False, states=states)
         return [a.tags for a in analyses]
-
-    def analyse_tokens(
-        self,
-        sentences: Sequence[Sequence[str]],
-        batch_size: int | None = None,
-        top_k: int = 1,
-        progress: bool = False,
-    ) -> list[SentenceAnalysis]:
-        """Tags of pre-tokenised sentences with each token's and each entity's confidence, and
-        the ``top_k`` best analyses of each sentence when ``top_k`` > 1."""
-        if top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
-        return self._analyse(
-            sentences, batch_size, None, confidence=True, top_k=top_k, progress=progress
-        )
 
     @torch.no_grad()  # not inference mode: the CRF's marginals are a gradient
     def _analyse(
         self,
         sentences: Sequence[Sequence[str]],
         batch_size: int | None,
-        states: torch.Tensor | None,
         confidence: bool,
         top_k: int = 1,
         progress: bool = False,
+        states: torch.Tensor | None = None,
     ) -> list[SentenceAnalysis]:
         batch_size = batch_size or self.config.backbone.batch_size
         starts = [0]

@@ -83,19 +83,6 @@ class Tagger(Tagging):
         """Tags for pre-tokenised sentences, in the output scheme, in input order."""
         return [a.tags for a in self._analyse(sentences, batch_size, confidence=False)]
 
-    def analyse_tokens(
-        self,
-        sentences: Sequence[Sequence[str]],
-        batch_size: int | None = None,
-        top_k: int = 1,
-        progress: bool = False,
-    ) -> list[SentenceAnalysis]:
-        """Tags of pre-tokenised sentences with each token's and each entity's confidence, and
-        the ``top_k`` best analyses of each sentence when ``top_k`` > 1."""
-        if top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
-        return self._analyse(sentences, batch_size, confidence=True, top_k=top_k, progress=progress)
-
     @torch.no_grad()  # not inference mode: the CRF's marginals are a gradient
     def _analyse(
         self,

@@ -156,12 +156,22 @@ def analyse_batch(model: Any, batch: Any, confidence: bool, top_k: int = 1) -> l
 
 class Tagging(ABC):
     """What every tagger does with its analyses, whatever computes them: predictions for raw
-    text and scores on a CoNLL file. A tagger supplies ``analyse_tokens``, ``score`` and a
-    config with a CoNLL ``data`` section."""
+    text and scores on a CoNLL file. A tagger supplies ``_analyse`` (its batched network pass),
+    ``score`` and a config with a CoNLL ``data`` section."""
 
     config: Any
 
     @abstractmethod
+    def _analyse(
+        self,
+        sentences: Sequence[Sequence[str]],
+        batch_size: int | None,
+        confidence: bool,
+        top_k: int = 1,
+        progress: bool = False,
+    ) -> list[SentenceAnalysis]:
+        """Analyses in input order; without ``confidence``, the tags alone."""
+
     def analyse_tokens(
         self,
         sentences: Sequence[Sequence[str]],
@@ -169,7 +179,11 @@ class Tagging(ABC):
         top_k: int = 1,
         progress: bool = False,
     ) -> list[SentenceAnalysis]:
-        """Tags of pre-tokenised sentences with token and entity confidences."""
+        """Tags of pre-tokenised sentences with each token's and each entity's confidence, and
+        the ``top_k`` best analyses of each sentence when ``top_k`` > 1."""
+        if top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        return self._analyse(sentences, batch_size, confidence=True, top_k=top_k, progress=progress)
 
     @abstractmethod
     def score(self, sentences: Sequence[Sentence], path: str | Path = "<data>") -> EntityScores:
