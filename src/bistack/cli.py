@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.set_defaults(run=run_evaluate)
 
     predict = commands.add_parser("predict", help="tag, classify or score raw text")
-    predict.add_argument("model", help="model directory")
+    predict.add_argument("model", help="model directory (or a directory bistack export wrote)")
     predict.add_argument("text", nargs="*", help="texts (one argument each)")
     predict.add_argument("--input", help="file with one text per line, or - for stdin")
     predict.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
@@ -108,6 +108,19 @@ def build_parser() -> argparse.ArgumentParser:
         "sentence) and print each tag as soon as it is final",
     )
     predict.set_defaults(run=run_predict)
+
+    export = commands.add_parser(
+        "export", help="export a model to ONNX, to predict without PyTorch (onnxruntime)"
+    )
+    export.add_argument(
+        "model", help="model directory of a recurrent tagger, classifier or regressor"
+    )
+    export.add_argument("--format", choices=["onnx"], default="onnx", help="onnx (the only one)")
+    export.add_argument("--output", required=True, help="directory to write")
+    export.add_argument(
+        "--overwrite", action="store_true", help="replace what --output holds (when done)"
+    )
+    export.set_defaults(run=run_export)
 
     explain = commands.add_parser("explain", help="show a text model's attention (HTML + PNG)")
     explain.add_argument("model", help="model directory of a classifier or regressor")
@@ -314,11 +327,34 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from bistack.tasks import task_of_directory
+    from bistack.export.runtime import is_exported, load_exported
 
-    device = checked_device(args.device)
-    report = task_of_directory(args.model).model.load(args.model, device).evaluate(args.data)
+    if is_exported(args.model):
+        exported_on_cpu(args.device)
+        model = load_exported(args.model)
+    else:
+        from bistack.tasks import task_of_directory
+
+        device = checked_device(args.device)
+        model = task_of_directory(args.model).model.load(args.model, device)
+    report = model.evaluate(args.data)
     print(json.dumps(report.to_json()) if args.json else str(report))
+    return 0
+
+
+def exported_on_cpu(device: str) -> None:
+    if device != "cpu":
+        raise ConfigError(
+            f"--device {device}: an exported model runs on onnxruntime's CPU provider; "
+            "predict with the PyTorch model directory to use another device"
+        )
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from bistack.export.onnx_export import export_model
+
+    output = export_model(args.model, args.output, overwrite=args.overwrite)
+    print(f"exported {args.model} to {output} (model.onnx, export.json, vocab.json)")
     return 0
 
 
@@ -339,45 +375,67 @@ def run_explain(args: argparse.Namespace) -> int:
 
 def run_predict(args: argparse.Namespace) -> int:
     from bistack.api.predictor import FORMATS
-    from bistack.tasks import task_of_directory
+    from bistack.export.runtime import is_exported, load_exported
 
-    task = task_of_directory(args.model)
-    if args.stream:
-        if task.stream is None:
-            return fail(
-                f"{args.model} holds {task.description}; only a recurrent tagger can stream "
-                "(a transformer backbone reads the whole sentence in both directions)"
-            )
-        return stream_tags(task.stream(task.model.load(args.model)))
-    if not task.predict_formats:
-        return fail(task.predict_hint)
-    fmt = args.format or task.predict_formats[0]
-    if fmt not in task.predict_formats:
-        return fail(
-            f"--format {fmt} is not for {task.description}; it writes "
-            f"{' or '.join(task.predict_formats)}"
-        )
-    options: dict[str, Any] = {"attention": True} if args.attention else {}
-    if args.min_confidence is not None:
-        options["min_confidence"] = args.min_confidence
-    if args.top_k != 1:
-        if args.top_k < 1:
-            return fail(f"--top-k must be >= 1, got {args.top_k}")
-        options["top_k"] = args.top_k
+    load: Callable[[], Any]
+    if is_exported(args.model):
+        if args.stream:
+            return fail(f"{args.model} is an exported model, which cannot stream")
+        exported_on_cpu(args.device)
+        exported = load_exported(args.model)
+        formats, allowed = exported.PREDICT_FORMATS, exported.PREDICT_OPTIONS
+        description = exported.description
+
+        def load() -> Any:
+            return exported
+    else:
+        from bistack.tasks import task_of_directory
+
+        task = task_of_directory(args.model)
+        if args.stream:
+            if task.stream is None:
+                return fail(
+                    f"{args.model} holds {task.description}; only a recurrent tagger can stream "
+                    "(a transformer backbone reads the whole sentence in both directions)"
+                )
+            return stream_tags(task.stream(task.model.load(args.model)))
+        if not task.predict_formats:
+            return fail(task.predict_hint)
+        formats, allowed, description = task.predict_formats, task.predict_options, task.description
+
+        def load() -> Any:
+            return task.model.load(args.model, checked_device(args.device))
+
+    fmt = args.format or formats[0]
+    if fmt not in formats:
+        return fail(f"--format {fmt} is not for {description}; it writes {' or '.join(formats)}")
+    options = predict_options(args)
     for option in options:
-        if option not in task.predict_options:
+        if option not in allowed:
             flag = "--" + option.replace("_", "-")
-            return fail(f"{flag} is not for {task.description} ({args.model})")
+            return fail(f"{flag} is not for {description} ({args.model})")
     texts = list(args.text)
     if args.input:
         texts.extend(read_texts(args.input))
     if not texts:
         return fail("nothing to predict: give TEXT arguments or --input FILE")
-    model = task.model.load(args.model, checked_device(args.device))
+    model = load()
     write = FORMATS[fmt]
-    for prediction in model.predict(texts, **options):  # type: ignore[attr-defined]
+    for prediction in model.predict(texts, **options):
         sys.stdout.write(write(prediction))
     return 0
+
+
+def predict_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The options of ``predict`` a user asked for, as ``Model.predict`` keywords."""
+    options: dict[str, Any] = {"attention": True} if args.attention else {}
+    if args.min_confidence is not None:
+        options["min_confidence"] = args.min_confidence
+    if args.top_k != 1:
+        if args.top_k < 1:
+            raise ConfigError(f"--top-k must be >= 1, got {args.top_k}")
+        options["top_k"] = args.top_k
+    return options
 
 
 def stream_tags(stream: Any) -> int:

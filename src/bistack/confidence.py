@@ -17,15 +17,14 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from bistack.analysis import Span
 from bistack.crf import CRF, IMPOSSIBLE
 from bistack.schemes import spans_from_tags
-
-Span = tuple[int, int, str]  # (start, end, type), end exclusive
 
 
 @dataclass(frozen=True)
@@ -153,18 +152,6 @@ def _clamped(emissions: Tensor, clamp: dict[int, int]) -> Tensor:
         result[position] = IMPOSSIBLE
         result[position, tag] = keep
     return result
-
-
-@dataclass(frozen=True)
-class Analysis:
-    """One sentence's predicted tags (ids, in the head's scheme), each token's probability of
-    its predicted tag, each predicted entity's probability, and, when asked for, the best
-    whole-sentence analyses with their probabilities (the first is ``path``)."""
-
-    path: list[int]
-    token_confidence: list[float]
-    entities: dict[Span, float]
-    alternatives: list[tuple[list[int], float]] = field(default_factory=list)
 
 
 def independent_best_paths(log_probabilities: Tensor, top_k: int) -> list[tuple[list[int], float]]:

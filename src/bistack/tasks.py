@@ -33,6 +33,7 @@ from bistack.config import (
     upgrade_legacy,
 )
 from bistack.errors import ConfigError, ModelFileError
+from bistack.export.plans import ExportPlan, classifier_plan, regressor_plan, tagger_plan
 from bistack.modeldir import model_kind
 from bistack.recipes.driver import (
     DEFAULT_OPTIONS,
@@ -77,7 +78,9 @@ class Task:
     which ``explain`` draws; ``min_confidence``: leave out entities below a confidence);
     stream: how to tag token by token (``predict --stream``), if it can;
     ladder: its build-order ladder, if it has one;
-    compares_poolers: whether ``compare-poolers`` trains its layer poolers.
+    compares_poolers: whether ``compare-poolers`` trains its layer poolers;
+    export: what ``bistack export`` writes for it (its graph and runtime), if it can be exported;
+    export_hint: why not, when it cannot.
     """
 
     kind: str
@@ -92,6 +95,8 @@ class Task:
     stream: Callable[[Any], StreamingTagger] | None = None
     ladder: Ladder | None = None
     compares_poolers: bool = False
+    export: Callable[[Any], ExportPlan] | None = None
+    export_hint: str = ""
 
 
 TASKS: dict[str, Task] = {}
@@ -157,6 +162,12 @@ def train(
     return train_model(config, output, task.prepare, task.metric, options, **inputs)
 
 
+_BACKBONE_EXPORT = (
+    "a model over a transformer backbone cannot be exported yet (export the recurrent "
+    "taggers, classifiers and regressors)"
+)
+
+
 def _stream(tagger: Tagger) -> StreamingTagger:
     return StreamingTagger(tagger)
 
@@ -172,6 +183,7 @@ register(
         predict_formats=("conll", "jsonl"),
         predict_options=frozenset({"min_confidence", "top_k"}),
         stream=_stream,
+        export=tagger_plan,
         ladder=Ladder(
             {"encoder.bidirectional": False, "encoder.num_layers": 1, "encoder.residual": False}
             | {"head.type": "softmax"},
@@ -190,6 +202,7 @@ register(
         DEV_F1,
         predict_formats=("conll", "jsonl"),
         predict_options=frozenset({"min_confidence", "top_k"}),
+        export_hint=_BACKBONE_EXPORT,
     )
 )
 _TEXT_LADDER = Ladder(
@@ -208,6 +221,7 @@ register(
         DEV_ACCURACY,
         predict_options=frozenset({"attention"}),
         ladder=_TEXT_LADDER,
+        export=classifier_plan,
     )
 )
 register(
@@ -220,6 +234,7 @@ register(
         DEV_RMSE,
         predict_options=frozenset({"attention"}),
         ladder=_TEXT_LADDER,
+        export=regressor_plan,
     )
 )
 register(
@@ -231,6 +246,7 @@ register(
         LayerPoolingClassifier,
         DEV_ACCURACY,
         compares_poolers=True,
+        export_hint=_BACKBONE_EXPORT,
     )
 )
 register(
@@ -242,6 +258,7 @@ register(
         LayerPoolingRegressor,
         DEV_RMSE,
         compares_poolers=True,
+        export_hint=_BACKBONE_EXPORT,
     )
 )
 register(
@@ -254,5 +271,6 @@ register(
         DEV_PERPLEXITY,
         predict_formats=(),
         predict_hint="a language model predicts no labels; use bistack sample",
+        export_hint="a language model samples token by token, which export does not cover",
     )
 )

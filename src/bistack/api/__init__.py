@@ -1,24 +1,33 @@
 """What a user loads from a model directory. Each class loads its own kind; ``load_model``
-(the task table) loads whichever kind a directory holds."""
+(the task table) loads whichever kind a directory holds.
 
-from bistack.api.language_model import LanguageModel
-from bistack.api.layer_tagger import LayerPoolingTagger
-from bistack.api.layer_text import LayerPoolingClassifier, LayerPoolingRegressor
-from bistack.api.tagger import Tagger
-from bistack.api.tagging import Entity, TaggedSentence, TaggedText
-from bistack.api.text import Classifier, Regressor
-from bistack.api.text_outputs import TextPrediction
+The names are imported on first use, so that modules in this package that need no torch (the
+prediction records, ``predictor``) can be used where torch is not installed (an exported
+model's runtime)."""
 
-__all__ = [
-    "Classifier",
-    "Entity",
-    "LanguageModel",
-    "LayerPoolingClassifier",
-    "LayerPoolingRegressor",
-    "LayerPoolingTagger",
-    "Regressor",
-    "TaggedSentence",
-    "TaggedText",
-    "Tagger",
-    "TextPrediction",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_WHERE = {
+    "Classifier": "bistack.api.text",
+    "Entity": "bistack.api.tagging",
+    "LanguageModel": "bistack.api.language_model",
+    "LayerPoolingClassifier": "bistack.api.layer_text",
+    "LayerPoolingRegressor": "bistack.api.layer_text",
+    "LayerPoolingTagger": "bistack.api.layer_tagger",
+    "Regressor": "bistack.api.text",
+    "TaggedSentence": "bistack.api.tagging",
+    "TaggedText": "bistack.api.tagging",
+    "Tagger": "bistack.api.tagger",
+    "TextPrediction": "bistack.api.text_prediction",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'bistack.api' has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name]), name)

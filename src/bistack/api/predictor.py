@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, Self, TypeVar
-
-import torch
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, Self, TypeVar
 
 from bistack.config import ExperimentConfig
 from bistack.errors import ModelFileError
+
+if TYPE_CHECKING:  # the outlets that run exported models import this module without torch
+    import torch
 
 T = TypeVar("T")
 

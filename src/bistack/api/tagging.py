@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
 
-from bistack.confidence import Analysis, Span
+from bistack.analysis import Analysis, Span
 from bistack.data.conll import Sentence, read_conll, write_conll
 from bistack.data.tokenize import Token, tokenize
 from bistack.errors import DataError

@@ -14,7 +14,7 @@ from typing import Self
 import torch
 from torch import Tensor
 
-from bistack.data.features import EncodedSentence, TokenVocabularies
+from bistack.data.features import EncodedSentence, TokenVocabularies, padded_rows, token_rows
 
 PAD_TAG = -100  # ignored by cross-entropy; the CRF reads the mask instead
 
@@ -79,7 +79,7 @@ class TextBatch(TokenBatch):
 
 def padded(rows: Sequence[Sequence[int]], width: int, fill: int = 0) -> Tensor:
     """``(len(rows), width)`` long tensor of ``rows`` right-padded with ``fill``."""
-    return torch.tensor([[*row, *[fill] * (width - len(row))] for row in rows], dtype=torch.long)
+    return torch.tensor(padded_rows(rows, width, fill), dtype=torch.long)
 
 
 def collate_tokens(
@@ -90,19 +90,15 @@ def collate_tokens(
     Each tensor is made by one ``torch.tensor`` call on padded lists: building them row by row
     cost more than the BiLSTM step it feeds (``benchmarks/results/speed.md``).
     """
-    seq_len = max(len(s.words) for s in sentences)
-    unique: dict[str, int] = {}
-    positions = [[unique.setdefault(token, len(unique)) for token in s.tokens] for s in sentences]
-    char_ids = vocabularies.chars.index
-    spelled = [[char_ids.get(c, 1) for c in token] for token in unique]  # 1 is <unk>
-    lengths = torch.tensor([len(s.words) for s in sentences])
+    rows = token_rows(sentences, vocabularies)
+    lengths = torch.tensor(rows.lengths)
     return TokenBatch(
-        words=padded([s.words for s in sentences], seq_len),
-        casing=padded([s.casing for s in sentences], seq_len),
-        chars=padded(spelled, max(len(token) for token in unique)),
-        char_lengths=torch.tensor([len(token) for token in spelled]),
-        char_index=padded(positions, seq_len),
-        mask=torch.arange(seq_len) < lengths.unsqueeze(1),
+        words=torch.tensor(rows.words),
+        casing=torch.tensor(rows.casing),
+        chars=torch.tensor(rows.chars),
+        char_lengths=torch.tensor(rows.char_lengths),
+        char_index=torch.tensor(rows.char_index),
+        mask=torch.arange(len(rows.words[0])) < lengths.unsqueeze(1),
     )
 
 

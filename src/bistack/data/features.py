@@ -119,6 +119,42 @@ class TokenVocabularies:
         )
 
 
+@dataclass(frozen=True)
+class TokenRows:
+    """A batch's token features as right-padded lists (what the tensors of a ``TokenBatch`` are
+    made of; the ONNX runtime makes arrays of them): words, casing, char_index ``[batch][seq]``
+    (0 at padding), chars ``[unique_words][max_chars]`` with char_lengths, and lengths."""
+
+    words: list[list[int]]
+    casing: list[list[int]]
+    chars: list[list[int]]
+    char_lengths: list[int]
+    char_index: list[list[int]]
+    lengths: list[int]
+
+
+def padded_rows(rows: Sequence[Sequence[int]], width: int, fill: int = 0) -> list[list[int]]:
+    """``rows`` right-padded with ``fill`` to ``width``."""
+    return [[*row, *[fill] * (width - len(row))] for row in rows]
+
+
+def token_rows(sentences: Sequence[EncodedSentence], vocabularies: TokenVocabularies) -> TokenRows:
+    """Pad encoded texts into :class:`TokenRows`; each distinct token is spelled once."""
+    seq_len = max(len(s.words) for s in sentences)
+    unique: dict[str, int] = {}
+    positions = [[unique.setdefault(token, len(unique)) for token in s.tokens] for s in sentences]
+    char_ids = vocabularies.chars.index
+    spelled = [[char_ids.get(c, 1) for c in token] for token in unique]  # 1 is <unk>
+    return TokenRows(
+        words=padded_rows([s.words for s in sentences], seq_len),
+        casing=padded_rows([s.casing for s in sentences], seq_len),
+        chars=padded_rows(spelled, max(len(token) for token in unique)),
+        char_lengths=[len(token) for token in spelled],
+        char_index=padded_rows(positions, seq_len),
+        lengths=[len(s.words) for s in sentences],
+    )
+
+
 def tag_order(tags: Iterable[str]) -> list[str]:
     """Distinct tags, "O" first, then grouped by type: the one tag order of every tagger."""
     return sorted(set(tags), key=lambda t: (t != "O", t.partition("-")[2], t))

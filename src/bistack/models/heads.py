@@ -9,8 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bistack.analysis import Analysis
 from bistack.confidence import (
-    Analysis,
     crf_marginals,
     crf_span_probabilities,
     independent_best_paths,

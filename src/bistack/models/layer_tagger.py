@@ -13,7 +13,7 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from bistack.confidence import Analysis
+from bistack.analysis import Analysis
 from bistack.config import LayerPoolingTaggerConfig
 from bistack.dropout import Dropout
 from bistack.encoders import SequenceEncoder

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from bistack.confidence import Analysis
+from bistack.analysis import Analysis
 from bistack.config import TaggerConfig
 from bistack.data.batching import TaggingBatch
 from bistack.data.features import TokenVocabularies

@@ -1,0 +1,37 @@
+"""A text model's prediction for one text, as plain data (no torch), so every outlet (the CLI,
+the server, the ONNX runtime) writes the same record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from bistack.data.tokenize import Token
+
+
+@dataclass(frozen=True)
+class TextPrediction:
+    """A prediction for one text.
+
+    Classification: ``label`` and ``probabilities``. Regression: ``values`` per target, in the
+    original units. ``attention``: (token, weight) pairs when asked for and the pooling has them.
+    """
+
+    text: str
+    label: str | None = None
+    probabilities: dict[str, float] | None = None
+    values: dict[str, float] | None = None
+    attention: list[tuple[Token, float]] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"text": self.text}
+        if self.label is not None:
+            record |= {"label": self.label, "probabilities": self.probabilities}
+        elif self.values is not None:
+            record["values"] = self.values  # neither: a blank text, which has no prediction
+        if self.attention is not None:
+            record["attention"] = [
+                {"text": t.text, "start": t.start, "end": t.end, "weight": w}
+                for t, w in self.attention
+            ]
+        return record

@@ -1,0 +1,173 @@
+"""The numeric part of a trained model as one traceable module, for ONNX export.
+
+Each graph takes the batch a ``TokenBatch`` holds, as int64 arrays (``INPUTS``), and returns what
+a user needs, not intermediate scores: a tagger returns tag ids (the CRF's constrained Viterbi
+decode runs inside the graph as an ONNX ``Loop``), a classifier class probabilities (its
+temperature applied), a regressor values in original units (its calibration applied).
+
+The graphs reuse the trained modules and their weights; only what cannot be traced is done
+differently, with the same result:
+
+- the char BiLSTM runs over all of a batch's words at once instead of in length groups (a
+  group's width would be frozen into the graph as a constant);
+- the Viterbi decode is TorchScript, so its loops over positions become ONNX ``Loop`` nodes
+  whose trip count is the batch's width (the compiled CPU kernel cannot be exported).
+
+The encoder needs no change: each direction is one fused LSTM/GRU call (an ONNX ``LSTM``/``GRU``
+node) and the backward direction reads each sequence reversed within its own length (a
+``Gather``), so padding is never read, whatever the batch's width.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from bistack.masking import lengths_to_mask
+from bistack.models.embeddings import CharLSTMEncoder, TokenEmbedder
+
+# The graph's inputs, as collate_tokens builds them: words, casing, char_index ``(batch, seq)``,
+# chars ``(unique_words, max_chars)``, char_lengths ``(unique_words,)``, lengths ``(batch,)``.
+INPUTS = ("words", "casing", "chars", "char_lengths", "char_index", "lengths")
+DYNAMIC_AXES = {
+    "words": {0: "batch", 1: "seq"},
+    "casing": {0: "batch", 1: "seq"},
+    "chars": {0: "unique_words", 1: "max_chars"},
+    "char_lengths": {0: "unique_words"},
+    "char_index": {0: "batch", 1: "seq"},
+    "lengths": {0: "batch"},
+}
+
+
+def viterbi_tags(
+    emissions: Tensor, lengths: Tensor, transitions: Tensor, start: Tensor, end: Tensor
+) -> Tensor:
+    """Best tag path ``(batch, seq)`` of ``emissions`` ``(batch, seq, num_tags)``, 0 at padding.
+
+    The same recurrence as ``CRF._viterbi_best_tensor``, written for TorchScript: steps run over
+    padding too, each sequence's final score is read at its own last position, and its
+    backtrace starts there.
+    """
+    batch_size = emissions.size(0)
+    seq_len = emissions.size(1)
+    score = start + emissions[:, 0]  # (batch, num_tags)
+    scores = [score]
+    history = [torch.zeros_like(score, dtype=torch.long)]  # position 0 has no predecessor
+    for t in range(1, seq_len):
+        best, index = (score.unsqueeze(2) + transitions).max(dim=1)  # over the previous tag
+        score = best + emissions[:, t]
+        scores.append(score)
+        history.append(index)
+    last = lengths - 1
+    rows = torch.arange(batch_size, device=emissions.device)
+    final = torch.stack(scores, dim=1)[rows, last] + end  # (batch, num_tags)
+    best_last = final.argmax(dim=1)
+    pointers = torch.stack(history, dim=1)  # (batch, seq, num_tags)
+    tags = torch.zeros(batch_size, seq_len, dtype=torch.long, device=emissions.device)
+    current = best_last
+    for step in range(seq_len):
+        t = seq_len - 1 - step
+        current = torch.where(last == t, best_last, current)
+        tags[:, t] = current
+        current = pointers[:, t].gather(1, current.unsqueeze(1)).squeeze(1)
+    mask = torch.arange(seq_len, device=emissions.device).unsqueeze(0) < lengths.unsqueeze(1)
+    return tags * mask
+
+
+@functools.cache
+def scripted_viterbi() -> Any:
+    """:func:`viterbi_tags` compiled by TorchScript, once, on first export (TorchScript is
+    deprecated for everything but this exporter, and says so when used)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return torch.jit.script(viterbi_tags)
+
+
+def token_vectors(embedder: TokenEmbedder, inputs: tuple[Tensor, ...]) -> Tensor:
+    """``TokenEmbedder.forward`` in inference, char words in one group ->
+    ``(batch, seq, embedder.output_size)``."""
+    words, casing, chars, char_lengths, char_index, _ = inputs
+    parts = [embedder.word_embedding(words)]
+    if embedder.casing_embedding is not None:
+        parts.append(embedder.casing_embedding(casing))
+    encoder = embedder.char_encoder
+    if isinstance(encoder, CharLSTMEncoder):
+        spelled = encoder.embedding(chars)
+        parts.append(encoder.encoder(spelled, lengths=char_lengths).summary[char_index])
+    elif encoder is not None:  # the char CNN has no data-dependent shapes
+        parts.append(encoder(chars, char_lengths)[char_index])
+    return torch.cat(parts, dim=-1)
+
+
+class TaggerGraph(nn.Module):
+    """A recurrent tagger's inference: inputs -> ``tags`` ``(batch, seq)`` int64, 0 at padding."""
+
+    OUTPUTS = ("tags",)
+
+    def __init__(self, network: nn.Module) -> None:
+        super().__init__()
+        self.network = network
+        self.eval()  # the exporter restores this mode after tracing: it must be inference
+
+    def forward(self, *inputs: Tensor) -> Tensor:
+        lengths = inputs[-1]
+        mask = lengths_to_mask(lengths, inputs[0].size(1))
+        network = self.network
+        states = network.encoder(token_vectors(network.embedder, inputs), mask=mask).states
+        emissions = network.head.project(states)  # (batch, seq, num_tags)
+        crf = getattr(network.head, "crf", None)
+        if crf is None:  # a softmax head: the best tag of each token
+            return emissions.argmax(dim=-1) * mask
+        transitions, start, end = (score.detach() for score in crf.constrained_scores())
+        return scripted_viterbi()(emissions, lengths, transitions, start, end)
+
+
+class TextGraph(nn.Module):
+    """A recurrent text model's inference: inputs -> ``outputs`` ``(batch, num_outputs)`` (class
+    probabilities, or values in original units) and, when the pooling attends, ``attention``
+    ``(batch, seq)``, exactly 0 at padding.
+
+    ``attends``: whether the pooling attends (its weights become an output);
+    ``temperature``: logits are divided by it before the softmax (classifiers); ``affine``:
+    ``(mean, std, scale, offset)`` per output, values ``(raw * std + mean) * scale + offset``
+    (regressors).
+    """
+
+    def __init__(
+        self,
+        network: nn.Module,
+        *,
+        attends: bool,
+        temperature: float | None = None,
+        affine: tuple[list[float], list[float], list[float], list[float]] | None = None,
+    ) -> None:
+        super().__init__()
+        self.network = network
+        self.eval()  # the exporter restores this mode after tracing: it must be inference
+        self.temperature = temperature
+        self.affine = None if affine is None else [torch.tensor(values) for values in affine]
+        self.attends = attends
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return ("outputs", "attention") if self.attends else ("outputs",)
+
+    def forward(self, *inputs: Tensor) -> Tensor | tuple[Tensor, Tensor]:
+        lengths = inputs[-1]
+        mask = lengths_to_mask(lengths, inputs[0].size(1))
+        network = self.network
+        states = network.encoder(token_vectors(network.embedder, inputs), mask=mask).states
+        pooled = network.pooling(states, mask)
+        raw = network.head(pooled.vector)  # (batch, num_outputs)
+        if self.affine is None:
+            outputs = torch.softmax(raw / (self.temperature or 1.0), dim=-1)
+        else:
+            mean, std, scale, offset = self.affine
+            outputs = (raw * std + mean) * scale + offset
+        if self.attends:
+            return outputs, pooled.weights
+        return outputs

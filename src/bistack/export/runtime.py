@@ -1,0 +1,296 @@
+"""Run an exported model directory on onnxruntime, without PyTorch.
+
+Needs only numpy, onnxruntime, NLTK (the tokenizer) and PyYAML besides bistack's own pure-Python
+modules; nothing here or in what it imports loads torch (a test runs it with torch made
+unimportable). Predictions are the same records ``bistack predict`` writes for the model it was
+exported from: ``TaggedText`` for taggers, ``TextPrediction`` for text models.
+
+What it cannot give, because the graph returns the decode rather than scores: a tagger's token
+and entity confidences (they are ``null``), ``--min-confidence`` and ``--top-k``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from bistack.analysis import Analysis
+from bistack.api.tagging import SentenceAnalysis, Tagging, in_output_scheme, score_sentences
+from bistack.api.text_prediction import TextPrediction
+from bistack.data.conll import Sentence
+from bistack.data.features import TokenVocabularies, token_rows
+from bistack.data.tables import Example, parse_targets, read_table
+from bistack.data.tokenize import Token, tokenize_text
+from bistack.errors import ConfigError, DataError, ModelFileError
+from bistack.metrics.entities import EntityScores
+from bistack.metrics.text import (
+    ClassificationScores,
+    RegressionScores,
+    attention_diagnostics,
+    classification_scores,
+    expected_calibration_error,
+    regression_scores,
+)
+
+FORMAT = "bistack-onnx"
+EXPORT_FILE = "export.json"
+MODEL_FILE = "model.onnx"
+VOCAB_FILE = "vocab.json"
+DEFAULT_BATCH = 256
+
+
+def is_exported(path: str | Path) -> bool:
+    """Whether ``path`` is a directory ``bistack export`` wrote."""
+    return (Path(path) / EXPORT_FILE).is_file()
+
+
+def open_session(path: str | Path) -> Any:
+    """An onnxruntime session on the CPU for ``path``; a clear error when onnxruntime is
+    missing."""
+    try:
+        import onnxruntime
+    except ImportError:
+        raise ConfigError(
+            "running an exported model needs onnxruntime: pip install 'bistack[onnx]'"
+        ) from None
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3  # warnings about unused initialisers are not the user's
+    try:
+        return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as error:  # onnxruntime raises its own classes for a damaged file
+        raise ModelFileError(f"{path}: not a readable ONNX model ({error})") from None
+
+
+def namespace(data: Any) -> Any:
+    """A config dict as attributes (``config.data.token_column``), as the config classes read."""
+    if isinstance(data, dict):
+        return SimpleNamespace(**{key: namespace(value) for key, value in data.items()})
+    return data
+
+
+class ExportedModel:
+    """What every exported model holds: its session, vocabularies and settings."""
+
+    PREDICT_FORMATS: ClassVar[tuple[str, ...]] = ("jsonl",)
+    PREDICT_OPTIONS: ClassVar[frozenset[str]] = frozenset()
+
+    def __init__(self, path: Path, meta: dict[str, Any], vocabularies: TokenVocabularies) -> None:
+        self.path = path
+        self.meta = meta
+        self.KIND = meta["kind"]
+        self.config = namespace(meta["config"])
+        self.vocabularies = vocabularies
+        self.session = open_session(path / MODEL_FILE)
+        self.input_names = [i.name for i in self.session.get_inputs()]
+
+    @property
+    def description(self) -> str:
+        return f"an exported {self.KIND.replace('_', ' ')}"
+
+    def run(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        """The graph's outputs for one batch of token lists."""
+        rows = token_rows([self.vocabularies.encode(s) for s in sentences], self.vocabularies)
+        arrays = {
+            "words": rows.words,
+            "casing": rows.casing,
+            "chars": rows.chars,
+            "char_lengths": rows.char_lengths,
+            "char_index": rows.char_index,
+            "lengths": rows.lengths,
+        }
+        feed = {name: np.asarray(arrays[name], dtype=np.int64) for name in self.input_names}
+        return self.session.run(None, feed)
+
+    def batches(self, lengths: Sequence[int], batch_size: int | None) -> list[list[int]]:
+        """Indices in batches of similar length (as PyTorch predicts), shortest first."""
+        size = batch_size or int(getattr(self.config.train, "eval_batch_size", DEFAULT_BATCH))
+        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
+        return [order[i : i + size] for i in range(0, len(order), size)]
+
+
+class ExportedTagger(ExportedModel, Tagging):
+    """An exported tagger: the best tags (the CRF's Viterbi path), entities with offsets."""
+
+    PREDICT_FORMATS = ("conll", "jsonl")
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.vocabularies.tags.items)
+
+    def _analyse(
+        self,
+        sentences: Sequence[Sequence[str]],
+        batch_size: int | None,
+        confidence: bool,
+        top_k: int = 1,
+        progress: bool = False,
+    ) -> list[SentenceAnalysis]:
+        if top_k != 1:
+            raise ConfigError(f"{self.description} gives the best tags only, not the top {top_k}")
+        if any(not s for s in sentences):
+            raise ValueError("cannot tag an empty sentence")
+        scheme = self.meta["output_scheme"]
+        by_index: dict[int, SentenceAnalysis] = {}
+        for indices in self.batches([len(s) for s in sentences], batch_size):
+            (tags,) = self.run([sentences[i] for i in indices])
+            for row, index in enumerate(indices):
+                path = tags[row, : len(sentences[index])].tolist()
+                by_index[index] = in_output_scheme(Analysis(path, [], {}), self.labels, scheme)
+        return [by_index[i] for i in range(len(sentences))]
+
+    def predict(
+        self,
+        texts: Sequence[str],
+        min_confidence: float | None = None,
+        batch_size: int | None = None,
+        top_k: int = 1,
+        progress: bool = False,
+    ) -> list[Any]:
+        """Tag raw texts as ``Tagger.predict`` does; entity confidences are not in the graph."""
+        if min_confidence is not None:
+            raise ConfigError(f"{self.description} has no entity confidences to filter on")
+        return super().predict(texts, None, batch_size, top_k, progress)
+
+    def tag_tokens(
+        self, sentences: Sequence[Sequence[str]], batch_size: int | None = None
+    ) -> list[list[str]]:
+        return [a.tags for a in self._analyse(sentences, batch_size, confidence=False)]
+
+    def score(self, sentences: Sequence[Sentence], path: str | Path = "<data>") -> EntityScores:
+        scheme = self.meta["output_scheme"]
+        return score_sentences(self.tag_tokens, self.labels, scheme, sentences, path)
+
+
+class ExportedTextModel(ExportedModel):
+    """An exported classifier or regressor: labels with probabilities, or values."""
+
+    PREDICT_OPTIONS = frozenset({"attention"})
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        return self.meta["outputs"]
+
+    @property
+    def regresses(self) -> bool:
+        return "targets" in self.outputs
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.outputs["targets" if self.regresses else "labels"])
+
+    def tokenize(self, text: str) -> list[Token]:
+        return tokenize_text(text, self.config.data.tokenizer)
+
+    def run_texts(
+        self, texts: Sequence[str], batch_size: int | None = None
+    ) -> tuple[list[list[Token]], np.ndarray, list[list[float]] | None]:
+        """Tokens, outputs ``(texts, num_outputs)`` and attention weights, in input order."""
+        tokens = [self.tokenize(text) for text in texts]
+        for index, text_tokens in enumerate(tokens):
+            if not text_tokens:
+                raise DataError("input", f"text {index + 1} has no tokens: {texts[index]!r}")
+        outputs = np.zeros((len(texts), len(self.labels)), dtype=np.float32)
+        weights: list[list[float]] = [[] for _ in texts]
+        attends = False
+        for indices in self.batches([len(t) for t in tokens], batch_size):
+            results = self.run([[t.text for t in tokens[i]] for i in indices])
+            outputs[indices] = results[0]
+            attends = len(results) > 1
+            for row, index in enumerate(indices):
+                if attends:
+                    weights[index] = results[1][row, : len(tokens[index])].tolist()
+        return tokens, outputs, weights if attends else None
+
+    def predict(
+        self,
+        texts: Sequence[str],
+        attention: bool = False,
+        batch_size: int | None = None,
+        progress: bool = False,
+    ) -> list[TextPrediction]:
+        """One prediction per text, as ``Classifier.predict``/``Regressor.predict`` make it."""
+        if isinstance(texts, str):
+            texts = [texts]
+        filled = [i for i, text in enumerate(texts) if text.strip()]
+        predictions = [TextPrediction(text) for text in texts]
+        if not filled:
+            return predictions
+        tokens, outputs, weights = self.run_texts([texts[i] for i in filled], batch_size)
+        names = self.labels
+        for row, index in enumerate(filled):
+            values = outputs[row].tolist()
+            shown = None
+            if attention and weights is not None:
+                shown = list(zip(tokens[row], weights[row], strict=True))
+            if self.regresses:
+                record = TextPrediction(
+                    texts[index], values=dict(zip(names, values, strict=True)), attention=shown
+                )
+            else:
+                record = TextPrediction(
+                    texts[index],
+                    label=names[int(np.argmax(outputs[row]))],
+                    probabilities=dict(zip(names, values, strict=True)),
+                    attention=shown,
+                )
+            predictions[index] = record
+        return predictions
+
+    def evaluate(self, path: str | Path) -> ClassificationScores | RegressionScores:
+        """The metrics ``bistack evaluate`` gives the PyTorch model, on a labelled table."""
+        data = self.config.data
+        examples = read_table(path, data.text_column, data.label_columns, file_format=data.format)
+        return self.score(examples, path)
+
+    def score(
+        self, examples: Sequence[Example], path: str | Path = "<data>"
+    ) -> ClassificationScores | RegressionScores:
+        names = self.labels
+        if self.regresses:
+            gold_values = parse_targets(examples, names, path)
+            _, outputs, weights = self.run_texts([e.text for e in examples])
+            diagnostics = attention_diagnostics(weights, 0.0)
+            return regression_scores(gold_values, outputs.tolist(), names, diagnostics)
+        index = {label: i for i, label in enumerate(names)}
+        for example in examples:
+            if example.labels[0] not in index:
+                raise DataError(
+                    path,
+                    f"label {example.labels[0]!r} never appeared in training "
+                    f"(known: {', '.join(names)})",
+                    row=example.row,
+                )
+        gold = [index[e.labels[0]] for e in examples]
+        _, outputs, weights = self.run_texts([e.text for e in examples])
+        predicted = outputs.argmax(axis=1).tolist()
+        scores = classification_scores(gold, predicted, names, attention_diagnostics(weights, 0.0))
+        correct = [p == g for p, g in zip(predicted, gold, strict=True)]
+        error = expected_calibration_error(outputs.max(axis=1).tolist(), correct)
+        return ClassificationScores(scores.to_json() | {"expected_calibration_error": error})
+
+
+# The runtime each exported directory names (written by the kind's export plan).
+RUNTIMES: dict[str, type[ExportedModel]] = {"tagging": ExportedTagger, "text": ExportedTextModel}
+
+
+def load_exported(path: str | Path) -> ExportedTagger | ExportedTextModel:
+    """Load a directory ``bistack export`` wrote (JSON and ONNX only; nothing is unpickled)."""
+    path = Path(path)
+    try:
+        meta = json.loads((path / EXPORT_FILE).read_text(encoding="utf-8"))
+        vocab = json.loads((path / VOCAB_FILE).read_text(encoding="utf-8"))
+        if meta.get("format") != FORMAT or meta.get("runtime") not in RUNTIMES:
+            raise ModelFileError(f"{path}/{EXPORT_FILE}: not a bistack export")
+        vocabularies = TokenVocabularies.from_json(vocab)
+        return RUNTIMES[meta["runtime"]](path, meta, vocabularies)  # type: ignore[return-value]
+    except FileNotFoundError as error:
+        raise ModelFileError(f"{path}: missing {Path(error.filename).name}") from None
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as error:
+        if isinstance(error, ModelFileError):
+            raise
+        raise ModelFileError(f"{path}: export.json or vocab.json is damaged ({error})") from None

@@ -1,0 +1,220 @@
+"""ONNX export: the exported graph gives what the PyTorch model gives, on batches mixing
+sentences of 1 and 200 tokens, and runs with torch made unimportable."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("onnxruntime", reason="ONNX export needs the onnx extra (bistack[onnx])")
+
+from bistack.cli import main
+from bistack.export.runtime import load_exported
+from bistack.tasks import config_from_dict, load_model
+from tests.conftest import tiny_config, train_quietly
+from tests.recipes.test_text_end_to_end import sentiment_rows, text_config, write_tsv
+
+WORDS = ["John", "Paris", "visited", "yesterday", ".", "Zorblax", "NEW", "york", "1999", "l'été"]
+
+
+def mixed_sentences(seed: int = 0) -> list[list[str]]:
+    """Sentences of 1 to 200 tokens, words known and unknown, in one list (one batch)."""
+    rng = random.Random(seed)
+    lengths = [1, 200, 3, 1, 57, 2, 200, 9]
+    return [[rng.choice(WORDS) for _ in range(n)] for n in lengths]
+
+
+def export(model_dir: Path, output: Path) -> Path:
+    assert main(["export", str(model_dir), "--format", "onnx", "--output", str(output)]) == 0
+    return output
+
+
+TAGGERS = {
+    "crf, char BiLSTM, 2 layers": {
+        "encoder": {"hidden_size": 16, "num_layers": 2},
+        "head": {"type": "crf"},
+    },
+    "softmax, char CNN, unidirectional": {
+        "features": {"char_encoder": "cnn"},
+        "encoder": {"hidden_size": 16, "bidirectional": False},
+        "head": {"type": "softmax"},
+    },
+    "crf in BIO, residual GRU, no chars": {
+        "data": {"scheme": "BIO"},
+        "features": {"char_encoder": "none", "casing_dim": 0},
+        "encoder": {"hidden_size": 16, "cell": "gru", "num_layers": 2, "residual": True},
+        "head": {"type": "crf"},
+    },
+}
+
+
+@pytest.mark.parametrize("name", list(TAGGERS))
+def test_an_exported_tagger_gives_the_same_tags_on_mixed_lengths(tmp_path, tiny_conll, name):
+    train, dev = tiny_conll
+    sections = {"train": {"max_epochs": 4}} | TAGGERS[name]
+    config = config_from_dict(tiny_config(train, dev, **sections))
+    model_dir = train_quietly(config, tmp_path / "run")
+    exported = load_exported(export(model_dir, tmp_path / "onnx"))
+    tagger = load_model(model_dir)
+    sentences = mixed_sentences()
+    want = tagger.tag_tokens(sentences, batch_size=len(sentences))
+    got = exported.tag_tokens(sentences, batch_size=len(sentences))
+    assert got == want
+    assert len({tag for tags in want for tag in tags}) > 1  # not a model that tags all "O"
+    # Padding is never read: each sentence alone gets the tags it gets beside 200-token ones.
+    alone = [exported.tag_tokens([s])[0] for s in sentences]
+    assert alone == got
+    # Scores on a CoNLL file are the PyTorch model's.
+    assert exported.evaluate(dev).to_json() == tagger.evaluate(dev).to_json()
+
+
+def test_the_crf_decode_and_the_lstm_are_inside_the_graph(tmp_path, tiny_conll):
+    onnx = pytest.importorskip("onnx", reason="reading the graph needs the onnx package")
+    config = config_from_dict(tiny_config(*tiny_conll, train={"max_epochs": 1}))
+    output = export(train_quietly(config, tmp_path / "run"), tmp_path / "onnx")
+    graph = onnx.load(str(output / "model.onnx")).graph
+    ops = {node.op_type for node in graph.node}
+    assert {"LSTM", "Loop"} <= ops  # the encoder's fused cells, the Viterbi loops
+    assert [o.name for o in graph.output] == ["tags"]
+    assert graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.INT64
+
+
+@pytest.fixture
+def sentiment(tmp_path):
+    return (
+        write_tsv(tmp_path / "train.tsv", sentiment_rows(200, 0)),
+        write_tsv(tmp_path / "dev.tsv", sentiment_rows(40, 1)),
+    )
+
+
+def long_texts() -> list[str]:
+    rng = random.Random(3)
+    words = ["the", "film", "superb", "dull", "plot", "Zorblax", "acting"]
+    return [" ".join(rng.choice(words) for _ in range(n)) for n in (1, 200, 5, 1, 80, 200)]
+
+
+@pytest.mark.parametrize("pooling", ["additive", "dot", "last", "max"])
+def test_an_exported_classifier_gives_the_same_probabilities(tmp_path, sentiment, pooling):
+    train, dev = sentiment
+    config = text_config(train, dev, pooling={"type": pooling}, train={"max_epochs": 2})
+    config["features"] |= {"char_encoder": "lstm", "casing_dim": 4}
+    model_dir = train_quietly(config_from_dict(config), tmp_path / "run")
+    classifier = load_model(model_dir)
+    assert classifier.outputs.temperature != 1.0  # fitted on dev, and exported with it
+    exported = load_exported(export(model_dir, tmp_path / "onnx"))
+    texts = long_texts()
+    want = classifier.predict(texts, attention=True, batch_size=len(texts))
+    got = exported.predict(texts, attention=True, batch_size=len(texts))
+    for a, b in zip(want, got, strict=True):
+        assert a.label == b.label
+        for label in a.probabilities:
+            assert b.probabilities[label] == pytest.approx(a.probabilities[label], abs=1e-5)
+        if a.attention is None:
+            assert b.attention is None
+        else:
+            assert [t for t, _ in a.attention] == [t for t, _ in b.attention]
+            assert [w for _, w in b.attention] == pytest.approx(
+                [w for _, w in a.attention], abs=1e-5
+            )
+    exported_scores, scores = exported.evaluate(dev).to_json(), classifier.evaluate(dev).to_json()
+    assert exported_scores["accuracy"] == scores["accuracy"]
+
+
+def test_an_exported_regressor_gives_the_same_calibrated_values(tmp_path):
+    rows = [(text, float(len(text.split()))) for text, _ in sentiment_rows(200, 0)]
+    train = write_tsv(tmp_path / "train.tsv", rows, header=("sentence", "score"))
+    dev = write_tsv(tmp_path / "dev.tsv", rows[:40], header=("sentence", "score"))
+    config = text_config(train, dev, kind="regressor", train={"max_epochs": 2})
+    config["data"]["label_columns"] = ["score"]
+    config["regression"] = {"calibrate": True}
+    config["features"] |= {"char_encoder": "cnn"}
+    model_dir = train_quietly(config_from_dict(config), tmp_path / "run")
+    regressor = load_model(model_dir)
+    assert regressor.outputs.info.get("calibration")
+    exported = load_exported(export(model_dir, tmp_path / "onnx"))
+    texts = long_texts()
+    want = regressor.predict(texts, batch_size=len(texts))
+    got = exported.predict(texts, batch_size=len(texts))
+    for a, b in zip(want, got, strict=True):
+        assert b.values["score"] == pytest.approx(
+            a.values["score"], abs=1e-5 * max(1, abs(a.values["score"]))
+        )
+
+
+BLOCK_TORCH = """
+import sys
+
+class NoTorch:  # any import of torch raises ImportError, as where torch is not installed
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == "torch":
+            raise ImportError("torch is not installed here")
+
+sys.meta_path.insert(0, NoTorch())
+from bistack.cli import main
+code = main(sys.argv[1:])
+assert "torch" not in sys.modules
+sys.exit(code)
+"""
+
+
+def test_an_exported_model_predicts_with_torch_unimportable(tmp_path, tiny_conll):
+    config = config_from_dict(tiny_config(*tiny_conll, train={"max_epochs": 1}))
+    model_dir = train_quietly(config, tmp_path / "run")
+    output = export(model_dir, tmp_path / "onnx")
+    text = "John visited Paris yesterday. Mary left New York ."
+    run = subprocess.run(
+        [sys.executable, "-c", BLOCK_TORCH, "predict", str(output), text, "--format", "conll"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert main(["predict", str(model_dir), text, "--format", "conll"]) == 0
+    tagged = load_model(model_dir).predict([text])[0].to_conll()
+    assert run.stdout == tagged
+
+
+def test_export_refuses_what_it_cannot_do_and_leaves_nothing(tmp_path, tiny_conll, capsys):
+    config = config_from_dict(tiny_config(*tiny_conll, train={"max_epochs": 1}))
+    model_dir = train_quietly(config, tmp_path / "run")
+    output = export(model_dir, tmp_path / "onnx")
+    before = {p.name: p.read_bytes() for p in output.iterdir()}
+    # An existing output stays as it was unless --overwrite.
+    assert main(["export", str(model_dir), "--output", str(output)]) == 2
+    assert "already exists" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in output.iterdir()} == before
+    # Options the exported graph has no scores for are refused, by name.
+    assert main(["predict", str(output), "John left .", "--min-confidence", "0.5"]) == 2
+    assert "--min-confidence is not for an exported tagger" in capsys.readouterr().err
+    assert main(["predict", str(output), "John left .", "--device", "cuda"]) == 2
+    assert "onnxruntime's CPU provider" in capsys.readouterr().err
+    # A damaged export.json is one clear line.
+    meta = json.loads((output / "export.json").read_text())
+    (output / "export.json").write_text(
+        json.dumps({k: v for k, v in meta.items() if k != "config"})
+    )
+    assert main(["predict", str(output), "John left ."]) == 2
+    assert "export.json or vocab.json is damaged" in capsys.readouterr().err
+    # Nothing is left beside the output by any of it (the run's lock is training's own).
+    assert not [p.name for p in tmp_path.iterdir() if "export" in p.name]
+
+
+def test_a_language_model_cannot_be_exported_and_says_why(tmp_path, capsys):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join("the cat sat on the mat" for _ in range(40)) + "\n")
+    config = {
+        "kind": "language_model",
+        "data": {"train": str(corpus), "dev_fraction": 0.1, "tokenizer": "whitespace"},
+        "features": {"word_dim": 8},
+        "encoder": {"hidden_size": 8, "bidirectional": False},
+        "train": {"max_epochs": 1},
+    }
+    model_dir = train_quietly(config_from_dict(config), tmp_path / "lm")
+    assert main(["export", str(model_dir), "--output", str(tmp_path / "onnx")]) == 2
+    assert "samples token by token" in capsys.readouterr().err
+    assert not (tmp_path / "onnx").exists()
