@@ -75,3 +75,25 @@ def tiny_config(train_path: Path, dev_path: Path | None, **sections: dict) -> di
 def train_quietly(config, output: Path) -> Path:
     """Train through the task table without progress bars; the model directory."""
     return tasks.train(config, output, RunOptions(progress=False)).model_dir
+
+
+@pytest.fixture(scope="session")
+def served_tagger(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small trained tagger's model directory, shared by the serving tests."""
+    root = tmp_path_factory.mktemp("served-tagger")
+    train = write_conll(root / "train.txt", tiny_sentences(120, seed=0))
+    dev = write_conll(root / "dev.txt", tiny_sentences(30, seed=1))
+    config = tasks.config_from_dict(tiny_config(train, dev, train={"max_epochs": 4}))
+    return train_quietly(config, root / "run")
+
+
+@pytest.fixture(scope="session")
+def served_classifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small trained classifier with attention pooling, shared by the serving tests."""
+    from tests.recipes.test_text_end_to_end import sentiment_rows, text_config, write_tsv
+
+    root = tmp_path_factory.mktemp("served-classifier")
+    train = write_tsv(root / "train.tsv", sentiment_rows(200, 0))
+    dev = write_tsv(root / "dev.tsv", sentiment_rows(40, 1))
+    config = text_config(train, dev, pooling={"type": "additive"}, train={"max_epochs": 3})
+    return train_quietly(tasks.config_from_dict(config), root / "run")

@@ -122,6 +122,30 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export.set_defaults(run=run_export)
 
+    serve = commands.add_parser(
+        "serve", help="serve a model over HTTP, with a web page to try it (bistack[serve])"
+    )
+    serve.add_argument("model", help="model directory (or a directory bistack export wrote)")
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
+    )
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free)")
+    serve.add_argument(
+        "--max-batch",
+        type=int,
+        default=64,
+        metavar="N",
+        help="texts grouped into one forward pass at most (default 64; 1: no grouping)",
+    )
+    serve.add_argument(
+        "--batch-window",
+        type=float,
+        default=5.0,
+        metavar="MS",
+        help="milliseconds a forward pass waits for more requests (default 5)",
+    )
+    serve.set_defaults(run=run_serve)
+
     explain = commands.add_parser("explain", help="show a text model's attention (HTML + PNG)")
     explain.add_argument("model", help="model directory of a classifier or regressor")
     explain.add_argument("text", nargs="+", help="texts to explain")
@@ -355,6 +379,43 @@ def run_export(args: argparse.Namespace) -> int:
 
     output = export_model(args.model, args.output, overwrite=args.overwrite)
     print(f"exported {args.model} to {output} (model.onnx, export.json, vocab.json)")
+    return 0
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    import socket
+
+    try:
+        import uvicorn
+
+        from bistack.serve.app import Limits, create_app
+    except ImportError as error:
+        raise ConfigError(
+            f"serving needs the serve extra ({error.name} is missing): pip install 'bistack[serve]'"
+        ) from None
+    from bistack.serve.served import load_served
+
+    if args.max_batch < 1 or args.batch_window < 0:
+        return fail("--max-batch must be >= 1 and --batch-window >= 0")
+    served = load_served(args.model)  # a model that does not load stops here, before binding
+    limits = Limits(batch_window=args.batch_window / 1000, max_batch_texts=args.max_batch)
+    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((args.host, args.port))
+    except OSError as error:
+        sock.close()
+        raise ConfigError(f"cannot listen on {args.host}:{args.port}: {error.strerror}") from None
+    host, port = sock.getsockname()[:2]
+    shown_host = f"[{host}]" if ":" in host else host
+    print(
+        f"serving {served.description} from {args.model} on http://{shown_host}:{port} "
+        "(the page at /, the API docs at /docs); Ctrl-C stops",
+        flush=True,
+    )
+    config = uvicorn.Config(create_app(served, limits), log_level="warning")
+    uvicorn.Server(config).run(sockets=[sock])
     return 0
 
 

@@ -79,6 +79,8 @@ class Task:
     stream: how to tag token by token (``predict --stream``), if it can;
     ladder: its build-order ladder, if it has one;
     compares_poolers: whether ``compare-poolers`` trains its layer poolers;
+    view: how the served web page shows a prediction (``entities`` inline, ``classes`` as
+    probability bars, ``values`` in original units, a ``sample``d continuation);
     export: what ``bistack export`` writes for it (its graph and runtime), if it can be exported;
     export_hint: why not, when it cannot.
     """
@@ -95,6 +97,7 @@ class Task:
     stream: Callable[[Any], StreamingTagger] | None = None
     ladder: Ladder | None = None
     compares_poolers: bool = False
+    view: str = "classes"
     export: Callable[[Any], ExportPlan] | None = None
     export_hint: str = ""
 
@@ -190,6 +193,7 @@ register(
             "3. + CRF",
             {"head.type": "crf"},
         ),
+        view="entities",
     )
 )
 register(
@@ -203,6 +207,7 @@ register(
         predict_formats=("conll", "jsonl"),
         predict_options=frozenset({"min_confidence", "top_k"}),
         export_hint=_BACKBONE_EXPORT,
+        view="entities",
     )
 )
 _TEXT_LADDER = Ladder(
@@ -222,6 +227,7 @@ register(
         predict_options=frozenset({"attention"}),
         ladder=_TEXT_LADDER,
         export=classifier_plan,
+        view="classes",
     )
 )
 register(
@@ -235,6 +241,7 @@ register(
         predict_options=frozenset({"attention"}),
         ladder=_TEXT_LADDER,
         export=regressor_plan,
+        view="values",
     )
 )
 register(
@@ -247,6 +254,7 @@ register(
         DEV_ACCURACY,
         compares_poolers=True,
         export_hint=_BACKBONE_EXPORT,
+        view="classes",
     )
 )
 register(
@@ -259,6 +267,7 @@ register(
         DEV_RMSE,
         compares_poolers=True,
         export_hint=_BACKBONE_EXPORT,
+        view="values",
     )
 )
 register(
@@ -272,5 +281,6 @@ register(
         predict_formats=(),
         predict_hint="a language model predicts no labels; use bistack sample",
         export_hint="a language model samples token by token, which export does not cover",
+        view="sample",
     )
 )

@@ -59,6 +59,7 @@ def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool =
             "format": FORMAT,
             "kind": task.kind,
             "runtime": plan.runtime,
+            "view": task.view,
             "bistack_version": __version__,
             "config": model.config.to_dict(),
             **plan.settings,

@@ -1,0 +1,237 @@
+"""The HTTP API and web page of ``bistack serve``.
+
+FastAPI on uvicorn: FastAPI validates request bodies with pydantic models (which also give the
+OpenAPI schema at ``/openapi.json`` and the docs at ``/docs``) and is the most used ASGI stack in
+Python; Starlette alone would mean writing that validation and schema by hand.
+
+Endpoints: ``POST /predict`` ``{"texts": [...], options}`` -> ``{"predictions": [records]}``,
+the records ``bistack predict --format jsonl`` writes; ``POST /sample`` for language models;
+``GET /health``; ``GET /info``; ``GET /`` the page. Bad input is a 4xx with ``{"error":
+message}`` naming the problem, and never stops the server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+from bistack.errors import BistackError
+from bistack.serve.batcher import MicroBatcher
+from bistack.serve.served import Served
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may carry, and how requests are grouped."""
+
+    max_body_bytes: int = 1 << 20
+    max_texts: int = 256
+    max_chars: int = 20_000
+    batch_window: float = 0.005  # seconds a forward pass waits for more requests
+    max_batch_texts: int = 64
+
+
+class PredictRequest(BaseModel):
+    """Texts to predict, and the options ``bistack predict`` has (each model kind takes some)."""
+
+    model_config = ConfigDict(extra="forbid")
+    texts: list[StrictStr] = Field(description="the texts, one prediction each")
+    attention: bool = Field(False, description="text models: each token's attention weight")
+    min_confidence: float | None = Field(
+        None, ge=0.0, le=1.0, description="taggers: leave out entities below this probability"
+    )
+    top_k: int = Field(1, ge=1, le=20, description="taggers: the K best analyses of a sentence")
+
+
+class SampleRequest(BaseModel):
+    """A prompt for a language model to continue."""
+
+    model_config = ConfigDict(extra="forbid")
+    prompt: StrictStr = ""
+    tokens: int = Field(30, ge=1, le=500)
+    temperature: float = Field(1.0, gt=0.0, le=10.0)
+    seed: int | None = None
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def create_app(served: Served, limits: Limits = Limits()) -> FastAPI:
+    """The app serving ``served``; its batcher starts with the app."""
+    batcher = MicroBatcher(served.predict, limits.batch_window, limits.max_batch_texts)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await batcher.start()
+        yield
+        await batcher.stop()
+
+    app = FastAPI(
+        title=f"bistack: {served.description}",
+        description="Predictions of a bistack model; the page at / tries it in a browser.",
+        lifespan=lifespan,
+    )
+    app.state.batcher = batcher
+    app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:
+        return JSONResponse({"error": validation_message(error)}, status_code=422)
+
+    @app.exception_handler(BadRequest)
+    async def bad(_: Request, error: BadRequest) -> JSONResponse:
+        return JSONResponse({"error": error.message}, status_code=error.status)
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page() -> HTMLResponse:
+        return HTMLResponse(resources.files("bistack.serve").joinpath("page.html").read_text())
+
+    @app.get("/health")
+    async def health() -> dict[str, Any]:
+        """Whether the server answers, and how many forward passes and texts it has run."""
+        return {"status": "ok", "batches": batcher.batches, "texts": batcher.texts}
+
+    @app.get("/info")
+    async def info() -> dict[str, Any]:
+        """The model's kind, labels, tagging scheme, training config summary, and what the
+        page and ``/predict`` offer for it."""
+        offers = {"view": served.view, "options": sorted(served.options)}
+        limits_info = {"max_texts": limits.max_texts, "max_chars": limits.max_chars}
+        return served.info | offers | {"limits": limits_info}
+
+    @app.post("/predict")
+    async def predict(request: PredictRequest) -> dict[str, Any]:
+        """One record per text: what ``bistack predict --format jsonl`` writes."""
+        if served.samples:
+            raise BadRequest(400, f"{served.description} predicts no labels; POST /sample")
+        options = chosen_options(request, served)
+        check_texts(request.texts, limits)
+        try:
+            records = await batcher.submit(list(request.texts), options)
+        except (BistackError, ValueError) as error:
+            raise BadRequest(422, str(error)) from None
+        return {"predictions": records}
+
+    @app.post("/sample")
+    async def sample(request: SampleRequest) -> dict[str, Any]:
+        """A continuation of the prompt (language models)."""
+        if not served.samples:
+            raise BadRequest(400, f"{served.description} does not sample text; POST /predict")
+        if len(request.prompt) > limits.max_chars:
+            raise BadRequest(422, f"prompt: longer than {limits.max_chars} characters")
+        text = served.sample(request.prompt, request.tokens, request.temperature, request.seed)
+        return {"prompt": request.prompt, "continuation": text}
+
+    return app
+
+
+def chosen_options(request: PredictRequest, served: Served) -> dict[str, Any]:
+    """The options a request set, as ``predict`` keywords; one its model lacks is refused."""
+    options: dict[str, Any] = {}
+    if request.attention:
+        options["attention"] = True
+    if request.min_confidence is not None:
+        options["min_confidence"] = request.min_confidence
+    if request.top_k != 1:
+        options["top_k"] = request.top_k
+    for name in options:
+        if name not in served.options:
+            offered = ", ".join(sorted(served.options)) or "none"
+            raise BadRequest(
+                400, f"{name}: not an option of {served.description} (its options: {offered})"
+            )
+    return options
+
+
+def check_texts(texts: list[str], limits: Limits) -> None:
+    if not texts:
+        raise BadRequest(422, "texts: the list is empty; send at least one text")
+    if len(texts) > limits.max_texts:
+        raise BadRequest(
+            413, f"texts: {len(texts)} texts, more than the {limits.max_texts} allowed per request"
+        )
+    for index, text in enumerate(texts):
+        if not text.strip():
+            raise BadRequest(422, f"texts[{index}]: the text is empty or only whitespace")
+        if len(text) > limits.max_chars:
+            raise BadRequest(
+                413,
+                f"texts[{index}]: {len(text)} characters, more than the {limits.max_chars} "
+                "allowed per text",
+            )
+
+
+def validation_message(error: RequestValidationError) -> str:
+    """pydantic's errors as one line a user can act on, e.g. ``texts: expected a list``."""
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in item.get("loc", ()) if p != "body")
+        kind = item.get("type", "")
+        if kind == "json_invalid":
+            parts.append("the body is not valid JSON")
+        elif kind == "extra_forbidden":
+            parts.append(f"{where}: unknown field")
+        elif kind == "missing":
+            parts.append(f"{where or 'body'}: required")
+        elif kind in ("model_attributes_type", "dict_type"):
+            parts.append('the body must be a JSON object such as {"texts": ["..."]}')
+        else:
+            parts.append(f"{where}: {item.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+class BodyLimit:
+    """Refuse a request body over ``limit`` bytes with 413, before the app reads it (whatever
+    its Content-Length says: the body is counted as it arrives)."""
+
+    def __init__(self, app: Callable[..., Awaitable[None]], limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+            await self.app(scope, receive, send)
+            return
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                await too_large(send, self.limit)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        delivered = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal delivered
+            if delivered:
+                return await receive()
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+async def too_large(send: Any, limit: int) -> None:
+    body = json.dumps({"error": f"the body is larger than the {limit} bytes allowed"}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 413, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
