@@ -36,7 +36,16 @@ RESULTS = ROOT / "benchmarks" / "results"
 PEER_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
 BATCHES = 60  # training batches of 32 per measurement (the first 3 are warm-up)
 # Measured once (bistack only); the training and prediction rows alternate with Flair instead.
-SINGLE_RUN = ("train-charcnn", "ablations", "encoder", "crf", "cache", "scaling", "profile")
+SINGLE_RUN = (
+    "train-charcnn",
+    "ablations",
+    "encoder",
+    "crf",
+    "cache",
+    "scaling",
+    "profile",
+    "onnx",
+)
 
 
 def make_plan(path: Path) -> None:

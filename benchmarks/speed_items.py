@@ -17,6 +17,7 @@ import json
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -266,6 +267,42 @@ def predict_item(plan: dict, quick: bool) -> list[dict]:
     return rows
 
 
+def onnx_item(plan: dict, quick: bool) -> list[dict]:
+    """The plan's tagger (char BiLSTM, BiLSTM, CRF) predicting with PyTorch eager and with
+    onnxruntime on its export, each in a process of its own (``speed_onnx.py``), alternating
+    three times: sentences/s at batch 1 and 32, each runtime's peak memory."""
+    from bistack.export.onnx_export import export_model
+
+    config, model, vocabularies, _ = build_from_plan(plan)
+    with tempfile.TemporaryDirectory() as folder:
+        model_dir, export_dir = Path(folder) / "model", Path(folder) / "onnx"
+        Tagger(model, vocabularies, config, "IOB1").save(model_dir)
+        export_model(model_dir, export_dir)
+        plan_file = Path(folder) / "plan.json"
+        plan_file.write_text(json.dumps({"predict_tokens": plan["predict_tokens"]}))
+        script = Path(__file__).with_name("speed_onnx.py")
+        runs: dict[str, list[dict]] = {"eager": [], "onnx": []}
+        for _ in range(1 if quick else 3):
+            for runtime, directory in (("eager", model_dir), ("onnx", export_dir)):
+                command = [sys.executable, str(script), runtime, str(directory)]
+                command += ["--plan", str(plan_file)] + (["--quick"] if quick else [])
+                done = subprocess.run(command, capture_output=True, text=True, check=True)
+                runs[runtime].append(json.loads(done.stdout.strip().splitlines()[-1]))
+    rows = []
+    for measured in runs.values():
+        for index, row in enumerate(measured[0]["rows"]):
+            speeds = [run["rows"][index]["sentences_per_s"] for run in measured]
+            rows.append(
+                row
+                | {
+                    "sentences_per_s": statistics.median(speeds),
+                    "runtime_peak_rss_mb": max(run["peak_rss_mb"] for run in measured),
+                    "torch_loaded": measured[0]["torch_loaded"],
+                }
+            )
+    return rows
+
+
 def interleaved(ours: Callable, theirs: Callable, repeats: int) -> tuple[float, float]:
     """Medians of alternating calls."""
     ours(), theirs()
@@ -481,6 +518,7 @@ def main() -> None:
             "cache",
             "scaling",
             "profile",
+            "onnx",
         ],
     )
     parser.add_argument("--plan", type=Path, required=True)
@@ -503,6 +541,8 @@ def main() -> None:
         rows = cache_item(plan, args.quick)
     elif args.item == "profile":
         rows = profile_item(plan, args.quick)
+    elif args.item == "onnx":
+        rows = onnx_item(plan, args.quick)
     else:
         rows = scaling_item(plan, args.quick)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux

@@ -132,6 +132,36 @@ def prediction_lines(results: dict) -> tuple[list[str], list[str]]:
     return lines, targets
 
 
+def onnx_lines(results: dict) -> list[str]:
+    rows = results.get("bistack onnx", [])
+    if not rows:
+        return []
+    by_item = {row["item"]: row for row in rows}
+    lines = [
+        "## Prediction on onnxruntime (`bistack export`) against PyTorch eager",
+        "",
+        "The same tagger (char BiLSTM, BiLSTM, CRF; the Viterbi decode inside the ONNX graph),"
+        " `tag_tokens` on CoNLL-2003 dev sentences; each runtime in a process of its own, three"
+        " alternating runs, medians. The onnxruntime process never imports torch: its peak"
+        " memory is what a machine without PyTorch needs.",
+        "",
+        "| batch | PyTorch eager sentences/s | onnxruntime sentences/s | onnxruntime / eager |"
+        " peak RSS eager / onnxruntime (MB) |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for batch_size in (1, 32):
+        eager, onnx = by_item.get(f"eager-{batch_size}"), by_item.get(f"onnx-{batch_size}")
+        if eager is None or onnx is None:
+            continue
+        ratio = onnx["sentences_per_s"] / eager["sentences_per_s"]
+        lines.append(
+            f"| {batch_size} | {eager['sentences_per_s']:,.0f} | {onnx['sentences_per_s']:,.0f} |"
+            f" {ratio:.2f}x | {eager['runtime_peak_rss_mb']:,.0f} /"
+            f" {onnx['runtime_peak_rss_mb']:,.0f} |"
+        )
+    return [*lines, ""]
+
+
 def encoder_lines(results: dict) -> list[str]:
     rows = results.get("bistack encoder", [])
     ablations = results.get("bistack ablations", [])
@@ -373,6 +403,7 @@ def write_report(results: dict, machine: str, command: str, rounds: int, output:
         "",
         *prediction,
         "",
+        *onnx_lines(results),
         *encoder_lines(results),
         *crf,
         "",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,9 @@ class MicroBatcher:
         self.run = run
         self.window = window
         self.max_texts = max_texts
+        # One thread runs the model, always the same one: torch's intra-op thread pool belongs
+        # to the thread that calls it, and a pool per calling thread oversubscribes the cores.
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bistack-model")
         self.queue: asyncio.Queue[Pending] | None = None
         self.worker: asyncio.Task[None] | None = None
         self.batches = 0  # forward passes run, for /health and the benchmark
@@ -46,6 +50,7 @@ class MicroBatcher:
     async def stop(self) -> None:
         if self.worker is not None:
             self.worker.cancel()
+        self.executor.shutdown(wait=False, cancel_futures=True)
 
     async def submit(self, texts: list[str], options: dict[str, Any]) -> list[Any]:
         """The model's results for ``texts``, computed in a batch with other requests."""
@@ -86,7 +91,8 @@ class MicroBatcher:
     async def _run(self, group: list[Pending]) -> None:
         texts = [text for pending in group for text in pending.texts]
         try:
-            results = await asyncio.to_thread(self.run, texts, group[0].options)
+            loop = asyncio.get_running_loop()
+            results = await loop.run_in_executor(self.executor, self.run, texts, group[0].options)
         except Exception as error:  # the callers report it; the worker carries on
             if len(group) > 1:  # one request's texts must not fail the others: run each alone
                 for pending in group:

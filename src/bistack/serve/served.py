@@ -38,8 +38,17 @@ class Served:
 
 
 def load_served(path: str | Path) -> Served:
-    """Load ``path`` as the server will run it; any problem is an error before the port is
-    bound."""
+    """Load ``path`` as the server will run it, and run it once, so that a model that cannot
+    predict fails here, before the port is bound, and the first request waits for nothing."""
+    served = loaded(path)
+    if served.samples:
+        served.sample("", 1, 1.0, 0)
+    else:
+        served.predict(["Warm up ."], {})
+    return served
+
+
+def loaded(path: str | Path) -> Served:
     if is_exported(path):
         exported = load_exported(path)
         meta = exported.meta
