@@ -1,0 +1,182 @@
+"""Does an exported model predict what its PyTorch model predicts? On every dev example:
+
+- CoNLL-2003 dev: the BiLSTM-CRF tagger's tags on every sentence, and its entities;
+- SST-2 dev: the BiLSTM-attention classifier's labels, probabilities (within 1e-5) and
+  attention weights;
+- CommonLit: the BiLSTM regressor's calibrated values (within 1e-5) on every excerpt (the data
+  has no dev file; the model's own dev split is drawn from these excerpts).
+
+    .venv/bin/bistack train configs/conll03-bilstm-crf.yaml --set train.max_epochs=15 \\
+        --output runs/conll03-confidence
+    .venv/bin/bistack train configs/sst2-bilstm-attention.yaml --set train.max_epochs=4 \\
+        --output runs/sst2-confidence
+    .venv/bin/bistack train configs/commonlit-bilstm.yaml --set train.max_epochs=5 \\
+        --output runs/commonlit-export
+    .venv/bin/python benchmarks/export_parity.py
+
+Each model is exported with ``bistack export`` to ``<run>/onnx``. Writes
+benchmarks/results/export-parity.{md,json}.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bistack.data.conll import read_conll
+from bistack.data.tables import read_table
+from bistack.export.runtime import load_exported
+from bistack.schemes import spans_from_tags
+from bistack.tasks import load_model
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+RESULTS = ROOT / "benchmarks" / "results"
+RUNS = {"conll03": "runs/conll03-confidence", "sst2": "runs/sst2-confidence"}
+RUNS["commonlit"] = "runs/commonlit-export"
+
+
+def exported(run: str) -> tuple[object, object]:
+    """The PyTorch model and its export, made with the command a user runs."""
+    model_dir, output = ROOT / run / "model", ROOT / run / "onnx"
+    command = [sys.executable, "-m", "bistack.cli", "export", str(model_dir)]
+    subprocess.run([*command, "--output", str(output), "--overwrite"], check=True)
+    return load_model(model_dir), load_exported(output)
+
+
+def timed(function, *args, **kwargs):
+    start = time.perf_counter()
+    result = function(*args, **kwargs)
+    return result, time.perf_counter() - start
+
+
+def conll03() -> dict:
+    tagger, onnx = exported(RUNS["conll03"])
+    config = tagger.config.data
+    sentences = read_conll(DATA / "conll2003" / "dev.txt", config.token_column, config.tag_column)
+    tokens = [s.tokens for s in sentences]
+    want, torch_s = timed(tagger.tag_tokens, tokens)
+    got, onnx_s = timed(onnx.tag_tokens, tokens)
+    same_tags = sum(a == b for a, b in zip(want, got, strict=True))
+    same_entities = sum(
+        spans_from_tags(a) == spans_from_tags(b) for a, b in zip(want, got, strict=True)
+    )
+    return {
+        "data": "CoNLL-2003 dev",
+        "examples": len(tokens),
+        "identical_tags": same_tags,
+        "identical_entities": same_entities,
+        "entities": sum(len(spans_from_tags(a)) for a in want),
+        "dev_f1_pytorch": tagger.evaluate(DATA / "conll2003" / "dev.txt").micro.f1,
+        "dev_f1_onnx": onnx.evaluate(DATA / "conll2003" / "dev.txt").micro.f1,
+        "seconds_pytorch": torch_s,
+        "seconds_onnx": onnx_s,
+    }
+
+
+def sst2() -> dict:
+    classifier, onnx = exported(RUNS["sst2"])
+    data = classifier.config.data
+    path = DATA / "sst2" / "dev.tsv"
+    examples = read_table(path, data.text_column, data.label_columns, file_format=data.format)
+    texts = [e.text for e in examples]
+    want, torch_s = timed(classifier.predict, texts, attention=True)
+    got, onnx_s = timed(onnx.predict, texts, attention=True)
+    probability_gap = max(
+        abs(a.probabilities[k] - b.probabilities[k])
+        for a, b in zip(want, got, strict=True)
+        for k in a.probabilities
+    )
+    attention_gap = max(
+        abs(x[1] - y[1])
+        for a, b in zip(want, got, strict=True)
+        for x, y in zip(a.attention, b.attention, strict=True)
+    )
+    return {
+        "data": "SST-2 dev",
+        "examples": len(texts),
+        "identical_labels": sum(a.label == b.label for a, b in zip(want, got, strict=True)),
+        "max_probability_difference": probability_gap,
+        "max_attention_difference": attention_gap,
+        "dev_accuracy_pytorch": classifier.evaluate(path)["accuracy"],
+        "dev_accuracy_onnx": onnx.evaluate(path)["accuracy"],
+        "seconds_pytorch": torch_s,
+        "seconds_onnx": onnx_s,
+    }
+
+
+def commonlit() -> dict:
+    regressor, onnx = exported(RUNS["commonlit"])
+    data = regressor.config.data
+    path = DATA / "commonlit" / "train.csv"
+    examples = read_table(path, data.text_column, data.label_columns, file_format=data.format)
+    texts = [e.text for e in examples]
+    want, torch_s = timed(regressor.predict, texts)
+    got, onnx_s = timed(onnx.predict, texts)
+    target = regressor.targets[0]
+    gaps = [abs(a.values[target] - b.values[target]) for a, b in zip(want, got, strict=True)]
+    return {
+        "data": "CommonLit (every excerpt)",
+        "examples": len(texts),
+        "max_value_difference": max(gaps),
+        "within_1e-5": sum(gap <= 1e-5 for gap in gaps),
+        "seconds_pytorch": torch_s,
+        "seconds_onnx": onnx_s,
+    }
+
+
+def report(rows: dict) -> str:
+    c, s, r = rows["conll03"], rows["sst2"], rows["commonlit"]
+    return "\n".join(
+        [
+            "# Exported (ONNX, onnxruntime) against PyTorch, on every dev example",
+            "",
+            "Reproduce: the commands in `benchmarks/export_parity.py`'s docstring (train the three"
+            " models, then `.venv/bin/python benchmarks/export_parity.py`). Each model is exported"
+            " with `bistack export MODEL --format onnx --output DIR`.",
+            "",
+            "| data | examples | check | result |",
+            "|---|---:|---|---|",
+            f"| {c['data']} | {c['examples']} | identical tags (CRF Viterbi in the graph) |"
+            f" {c['identical_tags']} / {c['examples']} |",
+            f"| | | identical entities | {c['identical_entities']} / {c['examples']} sentences"
+            f" ({c['entities']} entities) |",
+            f"| | | dev F1 (conlleval) | PyTorch {c['dev_f1_pytorch']:.2f}, ONNX"
+            f" {c['dev_f1_onnx']:.2f} |",
+            f"| {s['data']} | {s['examples']} | identical labels |"
+            f" {s['identical_labels']} / {s['examples']} |",
+            f"| | | max probability difference | {s['max_probability_difference']:.1e} |",
+            f"| | | max attention weight difference | {s['max_attention_difference']:.1e} |",
+            f"| | | dev accuracy | PyTorch {s['dev_accuracy_pytorch']:.2f}, ONNX"
+            f" {s['dev_accuracy_onnx']:.2f} |",
+            f"| {r['data']} | {r['examples']} | max value difference (calibrated, original"
+            f" units) | {r['max_value_difference']:.1e} ({r['within_1e-5']} / {r['examples']}"
+            " within 1e-5) |",
+            "",
+            "Wall time of the whole comparison set (one process, PyTorch then onnxruntime):"
+            f" CoNLL-2003 {c['seconds_pytorch']:.1f} s / {c['seconds_onnx']:.1f} s (tags only),"
+            f" SST-2 {s['seconds_pytorch']:.1f} s / {s['seconds_onnx']:.1f} s, CommonLit"
+            f" {r['seconds_pytorch']:.1f} s / {r['seconds_onnx']:.1f} s. `make bench` measures"
+            " speed and memory properly, each runtime in its own process.",
+            "",
+        ]
+    )
+
+
+def main() -> None:
+    needed = [DATA / p for p in ("conll2003/dev.txt", "sst2/dev.tsv", "commonlit/train.csv")]
+    missing = [str(p) for p in needed if not p.exists()]
+    if missing:
+        raise SystemExit(f"skipping: {', '.join(missing)} not found")
+    rows = {"conll03": conll03(), "sst2": sst2(), "commonlit": commonlit()}
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "export-parity.json").write_text(json.dumps(rows, indent=2) + "\n")
+    (RESULTS / "export-parity.md").write_text(report(rows))
+    print(report(rows))
+
+
+if __name__ == "__main__":
+    main()
