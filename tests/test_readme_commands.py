@@ -68,13 +68,27 @@ def test_the_readme_commands_run_as_written_in_order(tmp_path):
     tiny_benchmark_data(tmp_path / "shared")
     binaries = Path(sys.executable).parent
     env = os.environ | {"PATH": f"{binaries}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1"}
-    for command in commands():
-        done = subprocess.run(
-            ["bash", "-c", f"set -o pipefail; {command}"],
-            cwd=repo, env=env, capture_output=True, text=True, timeout=600, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
-        assert "Traceback" not in done.stderr, f"{command}\n{done.stderr[-2000:]}"
+    servers = []
+    try:
+        for command in commands():
+            if command.endswith("&"):  # a server: on once it says so, as a user would wait
+                server = subprocess.Popen(
+                    ["bash", "-c", f"exec {command.removesuffix('&')}"],
+                    cwd=repo, env=env, stdout=subprocess.PIPE, text=True,
+                )  # fmt: skip
+                servers.append(server)
+                assert server.stdout.readline().startswith("serving"), command
+                continue
+            done = subprocess.run(
+                ["bash", "-c", f"set -o pipefail; {command}"],
+                cwd=repo, env=env, capture_output=True, text=True, timeout=600, check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
+            assert "Traceback" not in done.stderr, f"{command}\n{done.stderr[-2000:]}"
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(timeout=30)
     for example in blocks("python"):
         done = subprocess.run(
             [sys.executable, "-c", example], cwd=repo, env=env, capture_output=True, text=True,
