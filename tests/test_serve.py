@@ -178,3 +178,23 @@ def test_serve_binds_to_this_machine_only_by_default():
 
     args = build_parser().parse_args(["serve", "some/model"])
     assert args.host == "127.0.0.1"
+
+
+def test_an_exported_model_is_served_too(served_tagger, tmp_path):
+    pytest.importorskip("onnxruntime", reason="exported models run on onnxruntime")
+    from bistack.cli import main
+
+    output = tmp_path / "onnx"
+    assert main(["export", str(served_tagger), "--output", str(output)]) == 0
+    with TestClient(create_app(load_served(output), LIMITS)) as client:
+        info = client.get("/info").json()
+        assert info["exported"] is True and info["kind"] == "tagger"
+        assert info["view"] == "entities" and info["options"] == []
+        texts = ["John visited Paris yesterday."]
+        records = client.post("/predict", json={"texts": texts}).json()["predictions"]
+        pytorch = load_model(served_tagger).predict(texts)[0].to_json()
+        assert [(e["type"], e["start"], e["end"]) for e in records[0]["entities"]] == [
+            (e["type"], e["start"], e["end"]) for e in pytorch["entities"]
+        ]
+        refused = client.post("/predict", json={"texts": texts, "min_confidence": 0.5})
+        assert refused.status_code == 400
