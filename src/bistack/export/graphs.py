@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from bistack.data.features import TokenVocabularies, token_rows
 from bistack.masking import lengths_to_mask
 from bistack.models.embeddings import CharLSTMEncoder, TokenEmbedder
 
@@ -41,6 +42,21 @@ DYNAMIC_AXES = {
     "char_index": {0: "batch", 1: "seq"},
     "lengths": {0: "batch"},
 }
+
+
+def example_tokens(vocabularies: TokenVocabularies, lengths: list[int]) -> tuple[Tensor, ...]:
+    """A batch of sentences of ``lengths`` made of the vocabulary's own words (the last one
+    spelled with a character it has never seen), as the graph's ``INPUTS``."""
+    words = [w for w in vocabularies.words.items[2:] if w] or ["word"]
+    sentences = []
+    for row, length in enumerate(lengths):
+        tokens = [words[(row * 7 + i) % len(words)] for i in range(length)]
+        if row == len(lengths) - 1:
+            tokens[-1] = tokens[-1] + "\u2603"
+        sentences.append(vocabularies.encode(tokens))
+    rows = token_rows(sentences, vocabularies)
+    arrays = (rows.words, rows.casing, rows.chars, rows.char_lengths, rows.char_index)
+    return (*(torch.tensor(a) for a in arrays), torch.tensor(rows.lengths))
 
 
 def viterbi_tags(
@@ -106,7 +122,7 @@ def token_vectors(embedder: TokenEmbedder, inputs: tuple[Tensor, ...]) -> Tensor
 class TaggerGraph(nn.Module):
     """A recurrent tagger's inference: inputs -> ``tags`` ``(batch, seq)`` int64, 0 at padding."""
 
-    OUTPUTS = ("tags",)
+    output_names = ("tags",)
 
     def __init__(self, network: nn.Module) -> None:
         super().__init__()
@@ -171,3 +187,79 @@ class TextGraph(nn.Module):
         if self.attends:
             return outputs, pooled.weights
         return outputs
+
+
+# A model over a transformer reads subword windows: input_ids, attention_mask ``(windows,
+# seq)``, window_text ``(windows,)`` the text each window belongs to, and text_index
+# ``(texts,)`` = 0..texts-1 (a text cut into several windows has several rows).
+LAYER_INPUTS = ("input_ids", "attention_mask", "window_text", "text_index")
+LAYER_DYNAMIC_AXES = {
+    "input_ids": {0: "windows", 1: "seq"},
+    "attention_mask": {0: "windows", 1: "seq"},
+    "window_text": {0: "windows"},
+    "text_index": {0: "texts"},
+}
+
+
+def example_subwords(backbone: Any, options: Any, variant: int) -> tuple[Tensor, ...]:
+    """Texts of several lengths as ``LAYER_INPUTS``, tokenized as the model tokenizes them;
+    variant 1 has other lengths and, with sliding windows, a text longer than one window."""
+    texts = [["a short text", "the second text is rather longer than the first one", "x"],
+             ["one", "two words", "many " * 600]][variant]  # fmt: skip
+    limit = min(options.max_length or backbone.max_length, backbone.max_length)
+    batch = backbone.tokenize(texts, options.long_texts, options.stride, limit)
+    return (
+        batch.input_ids,
+        batch.attention_mask,
+        batch.window_text,
+        torch.arange(len(texts)),
+    )
+
+
+class LayerTextGraph(nn.Module):
+    """A classifier or regressor over a transformer's layers: subword windows -> every layer's
+    CLS or mean vector per text (the mean over its windows, as ``TransformerBackbone.forward``
+    takes it) -> the layer pooling head -> ``outputs`` ``(texts, num_outputs)``: probabilities
+    (``temperature`` applied) or values in original units (``affine`` as in ``TextGraph``).
+
+    Windows are summed into texts by a ``(texts, windows)`` 0/1 matrix product rather than
+    ``index_add_``: the same sums, in plain MatMul nodes.
+    """
+
+    output_names = ("outputs",)
+
+    def __init__(
+        self,
+        transformer: nn.Module,
+        head: nn.Module,
+        *,
+        temperature: float | None = None,
+        affine: tuple[list[float], list[float], list[float], list[float]] | None = None,
+    ) -> None:
+        super().__init__()
+        self.transformer = transformer
+        self.head = head
+        self.temperature = temperature
+        self.affine = None if affine is None else [torch.tensor(values) for values in affine]
+        self.eval()  # the exporter restores this mode after tracing: it must be inference
+
+    def forward(self, *inputs: Tensor) -> Tensor:
+        input_ids, attention_mask, window_text, text_index = inputs
+        output = self.transformer(
+            input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True
+        )
+        states = torch.stack(output.hidden_states[1:], dim=1)  # (windows, layers, seq, hidden)
+        mask = attention_mask.to(states.dtype)
+        belongs = (text_index.unsqueeze(1) == window_text.unsqueeze(0)).to(states.dtype)
+        if self.head.features == "cls":
+            sums = torch.einsum("tw,wlh->tlh", belongs, states[:, :, 0])
+            layers = sums / belongs.sum(dim=1)[:, None, None]
+        else:
+            token_sums = torch.einsum("wlsh,ws->wlh", states, mask)
+            sums = torch.einsum("tw,wlh->tlh", belongs, token_sums)
+            layers = sums / (belongs @ mask.sum(dim=1))[:, None, None]
+        raw = self.head.outputs_from_layers(layers)  # (texts, num_outputs)
+        if self.affine is None:
+            return torch.softmax(raw / (self.temperature or 1.0), dim=-1)
+        mean, std, scale, offset = self.affine
+        return (raw * std + mean) * scale + offset

@@ -24,16 +24,11 @@ import numpy as np
 import torch
 
 from bistack import __version__
-from bistack.data.features import TokenVocabularies, token_rows
 from bistack.errors import ConfigError, ModelFileError
-from bistack.export.graphs import DYNAMIC_AXES, INPUTS
 from bistack.export.plans import ExportPlan
 from bistack.export.runtime import EXPORT_FILE, FORMAT, MODEL_FILE, VOCAB_FILE
 
 OPSET = 17
-# Outputs must match PyTorch this closely on the check batch, absolutely and relative to their
-# size (float32 both; a regressor's calibration can scale its values well past 1).
-TOLERANCE = 1e-5
 
 
 def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool = False) -> Path:
@@ -52,9 +47,11 @@ def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool =
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
-        trace(plan, model.vocabularies, staging / MODEL_FILE)
-        check_against_torch(plan, model.vocabularies, staging / MODEL_FILE)
-        write_json(staging / VOCAB_FILE, model.vocabularies.to_json())
+        trace(plan, staging / MODEL_FILE)
+        check_against_torch(plan, staging / MODEL_FILE)
+        if plan.vocabularies:
+            write_json(staging / VOCAB_FILE, plan.vocabularies)
+        plan.write_files(staging)
         meta = {
             "format": FORMAT,
             "kind": task.kind,
@@ -77,58 +74,44 @@ def write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
-def example_inputs(vocabularies: TokenVocabularies, lengths: list[int]) -> tuple[torch.Tensor, ...]:
-    """A batch of sentences of ``lengths`` made of the vocabulary's own words (the last one
-    spelled with a character it has never seen), as the graph's inputs."""
-    words = [w for w in vocabularies.words.items[2:] if w] or ["word"]
-    sentences = []
-    for row, length in enumerate(lengths):
-        tokens = [words[(row * 7 + i) % len(words)] for i in range(length)]
-        if row == len(lengths) - 1:
-            tokens[-1] = tokens[-1] + "\u2603"
-        sentences.append(vocabularies.encode(tokens))
-    rows = token_rows(sentences, vocabularies)
-    arrays = (rows.words, rows.casing, rows.chars, rows.char_lengths, rows.char_index)
-    return (*(torch.tensor(a) for a in arrays), torch.tensor(rows.lengths))
-
-
-def trace(plan: ExportPlan, vocabularies: TokenVocabularies, path: Path) -> None:
+def trace(plan: ExportPlan, path: Path) -> None:
     """Trace ``plan.graph`` into ``path`` with every batch dimension dynamic."""
-    inputs = example_inputs(vocabularies, [5, 3, 2])
     with warnings.catch_warnings(), torch.no_grad():
         # The tracer warns at each Python branch on a tensor (the input checks, which pass) and
         # that this exporter is the older of two; neither concerns the graph written.
         warnings.simplefilter("ignore")
         torch.onnx.export(
             plan.graph,
-            inputs,
+            plan.examples(0),
             str(path),
             dynamo=False,
             opset_version=OPSET,
-            input_names=list(INPUTS),
+            input_names=list(plan.input_names),
             output_names=list(plan.output_names),
-            dynamic_axes={**DYNAMIC_AXES, **{name: {0: "batch"} for name in plan.output_names}},
+            dynamic_axes={name: dict(axes) for name, axes in plan.dynamic_axes.items()},
         )
 
 
-def check_against_torch(plan: ExportPlan, vocabularies: TokenVocabularies, path: Path) -> None:
-    """Run the exported graph and PyTorch on a batch of other lengths than the traced one (1, 9
-    and 4 tokens); a difference means the export is wrong, and nothing is kept."""
+def check_against_torch(plan: ExportPlan, path: Path) -> None:
+    """Run the exported graph and PyTorch on inputs of other sizes than the traced ones; a
+    difference means the export is wrong, and nothing is kept."""
     from bistack.export.runtime import open_session
 
-    inputs = example_inputs(vocabularies, [1, 9, 4])
+    inputs = plan.examples(1)
     with torch.no_grad():
         expected = plan.graph(*inputs)
     expected = expected if isinstance(expected, tuple) else (expected,)
     session = open_session(path)
-    feed = {i.name: inputs[INPUTS.index(i.name)].numpy() for i in session.get_inputs()}
+    names = list(plan.input_names)
+    feed = {i.name: inputs[names.index(i.name)].numpy() for i in session.get_inputs()}
     got = session.run(None, feed)
     for name, want, have in zip(plan.output_names, expected, got, strict=True):
         want = want.numpy()
+        tolerance = plan.tolerance
         same = (
             np.array_equal(want, have)
             if want.dtype.kind == "i"
-            else np.allclose(want, have, rtol=TOLERANCE, atol=TOLERANCE)
+            else np.allclose(want, have, rtol=tolerance, atol=tolerance)
         )
         if not same:
             raise ModelFileError(

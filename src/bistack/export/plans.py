@@ -1,35 +1,82 @@
-"""What each model kind exports: its inference graph, the runtime that reads it, and the
-settings that runtime needs. The task table names one plan per kind that can be exported."""
+"""What each model kind exports: its inference graph, example inputs to trace and check it with,
+the runtime that reads it, and the settings and files that runtime needs. The task table names
+one plan per kind that can be exported."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from torch import nn
+from torch import Tensor, nn
 
-from bistack.export.graphs import TaggerGraph, TextGraph
+from bistack.export.graphs import (
+    DYNAMIC_AXES,
+    INPUTS,
+    LAYER_DYNAMIC_AXES,
+    LAYER_INPUTS,
+    LayerTextGraph,
+    TaggerGraph,
+    TextGraph,
+    example_subwords,
+    example_tokens,
+)
 
 # How an exported directory is run (``bistack.export.runtime.RUNTIMES``): "tagging" turns tag
-# ids into entities; "text" turns probabilities or values into labelled records.
-TAGGING, TEXT = "tagging", "text"
+# ids into entities; "text" turns probabilities or values into labelled records; "layer_text"
+# does the same for texts read by a transformer (its tokenizer ships with the export).
+TAGGING, TEXT, LAYER_TEXT = "tagging", "text", "layer_text"
 
 
 @dataclass(frozen=True)
 class ExportPlan:
-    """graph: the module traced into ``model.onnx``; runtime: ``TAGGING`` or ``TEXT``;
-    settings: what that runtime needs beside the config and vocabularies."""
+    """graph: the module traced into ``model.onnx``, with ``input_names`` and
+    ``output_names``; examples(variant): its inputs, variant 0 to trace, 1 (other sizes) to
+    check the result against PyTorch within ``tolerance``; runtime: ``TAGGING``, ``TEXT`` or
+    ``LAYER_TEXT``; settings: what that runtime needs beside the config; files: name -> how to
+    write that file beside the graph; vocabularies: written as vocab.json (token models)."""
 
     graph: nn.Module
+    input_names: tuple[str, ...]
     output_names: tuple[str, ...]
+    dynamic_axes: Mapping[str, Mapping[int, str]]
+    examples: Callable[[int], tuple[Tensor, ...]]
     runtime: str
     settings: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, Callable[[Path], None]] = field(default_factory=dict)
+    vocabularies: dict[str, Any] = field(default_factory=dict)
+    tolerance: float = 1e-5
+
+    def write_files(self, directory: Path) -> None:
+        for name, write in self.files.items():
+            write(directory / name)
+
+
+def token_plan(model: Any, graph: nn.Module, runtime: str, settings: dict[str, Any]) -> ExportPlan:
+    """A model over bistack's own token features (words, casing, characters)."""
+    vocabularies = model.vocabularies
+
+    def examples(variant: int) -> tuple[Tensor, ...]:
+        return example_tokens(vocabularies, [[5, 3, 2], [1, 9, 4]][variant])
+
+    outputs = graph.output_names
+    return ExportPlan(
+        graph,
+        INPUTS,
+        outputs,
+        DYNAMIC_AXES | {name: {0: "batch"} for name in outputs},
+        examples,
+        runtime,
+        settings,
+        vocabularies=vocabularies.to_json(),
+    )
 
 
 def tagger_plan(tagger: Any) -> ExportPlan:
     """A recurrent tagger: the whole network and its CRF decode; tags come out."""
     graph = TaggerGraph(tagger.model)
-    return ExportPlan(graph, graph.OUTPUTS, TAGGING, {"output_scheme": tagger.output_scheme})
+    return token_plan(tagger, graph, TAGGING, {"output_scheme": tagger.output_scheme})
 
 
 def classifier_plan(classifier: Any) -> ExportPlan:
@@ -37,17 +84,66 @@ def classifier_plan(classifier: Any) -> ExportPlan:
     graph = TextGraph(
         classifier.model, attends=classifier.attends, temperature=classifier.outputs.temperature
     )
-    return ExportPlan(graph, graph.output_names, TEXT, {"outputs": classifier.outputs.info})
+    return token_plan(classifier, graph, TEXT, {"outputs": classifier.outputs.info})
 
 
 def regressor_plan(regressor: Any) -> ExportPlan:
     """A recurrent regressor: values in original units come out, calibrated as in PyTorch."""
+    graph = TextGraph(regressor.model, attends=regressor.attends, affine=affine_of(regressor))
+    return token_plan(regressor, graph, TEXT, {"outputs": regressor.outputs.info})
+
+
+def affine_of(regressor: Any) -> tuple[list[float], list[float], list[float], list[float]]:
+    """``(mean, std, scale, offset)`` per target: standardised outputs back to original units,
+    then the dev calibration (scale 1, offset 0 without one)."""
     info = regressor.outputs.info
     count = len(info["targets"])
     scale, offset = [1.0] * count, [0.0] * count
     if info.get("calibration") is not None:
         scale = [float(pair[0]) for pair in info["calibration"]]
         offset = [float(pair[1]) for pair in info["calibration"]]
-    affine = (list(info["mean"]), list(info["std"]), scale, offset)
-    graph = TextGraph(regressor.model, attends=regressor.attends, affine=affine)
-    return ExportPlan(graph, graph.output_names, TEXT, {"outputs": info})
+    return (list(info["mean"]), list(info["std"]), scale, offset)
+
+
+# The transformer's float32 states differ between the two runtimes by a few 1e-6 (fused
+# attention kernels), so outputs over a backbone are checked to this.
+BACKBONE_TOLERANCE = 1e-4
+
+
+def layer_text_plan(model: Any) -> ExportPlan:
+    """A classifier or regressor over a transformer's layers: the backbone and the layer
+    pooling head in one graph; the backbone's tokenizer ships beside it."""
+    backbone, options = model.backbone, model.config.backbone
+    regresses = model.outputs.REGRESSES
+    graph = LayerTextGraph(
+        backbone.model,
+        model.model,
+        temperature=None if regresses else model.outputs.temperature,
+        affine=affine_of(model) if regresses else None,
+    )
+    settings = {
+        "outputs": model.outputs.info,
+        "tokenizer": {
+            "max_length": min(options.max_length or backbone.max_length, backbone.max_length),
+            "long_texts": options.long_texts,
+            "stride": options.stride,
+            "pad_id": backbone.tokenizer.pad_token_id,
+            "batch_size": options.batch_size,
+        },
+    }
+
+    def examples(variant: int) -> tuple[Tensor, ...]:
+        return example_subwords(backbone, options, variant)
+
+    return ExportPlan(
+        graph,
+        LAYER_INPUTS,
+        graph.output_names,
+        LAYER_DYNAMIC_AXES | {"outputs": {0: "texts"}},
+        examples,
+        LAYER_TEXT,
+        settings,
+        # The fast tokenizer's own definition (also for a folder that has only a vocab.txt).
+        files={"tokenizer.json": lambda path: backbone.tokenizer.backend_tokenizer.save(str(path))},
+        tolerance=BACKBONE_TOLERANCE,
+    )

@@ -41,6 +41,7 @@ FORMAT = "bistack-onnx"
 EXPORT_FILE = "export.json"
 MODEL_FILE = "model.onnx"
 VOCAB_FILE = "vocab.json"
+TOKENIZER_FILE = "tokenizer.json"
 DEFAULT_BATCH = 256
 
 
@@ -79,7 +80,9 @@ class ExportedModel:
     PREDICT_FORMATS: ClassVar[tuple[str, ...]] = ("jsonl",)
     PREDICT_OPTIONS: ClassVar[frozenset[str]] = frozenset()
 
-    def __init__(self, path: Path, meta: dict[str, Any], vocabularies: TokenVocabularies) -> None:
+    def __init__(
+        self, path: Path, meta: dict[str, Any], vocabularies: TokenVocabularies | None
+    ) -> None:
         self.path = path
         self.meta = meta
         self.KIND = meta["kind"]
@@ -274,8 +277,71 @@ class ExportedTextModel(ExportedModel):
         return ClassificationScores(scores.to_json() | {"expected_calibration_error": error})
 
 
+class ExportedLayerTextModel(ExportedTextModel):
+    """An exported classifier or regressor over a transformer's layers: the backbone's own
+    tokenizer (``tokenizer.json``, run by the ``tokenizers`` library) makes its subword
+    windows, as ``TransformerBackbone.tokenize`` does."""
+
+    PREDICT_OPTIONS = frozenset()
+
+    def __init__(self, path: Path, meta: dict[str, Any], vocabularies: Any) -> None:
+        super().__init__(path, meta, vocabularies)
+        from tokenizers import Tokenizer
+
+        settings = meta["tokenizer"]
+        self.tokenizer = Tokenizer.from_file(str(path / TOKENIZER_FILE))
+        self.sliding = settings["long_texts"] == "sliding_window"
+        limit = int(settings["max_length"])
+        stride = min(int(settings["stride"]), limit // 2) if self.sliding else 0
+        self.tokenizer.enable_truncation(limit, stride=stride, strategy="longest_first")
+        self.tokenizer.no_padding()
+        self.pad_id = int(settings["pad_id"] or 0)
+        self.batch_size = int(settings["batch_size"])
+
+    def run_texts(
+        self, texts: Sequence[str], batch_size: int | None = None
+    ) -> tuple[list[list[Token]], np.ndarray, list[list[float]] | None]:
+        """Outputs ``(texts, num_outputs)`` in input order (no tokens, no attention: the head
+        pools over layers)."""
+        for index, text in enumerate(texts):
+            if not text.strip():
+                raise DataError("input", f"text {index + 1} is empty")
+        size = batch_size or self.batch_size
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        outputs = np.zeros((len(texts), len(self.labels)), dtype=np.float32)
+        for start in range(0, len(order), size):
+            chosen = order[start : start + size]
+            outputs[chosen] = self.session.run(None, self.windows([texts[i] for i in chosen]))[0]
+        return [[] for _ in texts], outputs, None
+
+    def windows(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """The graph's inputs: each text's subword window (and, with sliding windows, its
+        overflowing windows), right-padded to the longest."""
+        rows, owners = [], []
+        for index, encoding in enumerate(self.tokenizer.encode_batch(list(texts))):
+            parts = [encoding, *(encoding.overflowing if self.sliding else [])]
+            rows.extend(part.ids for part in parts)
+            owners.extend([index] * len(parts))
+        width = max(len(row) for row in rows)
+        ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for row, pieces in enumerate(rows):
+            ids[row, : len(pieces)] = pieces
+            mask[row, : len(pieces)] = 1
+        return {
+            "input_ids": ids,
+            "attention_mask": mask,
+            "window_text": np.asarray(owners, dtype=np.int64),
+            "text_index": np.arange(len(texts), dtype=np.int64),
+        }
+
+
 # The runtime each exported directory names (written by the kind's export plan).
-RUNTIMES: dict[str, type[ExportedModel]] = {"tagging": ExportedTagger, "text": ExportedTextModel}
+RUNTIMES: dict[str, type[ExportedModel]] = {
+    "tagging": ExportedTagger,
+    "text": ExportedTextModel,
+    "layer_text": ExportedLayerTextModel,
+}
 
 
 def load_exported(path: str | Path) -> ExportedTagger | ExportedTextModel:
@@ -283,10 +349,12 @@ def load_exported(path: str | Path) -> ExportedTagger | ExportedTextModel:
     path = Path(path)
     try:
         meta = json.loads((path / EXPORT_FILE).read_text(encoding="utf-8"))
-        vocab = json.loads((path / VOCAB_FILE).read_text(encoding="utf-8"))
         if meta.get("format") != FORMAT or meta.get("runtime") not in RUNTIMES:
             raise ModelFileError(f"{path}/{EXPORT_FILE}: not a bistack export")
-        vocabularies = TokenVocabularies.from_json(vocab)
+        vocabularies = None  # a model over a transformer has its tokenizer instead
+        if (path / VOCAB_FILE).exists() or meta["runtime"] != "layer_text":
+            vocab = json.loads((path / VOCAB_FILE).read_text(encoding="utf-8"))
+            vocabularies = TokenVocabularies.from_json(vocab)
         return RUNTIMES[meta["runtime"]](path, meta, vocabularies)  # type: ignore[return-value]
     except FileNotFoundError as error:
         raise ModelFileError(f"{path}: missing {Path(error.filename).name}") from None
