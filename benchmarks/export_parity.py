@@ -4,7 +4,9 @@
 - SST-2 dev: the BiLSTM-attention classifier's labels, probabilities (within 1e-5) and
   attention weights;
 - CommonLit: the BiLSTM regressor's calibrated values (within 1e-5) on every excerpt (the data
-  has no dev file; the model's own dev split is drawn from these excerpts).
+  has no dev file; the model's own dev split is drawn from these excerpts);
+- the same for a classifier and a regressor over MiniLM's layers, whose export holds the
+  transformer too.
 
     .venv/bin/bistack train configs/conll03-bilstm-crf.yaml --set train.max_epochs=15 \\
         --output runs/conll03-confidence
@@ -12,9 +14,16 @@
         --output runs/sst2-confidence
     .venv/bin/bistack train configs/commonlit-bilstm.yaml --set train.max_epochs=5 \\
         --output runs/commonlit-export
+    head -n 5001 ../shared/data/sst2/train.tsv > runs/sst2-train-5k.tsv
+    .venv/bin/bistack train configs/sst2-minilm-layers.yaml --output runs/sst2-minilm-export \\
+        --set data.train=runs/sst2-train-5k.tsv --set train.max_epochs=3
+    .venv/bin/bistack train configs/commonlit-minilm-layers.yaml \\
+        --output runs/commonlit-minilm-export --set train.max_epochs=5
     .venv/bin/python benchmarks/export_parity.py
 
-Each model is exported with ``bistack export`` to ``<run>/onnx``. Writes
+The models over MiniLM's layers are optional (their rows appear when they exist); the SST-2 one
+trains on the first 5,000 training sentences, enough for a parity check. Each model is exported
+with ``bistack export`` to ``<run>/onnx``. Writes
 benchmarks/results/export-parity.{md,json}.
 """
 
@@ -36,7 +45,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
 RESULTS = ROOT / "benchmarks" / "results"
 RUNS = {"conll03": "runs/conll03-confidence", "sst2": "runs/sst2-confidence"}
-RUNS["commonlit"] = "runs/commonlit-export"
+RUNS |= {"commonlit": "runs/commonlit-export", "sst2-layers": "runs/sst2-minilm-export"}
+RUNS["commonlit-layers"] = "runs/commonlit-minilm-export"
 
 
 def exported(run: str) -> tuple[object, object]:
@@ -77,28 +87,31 @@ def conll03() -> dict:
     }
 
 
-def sst2() -> dict:
-    classifier, onnx = exported(RUNS["sst2"])
+def classification(run: str, name: str) -> dict:
+    """Labels, probabilities (and attention, where the model attends) on SST-2 dev."""
+    classifier, onnx = exported(run)
     data = classifier.config.data
     path = DATA / "sst2" / "dev.tsv"
     examples = read_table(path, data.text_column, data.label_columns, file_format=data.format)
     texts = [e.text for e in examples]
-    want, torch_s = timed(classifier.predict, texts, attention=True)
-    got, onnx_s = timed(onnx.predict, texts, attention=True)
+    attends = "attention" in onnx.PREDICT_OPTIONS and classifier.attends
+    want, torch_s = timed(classifier.predict, texts, attention=attends)
+    got, onnx_s = timed(onnx.predict, texts, attention=attends)
+    pairs = list(zip(want, got, strict=True))
     probability_gap = max(
-        abs(a.probabilities[k] - b.probabilities[k])
-        for a, b in zip(want, got, strict=True)
-        for k in a.probabilities
+        abs(a.probabilities[k] - b.probabilities[k]) for a, b in pairs for k in a.probabilities
     )
-    attention_gap = max(
-        abs(x[1] - y[1])
-        for a, b in zip(want, got, strict=True)
-        for x, y in zip(a.attention, b.attention, strict=True)
-    )
+    attention_gap = None
+    if attends:
+        attention_gap = max(
+            abs(x[1] - y[1])
+            for a, b in pairs
+            for x, y in zip(a.attention, b.attention, strict=True)
+        )
     return {
-        "data": "SST-2 dev",
+        "data": f"SST-2 dev, {name}",
         "examples": len(texts),
-        "identical_labels": sum(a.label == b.label for a, b in zip(want, got, strict=True)),
+        "identical_labels": sum(a.label == b.label for a, b in pairs),
         "max_probability_difference": probability_gap,
         "max_attention_difference": attention_gap,
         "dev_accuracy_pytorch": classifier.evaluate(path)["accuracy"],
@@ -108,8 +121,9 @@ def sst2() -> dict:
     }
 
 
-def commonlit() -> dict:
-    regressor, onnx = exported(RUNS["commonlit"])
+def regression(run: str, name: str) -> dict:
+    """Calibrated values on every CommonLit excerpt."""
+    regressor, onnx = exported(run)
     data = regressor.config.data
     path = DATA / "commonlit" / "train.csv"
     examples = read_table(path, data.text_column, data.label_columns, file_format=data.format)
@@ -119,51 +133,68 @@ def commonlit() -> dict:
     target = regressor.targets[0]
     gaps = [abs(a.values[target] - b.values[target]) for a, b in zip(want, got, strict=True)]
     return {
-        "data": "CommonLit (every excerpt)",
+        "data": f"CommonLit (every excerpt), {name}",
         "examples": len(texts),
         "max_value_difference": max(gaps),
         "within_1e-5": sum(gap <= 1e-5 for gap in gaps),
+        "within_1e-4": sum(gap <= 1e-4 for gap in gaps),
         "seconds_pytorch": torch_s,
         "seconds_onnx": onnx_s,
     }
 
 
 def report(rows: dict) -> str:
-    c, s, r = rows["conll03"], rows["sst2"], rows["commonlit"]
-    return "\n".join(
-        [
-            "# Exported (ONNX, onnxruntime) against PyTorch, on every dev example",
-            "",
-            "Reproduce: the commands in `benchmarks/export_parity.py`'s docstring (train the three"
-            " models, then `.venv/bin/python benchmarks/export_parity.py`). Each model is exported"
-            " with `bistack export MODEL --format onnx --output DIR`.",
-            "",
-            "| data | examples | check | result |",
-            "|---|---:|---|---|",
-            f"| {c['data']} | {c['examples']} | identical tags (CRF Viterbi in the graph) |"
-            f" {c['identical_tags']} / {c['examples']} |",
-            f"| | | identical entities | {c['identical_entities']} / {c['examples']} sentences"
-            f" ({c['entities']} entities) |",
-            f"| | | dev F1 (conlleval) | PyTorch {c['dev_f1_pytorch']:.2f}, ONNX"
-            f" {c['dev_f1_onnx']:.2f} |",
-            f"| {s['data']} | {s['examples']} | identical labels |"
-            f" {s['identical_labels']} / {s['examples']} |",
-            f"| | | max probability difference | {s['max_probability_difference']:.1e} |",
-            f"| | | max attention weight difference | {s['max_attention_difference']:.1e} |",
-            f"| | | dev accuracy | PyTorch {s['dev_accuracy_pytorch']:.2f}, ONNX"
-            f" {s['dev_accuracy_onnx']:.2f} |",
-            f"| {r['data']} | {r['examples']} | max value difference (calibrated, original"
-            f" units) | {r['max_value_difference']:.1e} ({r['within_1e-5']} / {r['examples']}"
-            " within 1e-5) |",
-            "",
-            "Wall time of the whole comparison set (one process, PyTorch then onnxruntime):"
-            f" CoNLL-2003 {c['seconds_pytorch']:.1f} s / {c['seconds_onnx']:.1f} s (tags only),"
-            f" SST-2 {s['seconds_pytorch']:.1f} s / {s['seconds_onnx']:.1f} s, CommonLit"
-            f" {r['seconds_pytorch']:.1f} s / {r['seconds_onnx']:.1f} s. `make bench` measures"
-            " speed and memory properly, each runtime in its own process.",
-            "",
-        ]
-    )
+    c = rows["conll03"]
+    lines = [
+        "# Exported (ONNX, onnxruntime) against PyTorch, on every dev example",
+        "",
+        "Reproduce: the commands in `benchmarks/export_parity.py`'s docstring (train the models,"
+        " then `.venv/bin/python benchmarks/export_parity.py`). Each model is exported with"
+        " `bistack export MODEL --format onnx --output DIR`.",
+        "",
+        "| data | examples | check | result |",
+        "|---|---:|---|---|",
+        f"| {c['data']} | {c['examples']} | identical tags (CRF Viterbi in the graph) |"
+        f" {c['identical_tags']} / {c['examples']} |",
+        f"| | | identical entities | {c['identical_entities']} / {c['examples']} sentences"
+        f" ({c['entities']} entities) |",
+        f"| | | dev F1 (conlleval) | PyTorch {c['dev_f1_pytorch']:.2f}, ONNX"
+        f" {c['dev_f1_onnx']:.2f} |",
+    ]
+    times = [f"{c['data']} {c['seconds_pytorch']:.1f} s / {c['seconds_onnx']:.1f} s (tags only)"]
+    for row in rows.values():
+        if "identical_labels" in row:
+            lines += [
+                f"| {row['data']} | {row['examples']} | identical labels |"
+                f" {row['identical_labels']} / {row['examples']} |",
+                f"| | | max probability difference | {row['max_probability_difference']:.1e} |",
+            ]
+            if row["max_attention_difference"] is not None:
+                lines.append(
+                    f"| | | max attention weight difference |"
+                    f" {row['max_attention_difference']:.1e} |"
+                )
+            lines.append(
+                f"| | | dev accuracy | PyTorch {row['dev_accuracy_pytorch']:.2f}, ONNX"
+                f" {row['dev_accuracy_onnx']:.2f} |"
+            )
+        elif "max_value_difference" in row:
+            lines.append(
+                f"| {row['data']} | {row['examples']} | max value difference (calibrated,"
+                f" original units) | {row['max_value_difference']:.1e} ({row['within_1e-5']} /"
+                f" {row['examples']} within 1e-5, {row['within_1e-4']} within 1e-4) |"
+            )
+        else:
+            continue
+        times.append(f"{row['data']} {row['seconds_pytorch']:.1f} s / {row['seconds_onnx']:.1f} s")
+    lines += [
+        "",
+        "Wall time of each comparison (one process, PyTorch then onnxruntime): "
+        + "; ".join(times)
+        + ". `make bench` measures speed and memory properly, each runtime in its own process.",
+        "",
+    ]
+    return "\n".join(lines)
 
 
 def main() -> None:
@@ -171,7 +202,15 @@ def main() -> None:
     missing = [str(p) for p in needed if not p.exists()]
     if missing:
         raise SystemExit(f"skipping: {', '.join(missing)} not found")
-    rows = {"conll03": conll03(), "sst2": sst2(), "commonlit": commonlit()}
+    rows = {
+        "conll03": conll03(),
+        "sst2": classification(RUNS["sst2"], "BiLSTM + attention"),
+        "commonlit": regression(RUNS["commonlit"], "BiLSTM"),
+    }
+    layer_runs = {"sst2-layers": classification, "commonlit-layers": regression}
+    for name, compare in layer_runs.items():
+        if (ROOT / RUNS[name] / "model").exists():
+            rows[name] = compare(RUNS[name], "BiLSTM over MiniLM's layers (backbone in the graph)")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "export-parity.json").write_text(json.dumps(rows, indent=2) + "\n")
     (RESULTS / "export-parity.md").write_text(report(rows))

@@ -19,9 +19,8 @@ import torch
 from torch import Tensor
 
 from bistack.api.text_prediction import TextPrediction
-from bistack.data.tables import Example, parse_targets, read_table
+from bistack.data.tables import Example, class_ids, parse_targets, read_table
 from bistack.data.tokenize import Token
-from bistack.errors import DataError
 from bistack.metrics.text import (
     ClassificationScores,
     RegressionScores,
@@ -75,16 +74,7 @@ class ClassOutputs:
 
     def label_ids(self, examples: Sequence[Example], path: str | Path) -> list[int]:
         """Class ids of the examples' labels; an unknown label is an error naming its row."""
-        index = {label: i for i, label in enumerate(self.labels)}
-        for example in examples:
-            if example.labels[0] not in index:
-                raise DataError(
-                    path,
-                    f"label {example.labels[0]!r} never appeared in training "
-                    f"(known: {', '.join(self.labels)})",
-                    row=example.row,
-                )
-        return [index[e.labels[0]] for e in examples]
+        return class_ids(examples, self.labels, path)
 
     def training_targets(self, examples: Sequence[Example], path: str | Path) -> Tensor:
         """Class ids ``(n,)``; raises DataError at the row of an unknown label."""

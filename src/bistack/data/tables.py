@@ -152,6 +152,21 @@ def _tsv_records(path: str | Path, text: str) -> Iterator[tuple[int, dict]]:
         yield number, dict(zip(header, values, strict=True))
 
 
+def class_ids(examples: Sequence[Example], labels: Sequence[str], path: str | Path) -> list[int]:
+    """Each example's label as its index in ``labels``; a label never seen in training is a
+    DataError naming its row."""
+    index = {label: i for i, label in enumerate(labels)}
+    for example in examples:
+        if example.labels[0] not in index:
+            raise DataError(
+                path,
+                f"label {example.labels[0]!r} never appeared in training "
+                f"(known: {', '.join(labels)})",
+                row=example.row,
+            )
+    return [index[e.labels[0]] for e in examples]
+
+
 def parse_targets(
     examples: Sequence[Example], columns: Sequence[str], path: str | Path
 ) -> list[list[float]]:

@@ -24,7 +24,7 @@ from bistack.api.tagging import SentenceAnalysis, Tagging, in_output_scheme, sco
 from bistack.api.text_prediction import TextPrediction
 from bistack.data.conll import Sentence
 from bistack.data.features import TokenVocabularies, token_rows
-from bistack.data.tables import Example, parse_targets, read_table
+from bistack.data.tables import Example, class_ids, parse_targets, read_table
 from bistack.data.tokenize import Token, tokenize_text
 from bistack.errors import ConfigError, DataError, ModelFileError
 from bistack.metrics.entities import EntityScores
@@ -259,16 +259,7 @@ class ExportedTextModel(ExportedModel):
             _, outputs, weights = self.run_texts([e.text for e in examples])
             diagnostics = attention_diagnostics(weights, 0.0)
             return regression_scores(gold_values, outputs.tolist(), names, diagnostics)
-        index = {label: i for i, label in enumerate(names)}
-        for example in examples:
-            if example.labels[0] not in index:
-                raise DataError(
-                    path,
-                    f"label {example.labels[0]!r} never appeared in training "
-                    f"(known: {', '.join(names)})",
-                    row=example.row,
-                )
-        gold = [index[e.labels[0]] for e in examples]
+        gold = class_ids(examples, names, path)
         _, outputs, weights = self.run_texts([e.text for e in examples])
         predicted = outputs.argmax(axis=1).tolist()
         scores = classification_scores(gold, predicted, names, attention_diagnostics(weights, 0.0))
