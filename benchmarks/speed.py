@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-from bistack.data.batching import bucket_batches
+from bistack.data.buckets import bucket_batches
 from bistack.data.conll import read_conll
 from bistack.data.tables import read_table
 from speed_report import write_report

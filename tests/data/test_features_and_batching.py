@@ -1,6 +1,7 @@
 import torch
 
-from bistack.data.batching import bucket_batches, collate_tagging
+from bistack.data.batching import collate_tagging
+from bistack.data.buckets import bucket_batches
 from bistack.data.features import CASINGS, TokenVocabularies, casing_class
 from bistack.data.tokenize import tokenize, whitespace_tokenize
 from bistack.data.vocab import Vocabulary

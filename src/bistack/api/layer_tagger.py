@@ -21,7 +21,7 @@ from bistack.api.tagging import (
     score_sentences,
 )
 from bistack.config import LayerPoolingTaggerConfig, build_config
-from bistack.data.batching import bucket_batches
+from bistack.data.buckets import bucket_batches
 from bistack.data.conll import Sentence
 from bistack.metrics.entities import EntityScores
 from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata

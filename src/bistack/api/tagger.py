@@ -13,13 +13,11 @@ from bistack.api.tagging import (
     Tagging,
     analyse_batch,
     in_output_scheme,
-    score_sentences,
 )
 from bistack.config import TaggerConfig, build_config
-from bistack.data.batching import bucket_batches, collate_tagging
-from bistack.data.conll import Sentence
+from bistack.data.batching import collate_tagging
+from bistack.data.buckets import bucket_batches
 from bistack.data.features import TokenVocabularies
-from bistack.metrics.entities import EntityScores
 from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata, save_weights
 from bistack.models.mode import evaluating
 from bistack.models.tagger import SequenceTagger, build_tagger
@@ -77,12 +75,6 @@ class Tagger(Tagging):
             output_scheme=self.output_scheme,
         )
 
-    def tag_tokens(
-        self, sentences: Sequence[Sequence[str]], batch_size: int | None = None
-    ) -> list[list[str]]:
-        """Tags for pre-tokenised sentences, in the output scheme, in input order."""
-        return [a.tags for a in self._analyse(sentences, batch_size, confidence=False)]
-
     @torch.no_grad()  # not inference mode: the CRF's marginals are a gradient
     def _analyse(
         self,
@@ -107,7 +99,3 @@ class Tagger(Tagging):
                 for index, analysis in zip(indices, analyses, strict=True):
                     by_index[index] = in_output_scheme(analysis, labels, self.output_scheme)
         return [by_index[i] for i in range(len(sentences))]
-
-    def score(self, sentences: Sequence[Sentence], path: str | Path = "<data>") -> EntityScores:
-        """Score against gold tags, both written in the output scheme."""
-        return score_sentences(self.tag_tokens, self.labels, self.output_scheme, sentences, path)

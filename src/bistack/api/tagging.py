@@ -157,9 +157,11 @@ def analyse_batch(model: Any, batch: Any, confidence: bool, top_k: int = 1) -> l
 class Tagging(ABC):
     """What every tagger does with its analyses, whatever computes them: predictions for raw
     text and scores on a CoNLL file. A tagger supplies ``_analyse`` (its batched network pass),
-    ``score`` and a config with a CoNLL ``data`` section."""
+    its ``labels``, its ``output_scheme`` and a config with a CoNLL ``data`` section."""
 
     config: Any
+    output_scheme: str
+    labels: Any  # the tags it predicts, in the scheme it was trained in
 
     @abstractmethod
     def _analyse(
@@ -185,9 +187,15 @@ class Tagging(ABC):
             raise ValueError(f"top_k must be >= 1, got {top_k}")
         return self._analyse(sentences, batch_size, confidence=True, top_k=top_k, progress=progress)
 
-    @abstractmethod
+    def tag_tokens(
+        self, sentences: Sequence[Sequence[str]], batch_size: int | None = None
+    ) -> list[list[str]]:
+        """Tags for pre-tokenised sentences, in the output scheme, in input order."""
+        return [a.tags for a in self._analyse(sentences, batch_size, confidence=False)]
+
     def score(self, sentences: Sequence[Sentence], path: str | Path = "<data>") -> EntityScores:
-        """Entity scores against the sentences' gold tags."""
+        """Entity scores against the sentences' gold tags, both written in the output scheme."""
+        return score_sentences(self.tag_tokens, self.labels, self.output_scheme, sentences, path)
 
     def predict(
         self,

@@ -24,7 +24,8 @@ from bistack.api.text_outputs import (
     TextPrediction,
 )
 from bistack.config import TextModelConfig, build_config
-from bistack.data.batching import bucket_batches, collate_text
+from bistack.data.batching import collate_text
+from bistack.data.buckets import bucket_batches
 from bistack.data.features import TokenVocabularies
 from bistack.data.tokenize import Token, tokenize_text
 from bistack.errors import DataError

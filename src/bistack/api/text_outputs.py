@@ -18,7 +18,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from bistack.api.text_prediction import TextPrediction
+from bistack.api.text_prediction import TextPrediction, with_blank_texts
 from bistack.data.tables import Example, class_ids, parse_targets, read_table
 from bistack.data.tokenize import Token
 from bistack.metrics.text import (
@@ -298,17 +298,12 @@ class TextModelBase(ABC):
         token weights when the pooling has them; ``batch_size`` texts per forward pass. A blank
         text gets an empty prediction (no label, no values), so results stay aligned;
         ``progress`` shows a bar."""
-        if isinstance(texts, str):
-            texts = [texts]
-        filled = [i for i, text in enumerate(texts) if text.strip()]
-        predictions = [TextPrediction(text) for text in texts]
-        if filled:
-            chosen = [texts[i] for i in filled]
+
+        def predict(chosen: list[str]) -> list[TextPrediction]:
             raw = self.run(chosen, batch_size, progress)
-            made = self.outputs.predictions(chosen, raw, attention)
-            for index, prediction in zip(filled, made, strict=True):
-                predictions[index] = prediction
-        return predictions
+            return self.outputs.predictions(chosen, raw, attention)
+
+        return with_blank_texts(texts, predict)
 
     def evaluate(self, path: str | Path) -> ClassificationScores | RegressionScores:
         """Metrics on a labelled table, with attention diagnostics when the pooling attends."""

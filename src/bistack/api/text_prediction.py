@@ -3,6 +3,7 @@ the server, the ONNX runtime) writes the same record."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,3 +36,19 @@ class TextPrediction:
                 for t, w in self.attention
             ]
         return record
+
+
+def with_blank_texts(
+    texts: Sequence[str], predict: Callable[[list[str]], list[TextPrediction]]
+) -> list[TextPrediction]:
+    """One prediction per text (a single string is one text): ``predict`` gets the texts that
+    are not blank, and a blank text gets an empty prediction, so results stay aligned."""
+    if isinstance(texts, str):
+        texts = [texts]
+    filled = [i for i, text in enumerate(texts) if text.strip()]
+    predictions = [TextPrediction(text) for text in texts]
+    if filled:
+        made = predict([texts[i] for i in filled])
+        for index, prediction in zip(filled, made, strict=True):
+            predictions[index] = prediction
+    return predictions

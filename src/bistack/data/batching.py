@@ -6,7 +6,6 @@ batches are sorted by length and the caller restores input order with the return
 
 from __future__ import annotations
 
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Self
@@ -17,29 +16,6 @@ from torch import Tensor
 from bistack.data.features import EncodedSentence, TokenVocabularies, padded_rows, token_rows
 
 PAD_TAG = -100  # ignored by cross-entropy; the CRF reads the mask instead
-
-
-def bucket_batches(
-    lengths: Sequence[int], batch_size: int, *, shuffle: bool, seed: int = 0, pool: int = 50
-) -> list[list[int]]:
-    """Index batches of similar length.
-
-    Shuffled: indices are shuffled, cut into pools of ``pool`` batches, each pool sorted by
-    length and cut into batches, and the batches shuffled. Not shuffled: sorted by length.
-    """
-    order = list(range(len(lengths)))
-    rng = random.Random(seed)
-    if not shuffle:
-        order.sort(key=lambda i: lengths[i])
-        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    rng.shuffle(order)
-    batches = []
-    step = batch_size * pool
-    for start in range(0, len(order), step):
-        chunk = sorted(order[start : start + step], key=lambda i: lengths[i])
-        batches.extend(chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size))
-    rng.shuffle(batches)
-    return batches
 
 
 @dataclass

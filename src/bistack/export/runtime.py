@@ -20,14 +20,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from bistack.analysis import Analysis
-from bistack.api.tagging import SentenceAnalysis, Tagging, in_output_scheme, score_sentences
-from bistack.api.text_prediction import TextPrediction
-from bistack.data.conll import Sentence
+from bistack.api.tagging import SentenceAnalysis, Tagging, in_output_scheme
+from bistack.api.text_prediction import TextPrediction, with_blank_texts
+from bistack.data.buckets import bucket_batches
 from bistack.data.features import TokenVocabularies, token_rows
 from bistack.data.tables import Example, class_ids, parse_targets, read_table
 from bistack.data.tokenize import Token, tokenize_text
 from bistack.errors import ConfigError, DataError, ModelFileError
-from bistack.metrics.entities import EntityScores
 from bistack.metrics.text import (
     ClassificationScores,
     RegressionScores,
@@ -112,14 +111,19 @@ class ExportedModel:
     def batches(self, lengths: Sequence[int], batch_size: int | None) -> list[list[int]]:
         """Indices in batches of similar length (as PyTorch predicts), shortest first."""
         size = batch_size or int(getattr(self.config.train, "eval_batch_size", DEFAULT_BATCH))
-        order = sorted(range(len(lengths)), key=lambda i: lengths[i])
-        return [order[i : i + size] for i in range(0, len(order), size)]
+        return bucket_batches(lengths, size, shuffle=False)
 
 
 class ExportedTagger(ExportedModel, Tagging):
     """An exported tagger: the best tags (the CRF's Viterbi path), entities with offsets."""
 
     PREDICT_FORMATS = ("conll", "jsonl")
+
+    def __init__(
+        self, path: Path, meta: dict[str, Any], vocabularies: TokenVocabularies | None
+    ) -> None:
+        super().__init__(path, meta, vocabularies)
+        self.output_scheme = meta["output_scheme"]
 
     @property
     def labels(self) -> list[str]:
@@ -137,13 +141,14 @@ class ExportedTagger(ExportedModel, Tagging):
             raise ConfigError(f"{self.description} gives the best tags only, not the top {top_k}")
         if any(not s for s in sentences):
             raise ValueError("cannot tag an empty sentence")
-        scheme = self.meta["output_scheme"]
         by_index: dict[int, SentenceAnalysis] = {}
         for indices in self.batches([len(s) for s in sentences], batch_size):
             (tags,) = self.run([sentences[i] for i in indices])
             for row, index in enumerate(indices):
                 path = tags[row, : len(sentences[index])].tolist()
-                by_index[index] = in_output_scheme(Analysis(path, [], {}), self.labels, scheme)
+                by_index[index] = in_output_scheme(
+                    Analysis(path, [], {}), self.labels, self.output_scheme
+                )
         return [by_index[i] for i in range(len(sentences))]
 
     def predict(
@@ -158,15 +163,6 @@ class ExportedTagger(ExportedModel, Tagging):
         if min_confidence is not None:
             raise ConfigError(f"{self.description} has no entity confidences to filter on")
         return super().predict(texts, None, batch_size, top_k, progress)
-
-    def tag_tokens(
-        self, sentences: Sequence[Sequence[str]], batch_size: int | None = None
-    ) -> list[list[str]]:
-        return [a.tags for a in self._analyse(sentences, batch_size, confidence=False)]
-
-    def score(self, sentences: Sequence[Sentence], path: str | Path = "<data>") -> EntityScores:
-        scheme = self.meta["output_scheme"]
-        return score_sentences(self.tag_tokens, self.labels, scheme, sentences, path)
 
 
 class ExportedTextModel(ExportedModel):
@@ -217,32 +213,36 @@ class ExportedTextModel(ExportedModel):
         progress: bool = False,
     ) -> list[TextPrediction]:
         """One prediction per text, as ``Classifier.predict``/``Regressor.predict`` make it."""
-        if isinstance(texts, str):
-            texts = [texts]
-        filled = [i for i, text in enumerate(texts) if text.strip()]
-        predictions = [TextPrediction(text) for text in texts]
-        if not filled:
-            return predictions
-        tokens, outputs, weights = self.run_texts([texts[i] for i in filled], batch_size)
+        return with_blank_texts(texts, lambda chosen: self.records(chosen, attention, batch_size))
+
+    def records(
+        self, texts: list[str], attention: bool, batch_size: int | None
+    ) -> list[TextPrediction]:
+        """Label and probabilities, or values, for texts that are not blank."""
+        tokens, outputs, weights = self.run_texts(texts, batch_size)
         names = self.labels
-        for row, index in enumerate(filled):
+        records = []
+        for row, text in enumerate(texts):
             values = outputs[row].tolist()
             shown = None
             if attention and weights is not None:
                 shown = list(zip(tokens[row], weights[row], strict=True))
             if self.regresses:
-                record = TextPrediction(
-                    texts[index], values=dict(zip(names, values, strict=True)), attention=shown
+                records.append(
+                    TextPrediction(
+                        text, values=dict(zip(names, values, strict=True)), attention=shown
+                    )
                 )
             else:
-                record = TextPrediction(
-                    texts[index],
-                    label=names[int(np.argmax(outputs[row]))],
-                    probabilities=dict(zip(names, values, strict=True)),
-                    attention=shown,
+                records.append(
+                    TextPrediction(
+                        text,
+                        label=names[int(np.argmax(outputs[row]))],
+                        probabilities=dict(zip(names, values, strict=True)),
+                        attention=shown,
+                    )
                 )
-            predictions[index] = record
-        return predictions
+        return records
 
     def evaluate(self, path: str | Path) -> ClassificationScores | RegressionScores:
         """The metrics ``bistack evaluate`` gives the PyTorch model, on a labelled table."""
@@ -297,11 +297,9 @@ class ExportedLayerTextModel(ExportedTextModel):
         for index, text in enumerate(texts):
             if not text.strip():
                 raise DataError("input", f"text {index + 1} is empty")
-        size = batch_size or self.batch_size
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         outputs = np.zeros((len(texts), len(self.labels)), dtype=np.float32)
-        for start in range(0, len(order), size):
-            chosen = order[start : start + size]
+        lengths = [len(text) for text in texts]  # as TransformerBackbone.layer_vectors orders them
+        for chosen in bucket_batches(lengths, batch_size or self.batch_size, shuffle=False):
             outputs[chosen] = self.session.run(None, self.windows([texts[i] for i in chosen]))[0]
         return [[] for _ in texts], outputs, None
 

@@ -281,7 +281,7 @@ def kept(run: Run, best: float, best_epoch: int) -> str:
 
 def my_batches(fabric: Fabric, task: LoopTask, train: TrainConfig, epoch: int) -> list[list[int]]:
     """This process's share of the epoch's length-bucketed batches."""
-    from bistack.data.batching import bucket_batches
+    from bistack.data.buckets import bucket_batches
 
     batches = bucket_batches(
         task.train_lengths(),

@@ -85,9 +85,7 @@ def describe(
     labels = getattr(model, "labels", None)
     if labels is not None:
         info["labels"] = list(labels)
-    scheme = getattr(model, "output_scheme", None) or getattr(model, "meta", {}).get(
-        "output_scheme"
-    )
+    scheme = getattr(model, "output_scheme", None)
     if scheme:
         info["scheme"] = scheme
         info["entity_types"] = sorted({label.partition("-")[2] for label in labels or []} - {""})
