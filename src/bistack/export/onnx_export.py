@@ -13,12 +13,10 @@ count is a tensor's size.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import warnings
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -27,6 +25,7 @@ from bistack import __version__
 from bistack.errors import ConfigError, ModelFileError
 from bistack.export.plans import ExportPlan
 from bistack.export.runtime import EXPORT_FILE, FORMAT, MODEL_FILE, VOCAB_FILE
+from bistack.modeldir import write_json
 
 OPSET = 17
 
@@ -68,10 +67,6 @@ def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool =
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return output
-
-
-def write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
 
 
 def trace(plan: ExportPlan, path: Path) -> None:
