@@ -257,3 +257,36 @@ def test_the_lock_and_staging_live_beside_the_output_not_in_it(trained, tmp_path
     assert done.returncode == 0
     assert sorted(os.listdir(run)) == ["metrics.csv", "model"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [".fresh.lock", "fresh"]
+
+
+@pytest.mark.parametrize("when", ["before the first epoch", "while finishing"])
+def test_an_interrupt_outside_the_epochs_still_says_what_the_run_leaves(tmp_path, capsys, when):
+    """Ctrl-C between staging and the first epoch, or after the last best model was saved,
+    gets the same one line as one during an epoch, and the truth about what is on disk."""
+    from bistack import tasks
+    from bistack.recipes.driver import RunOptions, train_model
+
+    train = write_conll(tmp_path / "train.txt", tiny_sentences(40, seed=0))
+    dev = write_conll(tmp_path / "dev.txt", tiny_sentences(10, seed=1))
+    config = tasks.config_from_dict(tiny_config(train, dev, train={"max_epochs": 1}))
+    task = tasks.task_of("tagger")
+
+    def interrupted(config, run, **inputs):
+        prepared = task.prepare(config, run, **inputs)
+        if when == "before the first epoch":
+            raise KeyboardInterrupt
+        prepared.finish = lambda run: (_ for _ in ()).throw(KeyboardInterrupt)
+        return prepared
+
+    run = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        train_model(config, run, interrupted, task.metric, RunOptions(progress=False))
+    out = capsys.readouterr().out
+    if when == "before the first epoch":
+        assert f"interrupted: no model was saved, and {run} is as it was" in out
+        assert not run.exists()
+    else:
+        assert f"interrupted: the best model so far is intact in {run / 'model'}" in out
+        assert Tagger.load(run / "model").predict(TEXTS)
+    assert out.count("interrupted") == 1
+    assert not list(tmp_path.glob(".run.staging-*"))

@@ -21,7 +21,7 @@ from torch import nn
 
 from bistack.config import ExperimentConfig
 from bistack.errors import BistackError
-from bistack.recipes.loop import FitResult, LoopTask, Run, fit, kept, start_run
+from bistack.recipes.loop import FitResult, Interrupted, LoopTask, Run, fit, kept, start_run
 from bistack.recipes.rundir import check_output
 
 
@@ -137,5 +137,10 @@ def train_model(
         if run.fabric.is_global_zero and prepared.finish is not None:
             prepared.finish(run)
         return TrainedModel(run.model_dir, result, parameters)
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:  # before the first epoch, or while finishing: say it all the same
+        run.say(f"\ninterrupted: {kept(run)}")
+        raise
     finally:
         run.directory.close()

@@ -265,17 +265,21 @@ def fit(
                 break
     except KeyboardInterrupt:
         say(f"\ninterrupted: {kept(run, best, best_epoch)}")
-        raise
+        raise Interrupted from None
     except TrainingDiverged as error:
         raise TrainingDiverged(f"{error}; {kept(run, best, best_epoch)}") from None
     return FitResult(best, best_epoch, epoch)
 
 
-def kept(run: Run, best: float, best_epoch: int) -> str:
-    """What a stopped run leaves, truthfully."""
-    if best_epoch and run.directory.committed:
-        where = run.model_dir
-        return f"the best model so far (dev {best:.2f}, epoch {best_epoch}) is intact in {where}"
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C in a run that has already said what it leaves."""
+
+
+def kept(run: Run, best: float = float("-inf"), best_epoch: int = 0) -> str:
+    """What a stopped run leaves, truthfully (``best_epoch`` 0: not known here)."""
+    if run.directory.committed:
+        detail = f" (dev {best:.2f}, epoch {best_epoch})" if best_epoch else ""
+        return f"the best model so far{detail} is intact in {run.model_dir}"
     return f"no model was saved, and {run.directory.output} is as it was"
 
 
