@@ -78,8 +78,8 @@ def train_quietly(config, output: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def served_tagger(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small trained tagger's model directory, shared by the serving tests."""
+def small_tagger(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small trained tagger's model directory, shared by the serving and corpus tests."""
     root = tmp_path_factory.mktemp("served-tagger")
     train = write_conll(root / "train.txt", tiny_sentences(120, seed=0))
     dev = write_conll(root / "dev.txt", tiny_sentences(30, seed=1))
@@ -88,12 +88,28 @@ def served_tagger(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def served_classifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A small trained classifier with attention pooling, shared by the serving tests."""
+def small_classifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small trained classifier with attention pooling, shared by the serving and corpus
+    tests."""
     from tests.recipes.test_text_end_to_end import sentiment_rows, text_config, write_tsv
 
     root = tmp_path_factory.mktemp("served-classifier")
     train = write_tsv(root / "train.tsv", sentiment_rows(200, 0))
     dev = write_tsv(root / "dev.tsv", sentiment_rows(40, 1))
     config = text_config(train, dev, pooling={"type": "additive"}, train={"max_epochs": 3})
+    return train_quietly(tasks.config_from_dict(config), root / "run")
+
+
+@pytest.fixture(scope="session")
+def small_regressor(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small trained regressor (values are the count of positive words), for corpus tests."""
+    from tests.recipes.test_text_end_to_end import sentiment_rows, text_config, write_tsv
+
+    root = tmp_path_factory.mktemp("small-regressor")
+    rows = [(text, float(sum(w in text for w in ("great", "lovely")))) for text, _ in
+            sentiment_rows(200, 0)]  # fmt: skip
+    train = write_tsv(root / "train.tsv", rows, header=("sentence", "score"))
+    dev = write_tsv(root / "dev.tsv", rows[:40], header=("sentence", "score"))
+    config = text_config(train, dev, kind="regressor", train={"max_epochs": 2})
+    config["data"]["label_columns"] = ["score"]
     return train_quietly(tasks.config_from_dict(config), root / "run")

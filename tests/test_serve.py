@@ -27,17 +27,17 @@ LIMITS = Limits(max_body_bytes=4096, max_texts=5, max_chars=200)
 
 
 @pytest.fixture
-def tagger_client(served_tagger):
-    with TestClient(create_app(load_served(served_tagger), LIMITS)) as client:
+def tagger_client(small_tagger):
+    with TestClient(create_app(load_served(small_tagger), LIMITS)) as client:
         yield client
 
 
-def test_predict_returns_the_records_bistack_predict_writes(tagger_client, served_tagger):
+def test_predict_returns_the_records_bistack_predict_writes(tagger_client, small_tagger):
     texts = ["John visited Paris yesterday.", "Mary left New York ."]
     response = tagger_client.post("/predict", json={"texts": texts})
     assert response.status_code == 200
     records = response.json()["predictions"]
-    expected = [json.loads(jsonl_line(p)) for p in load_model(served_tagger).predict(texts)]
+    expected = [json.loads(jsonl_line(p)) for p in load_model(small_tagger).predict(texts)]
     assert records == expected
     assert {e["type"] for r in records for e in r["entities"]} >= {"PER", "LOC"}
     # The options predict has for this kind work here too.
@@ -99,11 +99,11 @@ def test_raw_bodies_that_are_not_json_or_too_large_get_a_4xx(tagger_client):
     assert tagger_client.post("/sample", json={"prompt": "x"}).status_code == 400
 
 
-def test_a_classifier_returns_probabilities_and_attention(served_classifier):
-    with TestClient(create_app(load_served(served_classifier), LIMITS)) as client:
+def test_a_classifier_returns_probabilities_and_attention(small_classifier):
+    with TestClient(create_app(load_served(small_classifier), LIMITS)) as client:
         body = {"texts": ["the acting was superb", "a dull plot"], "attention": True}
         records = client.post("/predict", json=body).json()["predictions"]
-        model = load_model(served_classifier)
+        model = load_model(small_classifier)
         expected = model.predict(body["texts"], attention=True)
         assert records == [json.loads(jsonl_line(p)) for p in expected]
         assert sum(records[0]["probabilities"].values()) == pytest.approx(1.0)
@@ -180,19 +180,19 @@ def test_serve_binds_to_this_machine_only_by_default():
     assert args.host == "127.0.0.1"
 
 
-def test_an_exported_model_is_served_too(served_tagger, tmp_path):
+def test_an_exported_model_is_served_too(small_tagger, tmp_path):
     pytest.importorskip("onnxruntime", reason="exported models run on onnxruntime")
     from bistack.cli import main
 
     output = tmp_path / "onnx"
-    assert main(["export", str(served_tagger), "--output", str(output)]) == 0
+    assert main(["export", str(small_tagger), "--output", str(output)]) == 0
     with TestClient(create_app(load_served(output), LIMITS)) as client:
         info = client.get("/info").json()
         assert info["exported"] is True and info["kind"] == "tagger"
         assert info["view"] == "entities" and info["options"] == []
         texts = ["John visited Paris yesterday."]
         records = client.post("/predict", json={"texts": texts}).json()["predictions"]
-        pytorch = load_model(served_tagger).predict(texts)[0].to_json()
+        pytorch = load_model(small_tagger).predict(texts)[0].to_json()
         assert [(e["type"], e["start"], e["end"]) for e in records[0]["entities"]] == [
             (e["type"], e["start"], e["end"]) for e in pytorch["entities"]
         ]

@@ -86,8 +86,8 @@ def shown_text(page) -> str:
     )
 
 
-def test_a_tagger_page_highlights_entities_by_type(browser, served_tagger, tmp_path):
-    with serving(served_tagger) as address:
+def test_a_tagger_page_highlights_entities_by_type(browser, small_tagger, tmp_path):
+    with serving(small_tagger) as address:
         page = browser.new_page()
         ask(page, address, "John visited Paris yesterday. Mary left New York .")
         page.wait_for_selector("mark.entity")
@@ -105,9 +105,9 @@ def test_a_tagger_page_highlights_entities_by_type(browser, served_tagger, tmp_p
 
 
 def test_a_classifier_page_shows_bars_that_sum_to_one_and_attention(
-    browser, served_classifier, tmp_path
+    browser, small_classifier, tmp_path
 ):
-    with serving(served_classifier) as address:
+    with serving(small_classifier) as address:
         page = browser.new_page()
         ask(page, address, "the acting was superb")
         page.wait_for_selector(".bar")
@@ -133,8 +133,8 @@ HOSTILE = [
 
 
 @pytest.mark.parametrize("text", HOSTILE)
-def test_what_a_user_types_is_shown_as_text_never_as_html(browser, served_tagger, text):
-    with serving(served_tagger) as address:
+def test_what_a_user_types_is_shown_as_text_never_as_html(browser, small_tagger, text):
+    with serving(small_tagger) as address:
         page = browser.new_page()
         ask(page, address, text)
         page.wait_for_selector(".result")

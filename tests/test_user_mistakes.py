@@ -85,7 +85,7 @@ RETRAIN_MISTAKES: list[tuple[str, Callable[[dict, Path], tuple], str]] = [
         {**base(w), "data": {"train": str(write_conll(t / "one.txt", tiny_sentences(1)))}}, []),
      "leaves none to train on"),
     ("accelerator without a device", lambda w, t: (None, ["--accelerator", "cuda"]),
-     "--accelerator cuda --devices 1 --strategy auto: `CUDAAccelerator` can not run"),
+     "--accelerator cuda --devices 1 --num-nodes 1 --strategy auto: `CUDAAccelerator` can not run"),
     ("bad devices", lambda w, t: (None, ["--devices", "abc"]), "--devices abc"),
     ("bad strategy", lambda w, t: (None, ["--strategy", "nonsense"]),
      "invalid strategy name"),

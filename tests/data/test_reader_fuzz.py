@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bistack.cli import read_texts
+from bistack.corpus.sources import read_records
 from bistack.data.conll import read_conll
 from bistack.data.corpus import read_corpus
 from bistack.data.tables import read_table
@@ -44,7 +44,19 @@ VALID: dict[str, tuple[str, Callable[[Path], object]]] = {
         load_config,
     ),
     "corpus": ("the cat sat\non the mat\n", lambda p: read_corpus(p, "whitespace", 4)),
-    "predict input": ("Anna left Paris\n\nPeter\n", lambda p: read_texts(str(p))),
+    "predict lines": ("Anna left Paris\n\nPeter\n", lambda p: list(read_records(str(p), "lines"))),
+    "predict conll": (
+        "-DOCSTART- O\n\nAnna O\nleft O\n\nPeter O\n",
+        lambda p: list(read_records(str(p), "conll")),
+    ),
+    "predict jsonl": (
+        '{"text": "Anna left"}\n{"text": ["Peter", "left"]}\n',
+        lambda p: list(read_records(str(p), "jsonl")),
+    ),
+    "predict csv": (
+        'id,text\n1,"Anna, left"\n2,Peter\n',
+        lambda p: list(read_records(str(p), "csv")),
+    ),
 }
 
 

@@ -310,3 +310,45 @@ def test_bad_data_files_fail_with_file_line_and_no_traceback(
     assert err.startswith(f"error: {bad}{message}")
     assert len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_nodes_of_one_process_train_what_one_node_of_two_does(tmp_path, tiny_conll):
+    """The multi-node launch the README documents (MASTER_ADDR, MASTER_PORT, NODE_RANK on each
+    machine), here as two "machines" on localhost, gives the very weights of two processes on
+    one machine with the same seed."""
+    from safetensors.torch import load_file
+
+    train, dev = tiny_conll
+    config = write_config(tmp_path, tiny_config(train, dev, train={"max_epochs": 2}))
+    common = [*BISTACK, "train", str(config), "--no-progress", "--strategy", "ddp"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    one_node = subprocess.run([*common, "--output", str(tmp_path / "one"), "--devices", "2"],
+                              capture_output=True, text=True, timeout=300, env=env)  # fmt: skip
+    assert one_node.returncode == 0, one_node.stdout + one_node.stderr
+    port = str(free_port())
+    nodes = [
+        subprocess.Popen(
+            [*common, "--output", str(tmp_path / "two"), "--devices", "1", "--num-nodes", "2"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "NODE_RANK": str(rank)},
+        )
+        for rank in (0, 1)
+    ]
+    outputs = [node.communicate(timeout=300) for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outputs
+    assert all("best dev F1" in out for out, _ in outputs)  # each machine logs, node 0 saves
+    weights = [load_file(tmp_path / run / "model" / "model.safetensors") for run in ("one", "two")]
+    assert weights[0].keys() == weights[1].keys()
+    for name, tensor in weights[0].items():
+        assert torch.equal(tensor, weights[1][name]), name

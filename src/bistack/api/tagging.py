@@ -215,6 +215,25 @@ class Tagging(ABC):
 
         return predict_texts(analyse, texts, min_confidence)
 
+    def predict_tokens(
+        self,
+        sentences: Sequence[Sequence[str]],
+        min_confidence: float | None = None,
+        batch_size: int | None = None,
+        top_k: int = 1,
+        progress: bool = False,
+    ) -> list[TaggedText]:
+        """Tag pre-tokenised sentences, one tag per given token (as ``predict`` does raw
+        text); each result's text is its tokens joined by single spaces, which the offsets
+        index."""
+        words = [list(tokens) for tokens in sentences if tokens]  # a blank line has no sentence
+        analyses = iter(self.analyse_tokens(words, batch_size, top_k, progress) if words else [])
+        placed = [[spaced_tokens(tokens)] if tokens else [] for tokens in sentences]
+        return [
+            tagged_text(" ".join(tokens), sentence, analyses, min_confidence)
+            for tokens, sentence in zip(sentences, placed, strict=True)
+        ]
+
     def evaluate(self, path: str | Path) -> EntityScores:
         """Score the tagger on a labelled CoNLL file, as conlleval does."""
         sentences = read_conll(path, self.config.data.token_column, self.config.data.tag_column)
@@ -239,6 +258,15 @@ def predict_texts(
         tagged_text(text, doc, analyses, min_confidence)
         for text, doc in zip(texts, tokenized, strict=True)
     ]
+
+
+def spaced_tokens(tokens: Sequence[str]) -> list[Token]:
+    """``tokens`` with their offsets in the text that joins them by single spaces."""
+    placed, start = [], 0
+    for token in tokens:
+        placed.append(Token(token, start, start + len(token)))
+        start += len(token) + 1
+    return placed
 
 
 def check_known_types(

@@ -42,6 +42,9 @@ MODEL_FILE = "model.onnx"
 VOCAB_FILE = "vocab.json"
 TOKENIZER_FILE = "tokenizer.json"
 DEFAULT_BATCH = 256
+# Threads of each onnxruntime session (None: one per core). Corpus prediction's worker
+# processes set 1, since several sessions of one thread each outrun one of many.
+SESSION_THREADS: int | None = None
 
 
 def is_exported(path: str | Path) -> bool:
@@ -60,6 +63,8 @@ def open_session(path: str | Path) -> Any:
         ) from None
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3  # warnings about unused initialisers are not the user's
+    if SESSION_THREADS is not None:
+        options.intra_op_num_threads = options.inter_op_num_threads = SESSION_THREADS
     try:
         return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as error:  # onnxruntime raises its own classes for a damaged file

@@ -52,6 +52,7 @@ class RunOptions:
     there: never before its first best model)."""
 
     devices: int | str = 1
+    num_nodes: int = 1  # machines, each running ``devices`` processes (see the README)
     strategy: str = "auto"
     accelerator: str = "cpu"
     progress: bool = True
@@ -107,6 +108,7 @@ def train_model(
         output,
         config.train.seed,
         devices=options.devices,
+        num_nodes=options.num_nodes,
         strategy=options.strategy,
         accelerator=options.accelerator,
         overwrite=options.overwrite,

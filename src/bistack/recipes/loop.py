@@ -95,6 +95,7 @@ def start_run(
     *,
     devices: int | str,
     strategy: str,
+    num_nodes: int = 1,
     accelerator: str,
     overwrite: bool = False,
     log_format: Literal["text", "json"] = "text",
@@ -104,13 +105,16 @@ def start_run(
     from lightning_fabric import Fabric  # only training needs it: most of a second to import
 
     try:
-        fabric = Fabric(accelerator=accelerator, devices=devices, strategy=strategy)
+        fabric = Fabric(
+            accelerator=accelerator, devices=devices, num_nodes=num_nodes, strategy=strategy
+        )
         fabric.launch()
     except (ValueError, TypeError, RuntimeError, ImportError) as error:
         # Lightning's word for it; the traceback would only show where it was found out.
         reason = str(error).splitlines()[0]
         raise ConfigError(
-            f"--accelerator {accelerator} --devices {devices} --strategy {strategy}: {reason}"
+            f"--accelerator {accelerator} --devices {devices} --num-nodes {num_nodes} "
+            f"--strategy {strategy}: {reason}"
         ) from None
     fabric.seed_everything(seed, verbose=False)
     if fabric.is_global_zero:

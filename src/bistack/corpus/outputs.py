@@ -1,0 +1,141 @@
+"""Where corpus prediction writes: its output and the skipped-records file, appended a chunk at
+a time, so that a run killed at any point (SIGKILL included) can be resumed.
+
+After each chunk, ``OUTPUT.progress.json`` records how many input records are done and how
+many bytes of each file are whole (it is written to a temporary name and renamed, so it is
+itself never half-written). ``--resume`` cuts both files back to those sizes (a record
+written after the last progress record, or half-written, goes) and skips the records done:
+nothing is written twice, nothing is lost. The progress file is removed when the run ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from bistack.errors import ConfigError
+
+PROGRESS_SUFFIX = ".progress.json"
+
+
+class StdoutOutput:
+    """Predictions to stdout, as they come (a pipe sees each chunk at once); no resume."""
+
+    records_done = 0
+
+    def __init__(self, skipped: Path | None) -> None:
+        self.skipped = skipped
+        self._skipped: TextIO | None = None
+        if skipped is not None:
+            self._skipped = skipped.open("w", encoding="utf-8")
+
+    def write(self, predictions: str, skipped: str, records: int) -> None:
+        sys.stdout.write(predictions)
+        sys.stdout.flush()
+        if skipped and self._skipped is not None:
+            self._skipped.write(skipped)
+            self._skipped.flush()
+
+    def finish(self) -> None:
+        if self._skipped is not None:
+            self._skipped.close()
+
+
+class FileOutput:
+    """Predictions appended to ``path`` and skipped records to ``skipped``, with the progress
+    record that makes the run resumable (see the module's docstring)."""
+
+    def __init__(
+        self, path: Path, skipped: Path, settings: dict[str, Any], resume: bool, overwrite: bool
+    ) -> None:
+        self.path, self.skipped = path, skipped
+        self.progress = path.with_name(path.name + PROGRESS_SUFFIX)
+        self.settings = settings
+        if path.is_dir():
+            raise ConfigError(f"--output {path} is a folder; give a file name")
+        self.records_done, sizes = 0, (0, 0)
+        if resume:
+            self.records_done, sizes = self._resumed()
+        elif self.progress.exists():
+            raise ConfigError(
+                f"{path} is an unfinished run ({self.progress} says how far it got): add "
+                "--resume to continue it, or --overwrite to start again"
+            )
+        elif path.exists() and not overwrite:
+            raise ConfigError(f"{path} exists: add --overwrite to replace it")
+        self._out = _opened(path, sizes[0])
+        self._skipped = _opened(skipped, sizes[1])
+        if not resume:
+            self._save_progress()
+
+    def _resumed(self) -> tuple[int, tuple[int, int]]:
+        if not self.progress.exists():
+            raise ConfigError(
+                f"--resume: {self.progress} does not exist, so there is no unfinished run to "
+                f"continue ({self.path} is finished, or was never started)"
+            )
+        try:
+            state = json.loads(self.progress.read_text(encoding="utf-8"))
+            done, sizes = int(state["records"]), (int(state["bytes"]), int(state["skipped_bytes"]))
+            settings = state["settings"]
+        except (ValueError, KeyError, TypeError) as error:
+            raise ConfigError(f"{self.progress}: not a progress record ({error})") from None
+        changed = sorted(k for k in {*settings, *self.settings}
+                         if settings.get(k) != self.settings.get(k))  # fmt: skip
+        if changed:
+            was = ", ".join(f"{k}: {settings.get(k)!r} then, {self.settings.get(k)!r} now"
+                            for k in changed)  # fmt: skip
+            raise ConfigError(
+                f"--resume: {self.path} was started with other settings ({was}); resume with "
+                "the same ones, or start again with --overwrite"
+            )
+        for file, size in ((self.path, sizes[0]), (self.skipped, sizes[1])):
+            have = file.stat().st_size if file.exists() else 0
+            if have < size:
+                raise ConfigError(
+                    f"--resume: {file} has {have} bytes, fewer than the {size} its progress "
+                    "record counts; it was changed since: start again with --overwrite"
+                )
+        return done, sizes
+
+    def write(self, predictions: str, skipped: str, records: int) -> None:
+        """Append one chunk's predictions and skipped records (``records`` input records in
+        all), then record the progress."""
+        self._out.write(predictions.encode("utf-8"))
+        self._out.flush()
+        if skipped:
+            self._skipped.write(skipped.encode("utf-8"))
+            self._skipped.flush()
+        self.records_done += records
+        self._save_progress()
+
+    def _save_progress(self) -> None:
+        state = {
+            "records": self.records_done,
+            "bytes": self._out.tell(),
+            "skipped_bytes": self._skipped.tell(),
+            "settings": self.settings,
+        }
+        temporary = self.progress.with_name(self.progress.name + f".tmp-{os.getpid()}")
+        temporary.write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
+        os.replace(temporary, self.progress)
+
+    def finish(self) -> None:
+        """Close the files; an empty skipped-records file is removed, and so is the progress
+        record (the output is complete)."""
+        self._out.close()
+        self._skipped.close()
+        if self.skipped.stat().st_size == 0:
+            self.skipped.unlink()
+        self.progress.unlink()
+
+
+def _opened(path: Path, size: int) -> Any:
+    """``path`` opened for appending after its first ``size`` bytes (what follows is cut)."""
+    handle = open(path, "r+b" if path.exists() else "w+b")  # noqa: SIM115 - closed in finish
+    handle.truncate(size)
+    handle.seek(size)
+    return handle

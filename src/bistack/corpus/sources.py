@@ -1,0 +1,255 @@
+"""Where corpus prediction reads its texts: one record at a time, so that memory stays flat
+however long the input, and a pipe's lines are predicted as they arrive.
+
+A record is a raw text, a pre-tokenised sentence (its tokens), or why it could not be read;
+each knows where it came from (``line`` in text files, ``row`` in tables), for messages and for
+the skipped-records file. Formats:
+
+- ``lines``: one text a line, split on ``\\n`` alone (U+2028, U+0085 and form feeds stay inside
+  their line), a byte-order mark and a ``\\r`` before each ``\\n`` dropped, blank lines kept so
+  that output record N is input line N;
+- ``tokenized``: one sentence a line, its tokens split on whitespace;
+- ``conll``: CoNLL columns, the first one the tokens (a tag column is ignored), a blank line
+  after each sentence, ``-DOCSTART-`` lines skipped;
+- ``jsonl``: one JSON object a line, the text in ``field`` (a list of strings there is a
+  pre-tokenised sentence); blank lines are not records;
+- ``csv``, ``tsv``: a header row naming ``field``;
+- ``parquet``: a string column ``field`` (read in record batches with pyarrow).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+from bistack.errors import ConfigError, DataError
+
+INPUT_FORMATS = ("lines", "tokenized", "conll", "jsonl", "csv", "tsv", "parquet")
+TOKEN_FORMATS = frozenset({"tokenized", "conll"})  # what only a tagger can read
+_BY_SUFFIX = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".parquet": "parquet",
+    ".conll": "conll",
+    ".conllu": "conll",
+}
+
+
+@dataclass(frozen=True)
+class Record:
+    """One input record: ``text`` or ``tokens``, or the ``error`` that kept it from being
+    read; ``line``/``row`` say where it is in its source."""
+
+    text: str | None = None
+    tokens: list[str] | None = None
+    error: str | None = None
+    line: int | None = None
+    row: int | None = None
+
+    @property
+    def where(self) -> dict[str, int]:
+        """Its place, as the skipped-records file writes it."""
+        place = {"line": self.line, "row": self.row}
+        return {name: value for name, value in place.items() if value is not None}
+
+
+def input_format(source: str, chosen: str | None, tokenized: bool) -> str:
+    """The format to read ``source`` in: ``chosen``, else ``tokenized`` lines, else the one
+    its suffix names (``lines`` for any other file and for stdin)."""
+    if chosen is not None and tokenized and chosen != "tokenized":
+        raise ConfigError(f"--tokenized reads one sentence a line; it cannot read {chosen}")
+    if tokenized:
+        return "tokenized"
+    if chosen is not None:
+        return chosen
+    return _BY_SUFFIX.get(Path(source).suffix.lower(), "lines") if source != "-" else "lines"
+
+
+def read_records(source: str, fmt: str, field: str = "text") -> Iterator[Record]:
+    """The records of ``source`` (a path, or ``-`` for stdin) read as ``fmt``, lazily."""
+    if fmt == "parquet":
+        if source == "-":
+            raise ConfigError("Parquet cannot be read from stdin: give its path")
+        yield from _parquet(source, field)
+        return
+    with _binary(source) as handle:
+        if fmt in ("lines", "tokenized"):
+            for number, text, error in _decoded_lines(handle):
+                tokens = text.split() if fmt == "tokenized" and error is None else None
+                yield Record(text=text, tokens=tokens, error=error, line=number)
+        elif fmt == "conll":
+            yield from _conll(handle)
+        elif fmt == "jsonl":
+            yield from _jsonl(handle, field)
+        elif fmt in ("csv", "tsv"):
+            yield from _table(handle, source, field, "\t" if fmt == "tsv" else ",")
+        else:
+            raise ConfigError(f"unknown input format {fmt!r} (known: {', '.join(INPUT_FORMATS)})")
+
+
+class _binary:
+    """``source`` opened for bytes (stdin is not closed); a missing file is a DataError."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.handle: BinaryIO | None = None
+
+    def __enter__(self) -> BinaryIO:
+        if self.source == "-":
+            return getattr(sys.stdin, "buffer", sys.stdin)
+        try:
+            self.handle = open(self.source, "rb")
+        except FileNotFoundError:
+            raise DataError(self.source, "no such file") from None
+        except IsADirectoryError:
+            raise DataError(self.source, "is a folder; give a file") from None
+        return self.handle
+
+    def __exit__(self, *exc: object) -> None:
+        if self.handle is not None:
+            self.handle.close()
+
+
+def _decoded_lines(handle: BinaryIO) -> Iterator[tuple[int, str, str | None]]:
+    """(line number, text, error) for each line: bytes split on ``\\n`` only."""
+    for number, raw in enumerate(handle, start=1):
+        if isinstance(raw, str):  # a stdin replaced by a text stream (tests, notebooks)
+            raw = raw.encode("utf-8")
+        raw = raw.removesuffix(b"\n").removesuffix(b"\r")
+        try:
+            yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8"), None
+        except UnicodeDecodeError as error:
+            message = f"not valid UTF-8 (byte {raw[error.start]:#04x} at column {error.start + 1})"
+            yield number, "", message
+
+
+def _conll(handle: BinaryIO) -> Iterator[Record]:
+    tokens: list[str] = []
+    start = 0
+    for number, text, error in _decoded_lines(handle):
+        if error is not None:
+            yield Record(error=error, line=number)
+            continue
+        columns = text.split()
+        if not columns:
+            if tokens:
+                yield Record(tokens=tokens, line=start)
+            tokens = []
+        elif columns[0] != "-DOCSTART-":
+            start = start if tokens else number
+            tokens.append(columns[0])
+    if tokens:
+        yield Record(tokens=tokens, line=start)
+
+
+def _jsonl(handle: BinaryIO, field: str) -> Iterator[Record]:
+    for number, text, error in _decoded_lines(handle):
+        if error is None and not text.strip():
+            continue
+        if error is None:
+            try:
+                value = json.loads(text)
+            except json.JSONDecodeError as bad:
+                error = f"not JSON ({bad.msg} at column {bad.colno})"
+        if error is not None:
+            yield Record(error=error, line=number)
+        elif not isinstance(value, dict):
+            yield Record(error=f"expected a JSON object, found {type(value).__name__}", line=number)
+        else:
+            yield _from_value(value.get(field), field, "field", line=number, known=list(value))
+
+
+def _from_value(
+    value: object, field: str, what: str, known: list[str] | None = None, **where: int
+) -> Record:
+    """A record from a table cell or JSON value: a string is a text, a list of strings a
+    pre-tokenised sentence; anything else is an error that names ``field`` (``known``: the
+    fields the object has, when the value is missing from it)."""
+    if isinstance(value, str):
+        return Record(text=value, **where)
+    if isinstance(value, list) and all(isinstance(token, str) for token in value):
+        return Record(tokens=value, **where)
+    if value is None and known is not None and field not in known:
+        shown = ", ".join(repr(name) for name in known[:8]) or "none"
+        return Record(error=f"no {what} {field!r} (its fields: {shown})", **where)
+    shown = "null" if value is None else type(value).__name__
+    return Record(error=f"{what} {field!r} is {shown}, not a text", **where)
+
+
+def _table(handle: BinaryIO, source: str, field: str, delimiter: str) -> Iterator[Record]:
+    # surrogateescape: a bad byte costs its own row, not the rest of the file.
+    text = io.TextIOWrapper(handle, encoding="utf-8-sig", errors="surrogateescape", newline="")
+    try:
+        reader = csv.reader(text, delimiter=delimiter)
+        header = next(reader, None)
+        if header is None:
+            raise DataError(source, "empty: expected a header row")
+        if field not in header:
+            raise DataError(
+                source, f"no column {field!r} (columns: {', '.join(header)}); see --text-field", 1
+            )
+        column = header.index(field)
+        row = 0
+        while True:
+            line = reader.line_num + 1
+            try:
+                cells = next(reader)
+            except StopIteration:
+                break
+            except csv.Error as error:
+                row += 1
+                yield Record(error=f"not readable as {'TSV' if delimiter == chr(9) else 'CSV'} "
+                             f"({error})", line=line, row=row)  # fmt: skip
+                continue
+            row += 1
+            if not cells:
+                row -= 1  # a blank line is not a row
+                continue
+            if len(cells) != len(header):
+                found = f"{len(cells)} cells, the header has {len(header)}"
+                yield Record(error=found, line=line, row=row)
+            elif _has_bad_bytes(cells[column]):
+                yield Record(error="not valid UTF-8", line=line, row=row)
+            else:
+                yield Record(text=cells[column], line=line, row=row)
+    finally:
+        text.detach()  # the handle is closed by its owner
+
+
+def _has_bad_bytes(text: str) -> bool:
+    return any("\udc80" <= char <= "\udcff" for char in text)
+
+
+def _parquet(source: str, field: str) -> Iterator[Record]:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ConfigError("reading Parquet needs pyarrow: pip install 'bistack[parquet]'") from None
+    try:
+        parquet = pq.ParquetFile(source)
+    except FileNotFoundError:
+        raise DataError(source, "no such file") from None
+    except (pa.ArrowInvalid, OSError) as error:
+        raise DataError(source, f"not a readable Parquet file ({error})") from None
+    names = parquet.schema_arrow.names
+    if field not in names:
+        raise DataError(source, f"no column {field!r} (columns: {', '.join(names)}); "
+                        "see --text-field")  # fmt: skip
+    kind = parquet.schema_arrow.field(field).type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)
+            or pa.types.is_list(kind) or pa.types.is_large_list(kind)):  # fmt: skip
+        raise DataError(source, f"column {field!r} holds {kind}, not text")
+    row = 0
+    for batch in parquet.iter_batches(batch_size=1024, columns=[field]):
+        for value in batch.column(0).to_pylist():
+            row += 1
+            yield _from_value(value, field, "column", row=row)
