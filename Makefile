@@ -27,8 +27,8 @@ demo: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/bistack demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
 
 # The API reference, generated from the docstrings into docs/api (open docs/api/index.html).
 # make test builds it too, with warnings as errors, so it cannot rot.

@@ -5,7 +5,8 @@ After each chunk, ``OUTPUT.progress.json`` records how many input records are do
 many bytes of each file are whole (it is written to a temporary name and renamed, so it is
 itself never half-written). ``--resume`` cuts both files back to those sizes (a record
 written after the last progress record, or half-written, goes) and skips the records done:
-nothing is written twice, nothing is lost. The progress file is removed when the run ends.
+nothing is written twice, nothing is lost. A run stopped before it wrote anything resumes
+from the beginning. The progress file is removed when the run ends.
 """
 
 from __future__ import annotations
@@ -57,6 +58,8 @@ class FileOutput:
         if path.is_dir():
             raise ConfigError(f"--output {path} is a folder; give a file name")
         self.records_done, sizes = 0, (0, 0)
+        if resume and not self.progress.exists() and not path.exists():
+            resume = False  # stopped before it wrote anything: it starts from the beginning
         if resume:
             self.records_done, sizes = self._resumed()
         elif self.progress.exists():
@@ -66,10 +69,10 @@ class FileOutput:
             )
         elif path.exists() and not overwrite:
             raise ConfigError(f"{path} exists: add --overwrite to replace it")
+        if not resume:  # the progress record first: an output never exists without one
+            self._save_progress(0, 0)
         self._out = _opened(path, sizes[0])
         self._skipped = _opened(skipped, sizes[1])
-        if not resume:
-            self._save_progress()
 
     def _resumed(self) -> tuple[int, tuple[int, int]]:
         if not self.progress.exists():
@@ -110,13 +113,13 @@ class FileOutput:
             self._skipped.write(skipped.encode("utf-8"))
             self._skipped.flush()
         self.records_done += records
-        self._save_progress()
+        self._save_progress(self._out.tell(), self._skipped.tell())
 
-    def _save_progress(self) -> None:
+    def _save_progress(self, whole: int, skipped_whole: int) -> None:
         state = {
             "records": self.records_done,
-            "bytes": self._out.tell(),
-            "skipped_bytes": self._skipped.tell(),
+            "bytes": whole,
+            "skipped_bytes": skipped_whole,
             "settings": self.settings,
         }
         temporary = self.progress.with_name(self.progress.name + f".tmp-{os.getpid()}")
@@ -125,12 +128,14 @@ class FileOutput:
 
     def finish(self) -> None:
         """Close the files; an empty skipped-records file is removed, and so is the progress
-        record (the output is complete)."""
+        record (the output is complete), with any a killed run left half-written."""
         self._out.close()
         self._skipped.close()
         if self.skipped.stat().st_size == 0:
             self.skipped.unlink()
         self.progress.unlink()
+        for leftover in self.progress.parent.glob(self.progress.name + ".tmp-*"):
+            leftover.unlink()  # a progress record a killed run was writing
 
 
 def _opened(path: Path, size: int) -> Any:

@@ -14,7 +14,6 @@ fails is retried one record at a time, so one bad record never costs the others.
 
 from __future__ import annotations
 
-import os
 import queue
 import sys
 import threading
@@ -207,7 +206,6 @@ _WORKER_MODEL: Any = None
 def _start_worker(spec: Spec) -> None:
     """Load the model once in a worker process, with one thread for torch and onnxruntime."""
     global _WORKER_MODEL
-    os.environ["OMP_NUM_THREADS"] = "1"
     if spec.exported:
         from bistack.export import runtime
 
