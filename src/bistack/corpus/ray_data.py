@@ -31,7 +31,7 @@ from dataclasses import replace
 from typing import Any
 
 from bistack.corpus.predict import Failed, Spec, load_model, predict_records
-from bistack.corpus.sources import Record
+from bistack.corpus.sources import Record, from_value
 from bistack.errors import ConfigError
 
 
@@ -57,11 +57,18 @@ class Predictions:
         self.text_column, self.output_column = text_column, output_column
         self.error_column = error_column
 
+    def _record(self, value: Any, row: int) -> Record:
+        if hasattr(value, "tolist"):  # a numpy array of tokens
+            value = value.tolist()
+        if isinstance(value, float) and value != value:  # pandas writes a missing text as NaN
+            value = None
+        return from_value(value, self.text_column, "column", row=row)
+
     def __call__(self, batch: Any) -> Any:
         """``batch`` (a pandas DataFrame, a pyarrow Table, or a dict of numpy arrays) with the
         two columns added."""
         texts = _column(batch, self.text_column)
-        records = [_record(value, row) for row, value in enumerate(texts, start=1)]
+        records = [self._record(value, row) for row, value in enumerate(texts, start=1)]
         outcomes = predict_records(self.model, self.spec, records)
         predictions = [None if isinstance(o, Failed) else o.rstrip("\n") for o in outcomes]
         errors = [o.reason if isinstance(o, Failed) else None for o in outcomes]
@@ -90,18 +97,6 @@ def _column(batch: Any, name: str) -> list[Any]:
             "pass text_column in fn_constructor_kwargs"
         ) from None
     return values.to_pylist() if hasattr(values, "to_pylist") else list(values)
-
-
-def _record(value: Any, row: int) -> Record:
-    if hasattr(value, "tolist"):  # a numpy array of tokens
-        value = value.tolist()
-    if isinstance(value, str):
-        return Record(text=value, row=row)
-    if isinstance(value, list) and all(isinstance(token, str) for token in value):
-        return Record(tokens=value, row=row)
-    missing = value is None or value != value  # pandas writes a missing text as NaN
-    shown = "null" if missing else type(value).__name__
-    return Record(error=f"the text is {shown}, not a text", row=row)
 
 
 def _with_columns(batch: Any, columns: dict[str, list[Any]]) -> Any:

@@ -39,7 +39,6 @@ _BY_SUFFIX = {
     ".tsv": "tsv",
     ".parquet": "parquet",
     ".conll": "conll",
-    ".conllu": "conll",
 }
 
 
@@ -164,10 +163,10 @@ def _jsonl(handle: BinaryIO, field: str) -> Iterator[Record]:
         elif not isinstance(value, dict):
             yield Record(error=f"expected a JSON object, found {type(value).__name__}", line=number)
         else:
-            yield _from_value(value.get(field), field, "field", line=number, known=list(value))
+            yield from_value(value.get(field), field, "field", line=number, known=list(value))
 
 
-def _from_value(
+def from_value(
     value: object, field: str, what: str, known: list[str] | None = None, **where: int
 ) -> Record:
     """A record from a table cell or JSON value: a string is a text, a list of strings a
@@ -197,7 +196,7 @@ def _table(handle: BinaryIO, source: str, field: str, delimiter: str) -> Iterato
                 source, f"no column {field!r} (columns: {', '.join(header)}); see --text-field", 1
             )
         column = header.index(field)
-        row = 0
+        name, row = "TSV" if delimiter == "\t" else "CSV", 0
         while True:
             line = reader.line_num + 1
             try:
@@ -206,13 +205,11 @@ def _table(handle: BinaryIO, source: str, field: str, delimiter: str) -> Iterato
                 break
             except csv.Error as error:
                 row += 1
-                yield Record(error=f"not readable as {'TSV' if delimiter == chr(9) else 'CSV'} "
-                             f"({error})", line=line, row=row)  # fmt: skip
+                yield Record(error=f"not readable as {name} ({error})", line=line, row=row)
+                continue
+            if not cells:  # a blank line is not a row
                 continue
             row += 1
-            if not cells:
-                row -= 1  # a blank line is not a row
-                continue
             if len(cells) != len(header):
                 found = f"{len(cells)} cells, the header has {len(header)}"
                 yield Record(error=found, line=line, row=row)
@@ -252,4 +249,4 @@ def _parquet(source: str, field: str) -> Iterator[Record]:
     for batch in parquet.iter_batches(batch_size=1024, columns=[field]):
         for value in batch.column(0).to_pylist():
             row += 1
-            yield _from_value(value, field, "column", row=row)
+            yield from_value(value, field, "column", row=row)
