@@ -1,3 +1,19 @@
-"""bistack: bidirectional and stacked recurrent models for NLP."""
+"""bistack: bidirectional and stacked recurrent models for NLP.
+
+``bistack.train(config_or_path, output=..., overrides={...})`` trains a model from Python (it is
+:func:`bistack.training.train`, imported on first use so that ``import bistack`` stays light);
+``bistack.api`` loads trained models.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "train":
+        return importlib.import_module("bistack.training").train
+    raise AttributeError(f"module 'bistack' has no attribute {name!r}")

@@ -61,6 +61,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="replace a model already in the run directory (it stays until the new run has "
         "its first best model)",
     )
+    train.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on from the checkpoint of a stopped run in --output (same config), as if it "
+        "had never stopped",
+    )
+    train.add_argument(
+        "--precision",
+        help="Fabric's precision, e.g. bf16-mixed or 16-mixed (default: 32-bit)",
+    )
     train.add_argument("--devices", default="1", help="number of processes/devices (default 1)")
     train.add_argument(
         "--num-nodes",
@@ -90,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--input",
         metavar="PATH",
         help="what to predict, read as it streams: a file, or - for stdin (default format: "
-        "one text a line; .jsonl, .csv, .tsv, .parquet and .conll files by their suffix)",
+        "one text a line; .jsonl, .csv, .tsv, .parquet, .conll and .conllu files by their suffix)",
     )
     predict.add_argument(
         "--input-format",
@@ -153,8 +163,9 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
     predict.add_argument(
         "--format",
-        choices=["conll", "jsonl"],
-        help="conll (taggers' default) or jsonl (text models' only format)",
+        choices=["conll", "jsonl", "conllu", "doccano"],
+        help="conll (taggers' default), jsonl (text models' only format), conllu, or doccano "
+        "(span JSON lines an annotation tool loads back; taggers)",
     )
     predict.add_argument(
         "--attention",
@@ -417,10 +428,14 @@ def run_train(args: argparse.Namespace) -> int:
         num_nodes=args.num_nodes,
         strategy=args.strategy,
         accelerator=args.accelerator,
+        precision=args.precision,
         progress=show_progress(args),
         overwrite=args.overwrite,
+        resume=args.resume,
         log_format=args.log_format,
     )
+    if args.resume and args.overwrite:
+        raise ConfigError("--resume goes on with the run in --output; --overwrite replaces it")
     train(config, output, options)
     return 0
 

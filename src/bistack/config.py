@@ -36,18 +36,28 @@ class SplitConfig:
 
 @dataclass
 class DataConfig(SplitConfig):
-    """CoNLL column files for tagging."""
+    """Tagged sentences for tagging: CoNLL columns, CoNLL-U, or span-annotated JSON lines."""
 
-    token_column: int = 0  # column of the token (0 = first)
-    tag_column: int = -1  # column of the tag (-1 = last)
-    scheme: Literal["IOB1", "BIO", "BIOES"] = "BIOES"  # the scheme the model trains in
+    # auto: .conllu is CoNLL-U, .jsonl/.json span JSON lines (doccano, Label Studio), else CoNLL
+    format: Literal["auto", "conll", "conllu", "spans"] = "auto"
+    token_column: int = 0  # CoNLL: column of the token (0 = first)
+    tag_column: int = -1  # CoNLL: column of the tag (-1 = last)
+    tag_field: str = "upos"  # CoNLL-U: the tag's column (upos, xpos...) or misc:KEY (misc:NER)
+    # Span files: a span whose ends are not token boundaries is an error naming its line
+    # (reject), or is widened to the tokens it touches and reported (snap).
+    misaligned_spans: Literal["reject", "snap"] = "reject"
+    # The scheme the model trains in; none: each tag is a label of its own (parts of speech),
+    # with no entities, every transition allowed, and per-token accuracy as the dev score.
+    scheme: Literal["IOB1", "BIO", "BIOES", "none"] = "BIOES"
 
 
 @dataclass
 class TextDataConfig(SplitConfig):
-    """Tables of texts and labels (.tsv, .csv or .jsonl) for classification and regression."""
+    """Tables of texts and labels for classification and regression: .tsv, .csv, .jsonl,
+    .parquet, or a HuggingFace dataset folder (``Dataset.save_to_disk``; one split's folder)."""
 
-    format: Literal["auto", "tsv", "csv", "jsonl"] = "auto"  # auto: from the file extension
+    # auto: from the file extension, or datasets for a folder
+    format: Literal["auto", "tsv", "csv", "jsonl", "parquet", "datasets"] = "auto"
     text_column: str = "text"  # the column (or JSON field) holding each text
     label_columns: list[str] = field(default_factory=lambda: ["label"])  # regression: 1 or more
     tokenizer: Literal["whitespace", "text"] = "text"  # whitespace for pre-tokenised data
@@ -69,7 +79,13 @@ class FeaturesConfig:
     normalise_digits: bool = True  # every digit becomes 0 before lookup
     casing_dim: int = 10  # casing-class embedding size; 0 turns the feature off
     unk_replace: float = 0.5  # in training, a singleton word becomes <unk> with this probability
-    pretrained: str | None = None  # GloVe/word2vec text file to initialise word embeddings
+    # Word vectors to initialise word embeddings: GloVe or word2vec text, fastText .vec, or
+    # word2vec binary (.bin); their words join the vocabulary (see pretrained_max_words).
+    pretrained: str | None = None
+    pretrained_format: Literal["auto", "text", "binary"] = "auto"  # auto: .bin is binary
+    # Words of the vector file added beyond the training data's, most frequent (first) first.
+    pretrained_max_words: int = 100_000
+    freeze_pretrained: bool = False  # keep the word embeddings as the vectors give them
     char_encoder: Literal["lstm", "cnn", "none"] = "lstm"  # character-level word encoder
     char_dim: int = 25  # character embedding size
     char_hidden: int = 25  # char BiLSTM hidden size per direction, or CNN filters
@@ -121,6 +137,9 @@ class TrainConfig:
     # whose targets are a fair sample, for regression where length correlates with the target
     # (length-sorted batches then pull the output bias back and forth from batch to batch).
     length_buckets: bool = True
+    # Write a checkpoint (weights, optimizer, generators, epoch, early stopping) every this many
+    # epochs, for ``bistack train --resume``; 0: none.
+    checkpoint_every: int = 1
 
 
 @dataclass
@@ -200,6 +219,10 @@ class TaggerConfig(ExperimentConfig):
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
 
+    def validate(self, source: str) -> None:
+        super().validate(source)
+        check_tagging_data(self.data, source)
+
 
 @dataclass
 class TextModelConfig(ExperimentConfig):
@@ -258,6 +281,10 @@ class LayerPoolingTaggerConfig(ExperimentConfig):
         default_factory=lambda: OptimizerConfig(name="adam", lr=1e-3, lr_decay=0.0)
     )
     train: TrainConfig = field(default_factory=TrainConfig)
+
+    def validate(self, source: str) -> None:
+        super().validate(source)
+        check_tagging_data(self.data, source)
 
 
 @dataclass
@@ -420,6 +447,17 @@ def same_settings(recorded: dict[str, Any], config: ExperimentConfig) -> bool:
         return False
 
 
+def check_tagging_data(data: DataConfig, source: str) -> None:
+    from bistack.data.tagged import tagged_format
+
+    files = [data.train, *([data.dev] if data.dev else [])]
+    if data.scheme == "none" and any(tagged_format(f, data.format) == "spans" for f in files):
+        raise ConfigError(
+            f"{source}: data.scheme none has no entities, and span files hold only entities; "
+            "choose IOB1, BIO or BIOES for span files"
+        )
+
+
 def check_layers(layers: str | list[int], source: str) -> None:
     if isinstance(layers, str) and layers not in ("all", "every_other"):
         raise ConfigError(
@@ -448,6 +486,7 @@ _RANGES = [
     ("data.dev_fraction", 0.0, False, 1.0),
     ("features.word_dim", 1, True, None),
     ("features.min_freq", 1, True, None),
+    ("features.pretrained_max_words", 0, True, None),
     ("features.casing_dim", 0, True, None),
     ("features.unk_replace", 0.0, True, 1.0),
     ("features.char_dim", 1, True, None),
@@ -461,6 +500,7 @@ _RANGES = [
     ("train.batch_size", 1, True, None),
     ("train.max_epochs", 1, True, None),
     ("train.patience", 1, True, None),
+    ("train.checkpoint_every", 0, True, None),
     ("encoder.outer_dropout", 0.0, True, 0.99),
     ("train.eval_batch_size", 1, True, None),
     ("pooling.attention_size", 1, True, None),

@@ -17,6 +17,9 @@ from typing import Literal
 
 Scheme = Literal["IOB1", "BIO", "BIOES"]
 SCHEMES: tuple[Scheme, ...] = ("IOB1", "BIO", "BIOES")
+# Not an entity scheme: each tag is a label of its own (a part of speech, say). Tags are read as
+# written, every transition is allowed, no entity spans are read, and scores are per token.
+PLAIN = "none"
 _ALIASES = {"IOB1": "IOB1", "BIO": "BIO", "IOB2": "BIO", "BIOES": "BIOES", "IOBES": "BIOES"}
 _PREFIXES = {"IOB1": "BI", "BIO": "BI", "BIOES": "BIES"}
 
@@ -56,6 +59,9 @@ class AllowedTransitions:
 
 def allowed_transitions(scheme: str, labels: Sequence[str]) -> AllowedTransitions:
     """The transitions ``scheme`` allows between ``labels`` (e.g. ``['O', 'B-PER', 'I-PER']``)."""
+    if scheme == PLAIN:
+        every = [True] * len(labels)
+        return AllowedTransitions([list(every) for _ in labels], every, every)
     canonical = normalise_scheme(scheme)
     parsed = [split_tag(label) for label in labels]
     for label, (prefix, _) in zip(labels, parsed, strict=True):
@@ -161,7 +167,10 @@ def tags_from_spans(spans: Sequence[Span], length: int, scheme: str) -> list[str
 
 
 def convert_tags(tags: Sequence[str], target: str) -> list[str]:
-    """Re-write one sentence's tags in the ``target`` scheme, keeping every entity."""
+    """Re-write one sentence's tags in the ``target`` scheme, keeping every entity (plain
+    tags stay as they are)."""
+    if target == PLAIN:
+        return list(tags)
     return tags_from_spans(spans_from_tags(tags), len(tags), target)
 
 

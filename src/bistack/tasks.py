@@ -52,7 +52,7 @@ from bistack.recipes.driver import (
 from bistack.recipes.train_language_model import DEV_PERPLEXITY, prepare_language_model
 from bistack.recipes.train_layer_pooling import prepare_layer_classifier, prepare_layer_regressor
 from bistack.recipes.train_layer_tagger import prepare_layer_tagger
-from bistack.recipes.train_tagger import DEV_F1, prepare_tagger
+from bistack.recipes.train_tagger import DEV_F1, prepare_tagger, tagging_metric
 from bistack.recipes.train_text import (
     DEV_ACCURACY,
     DEV_RMSE,
@@ -84,6 +84,8 @@ class Task:
     which ``explain`` draws; ``min_confidence``: leave out entities below a confidence);
     stream: how to tag token by token (``predict --stream``), if it can;
     ladder: its build-order ladder, if it has one;
+    metric_of: the dev metric for a given config, where the config decides it (taggers of plain
+    tags, such as parts of speech, are scored by accuracy, not entity F1);
     compares_poolers: whether ``compare-poolers`` trains its layer poolers;
     view: how the served web page shows a prediction (``entities`` inline, ``classes`` as
     probability bars, ``values`` in original units, a ``sample``d continuation);
@@ -106,6 +108,11 @@ class Task:
     view: str = "classes"
     export: Callable[[Any], ExportPlan] | None = None
     export_hint: str = ""
+    metric_of: Callable[[Any], Metric] | None = None  # when the config chooses the metric
+
+    def metric_for(self, config: ExperimentConfig) -> Metric:
+        """The dev metric that picks the best epoch of a run of ``config``."""
+        return self.metric_of(config) if self.metric_of is not None else self.metric
 
 
 TASKS: dict[str, Task] = {}
@@ -168,7 +175,7 @@ def train(
     """Train as ``config`` says, through the one driver; the best model goes to
     ``output/model``."""
     task = task_of(config.kind)
-    return train_model(config, output, task.prepare, task.metric, options, **inputs)
+    return train_model(config, output, task.prepare, task.metric_for(config), options, **inputs)
 
 
 _LAYER_TAGGER_EXPORT = (
@@ -189,7 +196,8 @@ register(
         prepare_tagger,
         Tagger,
         DEV_F1,
-        predict_formats=("conll", "jsonl"),
+        metric_of=tagging_metric,
+        predict_formats=("conll", "jsonl", "conllu", "doccano"),
         predict_options=frozenset({"min_confidence", "top_k"}),
         stream=_stream,
         export=tagger_plan,
@@ -210,7 +218,8 @@ register(
         prepare_layer_tagger,
         LayerPoolingTagger,
         DEV_F1,
-        predict_formats=("conll", "jsonl"),
+        metric_of=tagging_metric,
+        predict_formats=("conll", "jsonl", "conllu", "doccano"),
         predict_options=frozenset({"min_confidence", "top_k"}),
         export_hint=_LAYER_TAGGER_EXPORT,
         view="entities",

@@ -50,10 +50,10 @@ def test_columns_are_selectable(tmp_path):
             ":3: invalid tag 'Q': expected 'O' or a prefix B-, I-, E-, S- and a type",
         ),
         (b"EU I-ORG\ncaf\xe9 O\n", ":2: not valid UTF-8 (byte 0xe9 at column 4)"),
-        ("", ": no sentences found: the file is empty or holds only -DOCSTART-"),
+        ("", ": no sentences found: the file is empty or holds only -DOCSTART- or comments"),
         (
             "-DOCSTART- -X- O O\n\n",
-            ": no sentences found: the file is empty or holds only -DOCSTART-",
+            ": no sentences found: the file is empty or holds only -DOCSTART- or comments",
         ),
     ],
 )

@@ -13,7 +13,10 @@ import pytest
 
 from bistack.corpus.sources import read_records
 from bistack.data.conll import read_conll
+from bistack.data.conllu import read_conllu
 from bistack.data.corpus import read_corpus
+from bistack.data.pretrained import read_word_vectors
+from bistack.data.spans import read_spans
 from bistack.data.tables import read_table
 from bistack.errors import BistackError
 from bistack.tasks import load_config
@@ -52,6 +55,29 @@ VALID: dict[str, tuple[str, Callable[[Path], object]]] = {
     "predict jsonl": (
         '{"text": "Anna left"}\n{"text": ["Peter", "left"]}\n',
         lambda p: list(read_records(str(p), "jsonl")),
+    ),
+    "conllu": (
+        "# sent_id = 1\n# text = John left\n1-2\tJohn's\t_\t_\t_\t_\t_\t_\t_\t_\n"
+        "1\tJohn\t_\tPROPN\tNNP\t_\t0\troot\t_\tNER=B-PER\n"
+        "2\tleft\t_\tVERB\tVBD\t_\t1\tdep\t_\tNER=O\n\n",
+        lambda p: (read_conllu(p, "upos"), read_conllu(p, "misc:NER", plain=False)),
+    ),
+    "spans": (
+        '{"text": "John Smith left Paris.", "label": [[0, 10, "PER"], [16, 21, "LOC"]]}\n'
+        '{"text": "Ask IBM.", "entities": [{"start": 4, "end": 7, "label": "ORG"}]}\n',
+        lambda p: (read_spans(p, "BIO"), read_spans(p, "BIOES", misaligned="snap")),
+    ),
+    "vectors": (
+        "2 3\nanna 0.1 0.2 0.3\nparis -1 0 1e-3\n",
+        lambda p: read_word_vectors(p, 3, str.lower, {"anna"}, cap=10, file_format="text"),
+    ),
+    "vectors binary": (
+        "2 3\nanna " + "abcdefghijkl" + "\nparis " + "mnopqrstuvwx" + "\n",
+        lambda p: read_word_vectors(p, 3, str.lower, {"anna"}, cap=10, file_format="binary"),
+    ),
+    "predict conllu": (
+        "# text = Anna left\n1\tAnna\t_\t_\t_\t_\t_\t_\t_\t_\n2\tleft\t_\t_\t_\t_\t_\t_\t_\t_\n",
+        lambda p: list(read_records(str(p), "conllu")),
     ),
     "predict csv": (
         'id,text\n1,"Anna, left"\n2,Peter\n',

@@ -47,7 +47,8 @@ def test_reads_tsv_csv_and_jsonl(tmp_path):
         (
             "a.txt",
             "text\tlabel\n",
-            ": cannot tell the format from the extension; set data.format to tsv, csv or jsonl",
+            ": cannot tell the format from the extension; set data.format to tsv, csv, jsonl, "
+            "parquet or datasets (a HuggingFace dataset folder)",
         ),
     ],
 )

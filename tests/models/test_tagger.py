@@ -5,7 +5,7 @@ import torch
 
 from bistack.data.batching import TaggingBatch, collate_tagging
 from bistack.data.features import TokenVocabularies
-from bistack.data.pretrained import load_vectors
+from bistack.data.pretrained import load_vectors, read_word_vectors
 from bistack.errors import DataError
 from bistack.models.embeddings import CharCNNEncoder, CharLSTMEncoder
 from bistack.models.tagger import build_tagger
@@ -118,8 +118,16 @@ def test_pretrained_vectors_are_copied_and_coverage_reported(tmp_path):
         + "".join(f"{w} " + " ".join(["0.5"] * dim) + "\n" for w in ["anna", "paul", "zebra"])
     )
     config = model_config(str(vectors))
-    line = initialise_words(model.embedder, config.features, vocabularies)
-    assert line == f"word embeddings: 2/{len(vocabularies.words) - 2} words (28.6%) from {vectors}"
+    read = read_word_vectors(vectors, dim, vocabularies.key, set(vocabularies.words.items), 0)
+    assert read.keys == ["anna", "paul"]  # zebra is beyond a cap of 0 extra words
+    line = initialise_words(
+        model.embedder, config.features, vocabularies, read, ["Anna", "Paul", "Bob"], ["Anna"]
+    )
+    assert line == (
+        f"word embeddings: 2 vectors from {vectors} (fine-tuned); they cover 66.7% of tokens "
+        "(66.7% of word types) of train and 100.0% of tokens (100.0% of word types) of dev; "
+        "0 words known from the vectors alone"
+    )
     row = model.embedder.word_embedding.weight[vocabularies.words.lookup("anna")]
     assert torch.all(row == 0.5)
 

@@ -87,5 +87,28 @@ def conll_block(prediction: Prediction) -> str:
     return prediction.to_conll()  # type: ignore[attr-defined]
 
 
+def conllu_block(prediction: Prediction) -> str:
+    """CoNLL-U sentences, each with its ``# text`` (taggers' predictions)."""
+    return prediction.to_conllu()  # type: ignore[attr-defined]
+
+
+class _Doccano:
+    def __init__(self, record: dict[str, Any]) -> None:
+        self.record = record
+
+    def to_json(self) -> dict[str, Any]:
+        return self.record
+
+
+def doccano_line(prediction: Prediction) -> str:
+    """The text and its entities as a doccano JSON line, to load back into an annotation tool."""
+    return jsonl_line(_Doccano(prediction.to_doccano()))  # type: ignore[attr-defined]
+
+
 # How ``predict --format`` writes one prediction; the task table says which formats a kind has.
-FORMATS: dict[str, Callable[[Prediction], str]] = {"jsonl": jsonl_line, "conll": conll_block}
+FORMATS: dict[str, Callable[[Prediction], str]] = {
+    "jsonl": jsonl_line,
+    "conll": conll_block,
+    "conllu": conllu_block,
+    "doccano": doccano_line,
+}

@@ -5,17 +5,20 @@ scores them."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, overload
 
 from bistack.analysis import Analysis, Span
-from bistack.data.conll import Sentence, read_conll, write_conll
+from bistack.data.conll import Sentence, write_conll
+from bistack.data.conllu import write_conllu
+from bistack.data.spans import doccano_record
+from bistack.data.tagged import read_tagged
 from bistack.data.tokenize import Token, tokenize
 from bistack.errors import DataError
-from bistack.metrics.entities import EntityScores, score_entities
-from bistack.schemes import convert_tags, spans_from_tags
+from bistack.metrics.entities import EntityScores, score_entities, score_labels
+from bistack.schemes import PLAIN, convert_tags, spans_from_tags
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,9 @@ class TaggedText(Sequence[TaggedSentence]):
 
     text: str
     sentences: list[TaggedSentence]
+    # Where CoNLL-U output puts each tag: MISC's NER= for entity tags, or the column a tagger
+    # of plain tags was trained on (upos, xpos...).
+    conllu_field: str = "misc:NER"
 
     @overload
     def __getitem__(self, index: int) -> TaggedSentence: ...
@@ -93,6 +99,80 @@ class TaggedText(Sequence[TaggedSentence]):
             [s.tags for s in self.sentences],
         )
 
+    def to_conllu(self) -> str:
+        """CoNLL-U: each sentence with its ``# text``, the tags in ``conllu_field``."""
+        texts = [" ".join(self.text[s.tokens[0].start : s.tokens[-1].end].split()) for s in self]
+        return write_conllu(
+            [([t.text for t in s.tokens], s.tags) for s in self.sentences],
+            self.conllu_field,
+            texts,
+        )
+
+    def to_doccano(self) -> dict[str, Any]:
+        """The text and its entities as doccano imports them: ``{"text", "label": [[start,
+        end, type], ...]}``, so predictions can be corrected in an annotation tool."""
+        return doccano_record(self.text, [(e.start, e.end, e.type) for e in self.entities])
+
+    def to_huggingface(self) -> list[dict[str, Any]]:
+        """The entities as a HuggingFace token-classification pipeline returns them with
+        ``aggregation_strategy="simple"``: ``entity_group``, ``score``, ``word``, ``start``,
+        ``end`` (``score`` is the entity's confidence, None when it was not computed)."""
+        return [
+            {
+                "entity_group": e.type,
+                "score": e.confidence,
+                "word": e.text,
+                "start": e.start,
+                "end": e.end,
+            }
+            for e in self.entities
+        ]
+
+    def to_spacy(self, nlp_or_vocab: Any = None) -> Any:
+        """A spaCy ``Doc`` of this text's tokens (with their whitespace), its entities as
+        ``doc.ents`` and each token's tag as ``token.tag_`` (needs ``bistack[spacy]``).
+        ``nlp_or_vocab``: a pipeline or vocabulary to share; default, a blank one."""
+        try:
+            from spacy.tokens import Doc
+            from spacy.vocab import Vocab
+        except ImportError:
+            raise ImportError("to_spacy needs spaCy: pip install 'bistack[spacy]'") from None
+        vocab = getattr(nlp_or_vocab, "vocab", nlp_or_vocab) or Vocab()
+        words: list[str] = []
+        spaces: list[bool] = []
+        tags: list[str] = []
+        starts: list[bool] = []
+
+        def gap(text: str) -> None:  # what lies between tokens, as spaCy keeps it
+            if text.startswith(" ") and words:
+                spaces[-1], text = True, text[1:]
+            if text:
+                words.append(text)
+                spaces.append(False)
+                tags.append("_SP")
+                starts.append(not starts)
+
+        position = 0
+        for sentence in self.sentences:
+            for index, (token, tag) in enumerate(zip(sentence.tokens, sentence.tags, strict=True)):
+                gap(self.text[position : token.start])
+                words.append(token.text)
+                spaces.append(False)
+                tags.append(tag)
+                # a sentence starts at its first token, unless leading whitespace started it
+                starts.append(index == 0 and (position > 0 or not starts))
+                position = token.end
+        gap(self.text[position:])
+        doc = Doc(vocab, words=words, spaces=spaces, tags=tags, sent_starts=starts)
+        ents = []
+        for entity in self.entities:
+            span = doc.char_span(entity.start, entity.end, label=entity.type)
+            if span is None:  # entities lie on token boundaries; anything else is a bug here
+                raise ValueError(f"entity {entity.text!r} does not fall on the Doc's tokens")
+            ents.append(span)
+        doc.ents = ents
+        return doc
+
 
 @dataclass(frozen=True)
 class SentenceAnalysis:
@@ -103,6 +183,7 @@ class SentenceAnalysis:
     confidences: list[float]
     entities: dict[Span, float]
     alternatives: list[tuple[list[str], float]] = field(default_factory=list)
+    plain: bool = False  # tags are labels of their own (parts of speech): no entities
 
 
 def in_output_scheme(analysis: Analysis, labels: Sequence[str], scheme: str) -> SentenceAnalysis:
@@ -114,7 +195,11 @@ def in_output_scheme(analysis: Analysis, labels: Sequence[str], scheme: str) -> 
 
     alternatives = [(named(path), p) for path, p in analysis.alternatives]
     return SentenceAnalysis(
-        named(analysis.path), analysis.token_confidence, analysis.entities, alternatives
+        named(analysis.path),
+        analysis.token_confidence,
+        analysis.entities,
+        alternatives,
+        plain=scheme == PLAIN,
     )
 
 
@@ -130,7 +215,7 @@ def tagged_text(
     for tokens in sentences:
         analysis = next(analyses)
         entities = []
-        for s in spans_from_tags(analysis.tags):
+        for s in [] if analysis.plain else spans_from_tags(analysis.tags):
             confidence = analysis.entities.get((s.start, s.end, s.label))
             if min_confidence is not None and (confidence or 0.0) < min_confidence:
                 continue
@@ -213,7 +298,7 @@ class Tagging(ABC):
         def analyse(sentences: Sequence[Sequence[str]]) -> list[SentenceAnalysis]:
             return self.analyse_tokens(sentences, batch_size, top_k, progress)
 
-        return predict_texts(analyse, texts, min_confidence)
+        return self._placed(predict_texts(analyse, texts, min_confidence))
 
     def predict_tokens(
         self,
@@ -229,15 +314,27 @@ class Tagging(ABC):
         words = [list(tokens) for tokens in sentences if tokens]  # a blank line has no sentence
         analyses = iter(self.analyse_tokens(words, batch_size, top_k, progress) if words else [])
         placed = [[spaced_tokens(tokens)] if tokens else [] for tokens in sentences]
-        return [
+        return self._placed(
             tagged_text(" ".join(tokens), sentence, analyses, min_confidence)
             for tokens, sentence in zip(sentences, placed, strict=True)
-        ]
+        )
+
+    @property
+    def conllu_field(self) -> str:
+        """Where CoNLL-U output puts tags: the column plain tags were trained from (``upos``,
+        ``xpos``...), MISC's ``NER=`` for entity tags."""
+        data = getattr(self.config, "data", None)
+        if self.output_scheme == PLAIN and data is not None:
+            return str(getattr(data, "tag_field", "upos"))
+        return "misc:NER"
+
+    def _placed(self, results: Iterable[TaggedText]) -> list[TaggedText]:
+        field = self.conllu_field
+        return [replace(result, conllu_field=field) for result in results]
 
     def evaluate(self, path: str | Path) -> EntityScores:
         """Score the tagger on a labelled CoNLL file, as conlleval does."""
-        sentences = read_conll(path, self.config.data.token_column, self.config.data.tag_column)
-        return self.score(sentences, path)
+        return self.score(read_tagged(path, self.config.data), path)
 
 
 AnalyseTokens = Callable[[Sequence[Sequence[str]]], list[SentenceAnalysis]]
@@ -295,7 +392,35 @@ def score_sentences(
 ) -> EntityScores:
     """Entity scores as conlleval computes them, gold and predicted tags both written in the
     output scheme; an entity type unseen in training is an error naming its line."""
-    check_known_types(sentences, labels, path)
+    check_gold_tags(sentences, labels, output_scheme, path)
+    if output_scheme == PLAIN:
+        return score_labels([s.tags for s in sentences], tag_tokens([s.tokens for s in sentences]))
     predicted = tag_tokens([s.tokens for s in sentences])
     gold = [convert_tags(s.tags, output_scheme) for s in sentences]
     return score_entities(gold, predicted)
+
+
+def check_gold_tags(
+    sentences: Sequence[Sentence], labels: Sequence[str], scheme: str, path: str | Path
+) -> None:
+    """Raise DataError at the first gold tag (plain tags) or entity type the model never saw."""
+    if scheme == PLAIN:
+        check_known_tags(sentences, labels, path)
+    else:
+        check_known_types(sentences, labels, path)
+
+
+def check_known_tags(
+    sentences: Sequence[Sentence], labels: Sequence[str], path: str | Path
+) -> None:
+    """Raise DataError at the first plain tag the model never saw in training (``labels``)."""
+    known = set(labels)
+    for sentence in sentences:
+        for offset, tag in enumerate(sentence.tags):
+            if tag not in known:
+                raise DataError(
+                    path,
+                    f"tag {tag!r} never appeared in training; known tags: "
+                    f"{', '.join(sorted(known))}",
+                    sentence.line + offset,
+                )

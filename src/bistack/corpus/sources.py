@@ -10,7 +10,9 @@ the skipped-records file. Formats:
   that output record N is input line N;
 - ``tokenized``: one sentence a line, its tokens split on whitespace;
 - ``conll``: CoNLL columns, the first one the tokens (a tag column is ignored), a blank line
-  after each sentence, ``-DOCSTART-`` lines skipped;
+  after each sentence, ``-DOCSTART-`` lines and ``# key = value`` comments skipped;
+- ``conllu``: CoNLL-U, the FORM column the tokens (comments, multiword-token ranges and empty
+  nodes skipped);
 - ``jsonl``: one JSON object a line, the text in ``field`` (a list of strings there is a
   pre-tokenised sentence); blank lines are not records;
 - ``csv``, ``tsv``: a header row naming ``field``;
@@ -30,8 +32,8 @@ from typing import BinaryIO
 
 from bistack.errors import ConfigError, DataError
 
-INPUT_FORMATS = ("lines", "tokenized", "conll", "jsonl", "csv", "tsv", "parquet")
-TOKEN_FORMATS = frozenset({"tokenized", "conll"})  # what only a tagger can read
+INPUT_FORMATS = ("lines", "tokenized", "conll", "conllu", "jsonl", "csv", "tsv", "parquet")
+TOKEN_FORMATS = frozenset({"tokenized", "conll", "conllu"})  # what only a tagger can read
 _BY_SUFFIX = {
     ".jsonl": "jsonl",
     ".ndjson": "jsonl",
@@ -39,6 +41,7 @@ _BY_SUFFIX = {
     ".tsv": "tsv",
     ".parquet": "parquet",
     ".conll": "conll",
+    ".conllu": "conllu",
 }
 
 
@@ -84,8 +87,8 @@ def read_records(source: str, fmt: str, field: str = "text") -> Iterator[Record]
             for number, text, error in _decoded_lines(handle):
                 tokens = text.split() if fmt == "tokenized" and error is None else None
                 yield Record(text=text, tokens=tokens, error=error, line=number)
-        elif fmt == "conll":
-            yield from _conll(handle)
+        elif fmt in ("conll", "conllu"):
+            yield from _conll(handle, fmt == "conllu")
         elif fmt == "jsonl":
             yield from _jsonl(handle, field)
         elif fmt in ("csv", "tsv"):
@@ -130,23 +133,36 @@ def _decoded_lines(handle: BinaryIO) -> Iterator[tuple[int, str, str | None]]:
             yield number, "", message
 
 
-def _conll(handle: BinaryIO) -> Iterator[Record]:
+def _conll(handle: BinaryIO, conllu: bool) -> Iterator[Record]:
     tokens: list[str] = []
     start = 0
     for number, text, error in _decoded_lines(handle):
         if error is not None:
             yield Record(error=error, line=number)
             continue
-        columns = text.split()
+        columns = text.split("\t") if conllu and text.strip() else text.split()
         if not columns:
             if tokens:
                 yield Record(tokens=tokens, line=start)
             tokens = []
-        elif columns[0] != "-DOCSTART-":
+        elif columns[0] == "-DOCSTART-" or (not tokens and is_comment(columns, conllu)):
+            continue
+        elif conllu and (len(columns) < 2 or "-" in columns[0] or "." in columns[0]):
+            if len(columns) < 2:
+                yield Record(error="expected 10 tab-separated CoNLL-U columns", line=number)
+        else:
             start = start if tokens else number
-            tokens.append(columns[0])
+            tokens.append(columns[1] if conllu else columns[0])
     if tokens:
         yield Record(tokens=tokens, line=start)
+
+
+def is_comment(columns: list[str], conllu: bool) -> bool:
+    """A ``#`` line where a sentence starts: every one in CoNLL-U; in CoNLL, ``# key = value``
+    or ``#text`` (the token ``#`` with its columns stays a token)."""
+    if not columns[0].startswith("#"):
+        return False
+    return conllu or columns[0] != "#" or (len(columns) > 2 and columns[2] == "=")
 
 
 def _jsonl(handle: BinaryIO, field: str) -> Iterator[Record]:

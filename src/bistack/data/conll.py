@@ -3,6 +3,12 @@
 ``-DOCSTART-`` lines are skipped. Columns are split on any run of tabs or spaces; the token and
 tag columns are selectable (default: first and last), as in the CoNLL-2003 four-column format
 ``token POS chunk NER``.
+
+A line that starts with ``#`` where a sentence starts is a comment (``# sent_id = 1``, as
+exporters write them) and is skipped, unless it reads as a token line: as many columns as the
+file's token lines, and a valid tag where tags are entity tags. So the token ``#`` tagged ``O``
+stays a token, and ``# sent_id = 1`` in a four-column file is not read as the token ``#`` with
+the tag ``1``.
 """
 
 from __future__ import annotations
@@ -22,16 +28,22 @@ class Sentence:
     tokens: list[str]
     tags: list[str] = field(default_factory=list)
     line: int = 0
+    metadata: dict[str, str] = field(default_factory=dict)  # CoNLL-U comments: sent_id, text...
 
 
 def read_conll(
-    path: str | Path, token_column: int = 0, tag_column: int | None = -1
+    path: str | Path, token_column: int = 0, tag_column: int | None = -1, *, plain: bool = False
 ) -> list[Sentence]:
-    """Read a CoNLL file. ``tag_column=None`` reads tokens only (for unlabelled input)."""
+    """Read a CoNLL file. ``tag_column=None`` reads tokens only (for unlabelled input);
+    ``plain`` takes tags as labels of their own (parts of speech), not entity tags."""
     sentences: list[Sentence] = []
     current = Sentence([], [])
+    lines = list(numbered_lines(path))
     expected_columns: tuple[int, int] | None = None  # (count, line where it was first seen)
-    for number, line in _lines(path):
+    token_width = next(
+        (len(c) for _, c in ((n, t.split()) for n, t in lines) if c and c[0][0] != "#"), None
+    )
+    for number, line in lines:
         columns = line.split()
         if not columns:
             if current.tokens:
@@ -39,6 +51,9 @@ def read_conll(
             current = Sentence([], [])
             continue
         if columns[0] == "-DOCSTART-":
+            continue
+        starts = not current.tokens and columns[0].startswith("#")
+        if starts and _is_comment(columns, token_width, tag_column, plain):
             continue
         if expected_columns is None:
             expected_columns = (len(columns), number)
@@ -55,18 +70,38 @@ def read_conll(
         current.tokens.append(columns[token_column])
         if tag_column is not None:
             tag = columns[tag_column]
-            try:
-                split_tag(tag)
-            except ValueError as error:
-                raise DataError(path, str(error), number) from None
+            if not plain:
+                try:
+                    split_tag(tag)
+                except ValueError as error:
+                    raise DataError(path, str(error), number) from None
             current.tags.append(tag)
     if current.tokens:
         sentences.append(current)
     if not sentences:
-        raise DataError(path, "no sentences found: the file is empty or holds only -DOCSTART-")
-    if tag_column is not None:
+        raise DataError(
+            path, "no sentences found: the file is empty or holds only -DOCSTART- or comments"
+        )
+    if tag_column is not None and not plain:
         check_one_scheme(sentences, path)
     return sentences
+
+
+def _is_comment(
+    columns: Sequence[str], token_width: int | None, tag_column: int | None, plain: bool
+) -> bool:
+    """Whether a line starting with ``#`` at a sentence start is a comment (see the module)."""
+    if len(columns) != token_width:
+        return True
+    if tag_column is None:
+        return columns[0] != "#" or (len(columns) > 2 and columns[2] == "=")
+    if plain:
+        return len(columns) > 2 and columns[2] == "="  # "# key = value"
+    try:
+        split_tag(columns[tag_column])
+    except (ValueError, IndexError):
+        return True
+    return False
 
 
 def check_one_scheme(sentences: Sequence[Sentence], path: str | Path) -> None:
@@ -118,7 +153,7 @@ def _check_column_index(
             )
 
 
-def _lines(path: str | Path) -> Iterator[tuple[int, str]]:
+def numbered_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """Yield (1-based line number, text), with non-UTF-8 bytes reported by line."""
     try:
         handle = open(path, "rb")  # noqa: SIM115 - closed below; bytes so decoding errors have lines

@@ -1,7 +1,14 @@
-"""Tables of texts and labels: TSV, CSV and JSON lines, with the columns named in the config.
+"""Tables of texts and labels: TSV, CSV, JSON lines, Parquet, a HuggingFace ``datasets``
+folder, or rows handed over from Python, with the columns named in the config.
 
-Rows are numbered from 1 after the header (TSV, CSV) or by line (JSON lines), so an error can
-point at the row to fix.
+Rows are numbered from 1 after the header (TSV, CSV), by line (JSON lines), or from 1 in the
+table's order (Parquet, datasets, rows from Python), so an error can point at the row to fix.
+
+- Parquet needs ``bistack[parquet]`` (pyarrow); a HuggingFace dataset folder (what
+  ``Dataset.save_to_disk`` writes; for a ``DatasetDict``, the folder of one split) needs
+  ``bistack[datasets]``.
+- ``memory:NAME`` reads rows registered by :func:`bistack.train` (a ``datasets.Dataset``, a
+  pandas DataFrame or a list of dicts): the name a config records for data that came from Python.
 """
 
 from __future__ import annotations
@@ -11,8 +18,10 @@ import io
 import json
 import math
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from bistack.errors import DataError
 
@@ -28,14 +37,43 @@ class Example:
     row: int
 
 
+MEMORY = "memory:"  # the prefix of a table handed over from Python
+_IN_MEMORY: dict[str, Any] = {}
+
+
+@contextmanager
+def tables_in_memory(**tables: Any) -> Iterator[dict[str, str]]:
+    """Register ``name=rows`` for as long as the block runs; yields each name's source string
+    (``memory:NAME``) for a config's ``data`` section."""
+    names = {name: f"{MEMORY}{name}" for name in tables}
+    _IN_MEMORY.update({names[name]: rows for name, rows in tables.items()})
+    try:
+        yield names
+    finally:
+        for source in names.values():
+            _IN_MEMORY.pop(source, None)
+
+
 def table_format(path: str | Path, declared: str = "auto") -> str:
     if declared != "auto":
         return declared
+    if str(path).startswith(MEMORY):
+        return "memory"
+    if Path(path).is_dir():
+        return "datasets"
     suffix = Path(path).suffix.lower()
-    formats = {".tsv": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl"}
+    formats = {
+        ".tsv": "tsv",
+        ".csv": "csv",
+        ".jsonl": "jsonl",
+        ".json": "jsonl",
+        ".parquet": "parquet",
+    }
     if suffix not in formats:
         raise DataError(
-            path, "cannot tell the format from the extension; set data.format to tsv, csv or jsonl"
+            path,
+            "cannot tell the format from the extension; set data.format to tsv, csv, jsonl, "
+            "parquet or datasets (a HuggingFace dataset folder)",
         )
     return formats[suffix]
 
@@ -55,7 +93,7 @@ def read_table(
     for row, record in _records(path, kind):
         missing = [c for c in wanted if c not in record]
         if missing:
-            where = {"row": row} if kind == "jsonl" else {}  # a table's header names columns
+            where = {"row": row} if kind in ("jsonl", "memory") else {}  # a header names columns
             raise DataError(
                 path, f"no column {missing[0]!r} (columns: {', '.join(record)})", **where
             )
@@ -87,6 +125,11 @@ def label_value(value: object, column: str, path: str | Path, row: int) -> str:
 
 
 def _records(path: str | Path, file_format: str) -> Iterator[tuple[int, dict]]:
+    if file_format in ("parquet", "datasets", "memory"):
+        rows = {"parquet": _parquet_rows, "datasets": _dataset_rows, "memory": _memory_rows}
+        for number, record in enumerate(rows[file_format](path), start=1):
+            yield number, record
+        return
     try:
         raw = Path(path).read_bytes()
     except FileNotFoundError:
@@ -121,6 +164,53 @@ def _records(path: str | Path, file_format: str) -> Iterator[tuple[int, dict]]:
                 row=number,
             )
         yield number, record
+
+
+def _parquet_rows(path: str | Path) -> Iterator[dict]:
+    try:
+        import pyarrow.parquet as parquet
+    except ImportError:
+        raise DataError(
+            path, "reading Parquet needs pyarrow: pip install 'bistack[parquet]'"
+        ) from None
+    if not Path(path).exists():
+        raise DataError(path, "no such file")
+    try:
+        table = parquet.ParquetFile(path)
+    except Exception as error:  # pyarrow's errors have no common base it exports
+        raise DataError(path, f"not a Parquet file ({error})") from None
+    for batch in table.iter_batches(batch_size=4096):
+        yield from batch.to_pylist()
+
+
+def _dataset_rows(path: str | Path) -> Iterator[dict]:
+    if not (Path(path) / "state.json").exists():
+        splits = Path(path) / "dataset_dict.json"
+        if splits.exists():
+            names = json.loads(splits.read_text()).get("splits", [])
+            raise DataError(
+                path,
+                f"a DatasetDict: point the config at one of its splits ({', '.join(names)}), "
+                f"e.g. {Path(path) / (names[0] if names else 'train')}",
+            )
+        raise DataError(path, "a folder, but not one Dataset.save_to_disk wrote (no state.json)")
+    try:
+        from datasets import load_from_disk
+    except ImportError:
+        raise DataError(
+            path, "reading a HuggingFace dataset needs datasets: pip install 'bistack[datasets]'"
+        ) from None
+    yield from load_from_disk(str(path))
+
+
+def _memory_rows(source: str | Path) -> Iterator[dict]:
+    if str(source) not in _IN_MEMORY:
+        raise DataError(source, "no rows were handed over under this name (see bistack.train)")
+    rows = _IN_MEMORY[str(source)]
+    if hasattr(rows, "to_dict") and hasattr(rows, "columns"):  # a pandas DataFrame
+        rows = rows.to_dict("records")
+    for row in rows:
+        yield dict(row)
 
 
 def _csv_records(text: str) -> tuple[list[str], list[dict]]:

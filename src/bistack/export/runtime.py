@@ -122,7 +122,7 @@ class ExportedModel:
 class ExportedTagger(ExportedModel, Tagging):
     """An exported tagger: the best tags (the CRF's Viterbi path), entities with offsets."""
 
-    PREDICT_FORMATS = ("conll", "jsonl")
+    PREDICT_FORMATS = ("conll", "jsonl", "conllu", "doccano")
 
     def __init__(
         self, path: Path, meta: dict[str, Any], vocabularies: TokenVocabularies | None

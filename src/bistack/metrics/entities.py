@@ -105,3 +105,28 @@ def format_entity_report(scores: EntityScores) -> str:
         )
     lines.append(f"token accuracy: {scores.token_accuracy:.2f}")
     return "\n".join(lines)
+
+
+def score_labels(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]) -> EntityScores:
+    """Per-token scores for tags that are labels of their own (parts of speech): precision,
+    recall and F1 of each tag over tokens; the micro average equals token accuracy."""
+    if len(gold) != len(predicted):
+        raise ValueError(f"{len(gold)} gold sentences but {len(predicted)} predicted")
+    gold_counts: Counter[str] = Counter()
+    predicted_counts: Counter[str] = Counter()
+    correct_counts: Counter[str] = Counter()
+    for index, (gold_tags, predicted_tags) in enumerate(zip(gold, predicted, strict=True)):
+        if len(gold_tags) != len(predicted_tags):
+            raise ValueError(
+                f"sentence {index}: {len(gold_tags)} gold tags but {len(predicted_tags)} predicted"
+            )
+        gold_counts.update(gold_tags)
+        predicted_counts.update(predicted_tags)
+        correct_counts.update(g for g, p in zip(gold_tags, predicted_tags, strict=True) if g == p)
+    total, correct = sum(gold_counts.values()), sum(correct_counts.values())
+    per_type = {
+        label: PRF.from_counts(gold_counts[label], predicted_counts[label], correct_counts[label])
+        for label in sorted(gold_counts.keys() | predicted_counts.keys())
+    }
+    accuracy = 100.0 * correct / total if total else 0.0
+    return EntityScores(PRF.from_counts(total, total, correct), per_type, accuracy)

@@ -21,7 +21,7 @@ from bistack.confidence import (
 from bistack.config import HeadConfig
 from bistack.crf import CRF
 from bistack.data.batching import PAD_TAG
-from bistack.schemes import allowed_transitions
+from bistack.schemes import PLAIN, allowed_transitions
 
 HeadType = Literal["softmax", "crf"]
 
@@ -54,7 +54,7 @@ class SoftmaxHead(nn.Module):
         results = []
         for row, length in enumerate(mask.sum(dim=1).tolist()):
             path = best[row, :length].tolist()
-            spans = spans_of(path, self.labels)
+            spans = [] if self.scheme == PLAIN else spans_of(path, self.labels)
             events = [span_event(s, path, self.labels, self.scheme) for s in spans]
             chances = independent_span_probabilities(probabilities[row], length, events)
             token = confidence[row, :length].tolist()
@@ -107,7 +107,7 @@ class CRFHead(nn.Module):
             positions = torch.arange(len(path), device=emissions.device)
             chosen = torch.tensor(path, dtype=torch.long, device=emissions.device)
             token = marginals[row, positions, chosen].tolist()
-            spans = spans_of(path, self.labels)
+            spans = [] if self.scheme == PLAIN else spans_of(path, self.labels)
             events = [span_event(s, path, self.labels, self.scheme) for s in spans]
             chances = crf_span_probabilities(self.crf, emissions[row], len(path), events)
             entities = dict(zip(spans, chances, strict=True))

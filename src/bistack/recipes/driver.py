@@ -21,6 +21,7 @@ from torch import nn
 
 from bistack.config import ExperimentConfig
 from bistack.errors import BistackError
+from bistack.recipes.checkpoint import CHECKPOINT, CheckpointError, differences, load_checkpoint
 from bistack.recipes.loop import FitResult, Interrupted, LoopTask, Run, fit, kept, start_run
 from bistack.recipes.rundir import check_output
 
@@ -55,8 +56,10 @@ class RunOptions:
     num_nodes: int = 1  # machines, each running ``devices`` processes (see the README)
     strategy: str = "auto"
     accelerator: str = "cpu"
+    precision: str | None = None  # Fabric's, e.g. bf16-mixed; None: 32-bit
     progress: bool = True
     overwrite: bool = False
+    resume: bool = False  # go on from the checkpoint in the output (see ``recipes.checkpoint``)
     log_format: Literal["text", "json"] = "text"
 
 
@@ -103,7 +106,17 @@ def train_model(
 
     ``inputs`` go to ``prepare`` (e.g. a loaded backbone shared by many runs).
     """
-    check_output(Path(output), options.overwrite)  # before any work, in every process alike
+    checkpoint = None
+    if options.resume:  # before any work, in every process alike
+        checkpoint = load_checkpoint(Path(output))
+        changed = differences(checkpoint.config, config.to_dict())
+        if changed:
+            raise CheckpointError(
+                f"{output}: the checkpoint was trained with another config; --resume needs the "
+                f"same one (changed: {', '.join(changed)})"
+            )
+    else:
+        check_output(Path(output), options.overwrite)
     run = start_run(
         output,
         config.train.seed,
@@ -111,7 +124,9 @@ def train_model(
         num_nodes=options.num_nodes,
         strategy=options.strategy,
         accelerator=options.accelerator,
+        precision=options.precision,
         overwrite=options.overwrite,
+        resume=options.resume,
         log_format=options.log_format,
     )
     try:
@@ -127,6 +142,8 @@ def train_model(
             config.train,
             config.optimizer,
             progress=options.progress,
+            config=config.to_dict(),
+            resume=checkpoint,
         )
         if result.best_epoch == 0:
             raise BistackError(
@@ -138,6 +155,8 @@ def train_model(
         )
         if run.fabric.is_global_zero and prepared.finish is not None:
             prepared.finish(run)
+        if run.fabric.is_global_zero:  # finished: nothing left to resume
+            (run.output / CHECKPOINT).unlink(missing_ok=True)
         return TrainedModel(run.model_dir, result, parameters)
     except Interrupted:
         raise

@@ -84,7 +84,7 @@ def run_ladder(
     say: Callable[[str], None] = print,
 ) -> list[RepeatedResult]:
     """Train every rung with ``seeds`` seeds (reusing finished runs); write the table."""
-    metric = _task_with_ladder(config).metric
+    metric = _task_with_ladder(config).metric_for(config)
     output = Path(output)
     results = []
     for index, rung in enumerate(rungs_for(config)):

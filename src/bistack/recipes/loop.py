@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from bistack.config import OptimizerConfig, TrainConfig
 from bistack.errors import BistackError, ConfigError
+from bistack.recipes.checkpoint import Checkpoint, LoopState, save_checkpoint
 from bistack.recipes.rundir import RunDirectory
 
 if TYPE_CHECKING:
@@ -97,27 +98,36 @@ def start_run(
     strategy: str,
     num_nodes: int = 1,
     accelerator: str,
+    precision: str | None = None,
     overwrite: bool = False,
+    resume: bool = False,
     log_format: Literal["text", "json"] = "text",
 ) -> Run:
     """Launch Fabric (one process per device under DDP), seed every process alike, and (rank
-    0) lock the output and start staging."""
+    0) lock the output and start staging, or, to ``resume``, write into it directly."""
     from lightning_fabric import Fabric  # only training needs it: most of a second to import
 
     try:
         fabric = Fabric(
-            accelerator=accelerator, devices=devices, num_nodes=num_nodes, strategy=strategy
+            accelerator=accelerator,
+            devices=devices,
+            num_nodes=num_nodes,
+            strategy=strategy,
+            precision=precision,  # type: ignore[arg-type]
         )
         fabric.launch()
     except (ValueError, TypeError, RuntimeError, ImportError) as error:
         # Lightning's word for it; the traceback would only show where it was found out.
         reason = str(error).splitlines()[0]
+        chosen = f" --precision {precision}" if precision else ""
         raise ConfigError(
             f"--accelerator {accelerator} --devices {devices} --num-nodes {num_nodes} "
-            f"--strategy {strategy}: {reason}"
+            f"--strategy {strategy}{chosen}: {reason}"
         ) from None
     fabric.seed_everything(seed, verbose=False)
-    if fabric.is_global_zero:
+    if fabric.is_global_zero and resume:
+        directory = RunDirectory.resume(Path(output))
+    elif fabric.is_global_zero:
         directory = RunDirectory.open(Path(output), overwrite)
     else:
         directory = RunDirectory.follower(Path(output))
@@ -178,6 +188,16 @@ class MetricsLog:
         else:
             self.tensorboard = SummaryWriter(str(run.output / "tensorboard"))
 
+    def keep_until(self, epoch: int) -> None:
+        """Drop the rows after ``epoch`` (a resumed run computes them again)."""
+        path = self.run.output / "metrics.csv"
+        if path.exists():
+            lines = path.read_text().splitlines(keepends=True)
+            rows = [line for line in lines[1:] if int(line.split(",")[0]) <= epoch]
+            temporary = path.with_name(f".{path.name}.tmp")
+            temporary.write_text("".join(lines[:1] + rows))
+            temporary.replace(path)
+
     def write(self, row: dict[str, float]) -> None:
         path = self.run.output / "metrics.csv"
         new = not path.exists()
@@ -201,17 +221,35 @@ def fit(
     optimizer_config: OptimizerConfig,
     *,
     progress: bool,
+    config: dict[str, Any] | None = None,
+    resume: Checkpoint | None = None,
 ) -> FitResult:
     """Train ``model`` (unwrapped) on ``task`` until patience, max_epochs or max_minutes.
 
-    Rank 0 alone logs metrics (``run.output/metrics.csv``) and saves the best weights.
+    Rank 0 alone logs metrics (``run.output/metrics.csv``), saves the best weights, and every
+    ``train.checkpoint_every`` epochs a checkpoint (with ``config``); ``resume`` goes on from
+    one, as if the run had never stopped.
     """
     fabric, say = run.fabric, run.say
     log = MetricsLog(run) if fabric.is_global_zero else None
     optimizer = build_optimizer(optimizer_config, model)
     wrapped, optimizer = fabric.setup(model, optimizer)
-    best, best_epoch, stale, epoch = float("-inf"), 0, 0, 0
-    started = time.monotonic()
+    best, best_epoch, stale, epoch, spent, first = float("-inf"), 0, 0, 0, 0.0, 1
+    if resume is not None:
+        resume.restore(model, getattr(optimizer, "optimizer", optimizer))
+        state = resume.state
+        best, best_epoch, stale, epoch, spent = (
+            state.best,
+            state.best_epoch,
+            state.stale,
+            state.epoch,
+            state.elapsed,
+        )
+        first = train.max_epochs + 1 if state.stopped else state.epoch + 1
+        if log is not None:
+            log.keep_until(state.epoch)
+        say(f"resumed after epoch {state.epoch} (best dev {best:.2f} at epoch {best_epoch})")
+    started = time.monotonic() - spent
     steps_per_epoch = len(my_batches(fabric, task, train, 1))
     schedule = Schedule(
         optimizer_config.lr_decay,
@@ -219,7 +257,7 @@ def fit(
         steps_per_epoch * train.max_epochs,
     )
     try:
-        for epoch in range(1, train.max_epochs + 1):
+        for epoch in range(first, train.max_epochs + 1):
             description = f"epoch {epoch}/{train.max_epochs}"
             if best_epoch:
                 description += f" (best dev {best:.2f})"
@@ -263,7 +301,12 @@ def fit(
                 improved,
             )
             out_of_time = train.max_minutes is not None and elapsed > train.max_minutes * 60
-            if fabric.broadcast(stale >= train.patience or out_of_time):
+            stop = fabric.broadcast(stale >= train.patience or out_of_time)
+            every = train.checkpoint_every
+            if fabric.is_global_zero and every and (epoch % every == 0 or stop):
+                state = LoopState(epoch, best, best_epoch, stale, elapsed, stopped=stop)
+                save_checkpoint(run.output, model, optimizer, state, config or {})
+            if stop:
                 reason = "time budget reached" if out_of_time else "no dev improvement"
                 say(f"stopping after epoch {epoch}: {reason}")
                 break

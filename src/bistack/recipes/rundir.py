@@ -26,7 +26,7 @@ from bistack.errors import BistackError
 MODEL = "model"
 METRICS = "metrics.csv"
 # The replaced run's files beside its model: gone with it, whether or not this run has its own.
-STALE_WHEN_REPLACED = (METRICS, "dev_metrics.json", "tensorboard")
+STALE_WHEN_REPLACED = (METRICS, "dev_metrics.json", "tensorboard", "checkpoint.safetensors")
 
 
 class OutputError(BistackError):
@@ -59,6 +59,21 @@ class RunDirectory:
         """Lock ``output``, clear what killed runs left beside it, and start staging."""
         check_output(output, overwrite)
         output.parent.mkdir(parents=True, exist_ok=True)
+        directory = cls._locked(output)
+        directory.staging = output.parent / f".{output.name}.staging-{os.getpid()}"
+        directory.staging.mkdir()
+        directory.committed = False
+        return directory
+
+    @classmethod
+    def resume(cls, output: Path) -> RunDirectory:
+        """Lock ``output`` to go on with the run whose checkpoint it holds: that run committed
+        its first best model there, so this one writes there directly, without staging."""
+        return cls._locked(output)
+
+    @classmethod
+    def _locked(cls, output: Path) -> RunDirectory:
+        """``output`` locked for this run, with what killed runs left beside it cleared."""
         lock, previous = _lock(output)
         directory = cls(output, None, lock)
         if previous is not None and not _alive(previous.get("pid")):
@@ -68,9 +83,6 @@ class RunDirectory:
             )
         for leftover in output.parent.glob(f".{output.name}.staging-*"):
             shutil.rmtree(leftover, ignore_errors=True)  # ours to clear: we hold the lock
-        directory.staging = output.parent / f".{output.name}.staging-{os.getpid()}"
-        directory.staging.mkdir()
-        directory.committed = False
         return directory
 
     @classmethod

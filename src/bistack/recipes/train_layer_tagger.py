@@ -13,7 +13,7 @@ import torch
 from torch import Tensor
 
 from bistack.api.layer_tagger import LayerPoolingTagger
-from bistack.api.tagging import check_known_types
+from bistack.api.tagging import check_gold_tags
 from bistack.config import LayerPoolingTaggerConfig
 from bistack.data.batching import PAD_TAG
 from bistack.data.conll import Sentence
@@ -24,7 +24,7 @@ from bistack.models.layer_tagger import WordLayerBatch, build_layer_tagger, pad_
 from bistack.recipes.driver import Prepared
 from bistack.recipes.loop import Evaluation, Run
 from bistack.recipes.train_tagger import TaggingData, load_tagging_data, tagging_evaluation
-from bistack.schemes import convert_tags
+from bistack.schemes import PLAIN, convert_tags
 
 WORD_SEPARATOR = "\x1f"  # joins a sentence's words into one cache-key text
 
@@ -105,7 +105,7 @@ class WordLayerTask:
 
     def evaluate(self) -> Evaluation:
         scores = self.tagger.score(self.data.dev, self.data.dev_source, states=self.dev_states)
-        return tagging_evaluation(scores)
+        return tagging_evaluation(scores, self.tagger.output_scheme == PLAIN)
 
     def save_weights(self, directory: Path) -> None:
         self.tagger.save_weights(directory)
@@ -114,10 +114,12 @@ class WordLayerTask:
 def prepare_layer_tagger(config: LayerPoolingTaggerConfig, run: Run) -> Prepared:
     """The tagger over transformer layers that ``config`` describes."""
     data = load_tagging_data(config)
+    for note in data.notes:
+        run.say(note)
     backbone = TransformerBackbone.load(config.backbone.path)
     train_tags = [convert_tags(s.tags, config.data.scheme) for s in data.train]
     labels = tag_order(tag for tags in train_tags for tag in tags)
-    check_known_types(data.dev, labels, data.dev_source)
+    check_gold_tags(data.dev, labels, config.data.scheme, data.dev_source)
     model = build_layer_tagger(config, backbone.num_layers, backbone.hidden_size, labels, backbone)
     tagger = LayerPoolingTagger(model, backbone, labels, config, data.input_scheme)
     train_states = dev_states = None

@@ -7,45 +7,66 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bistack.api.tagger import Tagger
-from bistack.api.tagging import check_known_types
+from bistack.api.tagging import check_gold_tags
 from bistack.config import LayerPoolingTaggerConfig, TaggerConfig
 from bistack.data.batching import TaggingBatch, collate_tagging
-from bistack.data.conll import Sentence, read_conll
+from bistack.data.conll import Sentence
 from bistack.data.features import EncodedSentence
+from bistack.data.spans import SpanReport
 from bistack.data.splits import read_train_and_dev
+from bistack.data.tagged import read_tagged
 from bistack.metrics.entities import EntityScores
 from bistack.models.tagger import build_tagger
 from bistack.recipes.driver import Metric, Prepared
 from bistack.recipes.features import build_vocabularies, initialise_words, singleton_mask
 from bistack.recipes.loop import Evaluation, Run
-from bistack.schemes import convert_tags, detect_scheme
+from bistack.schemes import PLAIN, convert_tags, detect_scheme
 
 DEV_F1 = Metric("dev_f1", "dev F1", higher_is_better=True)
+DEV_TAG_ACCURACY = Metric("dev_token_accuracy", "dev accuracy", higher_is_better=True)
+
+
+def tagging_metric(config: TaggerConfig | LayerPoolingTaggerConfig) -> Metric:
+    """Entity F1, or per-token accuracy for plain tags (``data.scheme: none``)."""
+    return DEV_TAG_ACCURACY if config.data.scheme == PLAIN else DEV_F1
 
 
 @dataclass
 class TaggingData:
-    """Training and dev sentences (tags in the input scheme) and that scheme."""
+    """Training and dev sentences (tags in the input scheme), that scheme, and what reading
+    them found worth saying (spans widened to token boundaries)."""
 
     train: list[Sentence]
     dev: list[Sentence]
     input_scheme: str
     dev_source: str
+    notes: list[str]
 
 
 def load_tagging_data(config: TaggerConfig | LayerPoolingTaggerConfig) -> TaggingData:
     """Read train and dev; without a dev file, split off a fixed fraction of train."""
     data = config.data
-    split = read_train_and_dev(
-        lambda path: read_conll(path, data.token_column, data.tag_column), data
-    )
-    scheme = detect_scheme([s.tags for s in split.train])
-    return TaggingData(split.train, split.dev, scheme, split.dev_source)
+    report = SpanReport()
+    split = read_train_and_dev(lambda path: read_tagged(path, data, report), data)
+    plain = data.scheme == PLAIN
+    scheme = PLAIN if plain else detect_scheme([s.tags for s in split.train])
+    notes = [
+        f"span on line {line} widened to token boundaries: {written!r} -> {widened!r}"
+        for line, written, widened in report.snapped
+    ]
+    return TaggingData(split.train, split.dev, scheme, split.dev_source, notes)
 
 
-def tagging_evaluation(scores: EntityScores) -> Evaluation:
-    """Early stopping maximises dev entity F1 (conlleval's micro average)."""
+def tagging_evaluation(scores: EntityScores, plain: bool = False) -> Evaluation:
+    """Early stopping maximises dev entity F1 (conlleval's micro average); for plain tags
+    (parts of speech), per-token accuracy, which is also their micro-averaged F1."""
     micro = scores.micro
+    if plain:
+        return Evaluation(
+            score=micro.f1,
+            metrics={"dev_f1": micro.f1, "dev_token_accuracy": scores.token_accuracy},
+            summary=f"dev accuracy {scores.token_accuracy:.2f}",
+        )
     return Evaluation(
         score=micro.f1,
         metrics={
@@ -75,7 +96,8 @@ class TaggingTask:
         return collate_tagging([self.encoded[i] for i in indices], self.tagger.vocabularies)
 
     def evaluate(self) -> Evaluation:
-        return tagging_evaluation(self.tagger.score(self.data.dev, self.data.dev_source))
+        plain = self.tagger.output_scheme == PLAIN
+        return tagging_evaluation(self.tagger.score(self.data.dev, self.data.dev_source), plain)
 
     def save_weights(self, directory: Path) -> None:
         self.tagger.save_weights(directory)
@@ -84,11 +106,19 @@ class TaggingTask:
 def prepare_tagger(config: TaggerConfig, run: Run) -> Prepared:
     """The recurrent tagger ``config`` describes, sized to its training data."""
     data = load_tagging_data(config)
+    for note in data.notes:
+        run.say(note)
     pairs = [(s.tokens, convert_tags(s.tags, config.data.scheme)) for s in data.train]
-    vocabularies = build_vocabularies(config.features, pairs)
-    check_known_types(data.dev, vocabularies.tags.items, data.dev_source)
+    vocabularies, vectors = build_vocabularies(config.features, pairs)
+    check_gold_tags(data.dev, vocabularies.tags.items, config.data.scheme, data.dev_source)
     model = build_tagger(config, vocabularies, singletons=singleton_mask(vocabularies, pairs))
-    run.say(initialise_words(model.embedder, config.features, vocabularies))
+    train_tokens = (t for s in data.train for t in s.tokens)
+    dev_tokens = (t for s in data.dev for t in s.tokens)
+    run.say(
+        initialise_words(
+            model.embedder, config.features, vocabularies, vectors, train_tokens, dev_tokens
+        )
+    )
     tagger = Tagger(model, vocabularies, config, data.input_scheme)
     encoded = [vocabularies.encode(*pair) for pair in pairs]
     return Prepared(

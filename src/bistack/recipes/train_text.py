@@ -118,12 +118,18 @@ def prepare_text_model(
     # Tokenise with the same rules prediction will use.
     tokens = [[t.text for t in tokenize_text(e.text, config.data.tokenizer)] for e in data.train]
     pairs = [(t, ()) for t in tokens]
-    vocabularies = build_vocabularies(config.features, pairs)
+    vocabularies, vectors = build_vocabularies(config.features, pairs)
     singletons = singleton_mask(vocabularies, pairs)
     network = build_classifier(
         config, vocabularies, len(outputs), singletons, regression=outputs.REGRESSES
     )
-    run.say(initialise_words(network.embedder, config.features, vocabularies))
+    dev_tokens = (t.text for e in data.dev for t in tokenize_text(e.text, config.data.tokenizer))
+    train_tokens = (t for text in tokens for t in text)
+    run.say(
+        initialise_words(
+            network.embedder, config.features, vocabularies, vectors, train_tokens, dev_tokens
+        )
+    )
     model = model_class(network, vocabularies, config, outputs)
     targets = outputs.training_targets(data.train, config.data.train)
     encoded = [vocabularies.encode(t) for t in tokens]

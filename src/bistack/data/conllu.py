@@ -1,0 +1,122 @@
+"""CoNLL-U files (Universal Dependencies): ten tab-separated columns per word, comments kept.
+
+``ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC``. A sentence's ``# key = value``
+comments become its metadata (``sent_id``, ``text``...). Multiword-token ranges (``1-2``) and
+empty nodes (``8.1``) are skipped: the words of a range carry the tags, and empty nodes are not in
+the text. Any column can be the tag: ``upos``, ``xpos``, or a field of MISC (``misc:NER`` reads
+``NER=B-PER`` there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from bistack.data.conll import Sentence, check_one_scheme, numbered_lines
+from bistack.errors import DataError
+from bistack.schemes import split_tag
+
+COLUMNS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps", "misc")
+
+
+def tag_getter(tag_field: str, source: str | Path = "config") -> tuple[int, str | None]:
+    """``(column index, MISC key or None)`` for ``upos``, ``xpos``, ``misc:KEY`` (or any column)."""
+    name, _, key = tag_field.partition(":")
+    if name not in COLUMNS or name in ("id", "form") or (name == "misc") != bool(key):
+        raise DataError(
+            source,
+            f"data.tag_field {tag_field!r}: expected a CoNLL-U column (upos, xpos, lemma, "
+            "deprel...) or misc:KEY for a KEY=value field of MISC",
+        )
+    return COLUMNS.index(name), key or None
+
+
+def read_conllu(
+    path: str | Path, tag_field: str | None = "upos", *, plain: bool = True
+) -> list[Sentence]:
+    """Read a CoNLL-U file; ``tag_field=None`` reads words only. ``plain`` takes tags as labels
+    of their own (UPOS, XPOS); ``plain=False`` checks them as entity tags (``misc:NER``)."""
+    getter = tag_getter(tag_field, path) if tag_field else None
+    sentences: list[Sentence] = []
+    current = Sentence([], [])
+    for number, raw in numbered_lines(path):
+        line = raw.rstrip("\r\n")
+        if not line.strip():
+            if current.tokens:
+                sentences.append(current)
+            elif current.metadata:
+                raise DataError(path, "a sentence with comments but no words ends here", number)
+            current = Sentence([], [])
+            continue
+        if line.startswith("#"):
+            if current.tokens:
+                raise DataError(
+                    path, "a comment inside a sentence; comments come before words", number
+                )
+            key, sep, value = line[1:].partition("=")
+            current.metadata[key.strip()] = value.strip() if sep else ""
+            continue
+        columns = line.split("\t")
+        if len(columns) != 10:
+            raise DataError(
+                path,
+                f"expected 10 tab-separated columns (ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL "
+                f"DEPS MISC), found {len(columns)}",
+                number,
+            )
+        word_id = columns[0]
+        if "-" in word_id or "." in word_id:  # a multiword token's range, or an empty node
+            continue
+        if not word_id.isdigit():
+            raise DataError(path, f"word id {word_id!r} is not a number", number)
+        if not current.tokens:
+            current.line = number
+        current.tokens.append(columns[1])
+        if getter is not None:
+            current.tags.append(_tag(columns, getter, path, number, plain))
+    if current.tokens:
+        sentences.append(current)
+    if not sentences:
+        raise DataError(path, "no sentences found: the file is empty or holds only comments")
+    if getter is not None and not plain:
+        check_one_scheme(sentences, path)
+    return sentences
+
+
+def _tag(
+    columns: list[str], getter: tuple[int, str | None], path: str | Path, number: int, plain: bool
+) -> str:
+    index, key = getter
+    value = columns[index]
+    if key is not None:
+        fields = dict(f.partition("=")[::2] for f in value.split("|") if f != "_")
+        if key not in fields:
+            raise DataError(path, f"MISC has no {key}= field: {value!r}", number)
+        value = fields[key]
+    if value == "_" or not value:
+        raise DataError(path, f"no tag in {COLUMNS[index].upper()} (it is {value!r})", number)
+    if not plain:
+        try:
+            split_tag(value)
+        except ValueError as error:
+            raise DataError(path, str(error), number) from None
+    return value
+
+
+def write_conllu(
+    sentences: Sequence[tuple[Sequence[str], Sequence[str]]],
+    tag_field: str = "misc:NER",
+    texts: Sequence[str] | None = None,
+) -> str:
+    """CoNLL-U text of (tokens, tags) sentences with the tag in ``tag_field`` and the other
+    columns ``_``; each sentence gets its ``# text`` when ``texts`` are given."""
+    index, key = tag_getter(tag_field)
+    blocks = []
+    for number, (tokens, tags) in enumerate(sentences):
+        lines = [f"# text = {texts[number]}"] if texts is not None else []
+        for position, (token, tag) in enumerate(zip(tokens, tags, strict=True), start=1):
+            row = [str(position), token, *["_"] * 8]
+            row[index] = f"{key}={tag}" if key else tag
+            lines.append("\t".join(row))
+        blocks.append("\n".join(lines) + "\n\n")
+    return "".join(blocks)
