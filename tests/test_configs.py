@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from bistack.tasks import load_config
+from bistack.tasks import config_from_dict, load_config
 
 CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
 
@@ -73,3 +73,18 @@ def test_configs_written_for_earlier_versions_read_as_today(tmp_path):
     backbone = tmp_path / "backbone.yaml"
     backbone.write_text("task: tagging\ndata: {train: t.txt}\nbackbone: {path: default}\n")
     assert load_config(backbone).kind == "layer_tagger"
+
+
+def test_a_section_given_in_part_keeps_the_kinds_defaults_for_the_rest():
+    layer = config_from_dict(
+        {"kind": "layer_classifier", "data": {"train": "t.tsv"}, "optimizer": {"lr": 0.0005}}
+    )
+    assert (layer.optimizer.name, layer.optimizer.lr) == ("adamw", 0.0005)
+    assert (layer.optimizer.lr_decay, layer.optimizer.grad_clip) == (0.0, 1.0)
+    language_model = config_from_dict(
+        {"kind": "language_model", "data": {"train": "c.txt"}, "encoder": {"hidden_size": 32}}
+    )
+    assert not language_model.encoder.bidirectional  # not the class default, which is refused
+    assert language_model.encoder.outer_dropout == 0.3
+    tagger = config_from_dict({"kind": "tagger", "data": {"train": "t.txt"}, "optimizer": {}})
+    assert tagger.optimizer == type(tagger.optimizer)()  # a tagger's defaults are the class's

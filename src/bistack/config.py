@@ -530,24 +530,35 @@ def check_ranges(config: ExperimentConfig, source: str) -> None:
             raise ConfigError(f"{source}: {key} must be {bound}, got {value!r}")
 
 
-def _build(cls: type, data: Any, source: str, prefix: str) -> Any:
+def _build(cls: type, data: Any, source: str, prefix: str, base: Any = None) -> Any:
+    """``cls`` from ``data``; keys it leaves out keep ``base``'s values (a section's defaults
+    for the config's kind: a layer classifier's ``optimizer: {lr: ...}`` stays AdamW), or the
+    class defaults where there is no base."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: {prefix.rstrip('.') or 'config'} must be a mapping")
     hints = typing.get_type_hints(cls)
-    known = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(data) - known)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
     if unknown:
         raise ConfigError(
-            f"{source}: unknown key {prefix + unknown[0]!r} (known: {', '.join(sorted(known))})"
+            f"{source}: unknown key {prefix + unknown[0]!r} (known: {', '.join(sorted(fields))})"
         )
     values = {}
     for name, value in data.items():
         hint = hints[name]
         if dataclasses.is_dataclass(hint):
-            values[name] = _build(hint, value, source, f"{prefix}{name}.")
+            inner = getattr(base, name) if base is not None else _default(fields[name])
+            values[name] = _build(hint, value, source, f"{prefix}{name}.", inner)
         else:
             values[name] = _check_value(hint, value, source, f"{prefix}{name}")
-    return cls(**values)
+    return dataclasses.replace(base, **values) if base is not None else cls(**values)
+
+
+def _default(field_: dataclasses.Field) -> Any:
+    """A field's default value (its factory called), or None when it has none."""
+    if field_.default_factory is not dataclasses.MISSING:
+        return field_.default_factory()
+    return None if field_.default is dataclasses.MISSING else field_.default
 
 
 def _check_value(hint: Any, value: Any, source: str, key: str) -> Any:
