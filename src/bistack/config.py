@@ -73,7 +73,10 @@ class CorpusConfig(SplitConfig):
 
 @dataclass
 class FeaturesConfig:
-    word_dim: int = 100  # word embedding size
+    """A token's own features, stacked (concatenated) before the encoder: a word embedding, a
+    casing class and a character-level encoding of the word; each can be turned off."""
+
+    word_dim: int = 100  # word embedding size; 0: no word embedding
     min_freq: int = 1  # words rarer than this in train map to <unk>
     lowercase: bool = True  # look words up lowercased (the casing feature keeps the case)
     normalise_digits: bool = True  # every digit becomes 0 before lookup
@@ -89,6 +92,28 @@ class FeaturesConfig:
     char_encoder: Literal["lstm", "cnn", "none"] = "lstm"  # character-level word encoder
     char_dim: int = 25  # character embedding size
     char_hidden: int = 25  # char BiLSTM hidden size per direction, or CNN filters
+
+
+@dataclass
+class PartDropoutConfig:
+    """In training, each token's vector from one stacked part is zeroed with this probability
+    (the others are kept, and the part is rescaled by 1 / (1 - p)), so the model cannot lean on
+    one part alone; 0 turns it off for that part."""
+
+    transformer: float = 0.0  # the transformer's word state
+    words: float = 0.0  # the word embedding
+    chars: float = 0.0  # the character-level encoding
+    casing: float = 0.0  # the casing embedding
+
+
+@dataclass
+class LayerMixConfig:
+    """How a word's states in every transformer layer become one vector."""
+
+    # weighted: a learned softmax mix of the layers (ScalarMix, the same for every word);
+    # lstm: a BiLSTM over the word's layers, shallow to deep, its two final states.
+    type: Literal["weighted", "lstm"] = "weighted"
+    lstm_hidden: int = 128  # lstm: hidden size per direction
 
 
 @dataclass
@@ -222,6 +247,7 @@ class TaggerConfig(ExperimentConfig):
     def validate(self, source: str) -> None:
         super().validate(source)
         check_tagging_data(self.data, source)
+        check_features(self.features, source)
 
 
 @dataclass
@@ -244,6 +270,7 @@ class TextModelConfig(ExperimentConfig):
     def validate(self, source: str) -> None:
         super().validate(source)
         check_labels(self.kind, self.data, self.regression, source)
+        check_features(self.features, source)
 
 
 @dataclass
@@ -254,6 +281,14 @@ class LayerPoolingTextConfig(ExperimentConfig):
     data: TextDataConfig = field(default_factory=TextDataConfig)
     backbone: BackboneConfig = field(default_factory=BackboneConfig)
     layer_pooling: LayerPoolingConfig = field(default_factory=LayerPoolingConfig)
+    # Stacked beside the pooled layers when given (none when absent or null): the text read by
+    # a recurrent text model, its token features -> encoder -> pooling; its vector joins the
+    # pooled layers' before the linear layer. encoder and pooling are that reading's.
+    features: FeaturesConfig | None = None
+    encoder: EncoderConfig = field(default_factory=lambda: EncoderConfig(hidden_size=128))
+    pooling: PoolingConfig = field(default_factory=PoolingConfig)
+    # transformer: the pooled layers' vector, dropped per text; the rest per token.
+    part_dropout: PartDropoutConfig = field(default_factory=PartDropoutConfig)
     regression: RegressionConfig = field(default_factory=RegressionConfig)
     optimizer: OptimizerConfig = field(
         default_factory=lambda: OptimizerConfig(name="adamw", lr=1e-3, lr_decay=0.0, grad_clip=1.0)
@@ -264,17 +299,26 @@ class LayerPoolingTextConfig(ExperimentConfig):
         super().validate(source)
         check_labels(self.kind, self.data, self.regression, source)
         check_layers(self.layer_pooling.layers, source)
+        check_features(self.features, source)
+        check_part_dropout(self.part_dropout, self.features, source)
 
 
 @dataclass
 class LayerPoolingTaggerConfig(ExperimentConfig):
-    """A tagger over a transformer's word-level states: a learned mix of the layers per token
-    (ScalarMix), then the recurrent encoder and the CRF of a recurrent tagger."""
+    """A tagger over a transformer's word-level states: the layers of each word mixed into one
+    vector, optionally stacked with the word's own features (word embedding, characters,
+    casing), then the recurrent encoder and the CRF of a recurrent tagger."""
 
     kind: Literal["layer_tagger"] = "layer_tagger"
     data: DataConfig = field(default_factory=DataConfig)
     backbone: BackboneConfig = field(default_factory=lambda: BackboneConfig(batch_size=64))
-    subwords: Literal["first", "mean"] = "first"  # a word's state: its first subword's, or mean
+    # A word's state: its first subword's, the mean of its subwords', or its last subword's.
+    subwords: Literal["first", "mean", "last"] = "first"
+    layer_mix: LayerMixConfig = field(default_factory=LayerMixConfig)
+    # Features stacked beside the transformer's word state: none when absent (null); a section,
+    # even an empty one, stacks the recurrent tagger's (words, a char BiLSTM, casing) as given.
+    features: FeaturesConfig | None = None
+    part_dropout: PartDropoutConfig = field(default_factory=PartDropoutConfig)
     encoder: EncoderConfig = field(default_factory=lambda: EncoderConfig(outer_dropout=0.3))
     head: HeadConfig = field(default_factory=HeadConfig)
     optimizer: OptimizerConfig = field(
@@ -285,6 +329,8 @@ class LayerPoolingTaggerConfig(ExperimentConfig):
     def validate(self, source: str) -> None:
         super().validate(source)
         check_tagging_data(self.data, source)
+        check_features(self.features, source)
+        check_part_dropout(self.part_dropout, self.features, source)
 
 
 @dataclass
@@ -313,6 +359,11 @@ class LanguageModelConfig(ExperimentConfig):
 
     def validate(self, source: str) -> None:
         super().validate(source)
+        if self.features.word_dim == 0:
+            raise ConfigError(
+                f"{source}: features.word_dim must be >= 1: a language model "
+                "predicts words from their embeddings"
+            )
         if self.encoder.bidirectional:
             from bistack.causality import require_causal
 
@@ -458,6 +509,38 @@ def check_tagging_data(data: DataConfig, source: str) -> None:
         )
 
 
+def check_features(features: FeaturesConfig | None, source: str) -> None:
+    """Features that are given must have a part that is on."""
+    if features is None:
+        return
+    if not (features.word_dim or features.casing_dim or features.char_encoder != "none"):
+        raise ConfigError(
+            f"{source}: every feature is off (features.word_dim 0, casing_dim 0, char_encoder "
+            "none); turn on at least one"
+        )
+    if features.pretrained and features.word_dim == 0:
+        raise ConfigError(
+            f"{source}: features.pretrained needs a word embedding: set features.word_dim to "
+            "the vectors' size"
+        )
+
+
+def check_part_dropout(
+    dropout: PartDropoutConfig, features: FeaturesConfig | None, source: str
+) -> None:
+    """A rate for a part that is not there is a mistake, not a no-op."""
+    present = {
+        "words": features is not None and features.word_dim > 0,
+        "chars": features is not None and features.char_encoder != "none",
+        "casing": features is not None and features.casing_dim > 0,
+    }
+    for part, there in present.items():
+        if getattr(dropout, part) > 0 and not there:
+            raise ConfigError(
+                f"{source}: part_dropout.{part} is set, but the features have no {part} part"
+            )
+
+
 def check_layers(layers: str | list[int], source: str) -> None:
     if isinstance(layers, str) and layers not in ("all", "every_other"):
         raise ConfigError(
@@ -484,7 +567,7 @@ def check_labels(
 # (key, lowest allowed, whether the lowest is allowed, highest allowed or None)
 _RANGES = [
     ("data.dev_fraction", 0.0, False, 1.0),
-    ("features.word_dim", 1, True, None),
+    ("features.word_dim", 0, True, None),
     ("features.min_freq", 1, True, None),
     ("features.pretrained_max_words", 0, True, None),
     ("features.casing_dim", 0, True, None),
@@ -514,6 +597,11 @@ _RANGES = [
     ("layer_pooling.lstm_hidden", 1, True, None),
     ("layer_pooling.dropout", 0.0, True, 0.99),
     ("layer_pooling.start_layer", 1, True, None),
+    ("layer_mix.lstm_hidden", 1, True, None),
+    ("part_dropout.transformer", 0.0, True, 0.99),
+    ("part_dropout.words", 0.0, True, 0.99),
+    ("part_dropout.chars", 0.0, True, 0.99),
+    ("part_dropout.casing", 0.0, True, 0.99),
 ]
 
 
@@ -546,12 +634,26 @@ def _build(cls: type, data: Any, source: str, prefix: str, base: Any = None) -> 
     values = {}
     for name, value in data.items():
         hint = hints[name]
-        if dataclasses.is_dataclass(hint):
+        section = _section_class(hint)
+        if section is not None and value is None and hint is not section:
+            values[name] = None  # an optional section left out
+        elif section is not None:
             inner = getattr(base, name) if base is not None else _default(fields[name])
-            values[name] = _build(hint, value, source, f"{prefix}{name}.", inner)
+            values[name] = _build(section, value, source, f"{prefix}{name}.", inner)
         else:
             values[name] = _check_value(hint, value, source, f"{prefix}{name}")
     return dataclasses.replace(base, **values) if base is not None else cls(**values)
+
+
+def _section_class(hint: Any) -> type | None:
+    """The dataclass a field holds (``Section`` or an optional ``Section | None``), if any."""
+    if dataclasses.is_dataclass(hint):
+        return hint
+    if typing.get_origin(hint) in (types.UnionType, typing.Union):
+        (section, *rest) = [a for a in typing.get_args(hint) if a is not type(None)]
+        if not rest and dataclasses.is_dataclass(section):
+            return section
+    return None
 
 
 def _default(field_: dataclasses.Field) -> Any:

@@ -74,3 +74,20 @@ class Dropout(nn.Module):
 
     def extra_repr(self) -> str:
         return f"p={self.p}"
+
+
+def part_dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
+    """Zero whole vectors of ``x`` ``(..., size)`` with probability ``p`` (every position's
+    vector is kept or dropped as one) and scale the kept ones by about ``1 / (1 - p)`` when
+    ``training``: feature dropout for one stacked part of a token's representation."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability must be between 0 and 1, got {p}")
+    if not training or p == 0.0:
+        return x
+    if round(p * _LEVELS) == _LEVELS:
+        return x * 0.0
+    if x.device.type != "cpu":
+        keep = torch.rand(x.shape[:-1], device=x.device) >= p
+        return x * keep.unsqueeze(-1) / (1.0 - p)
+    keep, scale = keep_mask(x.shape[:-1], p)
+    return _MaskedScale.apply(x, keep.unsqueeze(-1), scale)

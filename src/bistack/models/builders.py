@@ -23,8 +23,9 @@ def build_embedder(
         char_encoder = CharLSTMEncoder(num_chars, features.char_dim, features.char_hidden)
     elif features.char_encoder == "cnn":
         char_encoder = CharCNNEncoder(num_chars, features.char_dim, features.char_hidden)
+    words = vocabularies.words
     return TokenEmbedder(
-        nn.Embedding(len(vocabularies.words), features.word_dim, padding_idx=0),
+        nn.Embedding(len(words), features.word_dim, padding_idx=0) if features.word_dim else None,
         char_encoder,
         features.casing_dim,
         unk_replace=features.unk_replace,

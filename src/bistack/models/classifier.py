@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from bistack.config import TextModelConfig
+from bistack.config import PoolingConfig, TextModelConfig
 from bistack.data.batching import TextBatch
 from bistack.data.features import TokenVocabularies
 from bistack.dropout import Dropout
@@ -82,17 +82,18 @@ def build_classifier(
     targets (``singletons``: see ``build_embedder``)."""
     embedder = build_embedder(config.features, vocabularies, singletons)
     encoder = build_encoder(config.encoder, embedder.output_size)
-    if config.pooling.type == "additive":
-        pooling: nn.Module = AdditiveAttention(encoder.output_size, config.pooling.attention_size)
-    else:
-        pooling = build_pooling(
-            config.pooling.type, encoder.output_size, bidirectional=encoder.bidirectional
-        )
     return SequenceClassifier(
         embedder,
         encoder,
-        pooling,
+        build_text_pooling(config.pooling, encoder),
         num_outputs,
         config.encoder.outer_dropout,
         regression=regression,
     )
+
+
+def build_text_pooling(config: PoolingConfig, encoder: SequenceEncoder) -> nn.Module:
+    """The pooling a ``pooling`` section names, over ``encoder``'s states."""
+    if config.type == "additive":
+        return AdditiveAttention(encoder.output_size, config.attention_size)
+    return build_pooling(config.type, encoder.output_size, bidirectional=encoder.bidirectional)

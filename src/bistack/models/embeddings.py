@@ -62,7 +62,8 @@ class CharCNNEncoder(nn.Module):
 
 
 class TokenEmbedder(nn.Module):
-    """Per-token vectors ``(batch, seq_len, output_size)`` from a :class:`TokenBatch`.
+    """Per-token vectors ``(batch, seq_len, output_size)`` from a :class:`TokenBatch`: the word
+    embedding ⊕ casing embedding ⊕ character encoding, each of which may be absent.
 
     ``unk_replace``: in training, a word seen once in the training data is replaced by
     ``<unk>`` with this probability, so the unknown embedding is learnt (Lample et al. 2016).
@@ -70,7 +71,7 @@ class TokenEmbedder(nn.Module):
 
     def __init__(
         self,
-        word_embedding: nn.Embedding,
+        word_embedding: nn.Embedding | None,
         char_encoder: nn.Module | None,
         casing_dim: int,
         unk_replace: float = 0.0,
@@ -84,26 +85,34 @@ class TokenEmbedder(nn.Module):
         )
         self.unk_replace = unk_replace
         if singletons is None:
-            singletons = torch.zeros(word_embedding.num_embeddings, dtype=torch.bool)
+            words = word_embedding.num_embeddings if word_embedding is not None else 0
+            singletons = torch.zeros(words, dtype=torch.bool)
         # Only needed while training, so not saved with the weights.
         self.register_buffer("singletons", singletons, persistent=False)
         self.output_size = (
-            word_embedding.embedding_dim
+            (word_embedding.embedding_dim if word_embedding is not None else 0)
             + casing_dim
             + (char_encoder.output_size if char_encoder is not None else 0)
         )
 
-    def forward(self, batch: TokenBatch) -> Tensor:
-        words = batch.words
-        if self.training and self.unk_replace > 0:
-            drop = self.singletons[words] & (
-                torch.rand(words.shape, device=words.device) < self.unk_replace
-            )
-            words = words.masked_fill(drop, 1)  # 1 is <unk>
-        parts = [self.word_embedding(words)]
+    def parts(self, batch: TokenBatch) -> list[tuple[str, Tensor]]:
+        """Each feature's vectors ``(batch, seq_len, size)``, named ``words``, ``casing`` and
+        ``chars``, in the order ``forward`` concatenates them."""
+        parts = []
+        if self.word_embedding is not None:
+            words = batch.words
+            if self.training and self.unk_replace > 0:
+                drop = self.singletons[words] & (
+                    torch.rand(words.shape, device=words.device) < self.unk_replace
+                )
+                words = words.masked_fill(drop, 1)  # 1 is <unk>
+            parts.append(("words", self.word_embedding(words)))
         if self.casing_embedding is not None:
-            parts.append(self.casing_embedding(batch.casing))
+            parts.append(("casing", self.casing_embedding(batch.casing)))
         if self.char_encoder is not None:
             per_word = self.char_encoder(batch.chars, batch.char_lengths)  # (unique, char_out)
-            parts.append(per_word[batch.char_index])  # (batch, seq_len, char_out)
-        return torch.cat(parts, dim=-1)
+            parts.append(("chars", per_word[batch.char_index]))  # (batch, seq_len, char_out)
+        return parts
+
+    def forward(self, batch: TokenBatch) -> Tensor:
+        return torch.cat([vectors for _, vectors in self.parts(batch)], dim=-1)

@@ -1,12 +1,17 @@
-"""A tagger over a transformer's word-level layer states.
+"""A tagger over a transformer's word-level layer states, alone or stacked with its own features.
 
-Each word's state in every layer ``(num_layers, hidden_size)`` (its first subword's, or the
-mean of its subwords') -> a learned softmax mix of the layers (ScalarMix, the same for every
-word) -> dropout -> the recurrent encoder -> a softmax or CRF head, as in the recurrent tagger.
+Each word's state in every layer ``(num_layers, hidden_size)`` (its first subword's, the mean
+of its subwords', or its last subword's) -> one vector per word (a learned softmax mix of the
+layers, ScalarMix, or a BiLSTM over them) -> optionally concatenated with the word's own
+features (word embedding, casing, characters: what an uncased transformer cannot see), each
+part dropped per token with its own rate -> dropout -> the recurrent encoder -> a softmax or CRF
+head, as in the recurrent tagger. Stacking representations this way is Flair's
+``StackedEmbeddings`` (Akbik et al. 2018).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
@@ -14,12 +19,15 @@ import torch
 from torch import Tensor, nn
 
 from bistack.analysis import Analysis
-from bistack.config import LayerPoolingTaggerConfig
-from bistack.dropout import Dropout
+from bistack.config import LayerPoolingTaggerConfig, PartDropoutConfig
+from bistack.data.batching import TokenBatch
+from bistack.data.features import TokenVocabularies
+from bistack.dropout import Dropout, part_dropout
 from bistack.encoders import SequenceEncoder
-from bistack.layer_pooling import WeightedLayerPooling
+from bistack.layer_pooling import build_layer_pooler
 from bistack.models.backbone import TransformerBackbone, WordPieces, word_layer_states
-from bistack.models.builders import build_encoder
+from bistack.models.builders import build_embedder, build_encoder
+from bistack.models.embeddings import TokenEmbedder
 from bistack.models.heads import CRFHead, SoftmaxHead, build_tagging_head
 
 
@@ -29,13 +37,15 @@ class WordLayerBatch:
 
     layers: ``(batch_size, seq_len, num_layers, hidden_size)`` cached word states, or None when
     ``pieces`` (subwords for a fine-tuned backbone) are given; mask: ``(batch_size, seq_len)``
-    True at real words; tags: ``(batch_size, seq_len)`` tag ids or None.
+    True at real words; tags: ``(batch_size, seq_len)`` tag ids or None; tokens: the words' own
+    features, for a tagger that stacks them beside the transformer's states.
     """
 
     mask: Tensor
     layers: Tensor | None = None
     pieces: WordPieces | None = None
     tags: Tensor | None = None
+    tokens: TokenBatch | None = None
 
     def to(self, device: torch.device | str) -> WordLayerBatch:
         return WordLayerBatch(
@@ -43,6 +53,7 @@ class WordLayerBatch:
             None if self.layers is None else self.layers.to(device),
             None if self.pieces is None else self.pieces.to(device),
             None if self.tags is None else self.tags.to(device),
+            None if self.tokens is None else self.tokens.to(device),
         )
 
 
@@ -57,24 +68,34 @@ def pad_words(words: Tensor, lengths: list[int]) -> Tensor:
 
 
 class LayerTagger(nn.Module):
-    """Layer mix per word + recurrent encoder + tagging head; a fine-tuned backbone inside."""
+    """Layer mix per word (⊕ the word's own features) + recurrent encoder + tagging head; a
+    fine-tuned backbone inside.
+
+    ``mix`` maps ``(words, num_layers, hidden_size)`` to ``(words, mix.output_size)``;
+    ``embedder``: the stacked token features, or None; ``part_dropout``: per-token dropout rate
+    of each stacked part, by name (``transformer``, ``words``, ``casing``, ``chars``).
+    """
 
     def __init__(
         self,
-        mix: WeightedLayerPooling,
+        mix: nn.Module,
         encoder: SequenceEncoder,
         head: SoftmaxHead | CRFHead,
         dropout: float,
         *,
-        alignment: Literal["first", "mean"],
+        alignment: Literal["first", "mean", "last"],
         backbone: TransformerBackbone | None = None,
         backbone_lr: float = 2e-5,
+        embedder: TokenEmbedder | None = None,
+        part_dropout: dict[str, float] | None = None,
     ) -> None:
         super().__init__()
         self.mix = mix
+        self.embedder = embedder
         self.encoder = encoder
         self.head = head
         self.dropout = Dropout(dropout)
+        self.part_dropout = dict(part_dropout or {})
         self.alignment = alignment
         self.backbone = backbone
         self.backbone_lr = backbone_lr
@@ -96,12 +117,24 @@ class LayerTagger(nn.Module):
         words = word_layer_states(self.backbone, batch.pieces, self.alignment)
         return pad_words(words, batch.pieces.lengths)
 
-    def states(self, batch: WordLayerBatch) -> Tensor:
-        """Encoder states ``(batch_size, seq_len, encoder.output_size)``."""
+    def word_vectors(self, batch: WordLayerBatch) -> Tensor:
+        """Each word's stacked vector ``(batch_size, seq_len, encoder input size)``, its parts
+        dropped per token in training."""
         layers = self.word_layers(batch)
         batch_size, seq_len, num_layers, hidden = layers.shape
-        mixed = self.mix(layers.reshape(-1, num_layers, hidden)).view(batch_size, seq_len, hidden)
-        return self.dropout(self.encoder(self.dropout(mixed), mask=batch.mask).states)
+        mixed = self.mix(layers.reshape(-1, num_layers, hidden)).view(batch_size, seq_len, -1)
+        parts = [("transformer", mixed)]
+        if self.embedder is not None:
+            if batch.tokens is None:
+                raise ValueError("this tagger stacks the words' own features: give batch.tokens")
+            parts += self.embedder.parts(batch.tokens)
+        dropped = [part_dropout(v, self.part_dropout.get(n, 0.0), self.training) for n, v in parts]
+        return torch.cat(dropped, dim=-1) if len(dropped) > 1 else dropped[0]
+
+    def states(self, batch: WordLayerBatch) -> Tensor:
+        """Encoder states ``(batch_size, seq_len, encoder.output_size)``."""
+        vectors = self.dropout(self.word_vectors(batch))
+        return self.dropout(self.encoder(vectors, mask=batch.mask).states)
 
     def forward(self, batch: WordLayerBatch) -> Tensor:
         """Training loss per real word; padding never counts."""
@@ -125,15 +158,41 @@ def build_layer_tagger(
     hidden_size: int,
     labels: list[str],
     backbone: TransformerBackbone | None = None,
+    vocabularies: TokenVocabularies | None = None,
+    singletons: Tensor | None = None,
 ) -> LayerTagger:
-    """The tagger a config describes, for a backbone of ``num_layers`` x ``hidden_size``."""
-    encoder = build_encoder(config.encoder, hidden_size)
+    """The tagger a config describes, for a backbone of ``num_layers`` x ``hidden_size``;
+    ``vocabularies`` (and ``singletons``, see ``build_embedder``) when it stacks the words' own
+    features (``config.features``)."""
+    mix = build_layer_pooler(
+        config.layer_mix.type,
+        num_layers,
+        hidden_size,
+        lstm_hidden=config.layer_mix.lstm_hidden,
+        dropout=0.0,
+    )
+    embedder = None
+    if config.features is not None:
+        if vocabularies is None:
+            raise ValueError("a tagger that stacks token features needs their vocabularies")
+        embedder = build_embedder(config.features, vocabularies, singletons)
+    encoder = build_encoder(
+        config.encoder, mix.output_size + (embedder.output_size if embedder is not None else 0)
+    )
     return LayerTagger(
-        WeightedLayerPooling(num_layers, hidden_size),
+        mix,
         encoder,
         build_tagging_head(config.head, encoder.output_size, labels, config.data.scheme),
         config.encoder.outer_dropout,
         alignment=config.subwords,
         backbone=backbone if config.backbone.finetune else None,
         backbone_lr=config.backbone.lr,
+        embedder=embedder,
+        part_dropout=part_rates(config.part_dropout),
     )
+
+
+def part_rates(config: PartDropoutConfig) -> dict[str, float]:
+    """The config's per-part dropout rates by part name (the names ``TokenEmbedder.parts``
+    gives, and ``transformer``)."""
+    return dataclasses.asdict(config)

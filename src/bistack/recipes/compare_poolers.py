@@ -243,7 +243,9 @@ def _train_or_reuse(
         if tuned:
             scores = model.score(held_out, config.data.train)
         else:
-            scores = model.metrics(held_out, model.outputs_of(vectors(held_out)), config.data.train)
+            texts = [e.text for e in held_out]
+            raw = model.outputs_of(vectors(held_out), texts)
+            scores = model.metrics(held_out, raw, config.data.train)
         key = task_of(config.kind).metric.column.removeprefix("dev_")
         return {
             "score": scores[key],

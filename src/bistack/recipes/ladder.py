@@ -4,7 +4,8 @@ time, every gain attributed.
 Rungs (each trained with several seeds): 1. unidirectional, one layer (the kind's plainest head:
 last-state pooling, or a softmax head for tagging); 2. bidirectional; 3. what the kind adds on
 top (additive attention pooling, or a CRF); 4. + a second layer; 5. + residual connections,
-three layers. The kind's first and third rungs come from the task table.
+three layers; and, when asked for (taggers), 6. + a transformer's word states stacked beside the
+tagger's own features. The kind's first, third and sixth rungs come from the task table.
 
 A rung "earns its place" when its gain over the previous rung is larger than twice the standard
 error of that difference estimated from the seed-to-seed spread of both rungs
@@ -33,10 +34,12 @@ from bistack.tasks import TASKS, Task, task_of, train
 class Rung:
     name: str
     overrides: dict[str, Any]  # "section.key" -> value, applied on top of the base config
+    transformer: str | None = None  # a backbone whose word states the rung stacks, if any
 
 
-def rungs_for(config: ExperimentConfig) -> list[Rung]:
-    """The five rungs for the kind of ``config``, each keeping every change before it."""
+def rungs_for(config: ExperimentConfig, transformer: str | None = None) -> list[Rung]:
+    """The rungs for the kind of ``config``, each keeping every change before it; with
+    ``transformer`` (a backbone path, or "default"), a sixth that stacks its word states."""
     ladder = _task_with_ladder(config).ladder
     assert ladder is not None
     rungs = [
@@ -46,11 +49,18 @@ def rungs_for(config: ExperimentConfig) -> list[Rung]:
         Rung("4. + second layer", {"encoder.num_layers": 2}),
         Rung("5. + residual, 3 layers", {"encoder.num_layers": 3, "encoder.residual": True}),
     ]
+    if transformer is not None:
+        if ladder.with_transformer is None:
+            raise ConfigError(
+                f"the ladder stacks transformer states only for taggers, not for "
+                f"{task_of(config.kind).description}"
+            )
+        rungs.append(Rung("6. + transformer states", {}, transformer))
     merged: dict[str, Any] = {}
     cumulative = []
     for rung in rungs:
         merged = merged | rung.overrides
-        cumulative.append(Rung(rung.name, dict(merged)))
+        cumulative.append(Rung(rung.name, dict(merged), rung.transformer))
     return cumulative
 
 
@@ -65,13 +75,19 @@ def _task_with_ladder(config: ExperimentConfig) -> Task:
     return task
 
 
-def apply(config: ExperimentConfig, overrides: dict[str, Any], seed: int) -> ExperimentConfig:
+def apply(config: ExperimentConfig, rung: Rung, seed: int) -> ExperimentConfig:
+    """``config`` with the rung's changes and ``seed``."""
     data = config.to_dict()
-    for key, value in overrides.items():
+    for key, value in rung.overrides.items():
         section, name = key.split(".")
         data[section][name] = value
     data["train"]["seed"] = seed
-    return build_config(type(config), data, source="ladder")
+    if rung.transformer is None:
+        return build_config(type(config), data, source="ladder")
+    ladder = task_of(config.kind).ladder
+    assert ladder is not None and ladder.with_transformer is not None
+    stacked = ladder.with_transformer(data, rung.transformer)
+    return build_config(task_of(stacked["kind"]).config, stacked, source="ladder")
 
 
 def run_ladder(
@@ -79,18 +95,20 @@ def run_ladder(
     output: str | Path,
     *,
     seeds: int = 3,
+    transformer: str | None = None,
     progress: bool = False,
     log_format: Literal["text", "json"] = "text",
     say: Callable[[str], None] = print,
 ) -> list[RepeatedResult]:
-    """Train every rung with ``seeds`` seeds (reusing finished runs); write the table."""
+    """Train every rung with ``seeds`` seeds (reusing finished runs); write the table.
+    ``transformer``: a backbone (path, or "default") for the "+ transformer states" rung."""
     metric = _task_with_ladder(config).metric_for(config)
     output = Path(output)
     results = []
-    for index, rung in enumerate(rungs_for(config)):
+    for index, rung in enumerate(rungs_for(config, transformer)):
         scores, seconds, parameters = [], [], 0
         for seed in range(1, seeds + 1):
-            settings = apply(config, rung.overrides, seed)
+            settings = apply(config, rung, seed)
             directory = output / f"rung{index + 1}" / f"seed{seed}"
 
             def run(settings: ExperimentConfig = settings, directory: Path = directory) -> dict:

@@ -20,12 +20,20 @@ from bistack.api.layer_text import (
 )
 from bistack.api.text_outputs import RawOutputs, fit_calibration
 from bistack.config import LayerPoolingTextConfig
+from bistack.data.batching import collate_tokens
+from bistack.data.features import EncodedSentence
 from bistack.data.tables import Example
+from bistack.data.tokenize import tokenize_text
 from bistack.errors import ConfigError
 from bistack.feature_cache import cached_layer_vectors, model_fingerprint
 from bistack.models.backbone import LayerVectors, SubwordBatch, TransformerBackbone
-from bistack.models.layer_pooling_model import LayerBatch, build_layer_pooling_model
+from bistack.models.layer_pooling_model import (
+    LayerBatch,
+    StackedSubwords,
+    build_layer_pooling_model,
+)
 from bistack.recipes.driver import Prepared
+from bistack.recipes.features import build_vocabularies, initialise_words, singleton_mask
 from bistack.recipes.loop import Evaluation, Run
 from bistack.recipes.train_text import (
     TextData,
@@ -87,11 +95,13 @@ class LayerTextTask:
         run: Run,
         calibrate: bool,
         vectors_of: VectorSource | None,
+        encoded: list[EncodedSentence] | None = None,
     ) -> None:
         self.model = model
         self.data = data
         self.targets = targets
         self.calibrate = calibrate
+        self.encoded = encoded  # the training texts' token features, when stacked
         self.texts = [e.text for e in data.train]
         self.layers: Tensor | None = None  # (texts, num_layers, hidden_size) when frozen
         self.dev_vectors: LayerVectors | None = None
@@ -104,23 +114,29 @@ class LayerTextTask:
             return [1] * len(self.layers)
         return [len(text.split()) for text in self.texts]
 
-    def collate(self, indices: list[int]) -> LayerBatch | SubwordBatch:
+    def collate(self, indices: list[int]) -> LayerBatch | SubwordBatch | StackedSubwords:
         index = torch.tensor(indices)
+        tokens = None
+        if self.encoded is not None:
+            assert self.model.vocabularies is not None
+            tokens = collate_tokens([self.encoded[i] for i in indices], self.model.vocabularies)
         if self.layers is not None:
-            return LayerBatch(self.layers[index], self.targets[index])
+            return LayerBatch(self.layers[index], self.targets[index], tokens)
         options = self.model.config.backbone
-        return self.model.backbone.tokenize(
+        subwords = self.model.backbone.tokenize(
             [self.texts[i] for i in indices],
             options.long_texts,
             options.stride,
             options.max_length,
             targets=self.targets[index],
         )
+        return subwords if tokens is None else StackedSubwords(subwords, tokens)
 
     def dev_outputs(self, model: LayerPoolingTextModel) -> RawOutputs:
+        texts = [e.text for e in self.data.dev]
         if self.dev_vectors is not None:
-            return model.outputs_of(self.dev_vectors)
-        return model.run([e.text for e in self.data.dev])
+            return model.outputs_of(self.dev_vectors, texts)
+        return model.run(texts)
 
     def evaluate(self) -> Evaluation:
         raw = self.dev_outputs(self.model)
@@ -155,6 +171,13 @@ def prepare_layer_text_model(
     data = data or load_text_data(config)
     backbone = backbone or TransformerBackbone.load(config.backbone.path)
     outputs = text_outputs(config, model_class.OUTPUTS, data)
+    vocabularies, vectors, encoded, singletons = None, None, None, None
+    if config.features is not None:
+        tokenizer = config.data.tokenizer
+        pairs = [([t.text for t in tokenize_text(e.text, tokenizer)], []) for e in data.train]
+        vocabularies, vectors = build_vocabularies(config.features, pairs)
+        singletons = singleton_mask(vocabularies, pairs)
+        encoded = [vocabularies.encode(tokens) for tokens, _ in pairs]
     try:
         network = build_layer_pooling_model(
             config,
@@ -163,10 +186,24 @@ def prepare_layer_text_model(
             len(outputs),
             backbone,
             regression=outputs.REGRESSES,
+            vocabularies=vocabularies,
+            singletons=singletons,
         )
     except ValueError as error:
         raise ConfigError(f"layer_pooling: {error}") from None
-    model = model_class(network, backbone, config, outputs)
+    if network.words is not None and vocabularies is not None:
+        dev_tokens = (t.text for e in data.dev for t in tokenize_text(e.text, tokenizer))
+        run.say(
+            initialise_words(
+                network.words.embedder,
+                config.features,
+                vocabularies,
+                vectors,
+                (t for tokens, _ in pairs for t in tokens),
+                dev_tokens,
+            )
+        )
+    model = model_class(network, backbone, config, outputs, vocabularies)
     targets = outputs.training_targets(data.train, config.data.train)
     if not config.backbone.finetune:
         vectors_of = vectors_of or (
@@ -179,6 +216,7 @@ def prepare_layer_text_model(
         run,
         config.regression.calibrate,
         None if config.backbone.finetune else vectors_of,
+        encoded,
     )
     mode = "fine-tuned" if config.backbone.finetune else "frozen"
     return Prepared(
@@ -189,6 +227,7 @@ def prepare_layer_text_model(
             f"{config.kind}: {len(data.train)} train texts, {len(data.dev)} dev from "
             f"{data.dev_source}; backbone {backbone.folder} ({backbone.num_layers} layers, "
             f"{mode}); {config.layer_pooling.type} pooling"
+            + (f"; stacked: {len(vocabularies.words)} words" if vocabularies else "")
         ),
         finish=task.finish,
     )

