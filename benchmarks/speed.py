@@ -40,6 +40,7 @@ SINGLE_RUN = (
     "train-charcnn",
     "ablations",
     "encoder",
+    "cells",
     "crf",
     "cache",
     "scaling",

@@ -6,7 +6,7 @@ the same process, interleaved with bistack call by call, so machine load hits bo
 
     python benchmarks/speed_items.py ITEM --plan PLAN.json [--threads N] [--quick]
 
-ITEM: train-bucketed, train-random, train-charcnn, ablations, encoder, predict, crf, cache,
+ITEM: train-bucketed, train-random, train-charcnn, ablations, encoder, cells, predict, crf, cache,
 scaling, profile.
 """
 
@@ -73,14 +73,16 @@ def build_from_plan(plan: dict, extra: list[str] | None = None):
 PHASES = ("collate", "embed", "encode", "loss", "backward", "clip", "optimizer")
 
 
-def train_item(plan: dict, which: str, quick: bool) -> list[dict]:
+def train_item(plan: dict, which: str, quick: bool, extra: list[str] | None = None) -> list[dict]:
     """Full training steps against a bare nn.LSTM forward+backward on the same padded batches,
     alternating batch by batch. Each step is timed by phase (what ``SequenceTagger.forward``
     and the training loop run, in order), so a missed target comes with its profile.
 
-    ``which``: ``bucketed`` or ``random`` batches; ``charcnn``: bucketed, with the char CNN."""
+    ``which``: ``bucketed`` or ``random`` batches; ``charcnn``: bucketed, with the char CNN;
+    ``extra``: more config overrides (another encoder cell, say)."""
     charcnn = which == "charcnn"
-    config, model, vocabularies, encoded = build_from_plan(plan, CHAR_CNN if charcnn else None)
+    overrides = (CHAR_CNN if charcnn else []) + (extra or [])
+    config, model, vocabularies, encoded = build_from_plan(plan, overrides)
     batches = plan["bucketed_batches" if charcnn else f"{which}_batches"][: 12 if quick else None]
     optimizer = build_optimizer(config.optimizer, model)
     bare = nn.LSTM(model.embedder.output_size, 256, batch_first=True, bidirectional=True)
@@ -239,6 +241,57 @@ def encoder_item(quick: bool) -> list[dict]:
                 "bistack_ms": 1000 * statistics.median([ours_s, ours_again]),
                 "packed_ms": 1000 * packed_s,
                 "bare_ms": 1000 * bare_s,
+            }
+        )
+    return rows
+
+
+MIN_CELLS = ("mingru", "minlstm")
+
+
+def cells_item(plan: dict, quick: bool) -> list[dict]:
+    """The parallel-scan cells against the LSTM: each encoder's forward+backward beside the
+    bare nn.LSTM of the same width (bidirectional, 256 per direction, over 150 features, batch
+    32) at CoNLL's lengths and at 128 and 512 tokens, for 1 and 3 layers; then whole CoNLL
+    training steps of the tagger with each cell (bucketed batches, as ``train-bucketed``)."""
+    from bistack.encoders import RecurrentEncoder
+
+    rows = []
+    repeats = 3 if quick else 10
+    for seq_len, layers in [(40, 1), (128, 1), (512, 1), (40, 3), (128, 3)]:
+        torch.manual_seed(0)
+        inputs = torch.randn(32, seq_len, 150, requires_grad=True)
+        lengths = torch.randint(seq_len // 2, seq_len + 1, (32,))
+        lengths[0] = seq_len
+        bare = nn.LSTM(150, 256, num_layers=layers, batch_first=True, bidirectional=True)
+
+        def run_bare(bare=bare, inputs=inputs) -> None:
+            bare(inputs)[0].sum().backward()
+
+        row = {
+            "item": "cells",
+            "what": f"{layers} layer{'s' if layers > 1 else ''}, length {seq_len}",
+        }
+        for cell in ("lstm", *MIN_CELLS):
+            encoder = RecurrentEncoder(150, 256, cell=cell, num_layers=layers)
+
+            def ours(encoder=encoder, inputs=inputs, lengths=lengths) -> None:
+                encoder(inputs, lengths=lengths).states.sum().backward()
+
+            ours_s, bare_s = interleaved(ours, run_bare, repeats)
+            row[f"{cell}_ms"] = 1000 * ours_s
+            row[f"{cell}_bare_ms"] = 1000 * bare_s
+        rows.append(row)
+    for cell in ("lstm", *MIN_CELLS):
+        (step,) = train_item(plan, "bucketed", quick, [f"encoder.cell={cell}"])
+        rows.append(
+            {
+                "item": "cells",
+                "what": f"CoNLL-2003 tagger training step, {cell}",
+                "cell": cell,
+                "step_ms": sum(step["phase_ms"].values()),
+                "bare_ms": step["bare_forward_ms"] + step["bare_backward_ms"],
+                "tokens_per_s": step["bistack_tokens_per_s"],
             }
         )
     return rows
@@ -519,6 +572,7 @@ def main() -> None:
             "scaling",
             "profile",
             "onnx",
+            "cells",
         ],
     )
     parser.add_argument("--plan", type=Path, required=True)
@@ -543,6 +597,8 @@ def main() -> None:
         rows = profile_item(plan, args.quick)
     elif args.item == "onnx":
         rows = onnx_item(plan, args.quick)
+    elif args.item == "cells":
+        rows = cells_item(plan, args.quick)
     else:
         rows = scaling_item(plan, args.quick)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux

@@ -162,6 +162,46 @@ def onnx_lines(results: dict) -> list[str]:
     return [*lines, ""]
 
 
+def cells_lines(results: dict) -> list[str]:
+    """The parallel-scan cells (minGRU, minLSTM) against the LSTM and the bare nn.LSTM."""
+    rows = results.get("bistack cells", [])
+    if not rows:
+        return []
+    encoders = [r for r in rows if "lstm_ms" in r]
+    steps = [r for r in rows if "step_ms" in r]
+    lines = [
+        "## Parallel-scan cells: minGRU and minLSTM against the LSTM",
+        "",
+        "Encoder forward+backward, bidirectional, 256 per direction over 150 features, batch 32,"
+        " each timed alternating with the bare nn.LSTM of the same width and depth (ms; the"
+        " ratio is to the bare LSTM of the same pairing).",
+        "",
+        "| shape | bare nn.LSTM | our LSTM | minGRU | minLSTM | minGRU / bare | minLSTM / bare |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in encoders:
+        lines.append(
+            f"| {r['what']} | {r['lstm_bare_ms']:.1f} | {r['lstm_ms']:.1f} | "
+            f"{r['mingru_ms']:.1f} | {r['minlstm_ms']:.1f} | "
+            f"{r['mingru_ms'] / r['mingru_bare_ms']:.2f} | "
+            f"{r['minlstm_ms'] / r['minlstm_bare_ms']:.2f} |"
+        )
+    if steps:
+        lstm = next(r for r in steps if r["cell"] == "lstm")
+        lines += [
+            "",
+            "| whole CoNLL-2003 tagger training step (bucketed batches of 32) | ms | tokens/s |"
+            " vs our LSTM tagger |",
+            "|---|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {r['cell']} | {r['step_ms']:.1f} | {r['tokens_per_s']:,.0f} | "
+            f"{lstm['step_ms'] / r['step_ms']:.2f}x faster |"
+            for r in steps
+        ]
+    return [*lines, ""]
+
+
 def encoder_lines(results: dict) -> list[str]:
     rows = results.get("bistack encoder", [])
     ablations = results.get("bistack ablations", [])
@@ -405,6 +445,7 @@ def write_report(results: dict, machine: str, command: str, rounds: int, output:
         "",
         *onnx_lines(results),
         *encoder_lines(results),
+        *cells_lines(results),
         *crf,
         "",
         *cache,

@@ -44,7 +44,7 @@ def tokens() -> Tokens:
     return Tokens(torch.randint(1, 20, (3, 7), generator=torch.Generator().manual_seed(0)))
 
 
-@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("cell", ["lstm", "gru", "mingru", "minlstm"])
 @pytest.mark.parametrize("layers,residual", [(1, False), (2, False), (3, True)])
 def test_the_check_passes_unidirectional_encoders(cell, layers, residual):
     torch.manual_seed(0)
@@ -52,7 +52,7 @@ def test_the_check_passes_unidirectional_encoders(cell, layers, residual):
     check_causal(model, tokens(), vocab_size=20)
 
 
-@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("cell", ["lstm", "gru", "mingru", "minlstm"])
 def test_the_check_catches_a_bidirectional_encoder(cell):
     torch.manual_seed(0)
     model = EncoderOverTokens(cell=cell, bidirectional=True)
@@ -81,7 +81,7 @@ def test_a_bidirectional_encoder_refuses_to_step():
         encoder.step(torch.randn(1, 4))
 
 
-@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("cell", ["lstm", "gru", "mingru", "minlstm"])
 @pytest.mark.parametrize("layers,residual", [(1, False), (2, False), (2, True)])
 def test_stepping_equals_the_packed_forward(cell, layers, residual):
     torch.manual_seed(0)

@@ -106,7 +106,7 @@ def test_stacked_features_of_a_layer_tagger_are_off_unless_a_section_is_given():
     ]:
         with pytest.raises(ConfigError, match=problem):
             config_from_dict(base | {"features": features})
-    with pytest.raises(ConfigError, match="part_dropout.words is set, but the features have no"):
+    with pytest.raises(ConfigError, match=r"part_dropout\.words is set, but the features have no"):
         config_from_dict(base | {"part_dropout": {"words": 0.2}})
     assert config_from_dict(base | {"part_dropout": {"transformer": 0.2}}).part_dropout
     with pytest.raises(ConfigError, match="every feature is off"):

@@ -8,13 +8,21 @@ from torch import nn
 
 from bistack.encoders import RecurrentEncoder, final_state_summary
 
-CONFIGS = [
-    pytest.param(cell, bi, layers, residual, id=f"{cell}-{'bi' if bi else 'uni'}-{layers}-{res}")
-    for cell, bi, layers, residual in itertools.product(
-        ["lstm", "gru"], [False, True], [1, 2, 3], [False, True]
-    )
-    for res in ["residual" if residual else "plain"]
-]
+
+def configs(cells: list[str]) -> list:
+    return [
+        pytest.param(
+            cell, bi, layers, residual, id=f"{cell}-{'bi' if bi else 'uni'}-{layers}-{res}"
+        )
+        for cell, bi, layers, residual in itertools.product(
+            cells, [False, True], [1, 2, 3], [False, True]
+        )
+        for res in ["residual" if residual else "plain"]
+    ]
+
+
+CONFIGS = configs(["lstm", "gru"])  # the cells PyTorch's packed path also runs
+ALL_CONFIGS = configs(["lstm", "gru", "mingru", "minlstm"])
 
 
 def make_encoder(cell="lstm", bidirectional=True, num_layers=2, residual=False, input_size=5):
@@ -31,7 +39,7 @@ def make_encoder(cell="lstm", bidirectional=True, num_layers=2, residual=False, 
     return encoder.eval()
 
 
-@pytest.mark.parametrize(("cell", "bidirectional", "num_layers", "residual"), CONFIGS)
+@pytest.mark.parametrize(("cell", "bidirectional", "num_layers", "residual"), ALL_CONFIGS)
 def test_padding_invariance_beside_a_five_times_longer_sequence(
     cell, bidirectional, num_layers, residual
 ):
@@ -73,7 +81,7 @@ def test_output_keeps_padded_length_when_longest_sequence_is_shorter(residual):
     assert encoder.output_size == 8
 
 
-@pytest.mark.parametrize(("cell", "bidirectional", "num_layers", "residual"), CONFIGS)
+@pytest.mark.parametrize(("cell", "bidirectional", "num_layers", "residual"), ALL_CONFIGS)
 def test_summary_is_forward_last_real_state_and_backward_first_state(
     cell, bidirectional, num_layers, residual
 ):
@@ -148,7 +156,7 @@ def test_mask_and_lengths_give_the_same_result():
     torch.testing.assert_close(by_lengths.states, by_mask.states)
 
 
-@pytest.mark.parametrize(("cell", "bidirectional", "num_layers", "residual"), CONFIGS)
+@pytest.mark.parametrize(("cell", "bidirectional", "num_layers", "residual"), ALL_CONFIGS)
 def test_gradients_reach_every_parameter(cell, bidirectional, num_layers, residual):
     encoder = make_encoder(cell, bidirectional, num_layers, residual).train()
     out = encoder(torch.randn(3, 6, 5), lengths=torch.tensor([6, 2, 4]))
@@ -194,7 +202,7 @@ def test_bad_input_raises_exact_messages(kwargs, message):
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"cell": "rnn"}, "unknown cell: 'rnn' (expected 'lstm' or 'gru')"),
+        ({"cell": "rnn"}, "unknown cell: 'rnn' (expected 'lstm', 'gru', 'mingru' or 'minlstm')"),
         ({"num_layers": 0}, "num_layers must be >= 1, got 0"),
         ({"dropout": 1.5}, "dropout must be in [0, 1), got 1.5"),
     ],

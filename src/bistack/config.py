@@ -118,7 +118,9 @@ class LayerMixConfig:
 
 @dataclass
 class EncoderConfig:
-    cell: Literal["lstm", "gru"] = "lstm"  # the recurrent cell
+    # The recurrent cell; mingru/minlstm (Feng et al. 2024) compute a layer at every position at
+    # once (a matrix product and a parallel scan) instead of one position after another.
+    cell: Literal["lstm", "gru", "mingru", "minlstm"] = "lstm"
     hidden_size: int = 200  # per direction
     bidirectional: bool = True  # False for causal models: streaming, language models
     num_layers: int = 1  # stacked layers

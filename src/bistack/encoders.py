@@ -1,7 +1,9 @@
 """Recurrent encoders that never read padding, keep their shape, and are summarised correctly.
 
 Uni- or bidirectional LSTM/GRU encoders, stacked with dropout between layers, or a residual
-stack (each layer's input added to its output, projected where sizes differ).
+stack (each layer's input added to its output, projected where sizes differ). The minGRU and
+minLSTM cells (``bistack.min_cells``) run the same way with a parallel scan instead of a
+sequential recurrence.
 
 No direction ever reads padding, which is what packing guarantees, without PyTorch's packed path:
 on CPU its backward pass slices the packed data once per time step and costs 2-4x the fused
@@ -24,11 +26,14 @@ from torch import Tensor, nn
 from bistack.dropout import Dropout
 from bistack.dropout import dropout as apply_dropout
 from bistack.masking import check_mask, lengths_to_mask
+from bistack.min_cells import MinRecurrentLayer
 
-CellType = Literal["lstm", "gru"]
-# What ``RecurrentEncoder.step`` carries: nn.LSTM's (h, c) or nn.GRU's h, one per residual layer.
+CellType = Literal["lstm", "gru", "mingru", "minlstm"]
+# What ``RecurrentEncoder.step`` carries: nn.LSTM's (h, c) or nn.GRU's h, one per residual layer,
+# or a min cell's h per layer.
 EncoderState = Any
 _CELLS: dict[str, type[nn.RNNBase]] = {"lstm": nn.LSTM, "gru": nn.GRU}
+MIN_CELLS = ("mingru", "minlstm")  # parallel-scan cells (``bistack.min_cells``)
 
 
 @dataclass(frozen=True)
@@ -134,12 +139,14 @@ def run_direction(rnn: nn.RNNBase, layer: int, reverse: bool, inputs: Tensor) ->
 
 
 class RecurrentEncoder(nn.Module):
-    """An LSTM or GRU encoder, optionally bidirectional, stacked or residual, padding-exact.
+    """An LSTM, GRU, minGRU or minLSTM encoder, optionally bidirectional, stacked or residual,
+    padding-exact.
 
     With ``residual=True`` each layer is its own single-layer RNN and its (dropped-out) output is
     added to its input, projected by a linear map only where sizes differ ("Stacking
     layers", ``ResidualLSTMStack``). The parameters are plain ``nn.LSTM``/``nn.GRU`` modules
-    (``self.rnn``, or ``self.layers`` when residual); only the way they are run differs.
+    (``self.rnn``, or ``self.layers`` when residual); only the way they are run differs. The
+    min cells are always one ``MinRecurrentLayer`` per layer in ``self.layers``.
     """
 
     def __init__(
@@ -154,8 +161,10 @@ class RecurrentEncoder(nn.Module):
         residual: bool = False,
     ) -> None:
         super().__init__()
-        if cell not in _CELLS:
-            raise ValueError(f"unknown cell: {cell!r} (expected 'lstm' or 'gru')")
+        if cell not in _CELLS and cell not in MIN_CELLS:
+            raise ValueError(
+                f"unknown cell: {cell!r} (expected 'lstm', 'gru', 'mingru' or 'minlstm')"
+            )
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         if not 0.0 <= dropout < 1.0:
@@ -166,9 +175,22 @@ class RecurrentEncoder(nn.Module):
         self.bidirectional = bidirectional
         self.num_layers = num_layers
         self.residual = residual
+        self.layer_dropout = dropout
+        sizes = [input_size] + [self.output_size] * num_layers
+        if cell in MIN_CELLS:
+            self.layers = nn.ModuleList(
+                MinRecurrentLayer(cell, size, hidden_size, bidirectional)  # type: ignore[arg-type]
+                for size in sizes[:-1]
+            )
+            if residual:
+                self.projections = nn.ModuleList(
+                    nn.Identity() if size == self.output_size else nn.Linear(size, self.output_size)
+                    for size in sizes[:-1]
+                )
+                self.dropout = Dropout(dropout)
+            return
         rnn_class = _CELLS[cell]
         if residual:
-            sizes = [input_size] + [self.output_size] * num_layers
             self.layers = nn.ModuleList(
                 rnn_class(size, hidden_size, batch_first=True, bidirectional=bidirectional)
                 for size in sizes[:-1]
@@ -208,7 +230,15 @@ class RecurrentEncoder(nn.Module):
         lengths = lengths.to(inputs.device)
         index = reversal_index(lengths, inputs.size(1)) if self.bidirectional else None
         x = inputs
-        if self.residual:
+        if self.cell in MIN_CELLS:
+            for number, layer in enumerate(self.layers):
+                if self.residual:
+                    x = self.dropout(layer(x, index)) + self.projections[number](x)
+                else:
+                    if number > 0:
+                        x = apply_dropout(x, self.layer_dropout, self.training)
+                    x = layer(x, index)
+        elif self.residual:
             for rnn, projection in zip(self.layers, self.projections, strict=True):
                 x = self.dropout(self._run_layer(rnn, 0, x, index)) + projection(x)
         else:
@@ -246,6 +276,15 @@ class RecurrentEncoder(nn.Module):
                 "a bidirectional encoder cannot run one token at a time: its backward direction "
                 "needs the tokens after the current one (use bidirectional=False to stream)"
             )
+        if self.cell in MIN_CELLS:  # the same layers as ``forward``, one position at a time
+            states = list(state) if state is not None else [None] * self.num_layers
+            x = inputs
+            for number, layer in enumerate(self.layers):
+                if not self.residual and number > 0:
+                    x = apply_dropout(x, self.layer_dropout, self.training)
+                states[number] = out = layer.step(x, states[number])
+                x = self.dropout(out) + self.projections[number](x) if self.residual else out
+            return x, tuple(states)
         x = inputs.unsqueeze(1)  # (batch_size, 1, input_size)
         if not self.residual:
             out, new_state = self.rnn(x, state)

@@ -11,6 +11,7 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from bistack.encoders import MIN_CELLS
 from bistack.errors import ConfigError
 from bistack.export.graphs import (
     DYNAMIC_AXES,
@@ -56,6 +57,11 @@ class ExportPlan:
 
 def token_plan(model: Any, graph: nn.Module, runtime: str, settings: dict[str, Any]) -> ExportPlan:
     """A model over bistack's own token features (words, casing, characters)."""
+    if model.config.encoder.cell in MIN_CELLS:
+        raise ConfigError(
+            f"a model with the {model.config.encoder.cell} cell cannot be exported yet: ONNX has "
+            "no scan over its linear recurrence (export an lstm or gru model)"
+        )
     vocabularies = model.vocabularies
 
     def examples(variant: int) -> tuple[Tensor, ...]:

@@ -1,0 +1,80 @@
+"""The linear scan of minGRU/minLSTM layers, compiled for CPU: ``h_t = a_t ⊙ h_{t-1} + b_t``.
+
+Why compiled: in eager PyTorch the log-space scan (``torch.logcumsumexp``, its backward, and the
+softplus/log/exp around it) costs far more than the layer's one matrix product: about 50 ns an
+element for ``logcumsumexp`` alone on this CPU. The scan in linear space is one multiply-add an
+element, and runs as one numba loop over time whose inner loop over hidden units vectorises;
+its backward is the same loop reversed. Linear space is exact and cannot overflow here, since
+``0 < a_t < 1`` and each state is a convex combination of the previous one and a bounded
+candidate (log space is what a *parallel* prefix product needs on a GPU, where ``Π a_t``
+underflows; a scan over time never forms it). The gates around it stay vectorised torch ops.
+
+The eager log-space scan in :mod:`bistack.min_cells` stays for other devices and as the
+reference the tests hold this kernel to (values and gradients).
+"""
+
+from __future__ import annotations
+
+import numba
+import torch
+from torch import Tensor
+from torch.autograd.function import FunctionCtx, once_differentiable
+
+
+def runs_compiled(coefficients: Tensor) -> bool:
+    """Whether this kernel takes ``coefficients``: float32/float64 on CPU."""
+    return coefficients.device.type == "cpu" and coefficients.dtype in (
+        torch.float32,
+        torch.float64,
+    )
+
+
+@numba.njit(cache=True, nogil=True)
+def _scan_kernel(keep, add, states):  # pragma: no cover
+    """``states[:, t] = keep[:, t] * states[:, t - 1] + add[:, t]`` from the zero state; all
+    ``(batch, seq, hidden)``."""
+    batch_size, seq_len, hidden = states.shape
+    for b in range(batch_size):
+        for j in range(hidden):
+            states[b, 0, j] = add[b, 0, j]
+        for t in range(1, seq_len):
+            for j in range(hidden):
+                states[b, t, j] = keep[b, t, j] * states[b, t - 1, j] + add[b, t, j]
+
+
+@numba.njit(cache=True, nogil=True)
+def _reverse_scan_kernel(keep, grad_states, grad_add):  # pragma: no cover
+    """``grad_add[:, t] = grad_states[:, t] + keep[:, t + 1] * grad_add[:, t + 1]``: the
+    gradient reaching each state, from the last position back."""
+    batch_size, seq_len, hidden = grad_add.shape
+    last = seq_len - 1
+    for b in range(batch_size):
+        for j in range(hidden):
+            grad_add[b, last, j] = grad_states[b, last, j]
+        for t in range(last - 1, -1, -1):
+            for j in range(hidden):
+                grad_add[b, t, j] = grad_states[b, t, j] + keep[b, t + 1, j] * grad_add[b, t + 1, j]
+
+
+class LinearScan(torch.autograd.Function):
+    """``(keep, add)`` ``(batch, seq, hidden)`` -> states ``h_t = keep_t h_{t-1} + add_t``."""
+
+    @staticmethod
+    def forward(ctx: FunctionCtx, keep: Tensor, add: Tensor) -> Tensor:  # type: ignore[override]
+        keep = keep.detach().contiguous()
+        add = add.detach().to(keep.dtype).contiguous()
+        states = torch.empty_like(add)
+        _scan_kernel(keep.numpy(), add.numpy(), states.numpy())
+        ctx.save_for_backward(keep, states)
+        return states
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: FunctionCtx, grad_states: Tensor) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+        keep, states = ctx.saved_tensors  # type: ignore[attr-defined]
+        grad_add = torch.empty_like(states)
+        grad = grad_states.detach().to(states.dtype).contiguous()
+        _reverse_scan_kernel(keep.numpy(), grad.numpy(), grad_add.numpy())
+        grad_keep = torch.zeros_like(states)
+        grad_keep[:, 1:] = grad_add[:, 1:] * states[:, :-1]  # h_0 = 0: no gradient at t = 0
+        return grad_keep, grad_add
