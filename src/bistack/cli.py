@@ -26,6 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     args = build_parser().parse_args(argv)
     try:
+        configure_threads(args)
         return int(args.run(args) or 0)
     except BistackError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -84,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--accelerator", default="cpu", help="cpu, cuda, auto (default cpu)")
     add_progress_flags(train)
     add_log_format(train)
+    add_threads_flag(train)
     train.set_defaults(run=run_train)
 
     evaluate = commands.add_parser("evaluate", help="score a model on labelled data")
@@ -91,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("data", help="labelled data: a CoNLL file, or a table for text models")
     evaluate.add_argument("--json", action="store_true", help="print one JSON object")
     evaluate.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
+    add_threads_flag(evaluate)
     evaluate.set_defaults(run=run_evaluate)
 
     predict = commands.add_parser("predict", help="tag, classify or score raw text")
@@ -192,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
         "sentence) and print each tag as soon as it is final",
     )
     add_progress_flags(predict)
+    add_threads_flag(predict)
     predict.set_defaults(run=run_predict)
 
     export = commands.add_parser(
@@ -205,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--overwrite", action="store_true", help="replace what --output holds (when done)"
     )
+    add_threads_flag(export)
     export.set_defaults(run=run_export)
 
     serve = commands.add_parser(
@@ -229,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MS",
         help="milliseconds a forward pass waits for more requests (default 5)",
     )
+    add_threads_flag(serve)
     serve.set_defaults(run=run_serve)
 
     explain = commands.add_parser("explain", help="show a text model's attention (HTML + PNG)")
@@ -265,6 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="train only these runs (fold<K> or seed<N>), then show every finished run: lets "
         "processes or machines share one comparison",
     )
+    add_threads_flag(compare)
     compare.set_defaults(run=run_compare_poolers)
 
     ladder = commands.add_parser(
@@ -284,6 +291,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_progress_flags(ladder)
     add_log_format(ladder)
+    add_threads_flag(ladder)
     ladder.set_defaults(run=run_ladder)
 
     sample = commands.add_parser("sample", help="generate text with a language model")
@@ -293,14 +301,74 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--tokens", type=int, default=30, help="at most this many tokens")
     sample.add_argument("--seed", type=int, help="random seed, for repeatable samples")
     sample.add_argument("--count", type=int, default=1, help="how many samples")
+    add_threads_flag(sample)
     sample.set_defaults(run=run_sample)
 
     demo = commands.add_parser("demo", help="train and try a Twitter NER tagger (WNUT-2016)")
     demo.add_argument("--output", default="runs/demo", help="run directory")
     demo.add_argument("--minutes", type=float, default=3.0, help="training time budget")
     add_progress_flags(demo)
+    add_threads_flag(demo)
     demo.set_defaults(run=run_demo)
     return parser
+
+
+def add_threads_flag(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--threads",
+        type=int,
+        metavar="N",
+        help="threads per process for the tensor library (default: OMP_NUM_THREADS when set, "
+        "else the CPUs this process may use, shared among --devices processes)",
+    )
+
+
+def configure_threads(args: argparse.Namespace) -> None:
+    """Apply the thread count a command runs with (``bistack.threads``) before torch or
+    onnxruntime start, and warn a training command when the machine is oversubscribed."""
+    if not hasattr(args, "threads"):
+        return
+    from bistack.threads import choose_threads, oversubscription
+
+    cpus = len(os.sched_getaffinity(0))
+    devices = str(getattr(args, "devices", "1"))
+    on_cpu = getattr(args, "accelerator", "cpu") == "cpu"
+    processes = int(devices) if devices.isdigit() and on_cpu else 1
+    workers = getattr(args, "workers", 1) or 1
+    try:
+        threads = choose_threads(args.threads, os.environ.get("OMP_NUM_THREADS"), cpus, processes)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    os.environ["OMP_NUM_THREADS"] = str(threads)  # read by torch when it starts
+    if "torch" in sys.modules:  # already started (bistack.cli.main called from Python)
+        sys.modules["torch"].set_num_threads(threads)
+    if args.command in ("predict", "evaluate", "serve"):  # an exported model's onnxruntime
+        from bistack.export import runtime
+
+        runtime.SESSION_THREADS = threads
+    args.threads = threads
+    if workers > 1:  # each worker process runs one thread (corpus prediction)
+        processes, threads = workers, 1
+    if args.command in ("train", "ladder", "compare-poolers", "demo"):
+        # Said in the run's log (stdout), with what else runs now: the tasks running, less
+        # this one (the 4th field of /proc/loadavg counts it).
+        warning = oversubscription(threads, processes, cpus, max(0, running_tasks() - 1))
+        if warning:
+            say_as(getattr(args, "log_format", "text"))(f"warning: {warning}")
+        return
+    # Prediction and scoring print their results on stdout: only a choice that cannot fit.
+    warning = oversubscription(threads, processes, cpus, 0)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
+
+
+def running_tasks() -> int:
+    """Tasks running on the machine right now, this one included (Linux; 1 elsewhere)."""
+    try:
+        with open("/proc/loadavg") as handle:
+            return int(handle.read().split()[3].split("/")[0])
+    except (OSError, ValueError, IndexError):
+        return 1
 
 
 def add_progress_flags(command: argparse.ArgumentParser) -> None:
