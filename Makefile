@@ -39,8 +39,10 @@ test: lint
 	HF_HUB_OFFLINE=1 $(BIN)/python -W error -m pdoc bistack -o $$(mktemp -d)
 	$(BIN)/python -m pytest -q
 
-# Speed against the bare nn.LSTM, pytorch-crf and Flair: benchmarks/results/speed.md
+# Speed against the bare nn.LSTM, pytorch-crf, Flair and spaCy: benchmarks/results/speed.md
+# (spaCy's side first: speed.md includes its table from benchmarks/results/spacy.md)
 bench: $(STAMP) $(PEERS_STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/spacy_peer.py --threads 1
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/speed.py
 
 clean:

@@ -191,12 +191,12 @@ def cells_lines(results: dict) -> list[str]:
         lines += [
             "",
             "| whole CoNLL-2003 tagger training step (bucketed batches of 32) | ms | tokens/s |"
-            " vs our LSTM tagger |",
+            " speed-up over the LSTM tagger |",
             "|---|---:|---:|---:|",
         ]
         lines += [
             f"| {r['cell']} | {r['step_ms']:.1f} | {r['tokens_per_s']:,.0f} | "
-            f"{lstm['step_ms'] / r['step_ms']:.2f}x faster |"
+            f"{lstm['step_ms'] / r['step_ms']:.2f}x |"
             for r in steps
         ]
     return [*lines, ""]
@@ -416,6 +416,16 @@ def plot_scaling(rows: list[dict], path: Path) -> None:
     plt.close(figure)
 
 
+def spacy_lines(output: Path) -> list[str]:
+    """The spaCy comparison (``benchmarks/spacy_peer.py``, run before this report by ``make
+    bench``), its table as that run wrote it."""
+    path = output.with_name("spacy.md")
+    if not path.exists():
+        return []
+    body = path.read_text(encoding="utf-8").splitlines()[1:]  # its own title dropped
+    return ["## spaCy's CPU NER pipeline beside bistack (`results/spacy.md`)", *body, ""]
+
+
 def write_report(results: dict, machine: str, command: str, rounds: int, output: Path) -> None:
     output.parent.mkdir(parents=True, exist_ok=True)
     chart = output.with_name(output.name + "_scaling.png")
@@ -446,6 +456,7 @@ def write_report(results: dict, machine: str, command: str, rounds: int, output:
         *onnx_lines(results),
         *encoder_lines(results),
         *cells_lines(results),
+        *spacy_lines(output),
         *crf,
         "",
         *cache,
