@@ -51,7 +51,8 @@ def test_the_compiled_cpu_kernel_is_the_log_space_scan(cell, dtype):
     torch.manual_seed(4)
     scan = MinCell(cell, 5, 6).to(dtype)
     pre = (scan.gates(torch.randn(3, 40, 5, dtype=dtype)) * 3).detach().requires_grad_(True)
-    compiled = LinearScan.apply(*scan.coefficients(pre))
+    full = torch.full((3,), 40)
+    compiled = LinearScan.apply(*scan.coefficients(pre), full, False)
     reference = scan.log_space_scan(pre)
     exact = dtype == torch.float64  # float32: the log-space scan rounds more than the kernel
     tolerance = {"rtol": 1e-10, "atol": 1e-12} if exact else {"rtol": 1e-4, "atol": 1e-4}
@@ -62,7 +63,47 @@ def test_the_compiled_cpu_kernel_is_the_log_space_scan(cell, dtype):
     torch.testing.assert_close(got, want, **tolerance)
     if dtype == torch.float64:
         keep, add = (c.detach()[:, :6].requires_grad_(True) for c in scan.coefficients(pre))
-        assert torch.autograd.gradcheck(LinearScan.apply, (keep, add))
+        for lengths, backward in [(torch.full((3,), 6), False), (torch.tensor([6, 2, 4]), True)]:
+            assert torch.autograd.gradcheck(LinearScan.apply, (keep, add, lengths, backward))
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_the_backward_scan_reads_each_sequence_from_its_own_end(cell):
+    """Right to left within each length (0 at padding) is the forward scan of the sequence
+    reversed: values and gradients, against the log-space scan of the reversed real tokens."""
+    torch.manual_seed(5)
+    scan = MinCell(cell, 5, 4).double()
+    inputs = torch.randn(3, 9, 5, dtype=torch.float64, requires_grad=True)
+    lengths = torch.tensor([9, 4, 1])
+    states = scan(inputs, lengths, backward=True)
+    weights = torch.randn_like(states)
+    (grad,) = torch.autograd.grad((states * weights).sum(), inputs)
+    for row, length in enumerate(lengths.tolist()):
+        real = inputs[row : row + 1, :length].detach().requires_grad_(True)
+        alone = scan.log_space_scan(scan.gates(real.flip(1))).flip(1)
+        torch.testing.assert_close(states[row, :length], alone[0], rtol=1e-10, atol=1e-12)
+        assert torch.all(states[row, length:] == 0)
+        (want,) = torch.autograd.grad((alone[0] * weights[row, :length]).sum(), real)
+        torch.testing.assert_close(grad[row, :length], want[0], rtol=1e-9, atol=1e-11)
+        assert torch.all(grad[row, length:] == 0)  # padding never reached a real state
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_other_devices_eager_scan_gives_what_the_cpu_kernel_gives(cell, monkeypatch):
+    import bistack.min_cells as min_cells
+
+    torch.manual_seed(6)
+    encoder = RecurrentEncoder(5, 4, cell=cell, num_layers=2, residual=True).double()
+    inputs = torch.randn(3, 8, 5, dtype=torch.float64, requires_grad=True)
+    lengths = torch.tensor([8, 3, 5])
+    results = []
+    for compiled in (True, False):
+        monkeypatch.setattr(min_cells, "runs_compiled", lambda _, on=compiled: on)
+        out = encoder(inputs, lengths=lengths)
+        (grad,) = torch.autograd.grad(out.states.sum() + out.summary.sum(), inputs)
+        results.append((out.states, out.summary, grad))
+    for got, want in zip(*results, strict=True):
+        torch.testing.assert_close(got, want, rtol=1e-9, atol=1e-11)
 
 
 @pytest.mark.parametrize("cell", CELLS)
@@ -105,7 +146,9 @@ def test_the_backward_direction_starts_at_each_sequence_own_end(cell):
     forward = encoder.layers[0].directions[0]
     for row, length in enumerate(lengths.tolist()):
         real = inputs[row : row + 1, :length]
-        torch.testing.assert_close(out.summary[row, 4:], backward(real.flip(1))[0, -1])
+        torch.testing.assert_close(
+            out.summary[row, 4:], backward.log_space_scan(backward.gates(real.flip(1)))[0, -1]
+        )
         torch.testing.assert_close(out.summary[row, :4], forward(real)[0, -1])
 
 

@@ -25,7 +25,7 @@ from torch import Tensor, nn
 
 from bistack.dropout import Dropout
 from bistack.dropout import dropout as apply_dropout
-from bistack.masking import check_mask, lengths_to_mask
+from bistack.masking import check_mask, lengths_to_mask, reversal_index
 from bistack.min_cells import MinRecurrentLayer
 
 CellType = Literal["lstm", "gru", "mingru", "minlstm"]
@@ -105,17 +105,6 @@ def last_real_states(states: Tensor, lengths: Tensor, bidirectional: bool) -> Te
         return at_last
     half = states.size(-1) // 2
     return torch.cat([at_last[:, :half], states[:, 0, half:]], dim=-1)
-
-
-def reversal_index(lengths: Tensor, seq_len: int) -> Tensor:
-    """``(batch, seq_len)`` positions that reverse each row within its length, padding in place.
-
-    Position ``t < length`` maps to ``length - 1 - t``; padding maps to itself. Applying the
-    gather twice is the identity.
-    """
-    positions = torch.arange(seq_len, device=lengths.device).unsqueeze(0)
-    lengths = lengths.unsqueeze(1)
-    return torch.where(positions < lengths, lengths - 1 - positions, positions)
 
 
 def reverse_within_lengths(sequences: Tensor, index: Tensor) -> Tensor:
@@ -228,17 +217,18 @@ class RecurrentEncoder(nn.Module):
         """
         lengths, mask = self._check_inputs(inputs, lengths, mask)
         lengths = lengths.to(inputs.device)
-        index = reversal_index(lengths, inputs.size(1)) if self.bidirectional else None
         x = inputs
-        if self.cell in MIN_CELLS:
+        if self.cell in MIN_CELLS:  # their backward direction starts at each sequence's end
             for number, layer in enumerate(self.layers):
                 if self.residual:
-                    x = self.dropout(layer(x, index)) + self.projections[number](x)
+                    x = self.dropout(layer(x, lengths)) + self.projections[number](x)
                 else:
                     if number > 0:
                         x = apply_dropout(x, self.layer_dropout, self.training)
-                    x = layer(x, index)
-        elif self.residual:
+                    x = layer(x, lengths)
+            return self._output(x, lengths, mask)
+        index = reversal_index(lengths, inputs.size(1)) if self.bidirectional else None
+        if self.residual:
             for rnn, projection in zip(self.layers, self.projections, strict=True):
                 x = self.dropout(self._run_layer(rnn, 0, x, index)) + projection(x)
         else:
@@ -246,6 +236,9 @@ class RecurrentEncoder(nn.Module):
                 if layer > 0:  # as nn.LSTM: dropout on every layer's output but the last
                     x = apply_dropout(x, self.rnn.dropout, self.training)
                 x = self._run_layer(self.rnn, layer, x, index)
+        return self._output(x, lengths, mask)
+
+    def _output(self, x: Tensor, lengths: Tensor, mask: Tensor) -> EncoderOutput:
         # Real positions never saw padding; the padding positions themselves hold junk.
         states = x.masked_fill(~mask.unsqueeze(-1), 0.0)
         # Each direction's final hidden state is its output where it stopped reading: the

@@ -73,3 +73,14 @@ def masked_max(states: Tensor, mask: Tensor) -> Tensor:
     """Max of ``states`` ``(batch, seq_len, hidden)`` over real positions -> ``(batch, hidden)``."""
     check_mask(mask, tuple(states.shape[:2]))
     return states.masked_fill(~mask.unsqueeze(-1), float("-inf")).max(dim=1).values
+
+
+def reversal_index(lengths: Tensor, seq_len: int) -> Tensor:
+    """``(batch, seq_len)`` positions that reverse each row within its length, padding in place.
+
+    Position ``t < length`` maps to ``length - 1 - t``; padding maps to itself. Applying the
+    gather twice is the identity.
+    """
+    positions = torch.arange(seq_len, device=lengths.device).unsqueeze(0)
+    lengths = lengths.unsqueeze(1)
+    return torch.where(positions < lengths, lengths - 1 - positions, positions)

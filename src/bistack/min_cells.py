@@ -28,6 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bistack.masking import reversal_index
 from bistack.min_cell_kernels import LinearScan, runs_compiled
 
 MinCellType = Literal["mingru", "minlstm"]
@@ -86,12 +87,24 @@ class MinCell(nn.Module):
         total = forget + take
         return forget / total, take / total * candidate(state)
 
-    def forward(self, inputs: Tensor) -> Tensor:
-        """Every position at once: one matrix product, then the scan (compiled on CPU)."""
+    def forward(
+        self, inputs: Tensor, lengths: Tensor | None = None, backward: bool = False
+    ) -> Tensor:
+        """Every position at once: one matrix product, then the scan (compiled on CPU), left to
+        right; ``backward``: right to left from each sequence's own end (``lengths``), as a
+        bidirectional layer's second direction reads it."""
         pre = self.gates(inputs)
         if runs_compiled(pre):
-            return LinearScan.apply(*self.coefficients(pre))
-        return self.log_space_scan(pre)
+            if lengths is None:
+                lengths = torch.full((inputs.size(0),), inputs.size(1), dtype=torch.long)
+            return LinearScan.apply(*self.coefficients(pre), lengths, backward)
+        if not backward:
+            return self.log_space_scan(pre)
+        if lengths is None:
+            raise ValueError("the backward direction needs the sequences' lengths")
+        index = reversal_index(lengths, inputs.size(1)).unsqueeze(-1).expand_as(pre)
+        reversed_states = self.log_space_scan(pre.gather(1, index))
+        return reversed_states.gather(1, index[..., : self.hidden_size])
 
     def log_space_scan(self, pre: Tensor) -> Tensor:
         """The parallel scan in log space from the gates' pre-activations (any device)."""
@@ -122,18 +135,15 @@ class MinRecurrentLayer(nn.Module):
         )
         self.output_size = directions * hidden_size
 
-    def forward(self, inputs: Tensor, reversal: Tensor | None = None) -> Tensor:
-        """inputs ``(batch, seq, input_size)`` -> ``(batch, seq, output_size)``. ``reversal``
-        ``(batch, seq)``, for two directions: the positions that reverse each sequence within
-        its own length (``encoders.reversal_index``; applied twice it is the identity)."""
+    def forward(self, inputs: Tensor, lengths: Tensor | None = None) -> Tensor:
+        """inputs ``(batch, seq, input_size)`` -> ``(batch, seq, output_size)``; the backward
+        direction reads each sequence from its own end (``lengths`` ``(batch,)``)."""
         forward = self.directions[0](inputs)
         if len(self.directions) == 1:
             return forward
-        if reversal is None:
-            raise ValueError("a bidirectional layer needs the reversal index of its batch")
-        index = reversal.unsqueeze(-1)
-        backward = self.directions[1](inputs.gather(1, index.expand_as(inputs)))
-        return torch.cat([forward, backward.gather(1, index.expand_as(backward))], dim=-1)
+        if lengths is None:
+            raise ValueError("a bidirectional layer needs the lengths of its sequences")
+        return torch.cat([forward, self.directions[1](inputs, lengths, backward=True)], dim=-1)
 
     def step(self, inputs: Tensor, state: Tensor | None) -> Tensor:
         """One position of a one-direction layer; the output is the new state."""

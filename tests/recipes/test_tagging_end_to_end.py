@@ -144,7 +144,10 @@ def test_cli_reports_bad_config_and_bad_data(tmp_path, tiny_conll, capsys):
     assert "unknown key 'encoder.hiden_size'" in capsys.readouterr().err
     config = write_config(tmp_path, tiny_config(train, dev, encoder={"cell": "rnn"}))
     assert main(["train", str(config)]) == 2
-    assert "encoder.cell must be one of 'lstm', 'gru', 'mingru', 'minlstm', got 'rnn'" in capsys.readouterr().err
+    assert (
+        "encoder.cell must be one of 'lstm', 'gru', 'mingru', 'minlstm', got 'rnn'"
+        in capsys.readouterr().err
+    )
     config = write_config(tmp_path, tiny_config(train, dev, encoder={"hidden_size": 0}))
     assert main(["train", str(config)]) == 2
     assert capsys.readouterr().err.strip() == (
