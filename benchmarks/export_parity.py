@@ -5,8 +5,9 @@
   attention weights;
 - CommonLit: the BiLSTM regressor's calibrated values (within 1e-5) on every excerpt (the data
   has no dev file; the model's own dev split is drawn from these excerpts);
-- the same for a classifier and a regressor over MiniLM's layers, whose export holds the
-  transformer too.
+- the same for a classifier and a regressor over MiniLM's layers, and for the stacked
+  CoNLL-2003 tagger (MiniLM's word states beside words, characters and casing), whose
+  exports hold the transformer too.
 
     .venv/bin/bistack train configs/conll03-bilstm-crf.yaml --set train.max_epochs=15 \\
         --output runs/conll03-confidence
@@ -19,12 +20,14 @@
         --set data.train=runs/sst2-train-5k.tsv --set train.max_epochs=3
     .venv/bin/bistack train configs/commonlit-minilm-layers.yaml \\
         --output runs/commonlit-minilm-export --set train.max_epochs=5
-    .venv/bin/python benchmarks/export_parity.py
+    OMP_NUM_THREADS=1 bash benchmarks/stacked.sh conll03 stacked -- 1
+    .venv/bin/python benchmarks/export_parity.py [ROW ...]
 
-The models over MiniLM's layers are optional (their rows appear when they exist); the SST-2 one
-trains on the first 5,000 training sentences, enough for a parity check. Each model is exported
-with ``bistack export`` to ``<run>/onnx``. Writes
-benchmarks/results/export-parity.{md,json}.
+ROW: conll03, sst2, commonlit, sst2-layers, commonlit-layers, conll03-stacked (every row whose
+model exists, by default); a row not remeasured keeps its last result in
+benchmarks/results/export-parity.json. The SST-2 model over MiniLM's layers trains on the first
+5,000 training sentences, enough for a parity check. Each model is exported with ``bistack
+export`` to ``<run>/onnx``. Writes benchmarks/results/export-parity.{md,json}.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ RESULTS = ROOT / "benchmarks" / "results"
 RUNS = {"conll03": "runs/conll03-confidence", "sst2": "runs/sst2-confidence"}
 RUNS |= {"commonlit": "runs/commonlit-export", "sst2-layers": "runs/sst2-minilm-export"}
 RUNS["commonlit-layers"] = "runs/commonlit-minilm-export"
+RUNS["conll03-stacked"] = "runs/benchmarks/stacked-conll03/stacked-seed1"
 
 
 def exported(run: str) -> tuple[object, object]:
@@ -63,8 +67,9 @@ def timed(function, *args, **kwargs):
     return result, time.perf_counter() - start
 
 
-def conll03() -> dict:
-    tagger, onnx = exported(RUNS["conll03"])
+def tagging(run: str, name: str) -> dict:
+    """Tags and entities on every CoNLL-2003 dev sentence."""
+    tagger, onnx = exported(run)
     config = tagger.config.data
     sentences = read_conll(DATA / "conll2003" / "dev.txt", config.token_column, config.tag_column)
     tokens = [s.tokens for s in sentences]
@@ -75,7 +80,7 @@ def conll03() -> dict:
         spans_from_tags(a) == spans_from_tags(b) for a, b in zip(want, got, strict=True)
     )
     return {
-        "data": "CoNLL-2003 dev",
+        "data": f"CoNLL-2003 dev, {name}",
         "examples": len(tokens),
         "identical_tags": same_tags,
         "identical_entities": same_entities,
@@ -144,7 +149,6 @@ def regression(run: str, name: str) -> dict:
 
 
 def report(rows: dict) -> str:
-    c = rows["conll03"]
     lines = [
         "# Exported (ONNX, onnxruntime) against PyTorch, on every dev example",
         "",
@@ -154,14 +158,23 @@ def report(rows: dict) -> str:
         "",
         "| data | examples | check | result |",
         "|---|---:|---|---|",
-        f"| {c['data']} | {c['examples']} | identical tags (CRF Viterbi in the graph) |"
-        f" {c['identical_tags']} / {c['examples']} |",
-        f"| | | identical entities | {c['identical_entities']} / {c['examples']} sentences"
-        f" ({c['entities']} entities) |",
-        f"| | | dev F1 (conlleval) | PyTorch {c['dev_f1_pytorch']:.2f}, ONNX"
-        f" {c['dev_f1_onnx']:.2f} |",
     ]
-    times = [f"{c['data']} {c['seconds_pytorch']:.1f} s / {c['seconds_onnx']:.1f} s (tags only)"]
+    times = []
+    for row in rows.values():
+        if "identical_tags" in row:
+            lines += [
+                f"| {row['data']} | {row['examples']} | identical tags (CRF Viterbi in the graph) |"
+                f" {row['identical_tags']} / {row['examples']} |",
+                f"| | | identical entities | {row['identical_entities']} / {row['examples']}"
+                f" sentences ({row['entities']} entities) |",
+                f"| | | dev F1 (conlleval) | PyTorch {row['dev_f1_pytorch']:.2f}, ONNX"
+                f" {row['dev_f1_onnx']:.2f} |",
+            ]
+            times.append(
+                f"{row['data']} {row['seconds_pytorch']:.1f} s / {row['seconds_onnx']:.1f} s"
+                " (tags only)"
+            )
+            continue
     for row in rows.values():
         if "identical_labels" in row:
             lines += [
@@ -197,25 +210,47 @@ def report(rows: dict) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    needed = [DATA / p for p in ("conll2003/dev.txt", "sst2/dev.tsv", "commonlit/train.csv")]
-    missing = [str(p) for p in needed if not p.exists()]
-    if missing:
-        raise SystemExit(f"skipping: {', '.join(missing)} not found")
-    rows = {
-        "conll03": conll03(),
-        "sst2": classification(RUNS["sst2"], "BiLSTM + attention"),
-        "commonlit": regression(RUNS["commonlit"], "BiLSTM"),
-    }
-    layer_runs = {"sst2-layers": classification, "commonlit-layers": regression}
-    for name, compare in layer_runs.items():
-        if (ROOT / RUNS[name] / "model").exists():
-            rows[name] = compare(RUNS[name], "BiLSTM over MiniLM's layers (backbone in the graph)")
+# Each row: how it is measured, the data it needs, and what its model is.
+ROWS = {
+    "conll03": (tagging, "conll2003/dev.txt", "BiLSTM-CRF"),
+    "sst2": (classification, "sst2/dev.tsv", "BiLSTM + attention"),
+    "commonlit": (regression, "commonlit/train.csv", "BiLSTM"),
+    "sst2-layers": (
+        classification,
+        "sst2/dev.tsv",
+        "BiLSTM over MiniLM's layers (backbone in the graph)",
+    ),
+    "commonlit-layers": (
+        regression,
+        "commonlit/train.csv",
+        "BiLSTM over MiniLM's layers (backbone in the graph)",
+    ),
+    "conll03-stacked": (
+        tagging,
+        "conll2003/dev.txt",
+        "stacked MiniLM word states + words, chars, casing, BiLSTM-CRF (backbone in the graph)",
+    ),
+}
+
+
+def main(names: list[str]) -> None:
+    unknown = sorted(set(names) - set(ROWS))
+    if unknown:
+        raise SystemExit(f"unknown rows {', '.join(unknown)}; choose from {', '.join(ROWS)}")
+    results = RESULTS / "export-parity.json"
+    rows = json.loads(results.read_text()) if results.exists() else {}
+    for name in names or list(ROWS):
+        compare, data, description = ROWS[name]
+        if not (DATA / data).exists():
+            raise SystemExit(f"skipping: {DATA / data} not found")
+        if names or (ROOT / RUNS[name] / "model").exists():
+            rows[name] = compare(RUNS[name], description)
+    ordered = {name: rows[name] for name in ROWS if name in rows}
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "export-parity.json").write_text(json.dumps(rows, indent=2) + "\n")
-    (RESULTS / "export-parity.md").write_text(report(rows))
-    print(report(rows))
+    results.write_text(json.dumps(ordered, indent=2) + "\n")
+    (RESULTS / "export-parity.md").write_text(report(ordered))
+    print(report(ordered))
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

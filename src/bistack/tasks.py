@@ -36,6 +36,7 @@ from bistack.errors import ConfigError, ModelFileError
 from bistack.export.plans import (
     ExportPlan,
     classifier_plan,
+    layer_tagger_plan,
     layer_text_plan,
     regressor_plan,
     tagger_plan,
@@ -181,12 +182,6 @@ def train(
     return train_model(config, output, task.prepare, task.metric_for(config), options, **inputs)
 
 
-_LAYER_TAGGER_EXPORT = (
-    "a tagger over a transformer's layers cannot be exported yet (recurrent taggers, and "
-    "classifiers and regressors of either kind, can)"
-)
-
-
 def _stream(tagger: Tagger) -> StreamingTagger:
     return StreamingTagger(tagger)
 
@@ -234,7 +229,7 @@ register(
         metric_of=tagging_metric,
         predict_formats=("conll", "jsonl", "conllu", "doccano"),
         predict_options=frozenset({"min_confidence", "top_k"}),
-        export_hint=_LAYER_TAGGER_EXPORT,
+        export=layer_tagger_plan,
         view="entities",
     )
 )

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor, nn
 
 from bistack.data.features import TokenVocabularies, token_rows
+from bistack.data.word_rows import flat_word_index
 from bistack.masking import lengths_to_mask
 from bistack.models.embeddings import CharLSTMEncoder, TokenEmbedder
 
@@ -45,16 +46,29 @@ DYNAMIC_AXES = {
 
 
 def example_tokens(vocabularies: TokenVocabularies, lengths: list[int]) -> tuple[Tensor, ...]:
-    """A batch of sentences of ``lengths`` made of the vocabulary's own words (the last one
-    spelled with a character it has never seen), as the graph's ``INPUTS``."""
-    words = [w for w in vocabularies.words.items[2:] if w] or ["word"]
-    sentences = []
-    for row, length in enumerate(lengths):
-        tokens = [words[(row * 7 + i) % len(words)] for i in range(length)]
-        if row == len(lengths) - 1:
-            tokens[-1] = tokens[-1] + "\u2603"
-        sentences.append(vocabularies.encode(tokens))
-    rows = token_rows(sentences, vocabularies)
+    """A batch of sentences of ``lengths`` made of the vocabulary's own words, as the graph's
+    ``INPUTS`` (see ``example_sentences``)."""
+    return token_inputs(vocabularies, example_sentences(vocabulary_words(vocabularies), lengths))
+
+
+def vocabulary_words(vocabularies: TokenVocabularies) -> list[str]:
+    """The vocabulary's own words, or one word when it has none."""
+    return [w for w in vocabularies.words.items[2:] if w] or ["word"]
+
+
+def example_sentences(words: list[str], lengths: list[int]) -> list[list[str]]:
+    """Sentences of ``lengths`` made of ``words``, each row starting elsewhere in the list; the
+    last sentence's last word is spelled with a character no vocabulary has."""
+    sentences = [
+        [words[(row * 7 + i) % len(words)] for i in range(n)] for row, n in enumerate(lengths)
+    ]
+    sentences[-1][-1] += "\u2603"
+    return sentences
+
+
+def token_inputs(vocabularies: TokenVocabularies, sentences: list[list[str]]) -> tuple[Tensor, ...]:
+    """Token lists as the graph's ``INPUTS``, as ``collate_tokens`` builds them."""
+    rows = token_rows([vocabularies.encode(tokens) for tokens in sentences], vocabularies)
     arrays = (rows.words, rows.casing, rows.chars, rows.char_lengths, rows.char_index)
     return (*(torch.tensor(a) for a in arrays), torch.tensor(rows.lengths))
 
@@ -119,6 +133,17 @@ def token_vectors(embedder: TokenEmbedder, inputs: tuple[Tensor, ...]) -> Tensor
     return torch.cat(parts, dim=-1)
 
 
+def best_tags(head: nn.Module, states: Tensor, lengths: Tensor, mask: Tensor) -> Tensor:
+    """A tagging head's decode of encoder ``states`` ``(batch, seq, hidden)``: the CRF's
+    constrained Viterbi path, or a softmax head's best tag per token; 0 at padding."""
+    emissions = head.project(states)  # (batch, seq, num_tags)
+    crf = getattr(head, "crf", None)
+    if crf is None:  # a softmax head: the best tag of each token
+        return emissions.argmax(dim=-1) * mask
+    transitions, start, end = (score.detach() for score in crf.constrained_scores())
+    return scripted_viterbi()(emissions, lengths, transitions, start, end)
+
+
 class TaggerGraph(nn.Module):
     """A recurrent tagger's inference: inputs -> ``tags`` ``(batch, seq)`` int64, 0 at padding."""
 
@@ -134,12 +159,7 @@ class TaggerGraph(nn.Module):
         mask = lengths_to_mask(lengths, inputs[0].size(1))
         network = self.network
         states = network.encoder(token_vectors(network.embedder, inputs), mask=mask).states
-        emissions = network.head.project(states)  # (batch, seq, num_tags)
-        crf = getattr(network.head, "crf", None)
-        if crf is None:  # a softmax head: the best tag of each token
-            return emissions.argmax(dim=-1) * mask
-        transitions, start, end = (score.detach() for score in crf.constrained_scores())
-        return scripted_viterbi()(emissions, lengths, transitions, start, end)
+        return best_tags(network.head, states, lengths, mask)
 
 
 class TextGraph(nn.Module):
@@ -263,3 +283,91 @@ class LayerTextGraph(nn.Module):
             return torch.softmax(raw / (self.temperature or 1.0), dim=-1)
         mean, std, scale, offset = self.affine
         return (raw * std + mean) * scale + offset
+
+
+# A tagger over a transformer reads a batch's words as subword rows, as ``tokenize_words``
+# makes them: input_ids, attention_mask ``(rows, pieces)`` (a sentence longer than the model's
+# limit has several rows); subword_word ``(rows * pieces,)`` the word, numbered over the batch,
+# each subword belongs to (-1 for special tokens and padding); first_subword, last_subword
+# ``(words,)`` each word's first and last subword in that flat numbering; word_index ``(batch,
+# seq)`` each sentence's words in the batch's numbering (0 at padding). A tagger that stacks the
+# words' own features reads ``INPUTS`` after these; one that does not reads only their lengths.
+WORD_INPUTS = (
+    "input_ids",
+    "attention_mask",
+    "subword_word",
+    "first_subword",
+    "last_subword",
+    "word_index",
+)
+WORD_DYNAMIC_AXES = {
+    "input_ids": {0: "rows", 1: "pieces"},
+    "attention_mask": {0: "rows", 1: "pieces"},
+    "subword_word": {0: "subwords"},
+    "first_subword": {0: "words"},
+    "last_subword": {0: "words"},
+    "word_index": {0: "batch", 1: "seq"},
+    "lengths": {0: "batch"},
+}
+
+
+def word_inputs(pieces: Any) -> tuple[Tensor, ...]:
+    """``WORD_INPUTS`` of a ``WordPieces`` (``bistack.models.backbone.tokenize_words``)."""
+    return (
+        pieces.input_ids,
+        pieces.attention_mask,
+        pieces.subword_word,
+        pieces.first_subword,
+        pieces.last_subword,
+        torch.from_numpy(flat_word_index(pieces.lengths)),
+    )
+
+
+class LayerTaggerGraph(nn.Module):
+    """A tagger over a transformer's word states, alone or stacked with the words' own
+    features: ``WORD_INPUTS`` (+ ``INPUTS``, or ``lengths``) -> ``tags`` ``(batch, seq)``, 0 at
+    padding.
+
+    Every word's state in every layer is its first subword's or last subword's (a ``Gather``),
+    or the mean of its subwords' (a ``(words, subwords)`` 0/1 matrix product, as
+    ``LayerTextGraph`` sums windows, in place of ``index_add_``); the rest is the trained
+    tagger's own modules: the layer mix, the stacked features, the encoder, the head and the
+    CRF decode of ``TaggerGraph``.
+    """
+
+    output_names = ("tags",)
+
+    def __init__(self, transformer: nn.Module, network: nn.Module) -> None:
+        super().__init__()
+        self.transformer = transformer
+        self.network = network
+        self.eval()  # the exporter restores this mode after tracing: it must be inference
+
+    def word_states(self, *inputs: Tensor) -> Tensor:
+        """Every word's state in every layer ``(words, num_layers, hidden_size)``."""
+        input_ids, attention_mask, subword_word, first_subword, last_subword = inputs
+        output = self.transformer(
+            input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True
+        )
+        states = torch.stack(output.hidden_states[1:], dim=2)  # (rows, pieces, layers, hidden)
+        flat = states.flatten(0, 1)  # (rows * pieces, layers, hidden)
+        alignment = self.network.alignment
+        if alignment == "first":
+            return flat[first_subword]
+        if alignment == "last":
+            return flat[last_subword]
+        words = torch.arange(first_subword.size(0), device=flat.device)
+        belongs = (words.unsqueeze(1) == subword_word.unsqueeze(0)).to(flat.dtype)
+        sums = (belongs @ flat.flatten(1)).view(-1, flat.size(1), flat.size(2))
+        return sums / belongs.sum(dim=1)[:, None, None]
+
+    def forward(self, *inputs: Tensor) -> Tensor:
+        word_index, lengths = inputs[5], inputs[-1]
+        mask = lengths_to_mask(lengths, word_index.size(1))
+        network = self.network
+        layers = self.word_states(*inputs[:5])[word_index]  # (batch, seq, layers, hidden)
+        mixed = network.mix(layers.flatten(0, 1)).view(word_index.size(0), word_index.size(1), -1)
+        if network.embedder is not None:
+            mixed = torch.cat([mixed, token_vectors(network.embedder, inputs[6:])], dim=-1)
+        states = network.encoder(mixed, mask=mask).states
+        return best_tags(network.head, states, lengths, mask)

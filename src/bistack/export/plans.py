@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from bistack.encoders import MIN_CELLS
@@ -18,17 +19,26 @@ from bistack.export.graphs import (
     INPUTS,
     LAYER_DYNAMIC_AXES,
     LAYER_INPUTS,
+    WORD_DYNAMIC_AXES,
+    WORD_INPUTS,
+    LayerTaggerGraph,
     LayerTextGraph,
     TaggerGraph,
     TextGraph,
+    example_sentences,
     example_subwords,
     example_tokens,
+    token_inputs,
+    vocabulary_words,
+    word_inputs,
 )
+from bistack.models.backbone import tokenize_words
 
 # How an exported directory is run (``bistack.export.runtime.RUNTIMES``): "tagging" turns tag
 # ids into entities; "text" turns probabilities or values into labelled records; "layer_text"
-# does the same for texts read by a transformer (its tokenizer ships with the export).
-TAGGING, TEXT, LAYER_TEXT = "tagging", "text", "layer_text"
+# and "layer_tagging" do the same for texts and words read by a transformer (its tokenizer
+# ships with the export).
+TAGGING, TEXT, LAYER_TEXT, LAYER_TAGGING = "tagging", "text", "layer_text", "layer_tagging"
 
 
 @dataclass(frozen=True)
@@ -55,13 +65,18 @@ class ExportPlan:
             write(directory / name)
 
 
-def token_plan(model: Any, graph: nn.Module, runtime: str, settings: dict[str, Any]) -> ExportPlan:
-    """A model over bistack's own token features (words, casing, characters)."""
-    if model.config.encoder.cell in MIN_CELLS:
+def refuse_min_cells(config: Any) -> None:
+    """The parallel-scan cells have no ONNX graph yet: say so by name."""
+    if config.encoder.cell in MIN_CELLS:
         raise ConfigError(
-            f"a model with the {model.config.encoder.cell} cell cannot be exported yet: ONNX has "
+            f"a model with the {config.encoder.cell} cell cannot be exported yet: ONNX has "
             "no scan over its linear recurrence (export an lstm or gru model)"
         )
+
+
+def token_plan(model: Any, graph: nn.Module, runtime: str, settings: dict[str, Any]) -> ExportPlan:
+    """A model over bistack's own token features (words, casing, characters)."""
+    refuse_min_cells(model.config)
     vocabularies = model.vocabularies
 
     def examples(variant: int) -> tuple[Tensor, ...]:
@@ -117,6 +132,57 @@ def affine_of(regressor: Any) -> tuple[list[float], list[float], list[float], li
 BACKBONE_TOLERANCE = 1e-4
 
 
+def save_tokenizer(backbone: Any) -> Callable[[Path], None]:
+    """Writes the backbone's fast tokenizer's own definition (also for a folder that has only
+    a vocab.txt) to a path."""
+    return lambda path: backbone.tokenizer.backend_tokenizer.save(str(path))
+
+
+def layer_tagger_plan(tagger: Any) -> ExportPlan:
+    """A tagger over a transformer's word states (stacked with the words' own features or
+    not): the backbone, the layer mix, the tagger and its CRF decode in one graph; tags come
+    out. The backbone's tokenizer ships beside it."""
+    refuse_min_cells(tagger.config)
+    backbone, options = tagger.backbone, tagger.config.backbone
+    vocabularies = tagger.vocabularies
+    graph = LayerTaggerGraph(backbone.model, tagger.model)
+    tokenizer = backbone.tokenizer
+    settings = {
+        "output_scheme": tagger.output_scheme,
+        "labels": tagger.labels,
+        "tokenizer": {
+            "max_length": min(options.max_length or backbone.max_length, backbone.max_length),
+            "special_tokens": tokenizer.num_special_tokens_to_add(),
+            "unk_token": tokenizer.unk_token or "[UNK]",
+            "pad_id": tokenizer.pad_token_id,
+            "batch_size": options.batch_size,
+        },
+    }
+    words = vocabulary_words(vocabularies) if vocabularies is not None else ["word", "Paris", "."]
+    stacked = vocabularies is not None
+    names = WORD_INPUTS + (INPUTS if stacked else ("lengths",))
+
+    def examples(variant: int) -> tuple[Tensor, ...]:
+        # Variant 1 has a sentence longer than the model's limit: several subword rows.
+        lengths = [[5, 3, 2], [1, 9, 40 + backbone.max_length]][variant]
+        sentences = example_sentences(words, lengths)
+        pieces = tokenize_words(backbone, sentences, options.max_length)
+        tokens = token_inputs(vocabularies, sentences) if stacked else (torch.tensor(lengths),)
+        return (*word_inputs(pieces), *tokens)
+
+    return ExportPlan(
+        graph,
+        names,
+        graph.output_names,
+        WORD_DYNAMIC_AXES | (DYNAMIC_AXES if stacked else {}) | {"tags": {0: "batch"}},
+        examples,
+        LAYER_TAGGING,
+        settings,
+        files={"tokenizer.json": save_tokenizer(backbone)},
+        vocabularies=vocabularies.to_json() if stacked else {},
+    )
+
+
 def layer_text_plan(model: Any) -> ExportPlan:
     """A classifier or regressor over a transformer's layers: the backbone and the layer
     pooling head in one graph; the backbone's tokenizer ships beside it."""
@@ -155,7 +221,6 @@ def layer_text_plan(model: Any) -> ExportPlan:
         examples,
         LAYER_TEXT,
         settings,
-        # The fast tokenizer's own definition (also for a folder that has only a vocab.txt).
-        files={"tokenizer.json": lambda path: backbone.tokenizer.backend_tokenizer.save(str(path))},
+        files={"tokenizer.json": save_tokenizer(backbone)},
         tolerance=BACKBONE_TOLERANCE,
     )

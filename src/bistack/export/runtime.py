@@ -26,6 +26,7 @@ from bistack.data.buckets import bucket_batches
 from bistack.data.features import TokenVocabularies, token_rows
 from bistack.data.tables import Example, class_ids, parse_targets, read_table
 from bistack.data.tokenize import Token, tokenize_text
+from bistack.data.word_rows import flat_word_index, locate_subwords, sentence_rows
 from bistack.errors import ConfigError, DataError, ModelFileError
 from bistack.metrics.text import (
     ClassificationScores,
@@ -330,12 +331,89 @@ class ExportedLayerTextModel(ExportedTextModel):
         }
 
 
+class ExportedLayerTagger(ExportedTagger):
+    """An exported tagger over a transformer's word states: the backbone's own tokenizer
+    (``tokenizer.json``) cuts the words into subword rows as ``tokenize_words`` does, and a
+    tagger that stacks the words' own features reads them from ``vocab.json`` as well."""
+
+    def __init__(
+        self, path: Path, meta: dict[str, Any], vocabularies: TokenVocabularies | None
+    ) -> None:
+        super().__init__(path, meta, vocabularies)
+        from tokenizers import Tokenizer
+
+        settings = meta["tokenizer"]
+        self.tokenizer = Tokenizer.from_file(str(path / TOKENIZER_FILE))
+        self.tokenizer.no_padding()
+        self.limit = int(settings["max_length"])
+        self.budget = self.limit - int(settings["special_tokens"])
+        self.unknown = str(settings["unk_token"])
+        self.pad_id = int(settings["pad_id"] or 0)
+        self.batch_size = int(settings["batch_size"])
+
+    @property
+    def labels(self) -> list[str]:
+        return list(self.meta["labels"])
+
+    def batches(self, lengths: Sequence[int], batch_size: int | None) -> list[list[int]]:
+        """Indices in batches of similar length, as the PyTorch tagger makes them."""
+        return bucket_batches(lengths, batch_size or self.batch_size, shuffle=False)
+
+    def run(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
+        feed = self.word_pieces(sentences)
+        if self.vocabularies is not None:
+            rows = token_rows([self.vocabularies.encode(s) for s in sentences], self.vocabularies)
+            feed |= {
+                "words": rows.words,
+                "casing": rows.casing,
+                "chars": rows.chars,
+                "char_lengths": rows.char_lengths,
+                "char_index": rows.char_index,
+            }
+        feed["lengths"] = [len(s) for s in sentences]
+        arrays = {name: np.asarray(feed[name], dtype=np.int64) for name in self.input_names}
+        return self.session.run(None, arrays)
+
+    def word_pieces(self, sentences: Sequence[Sequence[str]]) -> dict[str, Any]:
+        """The graph's subword inputs, as ``bistack.models.backbone.tokenize_words`` makes
+        them: words without subwords become the unknown token, and a sentence longer than the
+        model's limit is cut between words into rows that each fit."""
+        tokenizer = self.tokenizer
+        tokenizer.no_truncation()
+        words = [w for sentence in sentences for w in sentence]
+        counts = [len(e.ids) for e in tokenizer.encode_batch(words, add_special_tokens=False)]
+        rows, row_first_word = sentence_rows(sentences, counts, self.budget, self.unknown)
+        tokenizer.enable_truncation(self.limit, strategy="longest_first")
+        encodings = tokenizer.encode_batch(rows, is_pretokenized=True)
+        width = max(len(e.ids) for e in encodings)
+        ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(rows), width), dtype=np.int64)
+        for row, encoding in enumerate(encodings):
+            ids[row, : len(encoding.ids)] = encoding.ids
+            mask[row, : len(encoding.ids)] = 1
+        subword_word, first, last = locate_subwords(
+            [e.word_ids for e in encodings], row_first_word, width, len(words)
+        )
+        return {
+            "input_ids": ids,
+            "attention_mask": mask,
+            "subword_word": subword_word,
+            "first_subword": first,
+            "last_subword": last,
+            "word_index": flat_word_index([len(s) for s in sentences]),
+        }
+
+
 # The runtime each exported directory names (written by the kind's export plan).
 RUNTIMES: dict[str, type[ExportedModel]] = {
     "tagging": ExportedTagger,
     "text": ExportedTextModel,
     "layer_text": ExportedLayerTextModel,
+    "layer_tagging": ExportedLayerTagger,
 }
+# The runtimes that read a model's own token vocabularies always; the others read vocab.json
+# only when the model stacks the words' own features beside a transformer's states.
+TOKEN_RUNTIMES = frozenset({"tagging", "text"})
 
 
 def load_exported(path: str | Path) -> ExportedTagger | ExportedTextModel:
@@ -346,7 +424,7 @@ def load_exported(path: str | Path) -> ExportedTagger | ExportedTextModel:
         if meta.get("format") != FORMAT or meta.get("runtime") not in RUNTIMES:
             raise ModelFileError(f"{path}/{EXPORT_FILE}: not a bistack export")
         vocabularies = None  # a model over a transformer has its tokenizer instead
-        if (path / VOCAB_FILE).exists() or meta["runtime"] != "layer_text":
+        if (path / VOCAB_FILE).exists() or meta["runtime"] in TOKEN_RUNTIMES:
             vocab = json.loads((path / VOCAB_FILE).read_text(encoding="utf-8"))
             vocabularies = TokenVocabularies.from_json(vocab)
         return RUNTIMES[meta["runtime"]](path, meta, vocabularies)  # type: ignore[return-value]

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from bistack.data.word_rows import locate_subwords, sentence_rows
 from bistack.errors import ModelFileError
 from bistack.models.mode import evaluating
 
@@ -281,19 +282,6 @@ class WordPieces:
         )
 
 
-def split_into_chunks(pieces: Sequence[int], budget: int) -> list[tuple[int, int]]:
-    """``(start, end)`` word ranges whose subword counts each fit ``budget`` (a word longer than
-    the budget alone is a chunk of its own and is cut by the tokenizer: reported, not hidden)."""
-    chunks, start, used = [], 0, 0
-    for index, count in enumerate(pieces):
-        if used + count > budget and index > start:
-            chunks.append((start, index))
-            start, used = index, 0
-        used += count
-    chunks.append((start, len(pieces)))
-    return chunks
-
-
 def tokenize_words(
     backbone: TransformerBackbone, sentences: Sequence[Sequence[str]], max_length: int | None
 ) -> WordPieces:
@@ -304,16 +292,7 @@ def tokenize_words(
     words = [w for sentence in sentences for w in sentence]
     counts = [len(ids) for ids in tokenizer(words, add_special_tokens=False)["input_ids"]]
     unknown = tokenizer.unk_token or "[UNK]"
-    rows: list[list[str]] = []
-    row_first_word: list[int] = []
-    position = 0
-    for sentence in sentences:
-        pieces = counts[position : position + len(sentence)]
-        fixed = [w if c else unknown for w, c in zip(sentence, pieces, strict=True)]
-        for start, end in split_into_chunks([max(c, 1) for c in pieces], budget):
-            rows.append(fixed[start:end])
-            row_first_word.append(position + start)
-        position += len(sentence)
+    rows, row_first_word = sentence_rows(sentences, counts, budget, unknown)
     encoded = tokenizer(
         rows,
         is_split_into_words=True,
@@ -322,27 +301,14 @@ def tokenize_words(
         padding=True,
         return_tensors="pt",
     )
-    seq_len = encoded["input_ids"].shape[1]
-    subword_word = torch.full((len(rows) * seq_len,), -1, dtype=torch.long)
-    first_subword = torch.empty(len(words), dtype=torch.long)
-    last_subword = torch.empty(len(words), dtype=torch.long)
-    for row, first_word in enumerate(row_first_word):
-        seen = set()
-        for offset, word in enumerate(encoded.word_ids(row)):
-            if word is None:
-                continue
-            flat = row * seq_len + offset
-            subword_word[flat] = first_word + word
-            last_subword[first_word + word] = flat
-            if word not in seen:
-                seen.add(word)
-                first_subword[first_word + word] = flat
+    row_word_ids = [encoded.word_ids(row) for row in range(len(rows))]
+    located = locate_subwords(
+        row_word_ids, row_first_word, encoded["input_ids"].shape[1], len(words)
+    )
     return WordPieces(
         encoded["input_ids"],
         encoded["attention_mask"],
-        subword_word,
-        first_subword,
-        last_subword,
+        *(torch.from_numpy(array) for array in located),
         [len(s) for s in sentences],
     )
 
