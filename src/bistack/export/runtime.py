@@ -79,6 +79,22 @@ def namespace(data: Any) -> Any:
     return data
 
 
+def token_feed(
+    sentences: Sequence[Sequence[str]], vocabularies: TokenVocabularies
+) -> dict[str, np.ndarray]:
+    """Token lists as the graphs' token inputs (``bistack.export.graphs.INPUTS``), int64."""
+    rows = token_rows([vocabularies.encode(s) for s in sentences], vocabularies)
+    arrays = {
+        "words": rows.words,
+        "casing": rows.casing,
+        "chars": rows.chars,
+        "char_lengths": rows.char_lengths,
+        "char_index": rows.char_index,
+        "lengths": rows.lengths,
+    }
+    return {name: np.asarray(values, dtype=np.int64) for name, values in arrays.items()}
+
+
 class ExportedModel:
     """What every exported model holds: its session, vocabularies and settings."""
 
@@ -102,16 +118,8 @@ class ExportedModel:
 
     def run(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
         """The graph's outputs for one batch of token lists."""
-        rows = token_rows([self.vocabularies.encode(s) for s in sentences], self.vocabularies)
-        arrays = {
-            "words": rows.words,
-            "casing": rows.casing,
-            "chars": rows.chars,
-            "char_lengths": rows.char_lengths,
-            "char_index": rows.char_index,
-            "lengths": rows.lengths,
-        }
-        feed = {name: np.asarray(arrays[name], dtype=np.int64) for name in self.input_names}
+        arrays = token_feed(sentences, self.vocabularies)
+        feed = {name: arrays[name] for name in self.input_names}
         return self.session.run(None, feed)
 
     def batches(self, lengths: Sequence[int], batch_size: int | None) -> list[list[int]]:
@@ -277,7 +285,8 @@ class ExportedTextModel(ExportedModel):
 class ExportedLayerTextModel(ExportedTextModel):
     """An exported classifier or regressor over a transformer's layers: the backbone's own
     tokenizer (``tokenizer.json``, run by the ``tokenizers`` library) makes its subword
-    windows, as ``TransformerBackbone.tokenize`` does."""
+    windows, as ``TransformerBackbone.tokenize`` does; a model that stacks the texts' own
+    features reads them with ``vocab.json`` too."""
 
     PREDICT_OPTIONS = frozenset()
 
@@ -306,7 +315,9 @@ class ExportedLayerTextModel(ExportedTextModel):
         outputs = np.zeros((len(texts), len(self.labels)), dtype=np.float32)
         lengths = [len(text) for text in texts]  # as TransformerBackbone.layer_vectors orders them
         for chosen in bucket_batches(lengths, batch_size or self.batch_size, shuffle=False):
-            outputs[chosen] = self.session.run(None, self.windows([texts[i] for i in chosen]))[0]
+            feed = self.windows([texts[i] for i in chosen])
+            # The graph has only the inputs it reads (no chars input without a char encoder).
+            outputs[chosen] = self.session.run(None, {n: feed[n] for n in self.input_names})[0]
         return [[] for _ in texts], outputs, None
 
     def windows(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
@@ -323,12 +334,24 @@ class ExportedLayerTextModel(ExportedTextModel):
         for row, pieces in enumerate(rows):
             ids[row, : len(pieces)] = pieces
             mask[row, : len(pieces)] = 1
-        return {
+        feed = {
             "input_ids": ids,
             "attention_mask": mask,
             "window_text": np.asarray(owners, dtype=np.int64),
             "text_index": np.arange(len(texts), dtype=np.int64),
         }
+        if self.vocabularies is not None:
+            feed |= self.token_arrays(texts)
+        return feed
+
+    def token_arrays(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """A stacked model's token features of ``texts``, tokenized as in training."""
+        tokens = []
+        for index, text in enumerate(texts):
+            tokens.append([t.text for t in self.tokenize(text)])
+            if not tokens[-1]:
+                raise DataError("input", f"text {index + 1} has no tokens: {text!r}")
+        return token_feed(tokens, self.vocabularies)
 
 
 class ExportedLayerTagger(ExportedTagger):
@@ -362,17 +385,9 @@ class ExportedLayerTagger(ExportedTagger):
     def run(self, sentences: Sequence[Sequence[str]]) -> list[np.ndarray]:
         feed = self.word_pieces(sentences)
         if self.vocabularies is not None:
-            rows = token_rows([self.vocabularies.encode(s) for s in sentences], self.vocabularies)
-            feed |= {
-                "words": rows.words,
-                "casing": rows.casing,
-                "chars": rows.chars,
-                "char_lengths": rows.char_lengths,
-                "char_index": rows.char_index,
-            }
-        feed["lengths"] = [len(s) for s in sentences]
-        arrays = {name: np.asarray(feed[name], dtype=np.int64) for name in self.input_names}
-        return self.session.run(None, arrays)
+            feed |= token_feed(sentences, self.vocabularies)
+        feed["lengths"] = np.asarray([len(s) for s in sentences], dtype=np.int64)
+        return self.session.run(None, {name: feed[name] for name in self.input_names})
 
     def word_pieces(self, sentences: Sequence[Sequence[str]]) -> dict[str, Any]:
         """The graph's subword inputs, as ``bistack.models.backbone.tokenize_words`` makes

@@ -142,12 +142,21 @@ class LayerPoolingModel(nn.Module):
     def outputs_from_layers(self, layers: Tensor, tokens: TokenBatch | None = None) -> Tensor:
         """layers ``(batch_size, num_layers, hidden)`` (all layers), and the texts' token
         features when the model stacks them -> ``(batch, num_outputs)``."""
-        pooled = self.pooler(layers.index_select(1, self.layer_index))
-        pooled = self.dropout(part_dropout(pooled, self.transformer_dropout, self.training))
+        words = None
         if self.words is not None:
             if tokens is None:
                 raise ValueError("this model stacks the texts' own features: give their tokens")
-            pooled = torch.cat([pooled, self.words(tokens)], dim=-1)
+            words = self.words(tokens)
+        return self.outputs_with(layers, words)
+
+    def outputs_with(self, layers: Tensor, words: Tensor | None) -> Tensor:
+        """layers ``(batch_size, num_layers, hidden)`` (all layers) and, when the model stacks
+        the texts' own features, the word branch's vectors ``(batch_size, words.output_size)``
+        -> ``(batch, num_outputs)``."""
+        pooled = self.pooler(layers.index_select(1, self.layer_index))
+        pooled = self.dropout(part_dropout(pooled, self.transformer_dropout, self.training))
+        if words is not None:
+            pooled = torch.cat([pooled, words], dim=-1)
         return self.head(pooled)
 
     def predict(self, batch: LayerBatch | SubwordBatch | StackedSubwords) -> Tensor:
