@@ -17,12 +17,16 @@ length, as the LSTM's does (``bistack.encoders``).
 
 Tests hold the scan to the recurrence written plainly, step by step (values and gradients, in
 float64), and ``step`` to the scan. On CPU the layer runs as one compiled kernel
-(``bistack.min_cell_kernels``), held to this log-space scan in the tests.
+(``bistack.min_cell_kernels``), held to this log-space scan in the tests. Exported to ONNX, the
+recurrence is a TorchScript loop over positions (an ONNX ``Loop``), in linear space as the
+compiled kernel runs it: ONNX has no cumulative log-sum-exp.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import functools
+import warnings
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
@@ -44,6 +48,26 @@ def candidate(x: Tensor) -> Tensor:
 def log_candidate(x: Tensor) -> Tensor:
     """``log g(x)``, computed without taking the log of a small number."""
     return torch.where(x >= 0, torch.log(F.relu(x) + 0.5), -F.softplus(-x))
+
+
+def linear_recurrence(keep: Tensor, add: Tensor) -> Tensor:
+    """``h_t = keep_t h_{t-1} + add_t`` from ``h_0 = 0``, position by position, for
+    ``(batch, seq, hidden)`` coefficients: the ONNX export's loop."""
+    state = torch.zeros_like(add[:, 0])
+    states = []
+    for t in range(add.size(1)):
+        state = keep[:, t] * state + add[:, t]
+        states.append(state)
+    return torch.stack(states, dim=1)
+
+
+@functools.cache
+def scripted_recurrence() -> Any:
+    """:func:`linear_recurrence` compiled by TorchScript, once, on first export (its loop
+    becomes an ONNX ``Loop`` whose trip count is the batch's width)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return torch.jit.script(linear_recurrence)
 
 
 class MinCell(nn.Module):
@@ -94,6 +118,8 @@ class MinCell(nn.Module):
         right; ``backward``: right to left from each sequence's own end (``lengths``), as a
         bidirectional layer's second direction reads it."""
         pre = self.gates(inputs)
+        if torch.onnx.is_in_onnx_export():
+            return self.exported_scan(pre, lengths, backward)
         if runs_compiled(pre):
             if lengths is None:
                 lengths = torch.full((inputs.size(0),), inputs.size(1), dtype=torch.long)
@@ -105,6 +131,18 @@ class MinCell(nn.Module):
         index = reversal_index(lengths, inputs.size(1)).unsqueeze(-1).expand_as(pre)
         reversed_states = self.log_space_scan(pre.gather(1, index))
         return reversed_states.gather(1, index[..., : self.hidden_size])
+
+    def exported_scan(self, pre: Tensor, lengths: Tensor | None, backward: bool) -> Tensor:
+        """The scan as ONNX runs it: the linear recurrence as a loop, the backward direction
+        over each sequence reversed within its own length (a ``Gather``)."""
+        keep, add = self.coefficients(pre)
+        if not backward:
+            return scripted_recurrence()(keep, add)
+        if lengths is None:
+            raise ValueError("the backward direction needs the sequences' lengths")
+        index = reversal_index(lengths, pre.size(1)).unsqueeze(-1).expand_as(keep)
+        states = scripted_recurrence()(keep.gather(1, index), add.gather(1, index))
+        return states.gather(1, index)
 
     def log_space_scan(self, pre: Tensor) -> Tensor:
         """The parallel scan in log space from the gates' pre-activations (any device)."""

@@ -14,8 +14,9 @@ differently, with the same result:
   whose trip count is the batch's width (the compiled CPU kernel cannot be exported).
 
 The encoder needs no change: each direction is one fused LSTM/GRU call (an ONNX ``LSTM``/``GRU``
-node) and the backward direction reads each sequence reversed within its own length (a
-``Gather``), so padding is never read, whatever the batch's width.
+node), or for the minGRU/minLSTM cells a scripted loop over positions (``bistack.min_cells``),
+and the backward direction reads each sequence reversed within its own length (a ``Gather``), so
+padding is never read, whatever the batch's width.
 """
 
 from __future__ import annotations

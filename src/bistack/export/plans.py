@@ -13,8 +13,6 @@ import torch
 from torch import Tensor, nn
 
 from bistack.data.tokenize import tokenize_text
-from bistack.encoders import MIN_CELLS
-from bistack.errors import ConfigError
 from bistack.export.graphs import (
     DYNAMIC_AXES,
     INPUTS,
@@ -67,18 +65,8 @@ class ExportPlan:
             write(directory / name)
 
 
-def refuse_min_cells(config: Any) -> None:
-    """The parallel-scan cells have no ONNX graph yet: say so by name."""
-    if config.encoder.cell in MIN_CELLS:
-        raise ConfigError(
-            f"a model with the {config.encoder.cell} cell cannot be exported yet: ONNX has "
-            "no scan over its linear recurrence (export an lstm or gru model)"
-        )
-
-
 def token_plan(model: Any, graph: nn.Module, runtime: str, settings: dict[str, Any]) -> ExportPlan:
     """A model over bistack's own token features (words, casing, characters)."""
-    refuse_min_cells(model.config)
     vocabularies = model.vocabularies
 
     def examples(variant: int) -> tuple[Tensor, ...]:
@@ -144,7 +132,6 @@ def layer_tagger_plan(tagger: Any) -> ExportPlan:
     """A tagger over a transformer's word states (stacked with the words' own features or
     not): the backbone, the layer mix, the tagger and its CRF decode in one graph; tags come
     out. The backbone's tokenizer ships beside it."""
-    refuse_min_cells(tagger.config)
     backbone, options = tagger.backbone, tagger.config.backbone
     vocabularies = tagger.vocabularies
     graph = LayerTaggerGraph(backbone.model, tagger.model)
@@ -192,8 +179,7 @@ def layer_text_plan(model: Any) -> ExportPlan:
     vocabularies = model.vocabularies
     stacked = vocabularies is not None
     if stacked:
-        refuse_min_cells(model.config)
-    regresses = model.outputs.REGRESSES
+        regresses = model.outputs.REGRESSES
     graph = LayerTextGraph(
         backbone.model,
         model.model,
