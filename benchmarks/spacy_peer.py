@@ -1,6 +1,7 @@
 """bistack's CoNLL-2003 tagger beside spaCy's CPU "efficiency" NER pipeline, in one run.
 
     .venv/bin/python benchmarks/spacy_peer.py [--threads 1] [--bistack-epochs 12]
+    .venv/bin/python benchmarks/spacy_peer.py --prediction-only   # the trained models again
 
 Both train on the same CoNLL-2003 train split with the same threads, one after the other in
 this run: spaCy's pipeline (``benchmarks/peers/spacy-ner-efficiency.cfg``, made by ``spacy init
@@ -12,9 +13,13 @@ peer environment (``.venv-peers``), then bistack's ``configs/conll03-bilstm-crf.
 - spaCy's training wall time to its best dev score, and bistack's to the same dev F1;
 - prediction words/s at batch 1, 32 and 1,000 sentences (``nlp.pipe`` for spaCy; tags only, as
   spaCy gives, from the same pre-tokenised dev sentences), single-sentence latency p50/p99;
-- peak resident memory of each training and each prediction process.
+- peak resident memory of each training and each prediction process;
+- the same prediction rows for bistack's model exported to ONNX (``bistack export``), run on
+  onnxruntime in a process that imports no torch.
 
-Writes benchmarks/results/spacy.{md,json}; runs go to runs/benchmarks/spacy/.
+``--prediction-only`` keeps the training rows of the last run (benchmarks/results/spacy.json)
+and measures prediction again, from the models that run trained. Writes
+benchmarks/results/spacy.{md,json}; runs go to runs/benchmarks/spacy/.
 """
 
 from __future__ import annotations
@@ -115,9 +120,17 @@ def train_bistack(threads: int, epochs: int) -> dict:
 
 def measure_bistack(model: str, sentences_path: str) -> None:
     """The bistack side of prediction (run in its own process): the spaCy script's measures."""
-    from bistack.api import Tagger
+    from bistack.export.runtime import is_exported
 
-    tagger = Tagger.load(model)
+    if is_exported(model):  # onnxruntime only: torch is never imported
+        from bistack.export import runtime
+
+        runtime.SESSION_THREADS = int(os.environ.get("OMP_NUM_THREADS", "1"))
+        tagger = runtime.load_exported(model)
+    else:
+        from bistack.api import Tagger
+
+        tagger = Tagger.load(model)
     sentences = json.loads(Path(sentences_path).read_text(encoding="utf-8"))
     words = sum(len(s) for s in sentences)
     tags = tagger.tag_tokens(sentences)
@@ -170,6 +183,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--bistack-epochs", type=int, default=12)
     parser.add_argument("--measure-bistack", nargs=2, metavar=("MODEL", "SENTENCES"))
+    parser.add_argument("--prediction-only", action="store_true")
     args = parser.parse_args()
     if args.measure_bistack:
         measure_bistack(*args.measure_bistack)
@@ -184,26 +198,44 @@ def main() -> None:
     sentences = RUNS / "dev-sentences.json"
     RUNS.mkdir(parents=True, exist_ok=True)
     sentences.write_text(json.dumps([s.tokens for s in dev]), encoding="utf-8")
-    spacy = train_spacy(convert(args.threads), args.threads)
-    bistack = train_bistack(args.threads, args.bistack_epochs)
+    if args.prediction_only:
+        last = json.loads((RESULTS / "spacy.json").read_text())
+        spacy, bistack = last["spacy"], last["bistack"]
+        command, threads = last["command"], last["threads"]
+        if threads != args.threads:
+            raise SystemExit(f"the last run used --threads {threads}; measure with the same")
+    else:
+        spacy = train_spacy(convert(args.threads), args.threads)
+        bistack = train_bistack(args.threads, args.bistack_epochs)
+        command = (
+            f".venv/bin/python benchmarks/spacy_peer.py --threads {args.threads} "
+            f"--bistack-epochs {args.bistack_epochs}"
+        )
+    exported = str(RUNS / "bistack" / "onnx")
+    subprocess.run(
+        [sys.executable, "-m", "bistack.cli", "export", bistack["model"], "--output", exported,
+         "--overwrite"], check=True)  # fmt: skip
     spacy_run = predictions(
         [str(PEERS), str(ROOT / "benchmarks" / "peers" / "spacy_predict.py"), spacy["model"],
          str(sentences), "--threads", str(args.threads)], args.threads)  # fmt: skip
-    bistack_run = predictions(
-        [sys.executable, __file__, "--measure-bistack", bistack["model"], str(sentences)],
-        args.threads,
-    )
+    measure = [sys.executable, __file__, "--measure-bistack"]
+    bistack_run = predictions([*measure, bistack["model"], str(sentences)], args.threads)
+    exported_run = predictions([*measure, exported, str(sentences)], args.threads)
     spacy["dev_f1"] = conlleval_f1(dev, spacy_run.pop("tags"))
-    bistack["dev_f1"] = conlleval_f1(dev, bistack_run.pop("tags"))
+    exported_tags = exported_run.pop("tags")
+    bistack_tags = bistack_run.pop("tags")
+    bistack["dev_f1"] = conlleval_f1(dev, bistack_tags)
+    exported_run["identical_tags"] = sum(
+        a == b for a, b in zip(bistack_tags, exported_tags, strict=True)
+    )
     reached = [e for e in bistack["epochs"] if e["f1"] >= spacy["dev_f1"]]
     bistack["seconds_to_spacy_f1"] = reached[0]["s"] if reached else None
     bistack["epoch_of_spacy_f1"] = reached[0]["epoch"] if reached else None
     result = {
         "threads": args.threads,
-        "command": f".venv/bin/python benchmarks/spacy_peer.py --threads {args.threads} "
-        f"--bistack-epochs {args.bistack_epochs}",
+        "command": command,
         "spacy": spacy | {"predict": spacy_run},
-        "bistack": bistack | {"predict": bistack_run},
+        "bistack": bistack | {"predict": bistack_run, "predict_onnx": exported_run},
     }
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "spacy.json").write_text(json.dumps(result, indent=2) + "\n")
@@ -213,7 +245,7 @@ def main() -> None:
 
 def report(result: dict) -> str:
     spacy, ours = result["spacy"], result["bistack"]
-    sp, bp = spacy["predict"], ours["predict"]
+    sp, bp, op = spacy["predict"], ours["predict"], ours["predict_onnx"]
 
     def lead(ours_value: float, theirs: float, higher: bool = True) -> str:
         ratio = ours_value / theirs if higher else theirs / ours_value
@@ -228,38 +260,49 @@ def report(result: dict) -> str:
         " (spacy init config --pipeline ner --optimize efficiency), data by `spacy convert"
         " --converter ner --n-sents 10`; bistack `configs/conll03-bilstm-crf.yaml`. Prediction"
         " tags the same pre-tokenised dev sentences (3,250); spaCy's tags are written back as"
-        " IOB1 and both are scored by the same conlleval scorer.",
+        ' IOB1 and both are scored by the same conlleval scorer. "bistack, ONNX": the same'
+        " model after `bistack export`, on onnxruntime in a process without torch (its tags"
+        f" identical to PyTorch's on {op['identical_tags']:,} of 3,250 sentences); prediction"
+        " is measured by `--prediction-only` runs too, from the trained models.",
         "",
-        "| row | spaCy | bistack | who leads |",
-        "|---|---:|---:|---|",
+        "| row | spaCy | bistack | who leads | bistack, ONNX | who leads |",
+        "|---|---:|---:|---|---:|---|",
         f"| dev F1 (best model) | {spacy['dev_f1']:.2f} | {ours['dev_f1']:.2f} | "
         f"{'bistack' if ours['dev_f1'] > spacy['dev_f1'] else '**spaCy**'} by "
-        f"{abs(ours['dev_f1'] - spacy['dev_f1']):.2f} |",
+        f"{abs(ours['dev_f1'] - spacy['dev_f1']):.2f} | - | - |",
         f"| training wall time to spaCy's best dev score | {spacy['seconds_to_best']:.0f} s "
         f"(step {spacy['best_step']}) | "
         + (f"{to_f1:.0f} s (epoch {ours['epoch_of_spacy_f1']})" if to_f1 else "not reached")
-        + f" | {lead(to_f1, spacy['seconds_to_best'], higher=False) if to_f1 else '**spaCy**'} |",
+        + f" | {lead(to_f1, spacy['seconds_to_best'], higher=False) if to_f1 else '**spaCy**'}"
+        " | - | - |",
         f"| training wall time, whole run | {spacy['seconds_total']:.0f} s | "
-        f"{ours['epochs'][-1]['s']:.0f} s ({len(ours['epochs'])} epochs) | - |",
+        f"{ours['epochs'][-1]['s']:.0f} s ({len(ours['epochs'])} epochs) | - | - | - |",
         f"| training peak RSS | {spacy['train_peak_rss_mb']:,.0f} MB | "
         f"{ours['train_peak_rss_mb']:,.0f} MB | "
-        f"{lead(ours['train_peak_rss_mb'], spacy['train_peak_rss_mb'], higher=False)} |",
+        f"{lead(ours['train_peak_rss_mb'], spacy['train_peak_rss_mb'], higher=False)}"
+        " | - | - |",
     ]
     for batch in ("1", "32", "1000"):
         lines.append(
             f"| prediction words/s, batch {batch} | {sp['words_per_s'][batch]:,.0f} | "
             f"{bp['words_per_s'][batch]:,.0f} | "
-            f"{lead(bp['words_per_s'][batch], sp['words_per_s'][batch])} |"
+            f"{lead(bp['words_per_s'][batch], sp['words_per_s'][batch])} | "
+            f"{op['words_per_s'][batch]:,.0f} | "
+            f"{lead(op['words_per_s'][batch], sp['words_per_s'][batch])} |"
         )
     for quantile in ("p50", "p99"):
         lines.append(
             f"| single-sentence latency {quantile} | {sp['latency_ms'][quantile]:.2f} ms | "
             f"{bp['latency_ms'][quantile]:.2f} ms | "
-            f"{lead(bp['latency_ms'][quantile], sp['latency_ms'][quantile], higher=False)} |"
+            f"{lead(bp['latency_ms'][quantile], sp['latency_ms'][quantile], higher=False)} | "
+            f"{op['latency_ms'][quantile]:.2f} ms | "
+            f"{lead(op['latency_ms'][quantile], sp['latency_ms'][quantile], higher=False)} |"
         )
     lines.append(
         f"| prediction peak RSS | {sp['peak_rss_mb']:,.0f} MB | {bp['peak_rss_mb']:,.0f} MB | "
-        f"{lead(bp['peak_rss_mb'], sp['peak_rss_mb'], higher=False)} |"
+        f"{lead(bp['peak_rss_mb'], sp['peak_rss_mb'], higher=False)} | "
+        f"{op['peak_rss_mb']:,.0f} MB | "
+        f"{lead(op['peak_rss_mb'], sp['peak_rss_mb'], higher=False)} |"
     )
     lines.append("")
     return "\n".join(lines)

@@ -99,6 +99,7 @@ def test_char_cnn_ignores_padding_characters():
 def test_char_lstm_gives_each_word_what_it_gets_alone_whatever_the_length_groups():
     torch.manual_seed(0)
     encoder = CharLSTMEncoder(20, 4, 3).eval()
+    encoder.words_per_group = 2  # three groups of these ten words
     lengths = torch.tensor([1, 9, 3, 3, 12, 2, 7, 5, 1, 4])
     chars = torch.randint(1, 20, (10, 12)) * (torch.arange(12) < lengths.unsqueeze(1))
     together = encoder(chars, lengths)

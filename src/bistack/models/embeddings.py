@@ -18,13 +18,16 @@ CharEncoderType = Literal["lstm", "cnn", "none"]
 class CharLSTMEncoder(nn.Module):
     """A word as the final states of a BiLSTM over its characters (Lample et al. 2016).
 
-    Words are run in ``length_groups`` groups of similar length, each only as wide as its
+    Words are run in up to ``length_groups`` groups of similar length, each only as wide as its
     longest word: word lengths vary a lot (most are short, a few long), and the recurrent cost
     grows with the padded width. Three groups cut a CoNLL batch's char BiLSTM time by about a
-    quarter (``benchmarks/results/speed.md``); the result is the same whatever the grouping.
+    quarter (``benchmarks/results/speed.md``); a group has at least ``words_per_group`` words,
+    so a single sentence's few words run in one call pair, not three (its latency is the
+    calls'). The result is the same whatever the grouping.
     """
 
     length_groups = 3
+    words_per_group = 64
 
     def __init__(self, num_chars: int, char_dim: int, hidden_size: int) -> None:
         super().__init__()
@@ -36,7 +39,8 @@ class CharLSTMEncoder(nn.Module):
         """chars ``(words, max_chars)``, lengths ``(words,)`` -> ``(words, 2 * hidden)``."""
         order = torch.argsort(lengths)
         parts = []
-        for group in order.chunk(self.length_groups):
+        groups = min(self.length_groups, max(1, len(order) // self.words_per_group))
+        for group in order.chunk(groups):
             width = int(lengths[group].max())
             embedded = self.embedding(chars[group, :width])
             parts.append(self.encoder(embedded, lengths=lengths[group]).summary)
