@@ -35,9 +35,11 @@ lint: $(STAMP)
 docs: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -W error -m pdoc bistack -o docs/api
 
+# The suite runs one pytest-xdist worker per CPU, each with one thread: workers of several
+# threads each on the same cores would wait for each other several times over.
 test: lint
 	HF_HUB_OFFLINE=1 $(BIN)/python -W error -m pdoc bistack -o $$(mktemp -d)
-	$(BIN)/python -m pytest -q
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n auto --dist worksteal
 
 # Speed against the bare nn.LSTM, pytorch-crf, Flair and spaCy: benchmarks/results/speed.md
 # (spaCy's side first: speed.md includes its table from benchmarks/results/spacy.md)
