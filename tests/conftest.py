@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import signal
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,11 @@ def small_regressor(tmp_path_factory: pytest.TempPathFactory) -> Path:
     config = text_config(train, dev, kind="regressor", train={"max_epochs": 2})
     config["data"]["label_columns"] = ["score"]
     return train_quietly(tasks.config_from_dict(config), root / "run")
+
+
+def with_ctrl_c() -> None:
+    """``preexec_fn`` for a subprocess a test interrupts with SIGINT: Ctrl-C as a terminal
+    delivers it. A pytest-xdist worker ignores SIGINT, and an ignored signal stays ignored in
+    its children (as a shell's background jobs ignore Ctrl-C), so the child gets the default
+    back before it starts."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

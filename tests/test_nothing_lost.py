@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from bistack.api import Tagger
-from tests.conftest import tiny_config, tiny_sentences, write_conll
+from tests.conftest import tiny_config, tiny_sentences, with_ctrl_c, write_conll
 
 BISTACK = [sys.executable, "-m", "bistack.cli"]
 TEXTS = ["Anna visited Paris yesterday .", "Peter left New York"]
@@ -131,6 +131,7 @@ def start_slow(trained: dict[str, Path], run: Path, *extra: str) -> subprocess.P
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=with_ctrl_c,
     )
 
 

@@ -16,7 +16,7 @@ import yaml
 from bistack.api import Tagger
 from bistack.cli import main
 from bistack.tasks import config_from_dict
-from tests.conftest import tiny_config, train_quietly
+from tests.conftest import tiny_config, train_quietly, with_ctrl_c
 
 BISTACK = [sys.executable, "-m", "bistack.cli"]
 
@@ -200,6 +200,7 @@ def test_ctrl_c_leaves_the_best_model_intact_and_loadable(tmp_path, tiny_conll):
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
+        preexec_fn=with_ctrl_c,
     )
     weights = run / "model" / "model.safetensors"
     deadline = time.monotonic() + 120

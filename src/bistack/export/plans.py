@@ -178,8 +178,7 @@ def layer_text_plan(model: Any) -> ExportPlan:
     backbone, options = model.backbone, model.config.backbone
     vocabularies = model.vocabularies
     stacked = vocabularies is not None
-    if stacked:
-        regresses = model.outputs.REGRESSES
+    regresses = model.outputs.REGRESSES
     graph = LayerTextGraph(
         backbone.model,
         model.model,
