@@ -90,6 +90,8 @@ def markdown(data: str, table: dict[str, dict], metric: str) -> str:
             )
             real = "beyond" if abs(gap) > noise else "within"
             verdict = f"{gap:+.2f} ({real} the noise, {noise:.2f})"
+            if min(len(row["scores"]), len(lstm["scores"])) < 2:  # one seed has no spread
+                verdict = f"{gap:+.2f} (noise unknown: one seed)"
             speed = f"{lstm['seconds_per_epoch'] / row['seconds_per_epoch']:.2f}x"
         lines.append(
             f"| {row['cell']} | {row['layers']} | {len(row['scores'])} | {row['mean']:.2f} ± "

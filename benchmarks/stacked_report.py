@@ -159,8 +159,11 @@ def markdown(data: str, table: dict[str, dict], tagging: bool) -> str:
         for a, b in [("scratch", "stacked"), ("states", "stacked"), ("stacked", "stacked-dropout")]:
             if a in seeds_of and b in seeds_of:
                 (ma, sa), (mb, sb) = (mean_std([s["score"] for s in seeds_of[m]]) for m in (a, b))
-                noise = 2 * math.sqrt(sa**2 / len(seeds_of[a]) + sb**2 / len(seeds_of[b]))
                 gain = mb - ma
+                if min(len(seeds_of[a]), len(seeds_of[b])) < 2:  # one seed has no spread
+                    lines.append(f"| {a} -> {b} | {gain:+.2f} | unknown (one seed) | not known |")
+                    continue
+                noise = 2 * math.sqrt(sa**2 / len(seeds_of[a]) + sb**2 / len(seeds_of[b]))
                 lines.append(
                     f"| {a} -> {b} | {gain:+.2f} | {noise:.2f} | "
                     f"{'yes' if abs(gain) > noise else 'no'} |"
