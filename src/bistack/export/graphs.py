@@ -230,7 +230,7 @@ def example_texts(variant: int) -> list[str]:
 
 def example_subwords(backbone: Any, options: Any, texts: list[str]) -> tuple[Tensor, ...]:
     """``texts`` as ``LAYER_INPUTS``, tokenized as the model tokenizes them."""
-    limit = min(options.max_length or backbone.max_length, backbone.max_length)
+    limit = backbone.limit(options.max_length)
     batch = backbone.tokenize(texts, options.long_texts, options.stride, limit)
     return (
         batch.input_ids,

@@ -140,7 +140,7 @@ def layer_tagger_plan(tagger: Any) -> ExportPlan:
         "output_scheme": tagger.output_scheme,
         "labels": tagger.labels,
         "tokenizer": {
-            "max_length": min(options.max_length or backbone.max_length, backbone.max_length),
+            "max_length": backbone.limit(options.max_length),
             "special_tokens": tokenizer.num_special_tokens_to_add(),
             "unk_token": tokenizer.unk_token or "[UNK]",
             "pad_id": tokenizer.pad_token_id,
@@ -188,7 +188,7 @@ def layer_text_plan(model: Any) -> ExportPlan:
     settings = {
         "outputs": model.outputs.info,
         "tokenizer": {
-            "max_length": min(options.max_length or backbone.max_length, backbone.max_length),
+            "max_length": backbone.limit(options.max_length),
             "long_texts": options.long_texts,
             "stride": options.stride,
             "pad_id": backbone.tokenizer.pad_token_id,

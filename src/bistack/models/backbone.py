@@ -103,6 +103,11 @@ class TransformerBackbone(nn.Module):
         )
         self.max_length: int = int(limit)
 
+    def limit(self, max_length: int | None) -> int:
+        """Subwords per window: a config's ``max_length`` (None: the model's own), never
+        beyond what the model takes."""
+        return min(max_length or self.max_length, self.max_length)
+
     @classmethod
     def load(cls, path: str) -> TransformerBackbone:
         """Open ``path`` (or the default MiniLM) offline; a clear error if it is no encoder."""
@@ -176,7 +181,7 @@ class TransformerBackbone(nn.Module):
         targets: Tensor | None = None,
     ) -> SubwordBatch:
         """Subword ids of ``texts``; long texts truncated or cut into overlapping windows."""
-        limit = min(max_length or self.max_length, self.max_length)
+        limit = self.limit(max_length)
         sliding = long_texts == "sliding_window"
         encoded = self.tokenizer(
             list(texts),
@@ -194,7 +199,7 @@ class TransformerBackbone(nn.Module):
 
     def count_long(self, texts: Sequence[str], max_length: int | None = None) -> int:
         """How many texts exceed the limit (and are truncated or windowed)."""
-        limit = min(max_length or self.max_length, self.max_length)
+        limit = self.limit(max_length)
         lengths = self.tokenizer(list(texts), add_special_tokens=True)["input_ids"]
         return sum(len(ids) > limit for ids in lengths)
 
@@ -287,7 +292,7 @@ def tokenize_words(
 ) -> WordPieces:
     """Subwords of pre-tokenised ``sentences``; words without subwords become the unknown token."""
     tokenizer = backbone.tokenizer
-    limit = min(max_length or backbone.max_length, backbone.max_length)
+    limit = backbone.limit(max_length)
     budget = limit - tokenizer.num_special_tokens_to_add()
     words = [w for sentence in sentences for w in sentence]
     counts = [len(ids) for ids in tokenizer(words, add_special_tokens=False)["input_ids"]]

@@ -55,7 +55,7 @@ def frozen_vectors(
     """Per-layer vectors of ``examples`` from the feature cache, computed on a miss."""
     options = config.backbone
     texts = [e.text for e in examples]
-    limit = min(options.max_length or backbone.max_length, backbone.max_length)
+    limit = backbone.limit(options.max_length)
     settings = {
         "max_length": limit,
         "long_texts": options.long_texts,

@@ -41,7 +41,7 @@ def cached_word_states(
 ) -> Tensor:
     """Flat word states ``(total_words, num_layers, hidden_size)`` float16, from the cache."""
     options = config.backbone
-    limit = min(options.max_length or backbone.max_length, backbone.max_length)
+    limit = backbone.limit(options.max_length)
 
     def compute() -> dict[str, Tensor]:
         # Batches of similar length (little padding), written back in sentence order.
