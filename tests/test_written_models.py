@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from bistack.cli import main
 from tests.test_legacy_models import assert_same, needs_backbone, printed
 
 FIXTURES = Path(__file__).parent / "fixtures" / "written_models"
