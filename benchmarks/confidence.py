@@ -120,7 +120,8 @@ def conll03(model_dir: str) -> None:
         "",
         f"Model: `{model_dir}` (`configs/conll03-bilstm-crf.yaml`, 15 epochs). "
         f"{len(entities)} predicted entities, {gold} gold. An entity's confidence is the exact "
-        "probability, under the CRF, that its span carries its type (`bistack.confidence`).",
+        "probability, under the CRF, that its span carries its type "
+        "(`bistack.taggers.confidence`).",
         "",
         f"**Expected calibration error: {ece:.4f}** (10 equal-width bins).",
         "",
@@ -151,9 +152,9 @@ def sst2(model_dir: str) -> None:
     each half of dev and measures it on the other half."""
     import torch
 
-    from bistack.api.text_outputs import ClassOutputs
     from bistack.data.tables import read_table
     from bistack.metrics.text import expected_calibration_error
+    from bistack.text_models.outputs import ClassOutputs
 
     model = load_model(model_dir)
     examples = read_table(SST2_DEV, "sentence", ["label"])

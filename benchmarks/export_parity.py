@@ -41,9 +41,8 @@ from pathlib import Path
 
 from bistack.data.conll import read_conll
 from bistack.data.tables import read_table
-from bistack.export.runtime import load_exported
 from bistack.schemes import spans_from_tags
-from bistack.tasks import load_model
+from bistack.tasks import load_model, open_model
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
@@ -60,7 +59,7 @@ def exported(run: str) -> tuple[object, object]:
     model_dir, output = ROOT / run / "model", ROOT / run / "onnx"
     command = [sys.executable, "-m", "bistack.cli", "export", str(model_dir)]
     subprocess.run([*command, "--output", str(output), "--overwrite"], check=True)
-    return load_model(model_dir), load_exported(output)
+    return load_model(model_dir), open_model(output).model
 
 
 def timed(function, *args, **kwargs):
@@ -81,6 +80,28 @@ def tagging(run: str, name: str) -> dict:
     same_entities = sum(
         spans_from_tags(a) == spans_from_tags(b) for a, b in zip(want, got, strict=True)
     )
+    # Confidences and the 3 best analyses, by the output math both share.
+    want_analyses, torch_confidence_s = timed(tagger.analyse_tokens, tokens, top_k=3)
+    got_analyses, onnx_confidence_s = timed(onnx.analyse_tokens, tokens, top_k=3)
+    pairs = list(zip(want_analyses, got_analyses, strict=True))
+    token_gap = max(
+        abs(x - y) for a, b in pairs for x, y in zip(a.confidences, b.confidences, strict=True)
+    )
+    entity_gaps = [
+        abs(p - b.entities[span])
+        for a, b in pairs
+        for span, p in a.entities.items()
+        if span in b.entities
+    ]
+    missing = sum(len(a.entities.keys() ^ b.entities.keys()) for a, b in pairs)
+    top_gap = max(
+        abs(x[1] - y[1])
+        for a, b in pairs
+        for x, y in zip(a.alternatives, b.alternatives, strict=False)
+    )
+    same_alternatives = sum(
+        [t for t, _ in a.alternatives] == [t for t, _ in b.alternatives] for a, b in pairs
+    )
     return {
         "data": f"CoNLL-2003 dev, {name}",
         "examples": len(tokens),
@@ -91,6 +112,14 @@ def tagging(run: str, name: str) -> dict:
         "dev_f1_onnx": onnx.evaluate(DATA / "conll2003" / "dev.txt").micro.f1,
         "seconds_pytorch": torch_s,
         "seconds_onnx": onnx_s,
+        "max_token_confidence_difference": token_gap,
+        "max_entity_confidence_difference": max(entity_gaps),
+        "entities_compared": len(entity_gaps),
+        "entities_in_one_only": missing,
+        "identical_top3_paths": same_alternatives,
+        "max_top3_probability_difference": top_gap,
+        "seconds_confidence_pytorch": torch_confidence_s,
+        "seconds_confidence_onnx": onnx_confidence_s,
     }
 
 
@@ -101,7 +130,7 @@ def classification(run: str, name: str) -> dict:
     path = DATA / "sst2" / "dev.tsv"
     examples = read_table(path, data.text_column, data.label_columns, file_format=data.format)
     texts = [e.text for e in examples]
-    attends = "attention" in onnx.PREDICT_OPTIONS and classifier.attends
+    attends = classifier.attends
     want, torch_s = timed(classifier.predict, texts, attention=attends)
     got, onnx_s = timed(onnx.predict, texts, attention=attends)
     pairs = list(zip(want, got, strict=True))
@@ -172,6 +201,22 @@ def report(rows: dict) -> str:
                 f"| | | dev F1 (conlleval) | PyTorch {row['dev_f1_pytorch']:.2f}, ONNX"
                 f" {row['dev_f1_onnx']:.2f} |",
             ]
+            if "max_token_confidence_difference" in row:
+                lines += [
+                    f"| | | max token confidence difference |"
+                    f" {row['max_token_confidence_difference']:.1e} |",
+                    f"| | | max entity confidence difference |"
+                    f" {row['max_entity_confidence_difference']:.1e} over"
+                    f" {row['entities_compared']} entities ({row['entities_in_one_only']} in one"
+                    " only) |",
+                    f"| | | identical 3 best analyses | {row['identical_top3_paths']} /"
+                    f" {row['examples']}, probabilities within"
+                    f" {row['max_top3_probability_difference']:.1e} |",
+                ]
+                times.append(
+                    f"{row['data']} {row['seconds_confidence_pytorch']:.1f} s /"
+                    f" {row['seconds_confidence_onnx']:.1f} s (confidences and 3 best)"
+                )
             times.append(
                 f"{row['data']} {row['seconds_pytorch']:.1f} s / {row['seconds_onnx']:.1f} s"
                 " (tags only)"

@@ -17,8 +17,9 @@ import csv
 from pathlib import Path
 
 from bistack.data.tables import read_table
-from bistack.recipes.driver import RunOptions
-from bistack.tasks import load_config, train
+from bistack.runs.driver import RunOptions
+from bistack.tasks import load_config
+from bistack.training import train_config as train
 
 ROOT = Path(__file__).resolve().parents[1]
 SST2 = ROOT.parent / "shared" / "data" / "sst2" / "train.tsv"

@@ -120,17 +120,10 @@ def train_bistack(threads: int, epochs: int) -> dict:
 
 def measure_bistack(model: str, sentences_path: str) -> None:
     """The bistack side of prediction (run in its own process): the spaCy script's measures."""
-    from bistack.export.runtime import is_exported
+    from bistack.tasks import open_model
 
-    if is_exported(model):  # onnxruntime only: torch is never imported
-        from bistack.export import runtime
-
-        runtime.SESSION_THREADS = int(os.environ.get("OMP_NUM_THREADS", "1"))
-        tagger = runtime.load_exported(model)
-    else:
-        from bistack.api import Tagger
-
-        tagger = Tagger.load(model)
+    # An exported model runs on onnxruntime only: torch is never imported.
+    tagger = open_model(model, threads=int(os.environ.get("OMP_NUM_THREADS", "1"))).model
     sentences = json.loads(Path(sentences_path).read_text(encoding="utf-8"))
     words = sum(len(s) for s in sentences)
     tags = tagger.tag_tokens(sentences)

@@ -27,13 +27,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from bistack.api.tagger import Tagger
 from bistack.data.batching import collate_tagging
 from bistack.data.features import TokenVocabularies
-from bistack.models.tagger import build_tagger
-from bistack.recipes.features import singleton_mask
-from bistack.recipes.loop import build_optimizer
+from bistack.runs.loop import build_optimizer
+from bistack.runs.vocabularies import singleton_mask
 from bistack.schemes import convert_tags
+from bistack.taggers.network import build_tagger
+from bistack.taggers.tagger import Tagger
 from bistack.tasks import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -418,7 +418,7 @@ def cache_item(plan: dict, quick: bool) -> list[dict]:
     What the cache saves is the backbone's forward pass, which grows with text length."""
     from bistack.feature_cache import cached_layer_vectors, model_fingerprint
     from bistack.models.backbone import TransformerBackbone
-    from bistack.models.layer_pooling_model import LayerBatch, build_layer_pooling_model
+    from bistack.text_models.layer_network import LayerBatch, build_layer_pooling_model
 
     backbone = TransformerBackbone.load("default")
     settings = {"max_length": backbone.max_length, "long_texts": "truncate", "stride": 0}

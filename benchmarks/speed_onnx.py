@@ -31,9 +31,9 @@ def main() -> None:
 
         tagger = load_model(args.model)
     else:
-        from bistack.export.runtime import load_exported
+        from bistack.tasks import open_model
 
-        tagger = load_exported(args.model)
+        tagger = open_model(args.model).model
     sentences = json.loads(args.plan.read_text(encoding="utf-8"))["predict_tokens"]
     rows = []
     for batch_size in (1, 32):

@@ -16,7 +16,7 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from bistack.data.batching import collate_tagging
-from bistack.recipes.loop import build_optimizer
+from bistack.runs.loop import build_optimizer
 
 STEP_PHASES = ("collate", "forward", "backward", "clip", "optimizer")
 WORD_RNN = "word BiLSTM: oneDNN RNN kernels, forward and backward"
@@ -132,7 +132,7 @@ def pooler_profile(backbone, layers: torch.Tensor, targets: torch.Tensor, config
     """s per cached epoch by category, for the LSTM layer pooler at batch 32, beside the MiniLM
     forward pass over the same texts that the cache saves (``minilm_s``). ``layers``: (texts,
     layers, hidden) cached vectors; ``targets``: (texts,) class ids."""
-    from bistack.models.layer_pooling_model import LayerBatch, build_layer_pooling_model
+    from bistack.text_models.layer_network import LayerBatch, build_layer_pooling_model
 
     num_outputs = 2 if targets.dim() == 1 else 1
 

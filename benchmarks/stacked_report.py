@@ -19,8 +19,8 @@ import statistics
 from pathlib import Path
 
 from bistack import tasks
-from bistack.recipes.train_tagger import load_tagging_data
 from bistack.schemes import spans_from_tags
+from bistack.taggers.recipe import load_tagging_data
 
 MODELS = {
     "scratch": "from scratch: words, chars, casing (the recurrent tagger)",

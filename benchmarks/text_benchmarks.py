@@ -27,8 +27,9 @@ from sklearn.model_selection import KFold
 
 from bistack.api import Classifier, Regressor
 from bistack.data.tables import read_table
-from bistack.recipes.driver import RunOptions
-from bistack.tasks import load_config, train
+from bistack.runs.driver import RunOptions
+from bistack.tasks import load_config
+from bistack.training import train_config as train
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from bistack import tasks
-from bistack.recipes.driver import RunOptions
+from bistack.runs.driver import RunOptions
+from bistack.training import train_config
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -75,7 +76,7 @@ def tiny_config(train_path: Path, dev_path: Path | None, **sections: dict) -> di
 
 def train_quietly(config, output: Path) -> Path:
     """Train through the task table without progress bars; the model directory."""
-    return tasks.train(config, output, RunOptions(progress=False)).model_dir
+    return train_config(config, output, RunOptions(progress=False)).model_dir
 
 
 @pytest.fixture(scope="session")

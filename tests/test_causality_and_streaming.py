@@ -10,15 +10,15 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from bistack.api.streaming import StreamingTagger
-from bistack.api.tagger import Tagger
 from bistack.causality import LeakageError, check_causal, require_causal
 from bistack.crf import CRF
 from bistack.data.batching import collate_tagging
 from bistack.data.features import TokenVocabularies
 from bistack.encoders import RecurrentEncoder
-from bistack.models.tagger import build_tagger
 from bistack.streaming import FixedLagDecoder, decode_with_lag
+from bistack.taggers.network import build_tagger
+from bistack.taggers.streaming import StreamingTagger
+from bistack.taggers.tagger import Tagger
 from bistack.tasks import config_from_dict
 from tests.conftest import tiny_config, tiny_sentences
 

@@ -1,24 +1,27 @@
-"""Token marginals and entity probabilities, held to brute force: every tag sequence of a short
-sentence enumerated, its probability under the CRF (or the independent softmax) computed, and
-the events summed."""
+"""Token marginals, entity probabilities and the k best analyses (the output math PyTorch and
+exported taggers share, over numpy), held to brute force: every tag sequence of a short sentence
+enumerated, its probability under the CRF (or the independent softmax) computed, and the events
+summed."""
 
 from __future__ import annotations
 
 import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
 
-from bistack.confidence import (
+from bistack.crf import CRF
+from bistack.schemes import allowed_transitions
+from bistack.taggers.confidence import (
+    CRFScores,
     crf_marginals,
     crf_span_probabilities,
     independent_span_probabilities,
     span_event,
     spans_of,
 )
-from bistack.crf import CRF
-from bistack.schemes import allowed_transitions
 
 LABELS = {
     "BIOES": ["O", "B-PER", "I-PER", "E-PER", "S-PER", "B-LOC", "E-LOC", "S-LOC"],
@@ -38,6 +41,10 @@ def make_crf(scheme: str, seed: int = 0) -> tuple[CRF, torch.Tensor]:
     return crf, emissions
 
 
+def scores_of(crf: CRF) -> CRFScores:
+    return CRFScores(*(s.detach().numpy() for s in crf.constrained_scores()))
+
+
 def path_probabilities(crf: CRF, emissions: torch.Tensor) -> dict[tuple[int, ...], float]:
     """Every tag sequence of length ``seq_len`` and its probability (brute force)."""
     transitions, start, end = crf.constrained_scores()
@@ -55,13 +62,13 @@ def path_probabilities(crf: CRF, emissions: torch.Tensor) -> dict[tuple[int, ...
 @pytest.mark.parametrize("scheme", ["BIOES", "BIO", "IOB1"])
 def test_marginals_are_the_summed_path_probabilities(scheme):
     crf, emissions = make_crf(scheme)
-    marginals = crf_marginals(crf, emissions, torch.ones(1, 4, dtype=torch.bool))[0]
-    expected = torch.zeros_like(marginals)
+    marginals = crf_marginals(scores_of(crf), emissions.numpy(), np.array([4]))[0]
+    expected = np.zeros_like(marginals)
     for path, probability in path_probabilities(crf, emissions).items():
         for t, tag in enumerate(path):
             expected[t, tag] += probability
-    assert torch.allclose(marginals, expected, atol=1e-5)
-    assert torch.allclose(marginals.sum(dim=1), torch.ones(4), atol=1e-5)
+    assert np.allclose(marginals, expected, atol=1e-5)
+    assert np.allclose(marginals.sum(axis=1), np.ones(4), atol=1e-5)
 
 
 @pytest.mark.parametrize("scheme", ["BIOES", "BIO", "IOB1"])
@@ -73,7 +80,7 @@ def test_an_entity_confidence_is_the_probability_of_its_span(scheme):
         best = list(crf.decode(emissions).to_lists()[0])
         spans = spans_of(best, labels)
         events = [span_event(span, best, labels, scheme) for span in spans]
-        got = crf_span_probabilities(crf, emissions[0], 4, events)
+        [got] = crf_span_probabilities(scores_of(crf), emissions.numpy(), [4], [events])
         for span, probability in zip(spans, got, strict=True):
             truth = sum(p for path, p in paths.items() if span in spans_of(path, labels))
             assert probability == pytest.approx(truth, abs=1e-5)
@@ -88,7 +95,7 @@ def test_softmax_entity_confidence_is_the_span_probability_of_independent_tokens
         path = probabilities.argmax(dim=-1).tolist()
         spans = spans_of(path, labels) or spans_of([1, 1, 0, 0], labels)
         events = [span_event(span, path, labels, scheme) for span in spans]
-        got = independent_span_probabilities(probabilities, 4, events)
+        got = independent_span_probabilities(probabilities.numpy(), 4, events)
         for span, probability in zip(spans, got, strict=True):
             truth = 0.0
             for tags in itertools.product(range(len(labels)), repeat=4):
@@ -99,16 +106,12 @@ def test_softmax_entity_confidence_is_the_span_probability_of_independent_tokens
 
 @pytest.mark.parametrize("scheme", ["BIOES", "BIO"])
 def test_the_k_best_analyses_are_the_most_probable_paths(scheme):
-    from bistack.models.heads import CRFHead
+    from bistack.taggers.decoding import TagDecoder
 
     labels = LABELS[scheme]
-    head = CRFHead(3, labels, scheme)
     crf, emissions = make_crf(scheme, seed=4)
-    head.crf = crf
-    with torch.no_grad():  # emissions = project(states): identity weights on one-hot states
-        head.project = torch.nn.Linear(len(labels), len(labels), bias=False)
-        head.project.weight.copy_(torch.eye(len(labels)))
-    [analysis] = head.analyse(emissions, torch.ones(1, 4, dtype=torch.bool), top_k=3)
+    decoder = TagDecoder(labels, scheme, scores_of(crf))
+    [analysis] = decoder.analyse(emissions.numpy(), [4], top_k=3)
     truth = sorted(path_probabilities(crf, emissions).items(), key=lambda kv: -kv[1])[:3]
     assert [path for path, _ in analysis.alternatives] == [list(p) for p, _ in truth]
     assert [p for _, p in analysis.alternatives] == pytest.approx([p for _, p in truth], abs=1e-5)
@@ -116,7 +119,7 @@ def test_the_k_best_analyses_are_the_most_probable_paths(scheme):
 
 
 def test_the_k_best_paths_of_independent_tokens_are_exact():
-    from bistack.confidence import independent_best_paths
+    from bistack.taggers.confidence import independent_best_paths
 
     torch.manual_seed(5)
     log_probabilities = torch.randn(4, 3).log_softmax(dim=-1)
@@ -125,6 +128,6 @@ def test_the_k_best_paths_of_independent_tokens_are_exact():
         for path in itertools.product(range(3), repeat=4)
     }
     truth = sorted(scored.items(), key=lambda kv: -kv[1])[:5]
-    got = independent_best_paths(log_probabilities, 5)
+    got = independent_best_paths(log_probabilities.numpy(), 5)
     assert [p for _, p in got] == pytest.approx([p for _, p in truth], abs=1e-9)
     assert [tuple(path) for path, _ in got] == [path for path, _ in truth]

@@ -20,7 +20,7 @@ def test_there_are_configs():
 
 
 def test_a_recorded_config_without_newer_keys_still_matches():
-    from bistack.config import same_settings
+    from bistack.config_files import same_settings
     from bistack.tasks import config_from_dict
 
     config = config_from_dict({"kind": "classifier", "data": {"train": "t.tsv"}})

@@ -39,7 +39,7 @@ def test_a_tagger_trains_and_predicts_without_the_extras(tmp_path):
 
 def test_what_needs_an_extra_names_it(monkeypatch, tmp_path):
     from bistack.models.backbone import TransformerBackbone
-    from bistack.recipes.report import chart
+    from bistack.studies.report import chart
 
     for name in EXTRAS:
         monkeypatch.setitem(sys.modules, name, None)
@@ -56,7 +56,7 @@ def test_explain_without_matplotlib_names_the_extra_and_writes_nothing(
     small_classifier, monkeypatch, tmp_path
 ):
     from bistack.api import Classifier
-    from bistack.recipes.explain import explain
+    from bistack.studies.explain import explain
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     with pytest.raises(ConfigError, match=r"pip install 'bistack\[plots\]'"):

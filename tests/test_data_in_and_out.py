@@ -73,6 +73,39 @@ def test_bistack_train_takes_datasets_objects_and_overrides(tmp_path):
         bistack.train(tiny_config("a", "b"), tmp_path / "x", train_data=rows(5, 0))
 
 
+def test_two_trainings_from_python_at_once_each_read_their_own_tables(tmp_path):
+    """Tables handed over to ``bistack.train`` go with that call alone: two calls running at
+    once in one process (threads) never see each other's rows."""
+    import threading
+
+    config = text_config("unused.tsv", "unused.tsv", train={"max_epochs": 1})
+    tables = {
+        "sentiment": [{"sentence": r["sentence"], "label": r["label"]} for r in rows(60, 0)],
+        "letters": [
+            {"sentence": r["sentence"], "label": "xyz"[i % 3]} for i, r in enumerate(rows(60, 1))
+        ],
+    }
+    labels, failures = {}, []
+
+    def train(name: str) -> None:
+        try:
+            data = tables[name]
+            result = bistack.train(config, tmp_path / name, train_data=data, dev_data=data[:12])
+            labels[name] = result.load().labels
+        except Exception as error:  # reported below, with the thread's name
+            failures.append((name, error))
+
+    threads = [threading.Thread(target=train, args=(name,)) for name in tables]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not failures
+    assert labels == {"sentiment": ["0", "1"], "letters": ["x", "y", "z"]}
+    with pytest.raises(DataError, match="no rows were handed over under this name"):
+        read_table("memory:train", "sentence", ["label"])
+
+
 def test_training_runs_in_bf16_mixed_precision(tmp_path):
     train = write_conll(tmp_path / "train.txt", tiny_sentences(60, 0))
     config = tiny_config(train, None, train={"max_epochs": 1})

@@ -15,21 +15,22 @@ import pytest
 import torch
 
 from bistack import tasks
-from bistack.models.classifier import SequenceClassifier
-from bistack.models.language_model import LSTMLanguageModel
-from bistack.models.layer_pooling_model import LayerPoolingModel
-from bistack.models.layer_tagger import LayerTagger
-from bistack.models.tagger import SequenceTagger
-from bistack.recipes.driver import RunOptions
+from bistack.language_models.network import LSTMLanguageModel
+from bistack.runs.driver import RunOptions
+from bistack.taggers.layer_network import LayerTagger
+from bistack.taggers.network import SequenceTagger
+from bistack.text_models.layer_network import LayerPoolingModel
+from bistack.text_models.network import SequenceClassifier
+from bistack.training import train_config
 from tests.conftest import tiny_config, tiny_sentences, write_conll
 from tests.recipes.test_text_end_to_end import sentiment_rows, text_config, write_tsv
 
 NETWORK_CALLS = {
-    SequenceTagger: ("forward", "decode", "analyse"),
+    SequenceTagger: ("forward", "emissions"),
     SequenceClassifier: ("forward", "predict"),
     LSTMLanguageModel: ("forward", "position_outputs", "step"),
     LayerPoolingModel: ("forward", "predict", "outputs_from_layers"),
-    LayerTagger: ("forward", "decode", "analyse"),
+    LayerTagger: ("forward", "emissions"),
 }
 
 
@@ -100,7 +101,7 @@ def test_training_evaluation_and_prediction_make_no_tensor_on_the_default_device
     kind, tmp_path, default_device_is_meta
 ):
     config = tagging(tmp_path, kind) if kind.endswith("tagger") else text(tmp_path, kind)
-    trained = tasks.train(
+    trained = train_config(
         tasks.config_from_dict(config), tmp_path / "run", RunOptions(progress=False)
     )
     model = tasks.load_model(trained.model_dir)
@@ -122,7 +123,7 @@ def test_a_language_model_samples_and_scores_on_its_device(tmp_path, default_dev
         "encoder": {"hidden_size": 8, "bidirectional": False},
         "train": {"max_epochs": 1},
     }
-    trained = tasks.train(
+    trained = train_config(
         tasks.config_from_dict(config), tmp_path / "run", RunOptions(progress=False)
     )
     model = tasks.load_model(trained.model_dir)
@@ -132,7 +133,7 @@ def test_a_language_model_samples_and_scores_on_its_device(tmp_path, default_dev
 
 def test_a_model_loads_onto_the_device_asked_for(tmp_path):
     fixture = Path(__file__).parent / "fixtures" / "legacy_models" / "tagger"
-    model = tasks.task_of_directory(fixture).model.load(fixture, device="meta")
+    model = tasks.task_of_directory(fixture).loader_class.load(fixture, device="meta")
     assert {p.device.type for p in model.model.parameters()} == {"meta"}
 
 

@@ -14,8 +14,8 @@ import pytest
 pytest.importorskip("onnxruntime", reason="ONNX export needs the onnx extra (bistack[onnx])")
 
 from bistack.cli import main
-from bistack.export.runtime import load_exported
-from bistack.tasks import config_from_dict, load_model
+from bistack.errors import ConfigError
+from bistack.tasks import config_from_dict, load_model, open_model
 from tests.conftest import tiny_config, train_quietly
 from tests.recipes.test_text_end_to_end import sentiment_rows, text_config, write_tsv
 
@@ -27,6 +27,28 @@ def mixed_sentences(seed: int = 0) -> list[list[str]]:
     rng = random.Random(seed)
     lengths = [1, 200, 3, 1, 57, 2, 200, 9]
     return [[rng.choice(WORDS) for _ in range(n)] for n in lengths]
+
+
+def load_exported(path: Path):
+    """The exported model in ``path``, as every outlet opens it."""
+    opened = open_model(path)
+    assert opened.exported
+    return opened.model
+
+
+def assert_same_analyses(got, want, tolerance=1e-5) -> None:
+    """The same tags, and token and entity confidences and k-best probabilities within
+    ``tolerance``."""
+    assert [a.tags for a in got] == [a.tags for a in want]
+    for a, b in zip(got, want, strict=True):
+        assert a.confidences == pytest.approx(b.confidences, abs=tolerance)
+        assert a.entities.keys() == b.entities.keys()
+        for span, p in b.entities.items():
+            assert a.entities[span] == pytest.approx(p, abs=tolerance)
+        assert [t for t, _ in a.alternatives] == [t for t, _ in b.alternatives]
+        assert [p for _, p in a.alternatives] == pytest.approx(
+            [p for _, p in b.alternatives], abs=tolerance
+        )
 
 
 def export(model_dir: Path, output: Path) -> Path:
@@ -78,6 +100,12 @@ def test_an_exported_tagger_gives_the_same_tags_on_mixed_lengths(tmp_path, tiny_
     got = exported.tag_tokens(sentences, batch_size=len(sentences))
     assert got == want
     assert len({tag for tags in want for tag in tags}) > 1  # not a model that tags all "O"
+    # Confidences and the k best analyses are the PyTorch model's, by the same output math.
+    for top_k in (1, 3):
+        assert_same_analyses(
+            exported.analyse_tokens(sentences, top_k=top_k),
+            tagger.analyse_tokens(sentences, top_k=top_k),
+        )
     # Padding is never read: each sentence alone gets the tags it gets beside 200-token ones.
     alone = [exported.tag_tokens([s])[0] for s in sentences]
     assert alone == got
@@ -92,7 +120,7 @@ def test_the_crf_decode_and_the_lstm_are_inside_the_graph(tmp_path, tiny_conll):
     graph = onnx.load(str(output / "model.onnx")).graph
     ops = {node.op_type for node in graph.node}
     assert {"LSTM", "Loop"} <= ops  # the encoder's fused cells, the Viterbi loops
-    assert [o.name for o in graph.output] == ["tags"]
+    assert [o.name for o in graph.output] == ["tags", "emissions"]
     assert graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.INT64
 
 
@@ -172,6 +200,7 @@ class NoTorch:  # any import of torch raises ImportError, as where torch is not 
 
 sys.meta_path.insert(0, NoTorch())
 from bistack.cli import main
+from bistack.errors import ConfigError
 code = main(sys.argv[1:])
 assert "torch" not in sys.modules
 sys.exit(code)
@@ -204,20 +233,51 @@ def test_export_refuses_what_it_cannot_do_and_leaves_nothing(tmp_path, tiny_conl
     assert main(["export", str(model_dir), "--output", str(output)]) == 2
     assert "already exists" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in output.iterdir()} == before
-    # Options the exported graph has no scores for are refused, by name.
-    assert main(["predict", str(output), "John left .", "--min-confidence", "0.5"]) == 2
-    assert "--min-confidence is not for an exported tagger" in capsys.readouterr().err
+    # Every option of the PyTorch model is the exported model's too, with the same output.
+    for options in (["--min-confidence", "0.5"], ["--top-k", "3"], []):
+        capsys.readouterr()
+        assert (
+            main(["predict", str(output), "John left Paris .", "--format", "jsonl", *options]) == 0
+        )
+        exported_out = capsys.readouterr().out
+        assert (
+            main(["predict", str(model_dir), "John left Paris .", "--format", "jsonl", *options])
+            == 0
+        )
+        assert_same_records(exported_out, capsys.readouterr().out)
     assert main(["predict", str(output), "John left .", "--device", "cuda"]) == 2
-    assert "onnxruntime's CPU provider" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="onnxruntime's CPU provider"):
+        open_model(output, device="cuda")  # on a machine with a GPU too
     # A damaged export.json is one clear line.
     meta = json.loads((output / "export.json").read_text())
     (output / "export.json").write_text(
         json.dumps({k: v for k, v in meta.items() if k != "config"})
     )
     assert main(["predict", str(output), "John left ."]) == 2
-    assert "export.json or vocab.json is damaged" in capsys.readouterr().err
+    assert "export.json: damaged" in capsys.readouterr().err
     # Nothing is left beside the output by any of it (the run's lock is training's own).
     assert not [p.name for p in tmp_path.iterdir() if "export" in p.name]
+
+
+def assert_same_records(got: str, want: str) -> None:
+    """The same JSON lines, numbers within 1e-5."""
+
+    def same(a, b):
+        if isinstance(b, float):
+            assert a == pytest.approx(b, abs=1e-5)
+        elif isinstance(b, dict):
+            assert a.keys() == b.keys()
+            for key in b:
+                same(a[key], b[key])
+        elif isinstance(b, list):
+            assert len(a) == len(b)
+            for x, y in zip(a, b, strict=True):
+                same(x, y)
+        else:
+            assert a == b
+
+    same([json.loads(line) for line in got.splitlines()],
+         [json.loads(line) for line in want.splitlines()])  # fmt: skip
 
 
 def test_a_language_model_cannot_be_exported_and_says_why(tmp_path, capsys):
@@ -352,6 +412,9 @@ def test_a_tagger_over_transformer_layers_exports_with_its_backbone(tmp_path, na
     want = model.tag_tokens(sentences, batch_size=len(sentences))
     assert exported.tag_tokens(sentences, batch_size=len(sentences)) == want
     assert exported.tag_tokens(sentences) == want  # in the exported tagger's own batches
+    assert_same_analyses(
+        exported.analyse_tokens(sentences, top_k=2), model.analyse_tokens(sentences, top_k=2), 1e-4
+    )
     text = "John visited Paris yesterday. Mary left New York ."
     command = [sys.executable, "-c", BLOCK_TORCH, "predict", str(tmp_path / "onnx"), text]
     run = subprocess.run(

@@ -63,7 +63,7 @@ def test_an_old_directory_loads_as_its_kind_and_predicts_and_scores_the_same(
     expected = json.loads((FIXTURES / f"{kind}.expected.json").read_text())
     assert model_kind(model_dir) == kind
     model = load_model(model_dir)
-    assert type(model) is TASKS[kind].model
+    assert type(model) is TASKS[kind].loader_class
     if "predict_jsonl" in expected:
         out = printed(capsys, ["predict", str(model_dir), *expected["texts"], "--format", "jsonl"])
         records = [json.loads(line) for line in out.splitlines()]

@@ -174,7 +174,7 @@ def test_a_kill_during_the_swap_never_leaves_the_output_without_a_model(tmp_path
         (tmp_path / name).mkdir()
         (tmp_path / name / "model.safetensors").write_bytes(content)
     script = (
-        "import sys; from pathlib import Path; from bistack.recipes.rundir import exchange\n"
+        "import sys; from pathlib import Path; from bistack.runs.rundir import exchange\n"
         "a, b = Path(sys.argv[1]), Path(sys.argv[2])\n"
         "print('ready', flush=True)\n"
         "while True: exchange(a, b)\n"
@@ -265,7 +265,7 @@ def test_an_interrupt_outside_the_epochs_still_says_what_the_run_leaves(tmp_path
     """Ctrl-C between staging and the first epoch, or after the last best model was saved,
     gets the same one line as one during an epoch, and the truth about what is on disk."""
     from bistack import tasks
-    from bistack.recipes.driver import RunOptions, train_model
+    from bistack.runs.driver import RunOptions, train_model
 
     train = write_conll(tmp_path / "train.txt", tiny_sentences(40, seed=0))
     dev = write_conll(tmp_path / "dev.txt", tiny_sentences(10, seed=1))

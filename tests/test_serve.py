@@ -17,7 +17,7 @@ pytest.importorskip("httpx", reason="the API tests need httpx")
 
 from fastapi.testclient import TestClient
 
-from bistack.api.predictor import jsonl_line
+from bistack.formats import jsonl_line
 from bistack.serve.app import Limits, create_app
 from bistack.serve.batcher import MicroBatcher
 from bistack.serve.served import load_served
@@ -173,6 +173,21 @@ def test_a_model_that_does_not_load_stops_serve_before_it_binds(tmp_path):
         probe.bind(("127.0.0.1", port))
 
 
+def assert_close(got, want) -> None:
+    if isinstance(want, float):
+        assert got == pytest.approx(want, abs=1e-5)
+    elif isinstance(want, dict):
+        assert got.keys() == want.keys()
+        for key in want:
+            assert_close(got[key], want[key])
+    elif isinstance(want, list):
+        assert len(got) == len(want)
+        for a, b in zip(got, want, strict=True):
+            assert_close(a, b)
+    else:
+        assert got == want
+
+
 def test_serve_binds_to_this_machine_only_by_default():
     from bistack.cli import build_parser
 
@@ -189,12 +204,12 @@ def test_an_exported_model_is_served_too(small_tagger, tmp_path):
     with TestClient(create_app(load_served(output), LIMITS)) as client:
         info = client.get("/info").json()
         assert info["exported"] is True and info["kind"] == "tagger"
-        assert info["view"] == "entities" and info["options"] == []
+        assert info["view"] == "entities" and info["options"] == ["min_confidence", "top_k"]
         texts = ["John visited Paris yesterday."]
-        records = client.post("/predict", json={"texts": texts}).json()["predictions"]
-        pytorch = load_model(small_tagger).predict(texts)[0].to_json()
-        assert [(e["type"], e["start"], e["end"]) for e in records[0]["entities"]] == [
-            (e["type"], e["start"], e["end"]) for e in pytorch["entities"]
-        ]
-        refused = client.post("/predict", json={"texts": texts, "min_confidence": 0.5})
-        assert refused.status_code == 400
+        # The PyTorch model's records, confidences and options included (to float precision).
+        pytorch = load_model(small_tagger)
+        for options in ({}, {"min_confidence": 0.5}, {"top_k": 2}):
+            body = {"texts": texts} | options
+            records = client.post("/predict", json=body).json()["predictions"]
+            want = [p.to_json() for p in pytorch.predict(texts, **options)]
+            assert_close(records, want)

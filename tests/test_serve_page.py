@@ -86,8 +86,26 @@ def shown_text(page) -> str:
     )
 
 
-def test_a_tagger_page_highlights_entities_by_type(browser, small_tagger, tmp_path):
-    with serving(small_tagger) as address:
+@pytest.fixture(scope="module")
+def exported_tagger(small_tagger, tmp_path_factory) -> Path:
+    pytest.importorskip("onnxruntime", reason="exported models run on onnxruntime")
+    output = tmp_path_factory.mktemp("exported") / "onnx"
+    done = subprocess.run(
+        [sys.executable, "-m", "bistack.cli", "export", str(small_tagger), "--output", str(output)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return output
+
+
+@pytest.mark.parametrize("served", ["model directory", "exported directory"])
+def test_a_tagger_page_highlights_entities_by_type(
+    browser, small_tagger, exported_tagger, tmp_path, served
+):
+    model = small_tagger if served == "model directory" else exported_tagger
+    with serving(model) as address:
         page = browser.new_page()
         ask(page, address, "John visited Paris yesterday. Mary left New York .")
         page.wait_for_selector("mark.entity")

@@ -1,6 +1,7 @@
 """The task table is the only dispatch: a kind registered from outside bistack (here, from this
 test) trains, saves, loads, evaluates and predicts through the ``bistack`` command line without
-any edit to cli.py, config.py or api/. The toy kind counts a text's whitespace tokens."""
+any edit to bistack. The toy kind counts a text's whitespace tokens (a kind whose input is not a
+text at all is ``tests/kinds/span_classifier``)."""
 
 from __future__ import annotations
 
@@ -19,19 +20,16 @@ import yaml
 from torch import Tensor, nn
 
 from bistack import tasks
+from bistack.cards import Card
 from bistack.cli import main
-from bistack.config import (
-    ExperimentConfig,
-    OptimizerConfig,
-    SplitConfig,
-    TrainConfig,
-    build_config,
-)
+from bistack.config import ExperimentConfig, OptimizerConfig, SplitConfig, TrainConfig
+from bistack.config_files import build_config
 from bistack.errors import ConfigError, ModelFileError
+from bistack.metrics.dev import Evaluation, Metric
 from bistack.metrics.text import Scores
 from bistack.modeldir import load_metadata, load_weights, save_metadata, save_weights
-from bistack.recipes.driver import Metric, Prepared
-from bistack.recipes.loop import Evaluation, Run
+from bistack.runs.driver import Prepared
+from bistack.runs.loop import Run
 
 KIND = "token_counter"
 
@@ -120,6 +118,9 @@ class TokenCounter:
         values = self.network.linear(counts(texts))[:, 0].tolist()
         return [Count(text, value) for text, value in zip(texts, values, strict=True)]
 
+    def describe(self) -> dict[str, Any]:
+        return {"labels": self.labels}
+
     def evaluate(self, path: str | Path) -> RMSE:
         texts = read_lines(str(path))
         predicted = [c.tokens for c in self.predict(texts)]
@@ -157,15 +158,15 @@ def prepare(config: TokenCounterConfig, run: Run) -> Prepared:
 
 
 @pytest.fixture
-def token_counter() -> Iterator[tasks.Task]:
+def token_counter() -> Iterator[Card]:
     task = tasks.register(
-        tasks.Task(
+        Card(
             KIND,
             "a token counter",
-            TokenCounterConfig,
-            prepare,
-            TokenCounter,
-            Metric("dev_rmse", "dev RMSE", higher_is_better=False),
+            config=TokenCounterConfig,
+            recipe=prepare,
+            loader=TokenCounter,
+            metric=Metric("dev_rmse", "dev RMSE", higher_is_better=False),
         )
     )
     yield task
@@ -228,8 +229,8 @@ def test_an_unknown_kind_is_an_error_that_lists_the_known_ones(tmp_path, capsys)
 
 def test_every_kind_in_the_table_has_its_config_kind_and_loader_kind():
     for kind, task in tasks.TASKS.items():
-        assert kind in typing.get_args(typing.get_type_hints(task.config)["kind"]), kind
-        assert kind == task.model.KIND
+        assert kind in typing.get_args(typing.get_type_hints(task.config_class)["kind"]), kind
+        assert kind == task.loader_class.KIND
 
 
 def test_a_kind_registered_twice_is_an_error():

@@ -10,7 +10,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.1.0"
+from bistack._version import __version__
+
+__all__ = ["__version__", "train"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,6 +1,8 @@
-"""The ``bistack`` command line: argument parsing only. Which kind of model a file or directory
-holds, and what it can do, comes from the task table (``bistack.tasks``); the work is in the
-recipes. Process-wide settings (offline hub, quiet transformers) are made here and nowhere else."""
+"""The ``bistack`` command line: argument parsing and thin handlers. Which kind of model a file
+or directory holds, and what it can do, comes from the task table (``bistack.tasks``); the work
+is in the outlets (``bistack.corpus``, ``bistack.serve``, ``bistack.export``), the studies and
+the one training driver. Process-wide settings (offline hub, quiet transformers, threads) are
+made here and nowhere else."""
 
 from __future__ import annotations
 
@@ -12,11 +14,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bistack import __version__
-from bistack.corpus.predict import CHUNK_SIZE, Spec
+from bistack._version import __version__
+from bistack.corpus.predict import CHUNK_SIZE
 from bistack.corpus.sources import INPUT_FORMATS
 from bistack.errors import BistackError, ConfigError
-from bistack.recipes.pooler_variants import POOLER_VARIANTS
+from bistack.studies.pooler_variants import POOLER_VARIANTS
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -24,6 +26,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    # oneDNN caches a compiled kernel per tensor shape, up to 1,024 of them, and a corpus's
+    # batches come in ever new shapes: the cache grew RSS by 30 MB over 60k lines. 16 entries
+    # keep memory flat at the same speed (CoNLL dev x3: 9.2 s either way). Read once, when
+    # torch first runs a oneDNN kernel, so it is set before torch is imported, for every
+    # command that runs a model.
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16")
     args = build_parser().parse_args(argv)
     try:
         configure_threads(args)
@@ -342,11 +350,7 @@ def configure_threads(args: argparse.Namespace) -> None:
     os.environ["OMP_NUM_THREADS"] = str(threads)  # read by torch when it starts
     if "torch" in sys.modules:  # already started (bistack.cli.main called from Python)
         sys.modules["torch"].set_num_threads(threads)
-    if args.command in ("predict", "evaluate", "serve"):  # an exported model's onnxruntime
-        from bistack.export import runtime
-
-        runtime.SESSION_THREADS = threads
-    args.threads = threads
+    args.threads = threads  # an exported model's onnxruntime session takes it too
     if workers > 1:  # each worker process runs one thread (corpus prediction)
         processes, threads = workers, 1
     if args.command in ("train", "ladder", "compare-poolers", "demo"):
@@ -405,7 +409,10 @@ def show_progress(args: argparse.Namespace) -> bool:
 
 
 def checked_device(name: str) -> str:
-    """A ``--device`` that exists on this machine, or a clear error."""
+    """A ``--device`` that exists on this machine, or a clear error (the CPU always does, and
+    is said without starting torch: an exported model runs without it)."""
+    if name == "cpu":
+        return name
     import torch
 
     try:
@@ -427,7 +434,7 @@ def fail(message: str) -> int:
 
 
 def run_compare_poolers(args: argparse.Namespace) -> int:
-    from bistack.recipes.compare_poolers import compare_poolers
+    from bistack.studies.compare_poolers import compare_poolers
     from bistack.tasks import load_config, task_of
 
     if args.seeds < 1:
@@ -454,7 +461,7 @@ def run_compare_poolers(args: argparse.Namespace) -> int:
 
 
 def run_ladder(args: argparse.Namespace) -> int:
-    from bistack.recipes.ladder import run_ladder as ladder
+    from bistack.studies.ladder import run_ladder as ladder
     from bistack.tasks import load_config
 
     if args.seeds < 1:
@@ -475,11 +482,14 @@ def run_ladder(args: argparse.Namespace) -> int:
 
 
 def run_sample(args: argparse.Namespace) -> int:
-    from bistack.api.language_model import LanguageModel
+    from bistack.tasks import open_model, task_of_directory
 
     if args.temperature <= 0:
         return fail("--temperature must be > 0")
-    model = LanguageModel.load(args.model)
+    card = task_of_directory(args.model)
+    if not card.samples:
+        return fail(f"{args.model} holds {card.description}, which does not sample text")
+    model = open_model(args.model).model
     for index in range(args.count):
         seed = None if args.seed is None else args.seed + index
         tokens = model.sample(args.prompt, args.tokens, args.temperature, seed)
@@ -488,15 +498,16 @@ def run_sample(args: argparse.Namespace) -> int:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from bistack.recipes.demo import run_demo as demo
+    from bistack.studies.demo import run_demo as demo
 
     demo(args.output, args.minutes, progress=show_progress(args))
     return 0
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from bistack.recipes.driver import RunOptions
-    from bistack.tasks import load_config, train
+    from bistack.runs.driver import RunOptions
+    from bistack.tasks import load_config
+    from bistack.training import train_config
 
     config = load_config(args.config, args.set)
     output = args.output or str(Path("runs") / Path(args.config).stem)
@@ -513,32 +524,17 @@ def run_train(args: argparse.Namespace) -> int:
     )
     if args.resume and args.overwrite:
         raise ConfigError("--resume goes on with the run in --output; --overwrite replaces it")
-    train(config, output, options)
+    train_config(config, output, options)
     return 0
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from bistack.export.runtime import is_exported, load_exported
+    from bistack.tasks import open_model
 
-    if is_exported(args.model):
-        exported_on_cpu(args.device)
-        model = load_exported(args.model)
-    else:
-        from bistack.tasks import task_of_directory
-
-        device = checked_device(args.device)
-        model = task_of_directory(args.model).model.load(args.model, device)
-    report = model.evaluate(args.data)
+    opened = open_model(args.model, checked_device(args.device), args.threads)
+    report = opened.evaluate(args.data)
     print(json.dumps(report.to_json()) if args.json else str(report))
     return 0
-
-
-def exported_on_cpu(device: str) -> None:
-    if device != "cpu":
-        raise ConfigError(
-            f"--device {device}: an exported model runs on onnxruntime's CPU provider; "
-            "predict with the PyTorch model directory to use another device"
-        )
 
 
 def run_export(args: argparse.Namespace) -> int:
@@ -551,12 +547,9 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    import socket
-
     try:
-        import uvicorn
-
-        from bistack.serve.app import Limits, create_app
+        from bistack.serve.app import Limits
+        from bistack.serve.server import serve
     except ImportError as error:
         raise ConfigError(
             f"serving needs the serve extra ({error.name} is missing): pip install 'bistack[serve]'"
@@ -565,172 +558,65 @@ def run_serve(args: argparse.Namespace) -> int:
 
     if args.max_batch < 1 or args.batch_window < 0:
         return fail("--max-batch must be >= 1 and --batch-window >= 0")
-    served = load_served(args.model)  # a model that does not load stops here, before binding
+    served = load_served(args.model, args.threads)  # one that does not load stops here
     limits = Limits(batch_window=args.batch_window / 1000, max_batch_texts=args.max_batch)
-    family = socket.AF_INET6 if ":" in args.host else socket.AF_INET
-    # IPPROTO_TCP named, not left 0: asyncio turns Nagle's algorithm off only on sockets that
-    # say they are TCP, and with it on every keep-alive response waited ~40 ms for an ACK.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((args.host, args.port))
-        sock.listen(2048)  # connections wait in the backlog until the server accepts them
-    except OSError as error:
-        sock.close()
-        raise ConfigError(f"cannot listen on {args.host}:{args.port}: {error.strerror}") from None
-    host, port = sock.getsockname()[:2]
-    shown_host = f"[{host}]" if ":" in host else host
-    print(
-        f"serving {served.description} from {args.model} on http://{shown_host}:{port} "
-        "(the page at /, the API docs at /docs); Ctrl-C stops",
-        flush=True,
-    )
-    config = uvicorn.Config(create_app(served, limits), log_level="warning")
-    uvicorn.Server(config).run(sockets=[sock])
+    serve(served, args.host, args.port, limits, args.model)
     return 0
 
 
 def run_explain(args: argparse.Namespace) -> int:
-    from bistack.recipes.explain import explain
-    from bistack.tasks import task_of_directory
+    from bistack.studies.explain import explain
+    from bistack.tasks import open_model, task_of_directory
 
-    task = task_of_directory(args.model)
-    if "attention" not in task.predict_options:
+    card = task_of_directory(args.model)
+    if "attention" not in card.predict_options:
         return fail(
-            f"{args.model} holds {task.description}, which has no token attention weights to "
+            f"{args.model} holds {card.description}, which has no token attention weights to "
             "show; explain needs a classifier or regressor with 'additive' or 'dot' pooling"
         )
-    page, chart = explain(task.model.load(args.model), args.text, args.output)
+    page, chart = explain(open_model(args.model).model, args.text, args.output)
     print(f"wrote {page} and {chart}")
     return 0
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    # oneDNN caches a compiled kernel per tensor shape, up to 1,024 of them, and a corpus's
-    # batches come in ever new shapes: the cache grew RSS by 30 MB over 60k lines. 16 entries
-    # keep memory flat at the same speed (CoNLL dev x3: 9.2 s either way). Read once, when
-    # torch first runs a oneDNN kernel, so it is set before torch is imported.
-    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16")
-    from bistack.export.runtime import is_exported
+    from bistack.corpus.command import CorpusRequest, predict_command
+    from bistack.corpus.predict import Spec
+    from bistack.tasks import open_model, task_of_directory
 
-    loaded = None  # an exported model is loaded here, to learn what it can do
-    if is_exported(args.model):
-        from bistack.export.runtime import load_exported
-
-        if args.stream:
-            return fail(f"{args.model} is an exported model, which cannot stream")
-        exported_on_cpu(args.device)
-        loaded = load_exported(args.model)
-        formats, allowed = loaded.PREDICT_FORMATS, loaded.PREDICT_OPTIONS
-        description = loaded.description
-    else:
-        from bistack.tasks import task_of_directory
-
-        task = task_of_directory(args.model)
-        if args.stream:
-            if task.stream is None:
-                return fail(
-                    f"{args.model} holds {task.description}; only a recurrent tagger can stream "
-                    "(a transformer backbone reads the whole sentence in both directions)"
-                )
-            return stream_tags(task.stream(task.model.load(args.model)))
-        if not task.predict_formats:
-            return fail(task.predict_hint)
-        formats, allowed, description = task.predict_formats, task.predict_options, task.description
-        checked_device(args.device)
-
-    fmt = args.format or formats[0]
-    if fmt not in formats:
-        return fail(f"--format {fmt} is not for {description}; it writes {' or '.join(formats)}")
+    card = task_of_directory(args.model)
+    device = checked_device(args.device)
+    if args.stream:
+        return stream_tags(open_model(args.model, device).streamer())
+    if not card.predict_formats:
+        return fail(card.predict_hint)
+    fmt = args.format or card.predict_formats[0]
+    if fmt not in card.predict_formats:
+        formats = " or ".join(card.predict_formats)
+        return fail(f"--format {fmt} is not for {card.description}; it writes {formats}")
     options = predict_options(args)
     for option in options:
-        if option not in allowed:
+        if option not in card.predict_options:
             flag = "--" + option.replace("_", "-")
-            return fail(f"{flag} is not for {description} ({args.model})")
-    spec = Spec(
-        args.model,
-        fmt,
-        exported=loaded is not None,
-        device=args.device,
-        options=options,
-        takes_tokens="conll" in formats,  # a model that writes tags per token takes tokens
-    )
-    return predict_to_output(args, spec, description, loaded)
-
-
-def predict_to_output(
-    args: argparse.Namespace, spec: Spec, description: str, loaded: Any = None
-) -> int:
-    """``bistack predict`` on TEXT arguments or a streamed ``--input``, to stdout or a
-    resumable ``--output``; ``loaded``: the model, when it is loaded already."""
-    from bistack.corpus.outputs import FileOutput, StdoutOutput
-    from bistack.corpus.predict import Progress, load_model, predict_corpus
-    from bistack.corpus.sources import TOKEN_FORMATS, Record, input_format, read_records
-
-    if args.text and args.input:
-        return fail("give TEXT arguments or --input PATH, not both")
-    if not args.text and not args.input:
-        return fail("nothing to predict: give TEXT arguments or --input PATH")
-    if args.workers < 1 or args.chunk_size < 1:
-        return fail("--workers and --chunk-size must be >= 1")
-    if args.workers > 1 and spec.device != "cpu":
-        return fail("--workers runs processes on the CPU; use one process for --device")
-    if args.resume and (not args.input or args.input == "-" or not args.output):
-        return fail("--resume continues an --output file predicted from an --input file")
-    if args.input:
-        fmt = input_format(args.input, args.input_format, args.tokenized)
-        if fmt in TOKEN_FORMATS and not spec.takes_tokens:
-            return fail(f"{fmt} input gives tokens, which only a tagger takes; "
-                        f"{args.model} holds {description}")  # fmt: skip
-        records = read_records(args.input, fmt, args.text_field)
-        source = args.input if args.input != "-" else "<stdin>"
-    else:
-        fmt, source = "arguments", "argument"
-        records = iter([Record(text=text, line=n) for n, text in enumerate(args.text, 1)])
-    skipped = Path(args.skipped) if args.skipped else None
-    output: FileOutput | StdoutOutput
-    if args.output:
-        path = Path(args.output)
-        settings = {"model": str(Path(spec.model).resolve()), "input": str(Path(args.input)
-                    .resolve()) if args.input else None, "input_format": fmt,
-                    "text_field": args.text_field, "format": spec.fmt,
-                    "options": spec.options}  # fmt: skip
-        skipped = skipped or path.with_name(path.name + ".skipped.jsonl")
-        model = loaded or load_model(spec)  # one that does not load stops here, before any output
-        output = FileOutput(path, skipped, settings, args.resume, args.overwrite)
-    else:
-        if args.on_error == "skip" and skipped is None:
-            return fail("--on-error skip lists what it skips in a file: give --skipped PATH "
-                        "(or --output PATH, beside which it goes)")  # fmt: skip
-        model = loaded or load_model(spec)
-        output = StdoutOutput(skipped)
-    progress = Progress(
-        bar=bool(args.input) and show_progress(args),
-        every=args.log_every,
-        already=output.records_done,
-    )
-    if args.workers > 1:
-        del model  # each worker loads its own; this one only proved that it loads
-        model = None
-    counts = predict_corpus(
-        records,
-        spec,
-        output,
-        model=model,
-        source=source,
+            return fail(f"{flag} is not for {card.description} ({args.model})")
+    request = CorpusRequest(
+        texts=list(args.text),
+        input=args.input,
+        input_format=args.input_format,
+        tokenized=args.tokenized,
+        text_field=args.text_field,
+        output=args.output,
+        overwrite=args.overwrite,
+        resume=args.resume,
         on_error=args.on_error,
+        skipped=args.skipped,
         workers=args.workers,
         chunk_size=args.chunk_size,
-        progress=progress,
+        log_every=args.log_every,
+        progress=show_progress(args),
     )
-    if args.output:
-        listed = f", listed in {skipped}" if counts.skipped else ""
-        print(
-            f"predicted {counts.predicted:,} records into {args.output} ({counts.skipped:,} "
-            f"skipped{listed}; {progress.rate:,.0f} records/s)",
-            file=sys.stderr,
-        )
-    return 0
+    spec = Spec(args.model, fmt, device=device, options=options, threads=args.threads)
+    return predict_command(request, spec, card)
 
 
 def predict_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -14,14 +14,11 @@ from typing import Literal
 
 import torch
 from torch import Tensor, nn
+from torch.autograd.function import FunctionCtx, once_differentiable
 
-from bistack.crf_kernels import LogPartitionCPU, runs_compiled, viterbi_best_cpu
+from bistack.crf_kernels import IMPOSSIBLE, log_partition, viterbi_best
 from bistack.masking import check_mask
 from bistack.schemes import AllowedTransitions
-
-# Score given to a forbidden move: finite, so no inf - inf turns into NaN, yet exp(IMPOSSIBLE)
-# underflows to exactly 0 in float32. Gold paths never take one: nll rejects them.
-IMPOSSIBLE = -1e4
 
 Reduction = Literal["mean", "sum", "none", "token_mean"]
 
@@ -308,3 +305,76 @@ class CRF(nn.Module):
             paths.append(flat // k)
         tags = torch.stack(paths[::-1], dim=2) * mask.unsqueeze(1)  # (batch, k, seq)
         return CRFDecoding(tags=tags, scores=final, lengths=mask.sum(dim=1))
+
+
+def runs_compiled(emissions: Tensor) -> bool:
+    """Whether the compiled kernels (``bistack.crf_kernels``) take ``emissions``: float32 or
+    float64 on the CPU."""
+    return emissions.device.type == "cpu" and emissions.dtype in (torch.float32, torch.float64)
+
+
+def kernel_inputs(
+    emissions: Tensor, lengths: Tensor, transitions: Tensor, start: Tensor, end: Tensor
+) -> tuple:
+    """The kernels' arguments as contiguous arrays: scores in the emissions' dtype, lengths
+    int64 (the arrays share memory with the tensors where no conversion is needed)."""
+
+    def scores(tensor: Tensor):
+        return tensor.detach().to(emissions.dtype).contiguous().numpy()
+
+    lengths_array = lengths.detach().to(torch.int64).contiguous().numpy()
+    return (scores(emissions), lengths_array, scores(transitions), scores(start), scores(end))
+
+
+def viterbi_best_cpu(
+    emissions: Tensor, lengths: Tensor, transitions: Tensor, start: Tensor, end: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Best paths ``(batch, seq_len)`` long (0 at padding) and their scores ``(batch,)``, from
+    the compiled kernel (arguments as ``bistack.crf_kernels`` describes them)."""
+    tags, best = viterbi_best(*kernel_inputs(emissions, lengths, transitions, start, end))
+    return torch.from_numpy(tags), torch.from_numpy(best)
+
+
+class LogPartitionCPU(torch.autograd.Function):
+    """log Z per sequence ``(batch,)`` with its exact gradient, from the compiled kernel.
+
+    Inputs as :func:`viterbi_best_cpu`. The gradient of log Z is the expected feature count:
+    tag marginals for the emissions (and start/end at each sequence's ends), expected
+    transition counts for the transitions.
+    """
+
+    @staticmethod
+    def forward(
+        ctx: FunctionCtx,
+        emissions: Tensor,
+        lengths: Tensor,
+        transitions: Tensor,
+        start: Tensor,
+        end: Tensor,
+    ) -> Tensor:
+        with_grad = any(ctx.needs_input_grad)
+        arrays = kernel_inputs(emissions, lengths, transitions, start, end)
+        log_z, marginals, edges = log_partition(*arrays, with_grad=with_grad)
+        if with_grad:
+            ctx.save_for_backward(torch.from_numpy(marginals), torch.from_numpy(edges), lengths)
+            ctx.dtypes = (emissions.dtype, transitions.dtype, start.dtype, end.dtype)
+        return torch.from_numpy(log_z).to(emissions.dtype)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx: FunctionCtx, grad_log_z: Tensor):
+        marginals, edges, lengths = ctx.saved_tensors
+        weight = grad_log_z.to(marginals.dtype)
+        rows = torch.arange(marginals.size(0))
+        grad_emissions = marginals * weight.view(-1, 1, 1)
+        grad_transitions = torch.einsum("b,bij->ij", weight, edges)
+        grad_start = grad_emissions[:, 0].sum(dim=0)
+        grad_end = grad_emissions[rows, lengths - 1].sum(dim=0)
+        emissions, transitions, start, end = ctx.dtypes
+        return (
+            grad_emissions.to(emissions),
+            None,
+            grad_transitions.to(transitions),
+            grad_start.to(start),
+            grad_end.to(end),
+        )

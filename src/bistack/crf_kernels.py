@@ -1,44 +1,33 @@
-"""Compiled CRF recursions for CPU: best-path Viterbi, and the log-partition with its gradient.
+"""Compiled CRF recursions for CPU: best-path Viterbi, the k best paths, and the log-partition
+with its gradient (the tag marginals), over numpy arrays.
 
 Why compiled: both are loops over time whose steps are tiny (num_tags² additions), so in eager
 PyTorch the per-operation overhead is the whole cost (and autograd doubles it for the
 partition), while pytorch-crf adds a Python loop over the batch on top for decoding. One numba
 kernel per batch runs the recursion in machine code (speed-ups in
-``benchmarks/results/speed.md``). The tensor implementations in :mod:`bistack.crf` stay for
-other devices, for ``top_k > 1`` and as the reference the tests hold these kernels to.
+``benchmarks/results/speed.md``). Torch-free, so that the PyTorch CRF (``bistack.crf``, which
+wraps them as an autograd function) and a tagger's output math (``bistack.taggers.decoding``,
+which an exported model's runtime runs without torch) share them. The tensor implementations in
+:mod:`bistack.crf` stay for other devices and as the reference the tests hold these to.
+
+Arguments, everywhere: emissions ``(batch, seq_len, num_tags)`` float32 or float64; lengths
+``(batch,)`` int64, each >= 1; transitions ``(num_tags, num_tags)`` [from, to]; start and end
+``(num_tags,)``, in the emissions' dtype, with forbidden moves already set to a very low score.
 """
 
 from __future__ import annotations
 
 import numba
 import numpy as np
-import torch
-from torch import Tensor
-from torch.autograd.function import FunctionCtx, once_differentiable
+
+# Score given to a forbidden move: finite, so no inf - inf turns into NaN, yet exp(IMPOSSIBLE)
+# underflows to exactly 0 in float32. Gold paths never take one: ``CRF.nll`` rejects them.
+IMPOSSIBLE = -1e4
 
 
-def runs_compiled(emissions: Tensor) -> bool:
-    """Whether these kernels take ``emissions``: float32/float64 on CPU."""
-    return emissions.device.type == "cpu" and emissions.dtype in (torch.float32, torch.float64)
-
-
-def kernel_inputs(
-    emissions: Tensor, lengths: Tensor, transitions: Tensor, start: Tensor, end: Tensor
-) -> tuple[np.ndarray, ...]:
-    """The kernels' arguments as contiguous arrays: scores in the emissions' dtype, lengths
-    int64 (the arrays share memory with the tensors where no conversion is needed)."""
-
-    def scores(tensor: Tensor) -> np.ndarray:
-        return tensor.detach().to(emissions.dtype).contiguous().numpy()
-
-    lengths_array = lengths.detach().to(torch.int64).contiguous().numpy()
-    return (
-        scores(emissions),
-        lengths_array,
-        scores(transitions),
-        scores(start),
-        scores(end),
-    )
+def scores_as(emissions: np.ndarray, *scores: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``scores`` as contiguous arrays in the emissions' dtype (the kernels' arguments)."""
+    return tuple(np.ascontiguousarray(s, dtype=emissions.dtype) for s in scores)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -80,20 +69,71 @@ def _viterbi_kernel(emissions, lengths, transitions, start, end, tags, best):  #
             tags[b, t - 1] = arg
 
 
-def viterbi_best_cpu(
-    emissions: Tensor, lengths: Tensor, transitions: Tensor, start: Tensor, end: Tensor
-) -> tuple[Tensor, Tensor]:
-    """Best paths ``(batch, seq_len)`` long (0 at padding) and their scores ``(batch,)``.
-
-    emissions ``(batch, seq_len, num_tags)`` float on CPU; lengths ``(batch,)``, each >= 1;
-    transitions ``(num_tags, num_tags)`` [from, to]; start and end ``(num_tags,)``, all with
-    forbidden moves already set to a very low score.
-    """
-    arrays = kernel_inputs(emissions, lengths, transitions, start, end)
+def viterbi_best(
+    emissions: np.ndarray,
+    lengths: np.ndarray,
+    transitions: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Best paths ``(batch, seq_len)`` int64 (0 at padding) and their scores ``(batch,)``."""
+    emissions = np.ascontiguousarray(emissions)
+    transitions, start, end = scores_as(emissions, transitions, start, end)
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
     tags = np.zeros(emissions.shape[:2], dtype=np.int64)
-    best = np.empty(emissions.size(0), dtype=arrays[0].dtype)
-    _viterbi_kernel(*arrays, tags, best)
-    return torch.from_numpy(tags), torch.from_numpy(best)
+    best = np.empty(emissions.shape[0], dtype=emissions.dtype)
+    _viterbi_kernel(emissions, lengths, transitions, start, end, tags, best)
+    return tags, best
+
+
+def viterbi_top_k(
+    emissions: np.ndarray,
+    lengths: np.ndarray,
+    transitions: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    top_k: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The ``top_k`` best paths ``(batch, top_k, seq_len)`` (0 at padding) and their scores
+    ``(batch, top_k)`` in float64 (a long path's score sums hundreds of terms), best first;
+    paths that do not exist (fewer than ``top_k``) score -inf.
+
+    The list Viterbi of ``CRF._viterbi`` (every kept path of every tag extended by every tag,
+    the best ``top_k`` kept per tag), vectorised over the batch; ties go to the lower flat index
+    (tag, then rank), as a stable sort keeps them.
+    """
+    emissions = np.asarray(emissions, dtype=np.float64)
+    batch_size, seq_len, num_tags = emissions.shape
+    k = top_k
+    transitions, start, end = scores_as(emissions, transitions, start, end)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    # score[b, tag, r]: r-th best score of a path ending in tag; only rank 0 exists at t=0.
+    score = np.full((batch_size, num_tags, k), -np.inf, dtype=emissions.dtype)
+    score[:, :, 0] = start + emissions[:, 0]
+    identity = np.broadcast_to(np.arange(num_tags * k).reshape(1, num_tags, k), score.shape)
+    history = []
+    for t in range(1, seq_len):
+        # (batch, from, k, to) -> (batch, from * k, to): every extension of every kept path.
+        candidates = (score[:, :, :, None] + transitions[None, :, None, :]).reshape(
+            batch_size, num_tags * k, num_tags
+        )
+        index = np.argsort(-candidates, axis=1, kind="stable")[:, :k]  # (batch, k, to)
+        best = np.take_along_axis(candidates, index, axis=1)
+        best = best.transpose(0, 2, 1) + emissions[:, t, :, None]  # (batch, to, k)
+        index = index.transpose(0, 2, 1)  # (batch, to, k), into from * k
+        real = (t < lengths).reshape(batch_size, 1, 1)
+        score = np.where(real, best, score)
+        history.append(np.where(real, index, identity))
+    final = (score + end.reshape(1, num_tags, 1)).reshape(batch_size, num_tags * k)
+    flat = np.argsort(-final, axis=1, kind="stable")[:, :k]  # (batch, k)
+    scores = np.take_along_axis(final, flat, axis=1)
+    paths = [flat // k]
+    for back in reversed(history):
+        flat = np.take_along_axis(back.reshape(batch_size, -1), flat, axis=1)
+        paths.append(flat // k)
+    mask = np.arange(seq_len)[None, None, :] < lengths[:, None, None]
+    tags = np.stack(paths[::-1], axis=2) * mask  # (batch, k, seq)
+    return tags.astype(np.int64), scores
 
 
 @numba.njit(cache=True, nogil=True)
@@ -228,53 +268,28 @@ def _partition_kernel(
                     edges[b, i, j] += alpha[t - 1, i] * moves[i, j] * scratch[j]
 
 
-class LogPartitionCPU(torch.autograd.Function):
-    """log Z per sequence ``(batch,)`` with its exact gradient, from the compiled kernel.
-
-    Inputs as :func:`viterbi_best_cpu`. The gradient of log Z is the expected feature count:
-    tag marginals for the emissions (and start/end at each sequence's ends), expected
-    transition counts for the transitions.
-    """
-
-    @staticmethod
-    def forward(
-        ctx: FunctionCtx,
-        emissions: Tensor,
-        lengths: Tensor,
-        transitions: Tensor,
-        start: Tensor,
-        end: Tensor,
-    ) -> Tensor:
-        with_grad = any(ctx.needs_input_grad)
-        arrays = kernel_inputs(emissions, lengths, transitions, start, end)
-        batch_size, seq_len, num_tags = emissions.shape
-        shape = (batch_size, seq_len, num_tags) if with_grad else (0, 0, 0)
-        marginals = np.zeros(shape, dtype=arrays[0].dtype)
-        edges = np.zeros(
-            (batch_size, num_tags, num_tags) if with_grad else (0, 0, 0), marginals.dtype
-        )
-        log_z = np.empty(batch_size, dtype=marginals.dtype)
-        _partition_kernel(*arrays, log_z, marginals, edges, with_grad)
-        if with_grad:
-            ctx.save_for_backward(torch.from_numpy(marginals), torch.from_numpy(edges), lengths)
-            ctx.dtypes = (emissions.dtype, transitions.dtype, start.dtype, end.dtype)
-        return torch.from_numpy(log_z)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx: FunctionCtx, grad_log_z: Tensor):
-        marginals, edges, lengths = ctx.saved_tensors
-        weight = grad_log_z.to(marginals.dtype)
-        rows = torch.arange(marginals.size(0))
-        grad_emissions = marginals * weight.view(-1, 1, 1)
-        grad_transitions = torch.einsum("b,bij->ij", weight, edges)
-        grad_start = grad_emissions[:, 0].sum(dim=0)
-        grad_end = grad_emissions[rows, lengths - 1].sum(dim=0)
-        emissions, transitions, start, end = ctx.dtypes
-        return (
-            grad_emissions.to(emissions),
-            None,
-            grad_transitions.to(transitions),
-            grad_start.to(start),
-            grad_end.to(end),
-        )
+def log_partition(
+    emissions: np.ndarray,
+    lengths: np.ndarray,
+    transitions: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    with_grad: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """log Z ``(batch,)`` in float64 (the recursions run in float64: a long sentence's log Z is
+    in the hundreds, where float32 keeps only about 5 digits); with ``with_grad``, also its
+    derivatives:
+    the tag marginals ``(batch, seq_len, num_tags)`` (0 at padding) and the expected transition
+    counts ``(batch, num_tags, num_tags)`` (empty arrays without)."""
+    emissions = np.ascontiguousarray(emissions)
+    transitions, start, end = scores_as(emissions, transitions, start, end)
+    lengths = np.ascontiguousarray(lengths, dtype=np.int64)
+    batch_size, seq_len, num_tags = emissions.shape
+    shape = (batch_size, seq_len, num_tags) if with_grad else (0, 0, 0)
+    marginals = np.zeros(shape, dtype=emissions.dtype)
+    edges = np.zeros((batch_size, num_tags, num_tags) if with_grad else (0, 0, 0), marginals.dtype)
+    log_z = np.empty(batch_size, dtype=np.float64)
+    _partition_kernel(
+        emissions, lengths, transitions, start, end, log_z, marginals, edges, with_grad
+    )
+    return log_z, marginals, edges

@@ -17,6 +17,7 @@ the packed one.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -112,12 +113,38 @@ def reverse_within_lengths(sequences: Tensor, index: Tensor) -> Tensor:
     return sequences.gather(1, index.unsqueeze(-1).expand_as(sequences))
 
 
+@functools.cache
+def cpu_runs_bf16_recurrence() -> bool:
+    """Whether this CPU's oneDNN has bfloat16 LSTM kernels (AVX-512 BF16 or AMX); elsewhere
+    ``torch.lstm`` under bf16 autocast fails with "could not create a primitive descriptor"."""
+    probe = nn.LSTM(2, 2, batch_first=True)
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            probe(torch.zeros(1, 2, 2))
+    except RuntimeError:
+        return False
+    return True
+
+
 def run_direction(rnn: nn.RNNBase, layer: int, reverse: bool, inputs: Tensor) -> Tensor:
     """One direction of one layer of ``rnn`` over ``inputs`` ``(batch, seq_len, features)``.
 
     Calls the same fused kernel as ``nn.LSTM``/``nn.GRU`` with that direction's own weights, from
-    a zero state -> ``(batch, seq_len, hidden)``.
+    a zero state -> ``(batch, seq_len, hidden)``. Under bfloat16 autocast on a CPU without bf16
+    recurrent kernels, the recurrence runs in float32 (mixed precision: the rest stays bf16).
     """
+    if (
+        inputs.device.type == "cpu"
+        and torch.is_autocast_enabled("cpu")
+        and torch.get_autocast_dtype("cpu") == torch.bfloat16
+        and not cpu_runs_bf16_recurrence()
+    ):
+        with torch.autocast("cpu", enabled=False):
+            return _run_direction(rnn, layer, reverse, inputs.float())
+    return _run_direction(rnn, layer, reverse, inputs)
+
+
+def _run_direction(rnn: nn.RNNBase, layer: int, reverse: bool, inputs: Tensor) -> Tensor:
     suffix = f"_l{layer}" + ("_reverse" if reverse else "")
     names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
     weights = [getattr(rnn, name + suffix) for name in names]
@@ -203,9 +230,6 @@ class RecurrentEncoder(nn.Module):
     def output_size(self) -> int:
         """Size of each per-position state: 2 × hidden when bidirectional."""
         return self.hidden_size * (2 if self.bidirectional else 1)
-
-    def is_bidirectional(self) -> bool:
-        return self.bidirectional
 
     def forward(
         self, inputs: Tensor, lengths: Tensor | None = None, mask: Tensor | None = None

@@ -13,15 +13,14 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
-from torch import nn
-
-from bistack import __version__
-from bistack.config import upgrade_legacy
+from bistack._version import __version__
+from bistack.config_files import kind_named
 from bistack.errors import BistackError, ConfigError, ModelFileError
+
+if TYPE_CHECKING:  # what reads config.json (the task table) runs without torch
+    from torch import nn
 
 CONFIG = "config.json"
 VOCAB = "vocab.json"
@@ -67,6 +66,9 @@ def save_weights(
 ) -> None:
     """Write the model's state dict as safetensors (contiguous, unshared copies), leaving out
     entries under ``exclude_prefix`` (a submodule saved elsewhere)."""
+    from safetensors import SafetensorError
+    from safetensors.torch import save_file
+
     state = {
         k: v.detach().contiguous().clone()
         for k, v in model.state_dict().items()
@@ -96,8 +98,9 @@ def load_metadata(directory: str | Path, kind: str) -> tuple[dict, dict]:
 
 
 def read_config(directory: str | Path) -> dict[str, Any]:
-    """config.json of a model directory in today's form: ``kind`` names the model kind, also
-    for directories written before kinds were explicit (their config is upgraded)."""
+    """config.json of a model directory, with ``kind`` naming the model kind, also for
+    directories written before kinds were explicit (their config is left as written: building
+    it into its config class reads the earlier layout)."""
     directory = Path(directory)
     if not (directory / CONFIG).is_file():
         _check_is_model_directory(directory)
@@ -107,12 +110,10 @@ def read_config(directory: str | Path) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise ModelFileError(f"{directory / CONFIG}: no config object; was it edited by hand?")
     try:
-        config = upgrade_legacy(config, source=str(directory / CONFIG))
+        kind = kind_named(config, source=str(directory / CONFIG))
     except ConfigError as error:
         raise ModelFileError(str(error)) from None
-    if not isinstance(config.get("kind"), str):
-        raise ModelFileError(f"{directory / CONFIG}: the config names no model kind")
-    return meta | {"kind": config["kind"], "config": config}
+    return meta | {"kind": kind}
 
 
 def model_kind(directory: str | Path) -> str:
@@ -127,6 +128,9 @@ def _check_is_model_directory(directory: Path) -> None:
 
 def load_weights(directory: str | Path, model: nn.Module) -> None:
     """Load ``model.safetensors`` into ``model``; weights that are not finite are refused."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
     path = Path(directory) / WEIGHTS
     try:
         state = load_file(str(path))

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 Scheme = Literal["IOB1", "BIO", "BIOES"]
-SCHEMES: tuple[Scheme, ...] = ("IOB1", "BIO", "BIOES")
 # Not an entity scheme: each tag is a label of its own (a part of speech, say). Tags are read as
 # written, every transition is allowed, no entity spans are read, and scores are per token.
 PLAIN = "none"

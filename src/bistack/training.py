@@ -13,11 +13,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bistack.config import ExperimentConfig, TextDataConfig, read_yaml
-from bistack.data.tables import tables_in_memory
+from bistack.config import ExperimentConfig
+from bistack.config_files import read_yaml, set_key
+from bistack.data.tables import memory_sources
 from bistack.errors import ConfigError
-from bistack.recipes.driver import RunOptions
-from bistack.recipes.loop import FitResult
+from bistack.runs.driver import DEFAULT_OPTIONS, RunOptions, TrainedModel, train_model
+from bistack.runs.loop import FitResult
+
+
+def train_config(
+    config: ExperimentConfig,
+    output: str | Path,
+    options: RunOptions = DEFAULT_OPTIONS,
+    **inputs: Any,
+) -> TrainedModel:
+    """Train as ``config`` says, through the one driver, with its kind's recipe and dev metric
+    (from the task table); the best model goes to ``output/model``. ``inputs`` go to the
+    recipe (a loaded backbone shared by many runs; tables handed over from Python)."""
+    from bistack.tasks import task_of
+
+    card = task_of(config.kind)
+    return train_model(config, output, card.prepare, card.metric_for(config), options, **inputs)
 
 
 @dataclass(frozen=True)
@@ -56,11 +72,11 @@ def train(
     ``overrides``: ``{"train.max_epochs": 3, "optimizer.lr": 0.001}``, applied before checks.
     ``train_data`` / ``dev_data``: rows with the config's text and label columns, instead of
     ``data.train`` / ``data.dev`` files (classifiers and regressors); the config records them
-    as ``memory:train`` / ``memory:dev``.
+    as ``memory:train`` / ``memory:dev``, and the rows go to the run with it (nothing is kept
+    beyond the call, so calls in one process, or in threads, never see each other's).
     ``resume``, ``overwrite``, ``precision``, ``devices``, ``progress``: as on the command line.
     """
-    from bistack.tasks import config_from_dict
-    from bistack.tasks import train as train_config
+    from bistack.tasks import config_from_dict, task_of
 
     if isinstance(config, ExperimentConfig):
         data, source = config.to_dict(), "config"
@@ -69,7 +85,7 @@ def train(
     else:
         data, source = read_yaml(config), str(config)
     for key, value in (overrides or {}).items():
-        _set(data, key, value)
+        set_key(data, key, value, "overrides")
     tables = {
         name: rows for name, rows in (("train", train_data), ("dev", dev_data)) if rows is not None
     }
@@ -82,26 +98,17 @@ def train(
         overwrite=overwrite,
         resume=resume,
     )
-    with tables_in_memory(**tables) as sources:
-        section = data.setdefault("data", {})
-        if not isinstance(section, dict):
-            raise ConfigError(f"{source}: data must be a mapping")
-        section.update(sources)
-        built = config_from_dict(data, source)
-        if tables and not isinstance(built.data, TextDataConfig):  # type: ignore[attr-defined]
-            raise ConfigError(
-                f"{source}: train_data and dev_data hand over tables of texts, for classifiers "
-                f"and regressors; a {built.kind} reads its data.train file"
-            )
-        trained = train_config(built, output, options)
+    sources, rows = memory_sources(**tables)
+    section = data.setdefault("data", {})
+    if not isinstance(section, dict):
+        raise ConfigError(f"{source}: data must be a mapping")
+    section.update(sources)
+    built = config_from_dict(data, source)
+    inputs = {"tables": rows} if rows else {}
+    if rows and not task_of(built.kind).takes_tables:
+        raise ConfigError(
+            f"{source}: train_data and dev_data hand over tables of texts, for classifiers "
+            f"and regressors; a {built.kind} reads its data.train file"
+        )
+    trained = train_config(built, output, options, **inputs)
     return TrainingResult(trained.model_dir, trained.fit, trained.parameters)
-
-
-def _set(data: dict[str, Any], key: str, value: Any) -> None:
-    *parents, leaf = key.split(".")
-    node = data
-    for parent in parents:
-        node = node.setdefault(parent, {})
-        if not isinstance(node, dict):
-            raise ConfigError(f"overrides: {parent!r} in {key!r} is not a section")
-    node[leaf] = value

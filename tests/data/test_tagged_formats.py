@@ -190,10 +190,10 @@ def test_predict_reads_conllu_and_commented_conll_input(tmp_path):
     path = tmp_path / "in.conllu"
     path.write_text(CONLLU)
     records = list(read_records(str(path), "conllu"))
-    assert [(r.tokens, r.line) for r in records] == [
+    assert [(r.value, r.line) for r in records] == [
         (["John", "'s", "car", "left", "Paris", "."], 5),
         (["Rain"], 14),
     ]
     path = tmp_path / "in.conll"
     path.write_text("# sent_id = 1\nJohn NNP\n# NNP\n\n#text\nRain NN\n")
-    assert [r.tokens for r in read_records(str(path), "conll")] == [["John", "#"], ["Rain"]]
+    assert [r.value for r in read_records(str(path), "conll")] == [["John", "#"], ["Rain"]]

@@ -8,8 +8,8 @@ from bistack.data.features import TokenVocabularies
 from bistack.data.pretrained import load_vectors, read_word_vectors
 from bistack.errors import DataError
 from bistack.models.embeddings import CharCNNEncoder, CharLSTMEncoder
-from bistack.models.tagger import build_tagger
-from bistack.recipes.features import initialise_words
+from bistack.runs.vocabularies import initialise_words
+from bistack.taggers.network import build_tagger
 from bistack.tasks import config_from_dict
 from tests.conftest import tiny_config
 
@@ -61,11 +61,23 @@ def test_padding_never_counts_in_the_loss_or_the_prediction(head, char_encoder):
     model.eval()
     batch = collate_tagging([vocabularies.encode(*s) for s in SENTENCES], vocabularies)
     loss = model(batch)
-    predicted = model.decode(batch)
+    lengths = batch.mask.sum(dim=1).tolist()
+    emissions = model.emissions(batch).detach()
+    predicted = decode(model, batch)
     for tag in (-100, 0, 3):
         wider = pad_further(batch, extra=6, tag=tag)
         torch.testing.assert_close(model(wider), loss, atol=1e-6, rtol=0)
-        assert torch.equal(model.decode(wider)[:, : batch.mask.size(1)], predicted)
+        assert decode(model, wider) == predicted
+        wider_emissions = model.emissions(wider).detach()[:, : batch.mask.size(1)]
+        for row, length in enumerate(lengths):
+            torch.testing.assert_close(wider_emissions[row, :length], emissions[row, :length])
+
+
+def decode(model, batch) -> list[list[int]]:
+    """The best tags of a batch, as every tagger decodes them (its head's decoder)."""
+    scores = model.emissions(batch).detach().numpy()
+    analyses = model.head.decoder().analyse(scores, batch.mask.sum(dim=1).tolist(), False)
+    return [a.path for a in analyses]
 
 
 @pytest.mark.parametrize(

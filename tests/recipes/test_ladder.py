@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 from bistack.cli import main
-from bistack.recipes.ladder import rungs_for
-from bistack.recipes.repeated import RepeatedResult
-from bistack.recipes.report import judge
+from bistack.studies.ladder import rungs_for
+from bistack.studies.repeated import RepeatedResult
+from bistack.studies.report import judge
 from bistack.tasks import config_from_dict
 from tests.conftest import tiny_config, tiny_sentences, write_conll
 

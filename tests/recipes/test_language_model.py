@@ -8,11 +8,11 @@ import random
 import pytest
 import yaml
 
-from bistack.api.language_model import LanguageModel
 from bistack.causality import check_causal
 from bistack.cli import main
 from bistack.errors import ConfigError
-from bistack.models.language_model import collate_lm
+from bistack.language_models.model import LanguageModel
+from bistack.language_models.network import collate_lm
 from bistack.tasks import config_from_dict
 from tests.conftest import train_quietly
 

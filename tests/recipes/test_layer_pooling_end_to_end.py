@@ -12,8 +12,9 @@ from bistack import tasks
 from bistack.api import LayerPoolingClassifier, LayerPoolingRegressor
 from bistack.cli import main
 from bistack.models.backbone import TransformerBackbone
-from bistack.recipes.driver import RunOptions
+from bistack.runs.driver import RunOptions
 from bistack.tasks import config_from_dict
+from bistack.training import train_config
 from tests.conftest import train_quietly
 
 from .test_text_end_to_end import sentiment_rows, write_tsv
@@ -74,7 +75,7 @@ def test_frozen_classifier_trains_saves_loads_and_predicts_the_same(
     config = config_from_dict(
         layer_config(train, dev, tmp_path / "cache", layer_pooling={"type": pooler}, **extra)
     )
-    trained = tasks.train(config, tmp_path / "run", RunOptions(progress=False))
+    trained = train_config(config, tmp_path / "run", RunOptions(progress=False))
     model = tasks.load_model(trained.model_dir)
     assert type(model) is LayerPoolingClassifier
     # The loaded model, run from raw text, scores what training measured on cached vectors.
@@ -121,7 +122,7 @@ def test_fine_tuned_regressor_saves_its_backbone_and_predicts_the_same(tmp_path,
             **(TEXT_STACKED if stacked else {}),
         )
     )
-    trained = tasks.train(config, tmp_path / "run", RunOptions(progress=False))
+    trained = train_config(config, tmp_path / "run", RunOptions(progress=False))
     assert (trained.model_dir / "backbone" / "model.safetensors").is_file()
     model = LayerPoolingRegressor.load(trained.model_dir)
     best = min(recorded_best(tmp_path / "run", "dev_rmse"))

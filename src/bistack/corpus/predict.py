@@ -20,11 +20,14 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from bistack.corpus.sources import Record
 from bistack.errors import BistackError, DataError
+from bistack.formats import FORMATS
+from bistack.inputs import Input, described
+from bistack.tasks import Opened, open_model
 
 CHUNK_SIZE = 1024
 IDLE_SECONDS = 0.05  # a pipe that has said nothing for this long gets what came so far
@@ -32,15 +35,15 @@ IDLE_SECONDS = 0.05  # a pipe that has said nothing for this long gets what came
 
 @dataclass(frozen=True)
 class Spec:
-    """What to load and how to predict: the model directory (PyTorch or exported), the output
-    format (``jsonl`` or ``conll``) and the options its ``predict`` takes."""
+    """What to open and how to predict: the model directory (PyTorch or exported), the output
+    format (``jsonl``, ``conll``...), the device, the options its ``predict`` takes, and the
+    threads of an exported model's session (None: one per core)."""
 
     model: str
     fmt: str
-    exported: bool = False
     device: str = "cpu"
     options: dict[str, Any] = field(default_factory=dict)
-    takes_tokens: bool = False  # a tagger: pre-tokenised sentences are tagged token by token
+    threads: int | None = None
 
 
 @dataclass(frozen=True)
@@ -66,46 +69,53 @@ class Counts:
     skipped: int = 0
 
 
-def load_model(spec: Spec) -> Any:
-    """The model ``spec`` names, loaded once per process."""
-    if spec.exported:
-        from bistack.export.runtime import load_exported
-
-        return load_exported(spec.model)
-    from bistack.tasks import task_of_directory
-
-    return task_of_directory(spec.model).model.load(spec.model, spec.device)
+def load_model(spec: Spec) -> Opened:
+    """The model ``spec`` names, opened once per process."""
+    return open_model(spec.model, spec.device, spec.threads)
 
 
-def predict_records(model: Any, spec: Spec, records: list[Record]) -> list[Outcome]:
-    """Each record's formatted prediction, or why it has none, in order."""
-    from bistack.api.predictor import FORMATS
-
+def predict_records(opened: Opened, spec: Spec, records: list[Record]) -> list[Outcome]:
+    """Each record's formatted prediction, or why it has none, in order. Records are predicted
+    together by the input of the model's card that takes them (texts, token lists...)."""
     write = FORMATS[spec.fmt]
     outcomes: list[Outcome] = [Failed(r.error) if r.error is not None else "" for r in records]
-    texts = [i for i, r in enumerate(records) if r.error is None and r.tokens is None]
-    tokens = [i for i, r in enumerate(records) if r.error is None and r.tokens is not None]
-    if tokens and not spec.takes_tokens:
-        for i in tokens:
-            outcomes[i] = Failed("a list of tokens, which only a tagger takes; give a text")
-        tokens = []
-    for chosen, predict, value in (
-        (texts, model.predict, lambda r: r.text),
-        (tokens, getattr(model, "predict_tokens", None), lambda r: r.tokens),
-    ):
-        if not chosen:
+    groups: dict[str, tuple[Input, list[int]]] = {}
+    values: dict[int, Any] = {}  # each record's value as its input reads it
+    for index, record in enumerate(records):
+        if record.error is not None:
             continue
-        inputs = [value(records[i]) for i in chosen]
+        chosen = opened.card.input_of(record.value)
+        if chosen is None:
+            outcomes[index] = Failed(refusal(record, opened))
+            continue
         try:
-            for i, prediction in zip(chosen, predict(inputs, **spec.options), strict=True):
+            values[index] = chosen.read(record.value)
+        except ValueError as error:
+            outcomes[index] = Failed(str(error))
+            continue
+        groups.setdefault(chosen.name, (chosen, []))[1].append(index)
+    for chosen, indices in groups.values():
+        try:
+            predictions = chosen.predict(opened.model, [values[i] for i in indices], **spec.options)
+            for i, prediction in zip(indices, predictions, strict=True):
                 outcomes[i] = write(prediction)
         except (BistackError, ValueError, RuntimeError):
-            for i, one in zip(chosen, inputs, strict=True):  # find the record at fault
+            for i in indices:  # find the record at fault
                 try:
-                    outcomes[i] = write(predict([one], **spec.options)[0])
+                    one = chosen.predict(opened.model, [values[i]], **spec.options)
+                    outcomes[i] = write(one[0])
                 except (BistackError, ValueError, RuntimeError) as error:
                     outcomes[i] = Failed(str(error) or type(error).__name__)
     return outcomes
+
+
+def refusal(record: Record, opened: Opened) -> str:
+    """Why a record's value is not one the model takes."""
+    value = record.value
+    shown = "null" if value is None else type(value).__name__
+    if opened.card.takes("tokens") or not isinstance(value, list):
+        return f"{record.what} is {shown}, not {described(opened.card.inputs)}"
+    return f"{record.what} is a list of tokens, which only a tagger takes; give a text"
 
 
 def predict_corpus(
@@ -204,17 +214,14 @@ _WORKER_MODEL: Any = None
 
 
 def _start_worker(spec: Spec) -> None:
-    """Load the model once in a worker process, with one thread for torch and onnxruntime."""
+    """Open the model once in a worker process, with one thread for torch or onnxruntime.
+    torch is set only where opening the model imported it (an exported model's worker runs
+    without it, and without its memory)."""
     global _WORKER_MODEL
-    if spec.exported:
-        from bistack.export import runtime
-
-        runtime.SESSION_THREADS = 1
-    else:
-        import torch
-
+    _WORKER_MODEL = load_model(replace(spec, threads=1))
+    torch = sys.modules.get("torch")
+    if torch is not None:
         torch.set_num_threads(1)
-    _WORKER_MODEL = load_model(spec)
 
 
 def _predict_in_worker(spec: Spec, records: list[Record]) -> list[Outcome]:

@@ -27,7 +27,6 @@ lists gives a tagger pre-tokenised sentences. Needs ``pip install 'bistack[ray]'
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from bistack.corpus.predict import Failed, Spec, load_model, predict_records
@@ -48,12 +47,10 @@ class Predictions:
         error_column: str = "prediction_error",
         **options: Any,
     ) -> None:
-        from bistack.export.runtime import is_exported
-
-        spec = Spec(model, "jsonl", exported=is_exported(model), options=options)
-        self.model = load_model(spec)
-        takes_tokens = "conll" in _formats(self.model, spec)
-        self.spec = replace(spec, takes_tokens=takes_tokens)
+        self.spec = Spec(model, "jsonl", options=options)
+        self.model = load_model(self.spec)
+        if not self.model.card.predict_formats:
+            raise ConfigError(self.model.card.predict_hint)
         self.text_column, self.output_column = text_column, output_column
         self.error_column = error_column
 
@@ -73,18 +70,6 @@ class Predictions:
         predictions = [None if isinstance(o, Failed) else o.rstrip("\n") for o in outcomes]
         errors = [o.reason if isinstance(o, Failed) else None for o in outcomes]
         return _with_columns(batch, {self.output_column: predictions, self.error_column: errors})
-
-
-def _formats(loaded: Any, spec: Spec) -> tuple[str, ...]:
-    """What ``predict --format`` offers for the model (a tagger writes CoNLL too)."""
-    if spec.exported:
-        return loaded.PREDICT_FORMATS
-    from bistack.tasks import task_of_directory
-
-    task = task_of_directory(spec.model)
-    if not task.predict_formats:
-        raise ConfigError(task.predict_hint)
-    return task.predict_formats
 
 
 def _column(batch: Any, name: str) -> list[Any]:

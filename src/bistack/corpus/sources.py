@@ -1,9 +1,10 @@
 """Where corpus prediction reads its texts: one record at a time, so that memory stays flat
 however long the input, and a pipe's lines are predicted as they arrive.
 
-A record is a raw text, a pre-tokenised sentence (its tokens), or why it could not be read;
-each knows where it came from (``line`` in text files, ``row`` in tables), for messages and for
-the skipped-records file. Formats:
+A record is a value to predict (a raw text, a pre-tokenised sentence's tokens, or whatever a
+JSON field or Parquet cell holds: the model's card says which inputs it takes), or why it could
+not be read; each knows where it came from (``line`` in text files, ``row`` in tables), for
+messages and for the skipped-records file. Formats:
 
 - ``lines``: one text a line, split on ``\\n`` alone (U+2028, U+0085 and form feeds stay inside
   their line), a byte-order mark and a ``\\r`` before each ``\\n`` dropped, blank lines kept so
@@ -13,8 +14,8 @@ the skipped-records file. Formats:
   after each sentence, ``-DOCSTART-`` lines and ``# key = value`` comments skipped;
 - ``conllu``: CoNLL-U, the FORM column the tokens (comments, multiword-token ranges and empty
   nodes skipped);
-- ``jsonl``: one JSON object a line, the text in ``field`` (a list of strings there is a
-  pre-tokenised sentence); blank lines are not records;
+- ``jsonl``: one JSON object a line, the value in ``field`` (a text; a list of strings is a
+  pre-tokenised sentence; an object, for a kind that takes one); blank lines are not records;
 - ``csv``, ``tsv``: a header row naming ``field``;
 - ``parquet``: a string column ``field`` (read in record batches with pyarrow).
 """
@@ -28,7 +29,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from bistack.errors import ConfigError, DataError
 
@@ -47,12 +48,14 @@ _BY_SUFFIX = {
 
 @dataclass(frozen=True)
 class Record:
-    """One input record: ``text`` or ``tokens``, or the ``error`` that kept it from being
-    read; ``line``/``row`` say where it is in its source."""
+    """One input record: its ``value`` (a text, a list of tokens, or what a JSON field or
+    table cell holds; None when it holds nothing), or the ``error`` that kept it from being
+    read; ``what`` names where the value was read (``field 'text'``) for messages;
+    ``line``/``row`` say where it is in its source."""
 
-    text: str | None = None
-    tokens: list[str] | None = None
+    value: Any = None
     error: str | None = None
+    what: str = "the record"
     line: int | None = None
     row: int | None = None
 
@@ -85,8 +88,8 @@ def read_records(source: str, fmt: str, field: str = "text") -> Iterator[Record]
     with _binary(source) as handle:
         if fmt in ("lines", "tokenized"):
             for number, text, error in _decoded_lines(handle):
-                tokens = text.split() if fmt == "tokenized" and error is None else None
-                yield Record(text=text, tokens=tokens, error=error, line=number)
+                value = text.split() if fmt == "tokenized" and error is None else text
+                yield Record(value=value, error=error, what="the line", line=number)
         elif fmt in ("conll", "conllu"):
             yield from _conll(handle, fmt == "conllu")
         elif fmt == "jsonl":
@@ -143,7 +146,7 @@ def _conll(handle: BinaryIO, conllu: bool) -> Iterator[Record]:
         columns = text.split("\t") if conllu and text.strip() else text.split()
         if not columns:
             if tokens:
-                yield Record(tokens=tokens, line=start)
+                yield Record(value=tokens, what="the sentence", line=start)
             tokens = []
         elif columns[0] == "-DOCSTART-" or (not tokens and is_comment(columns, conllu)):
             continue
@@ -154,7 +157,7 @@ def _conll(handle: BinaryIO, conllu: bool) -> Iterator[Record]:
             start = start if tokens else number
             tokens.append(columns[1] if conllu else columns[0])
     if tokens:
-        yield Record(tokens=tokens, line=start)
+        yield Record(value=tokens, what="the sentence", line=start)
 
 
 def is_comment(columns: list[str], conllu: bool) -> bool:
@@ -185,18 +188,13 @@ def _jsonl(handle: BinaryIO, field: str) -> Iterator[Record]:
 def from_value(
     value: object, field: str, what: str, known: list[str] | None = None, **where: int
 ) -> Record:
-    """A record from a table cell or JSON value: a string is a text, a list of strings a
-    pre-tokenised sentence; anything else is an error that names ``field`` (``known``: the
-    fields the object has, when the value is missing from it)."""
-    if isinstance(value, str):
-        return Record(text=value, **where)
-    if isinstance(value, list) and all(isinstance(token, str) for token in value):
-        return Record(tokens=value, **where)
+    """A record from a table cell or JSON value (whether the model takes it is its card's
+    business); a field the object lacks is an error that names ``field`` (``known``: the
+    fields the object has)."""
     if value is None and known is not None and field not in known:
         shown = ", ".join(repr(name) for name in known[:8]) or "none"
         return Record(error=f"no {what} {field!r} (its fields: {shown})", **where)
-    shown = "null" if value is None else type(value).__name__
-    return Record(error=f"{what} {field!r} is {shown}, not a text", **where)
+    return Record(value=value, what=f"{what} {field!r}", **where)
 
 
 def _table(handle: BinaryIO, source: str, field: str, delimiter: str) -> Iterator[Record]:
@@ -232,7 +230,7 @@ def _table(handle: BinaryIO, source: str, field: str, delimiter: str) -> Iterato
             elif _has_bad_bytes(cells[column]):
                 yield Record(error="not valid UTF-8", line=line, row=row)
             else:
-                yield Record(text=cells[column], line=line, row=row)
+                yield Record(value=cells[column], what=f"column {field!r}", line=line, row=row)
     finally:
         text.detach()  # the handle is closed by its owner
 

@@ -7,7 +7,7 @@ table's order (Parquet, datasets, rows from Python), so an error can point at th
 - Parquet needs ``bistack[parquet]`` (pyarrow); a HuggingFace dataset folder (what
   ``Dataset.save_to_disk`` writes; for a ``DatasetDict``, the folder of one split) needs
   ``bistack[datasets]``.
-- ``memory:NAME`` reads rows registered by :func:`bistack.train` (a ``datasets.Dataset``, a
+- ``memory:NAME`` reads rows handed over to :func:`bistack.train` (a ``datasets.Dataset``, a
   pandas DataFrame or a list of dicts): the name a config records for data that came from Python.
 """
 
@@ -17,8 +17,7 @@ import csv
 import io
 import json
 import math
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,20 +37,16 @@ class Example:
 
 
 MEMORY = "memory:"  # the prefix of a table handed over from Python
-_IN_MEMORY: dict[str, Any] = {}
+# Tables handed over from Python, by the source name a config records for each
+# (``memory:train``): passed along with the config to whatever reads it, never kept globally.
+Tables = Mapping[str, Any]
 
 
-@contextmanager
-def tables_in_memory(**tables: Any) -> Iterator[dict[str, str]]:
-    """Register ``name=rows`` for as long as the block runs; yields each name's source string
-    (``memory:NAME``) for a config's ``data`` section."""
+def memory_sources(**tables: Any) -> tuple[dict[str, str], dict[str, Any]]:
+    """``name=rows`` as the source strings for a config's ``data`` section (``memory:NAME``)
+    and the tables by those names, for ``read_table(..., tables=)``."""
     names = {name: f"{MEMORY}{name}" for name in tables}
-    _IN_MEMORY.update({names[name]: rows for name, rows in tables.items()})
-    try:
-        yield names
-    finally:
-        for source in names.values():
-            _IN_MEMORY.pop(source, None)
+    return names, {names[name]: rows for name, rows in tables.items()}
 
 
 def table_format(path: str | Path, declared: str = "auto") -> str:
@@ -85,12 +80,14 @@ def read_table(
     *,
     file_format: str = "auto",
     labelled: bool = True,
+    tables: Tables | None = None,
 ) -> list[Example]:
-    """Read examples; ``labelled=False`` ignores label columns (for prediction)."""
+    """Read examples; ``labelled=False`` ignores label columns (for prediction); ``tables``:
+    the rows handed over from Python, for a ``memory:NAME`` path."""
     wanted = [text_column, *(label_columns if labelled else [])]
     examples = []
     kind = table_format(path, file_format)
-    for row, record in _records(path, kind):
+    for row, record in _records(path, kind, tables or {}):
         missing = [c for c in wanted if c not in record]
         if missing:
             where = {"row": row} if kind in ("jsonl", "memory") else {}  # a header names columns
@@ -124,9 +121,12 @@ def label_value(value: object, column: str, path: str | Path, row: int) -> str:
     return label
 
 
-def _records(path: str | Path, file_format: str) -> Iterator[tuple[int, dict]]:
-    if file_format in ("parquet", "datasets", "memory"):
-        rows = {"parquet": _parquet_rows, "datasets": _dataset_rows, "memory": _memory_rows}
+def _records(path: str | Path, file_format: str, tables: Tables) -> Iterator[tuple[int, dict]]:
+    if file_format == "memory":
+        yield from enumerate(_memory_rows(path, tables), start=1)
+        return
+    if file_format in ("parquet", "datasets"):
+        rows = {"parquet": _parquet_rows, "datasets": _dataset_rows}
         for number, record in enumerate(rows[file_format](path), start=1):
             yield number, record
         return
@@ -203,10 +203,10 @@ def _dataset_rows(path: str | Path) -> Iterator[dict]:
     yield from load_from_disk(str(path))
 
 
-def _memory_rows(source: str | Path) -> Iterator[dict]:
-    if str(source) not in _IN_MEMORY:
+def _memory_rows(source: str | Path, tables: Tables) -> Iterator[dict]:
+    if str(source) not in tables:
         raise DataError(source, "no rows were handed over under this name (see bistack.train)")
-    rows = _IN_MEMORY[str(source)]
+    rows = tables[str(source)]
     if hasattr(rows, "to_dict") and hasattr(rows, "columns"):  # a pandas DataFrame
         rows = rows.to_dict("records")
     for row in rows:

@@ -21,27 +21,36 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bistack import __version__
+from bistack._version import __version__
 from bistack.errors import ConfigError, ModelFileError
-from bistack.export.plans import ExportPlan
-from bistack.export.runtime import EXPORT_FILE, FORMAT, MODEL_FILE, VOCAB_FILE
+from bistack.graphs import ExportPlan
 from bistack.modeldir import write_json
+from bistack.onnx_session import (
+    EXPORT_FILE,
+    FORMAT,
+    FORMAT_VERSION,
+    MODEL_FILE,
+    VOCAB_FILE,
+    open_session,
+)
 
 OPSET = 17
 
 
 def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool = False) -> Path:
     """Export the model in ``model_dir`` to the directory ``output``; returns ``output``."""
-    from bistack.tasks import task_of_directory
+    from bistack.tasks import open_model, task_of_directory
 
-    task = task_of_directory(model_dir)
-    if task.export is None:
-        raise ConfigError(f"{model_dir} holds {task.description}: {task.export_hint}")
+    card = task_of_directory(model_dir)
+    if card.export_plan is None:
+        raise ConfigError(f"{model_dir} holds {card.description}: {card.export_hint}")
     output = Path(output)
     if output.exists() and not overwrite and (not output.is_dir() or any(output.iterdir())):
         raise ConfigError(f"{output} already exists; choose another --output or pass --overwrite")
-    model = task.model.load(model_dir)
-    plan = task.export(model)
+    opened = open_model(model_dir)
+    if opened.exported:
+        raise ConfigError(f"{model_dir} is an exported model already; export its model directory")
+    plan = card.export_plan(opened.model)
     staging = output.parent / f".{output.name}.export-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -53,11 +62,10 @@ def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool =
         plan.write_files(staging)
         meta = {
             "format": FORMAT,
-            "kind": task.kind,
-            "runtime": plan.runtime,
-            "view": task.view,
+            "format_version": FORMAT_VERSION,
+            "kind": card.kind,
             "bistack_version": __version__,
-            "config": model.config.to_dict(),
+            "config": opened.model.config.to_dict(),
             **plan.settings,
         }
         write_json(staging / EXPORT_FILE, meta)
@@ -90,8 +98,6 @@ def trace(plan: ExportPlan, path: Path) -> None:
 def check_against_torch(plan: ExportPlan, path: Path) -> None:
     """Run the exported graph and PyTorch on inputs of other sizes than the traced ones; a
     difference means the export is wrong, and nothing is kept."""
-    from bistack.export.runtime import open_session
-
     inputs = plan.examples(1)
     with torch.no_grad():
         expected = plan.graph(*inputs)

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from bistack.data.word_rows import locate_subwords, sentence_rows
+from bistack.data.subwords import SubwordSettings, text_windows, word_pieces
 from bistack.errors import ModelFileError
 from bistack.models.mode import evaluating
 
@@ -102,6 +102,21 @@ class TransformerBackbone(nn.Module):
             tokenizer.model_max_length if tokenizer.model_max_length < 1e6 else 512,
         )
         self.max_length: int = int(limit)
+        # The fast tokenizer's own definition, cut by ``bistack.data.subwords`` as an exported
+        # model's runtime cuts it; a copy, since cutting sets its truncation.
+        from tokenizers import Tokenizer
+
+        self.subwords = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+
+    def subword_settings(self, max_length: int | None) -> SubwordSettings:
+        """What cutting needs beside the tokenizer, for a config's ``max_length``."""
+        tokenizer = self.tokenizer
+        return SubwordSettings(
+            limit=self.limit(max_length),
+            special_tokens=tokenizer.num_special_tokens_to_add(),
+            unknown=tokenizer.unk_token or "[UNK]",
+            pad_id=tokenizer.pad_token_id or 0,
+        )
 
     def limit(self, max_length: int | None) -> int:
         """Subwords per window: a config's ``max_length`` (None: the model's own), never
@@ -181,20 +196,15 @@ class TransformerBackbone(nn.Module):
         targets: Tensor | None = None,
     ) -> SubwordBatch:
         """Subword ids of ``texts``; long texts truncated or cut into overlapping windows."""
-        limit = self.limit(max_length)
+        settings = self.subword_settings(max_length)
         sliding = long_texts == "sliding_window"
-        encoded = self.tokenizer(
-            list(texts),
-            truncation=True,
-            max_length=limit,
-            padding=True,
-            return_overflowing_tokens=sliding,
-            stride=min(stride, limit // 2) if sliding else 0,
-            return_tensors="pt",
-        )
-        window_text = encoded["overflow_to_sample_mapping"] if sliding else torch.arange(len(texts))
+        ids, mask, owners = text_windows(self.subwords, texts, settings, sliding, stride)
         return SubwordBatch(
-            encoded["input_ids"], encoded["attention_mask"], window_text, len(texts), targets
+            torch.from_numpy(ids),
+            torch.from_numpy(mask),
+            torch.from_numpy(owners),
+            len(texts),
+            targets,
         )
 
     def count_long(self, texts: Sequence[str], max_length: int | None = None) -> int:
@@ -290,31 +300,15 @@ class WordPieces:
 def tokenize_words(
     backbone: TransformerBackbone, sentences: Sequence[Sequence[str]], max_length: int | None
 ) -> WordPieces:
-    """Subwords of pre-tokenised ``sentences``; words without subwords become the unknown token."""
-    tokenizer = backbone.tokenizer
-    limit = backbone.limit(max_length)
-    budget = limit - tokenizer.num_special_tokens_to_add()
-    words = [w for sentence in sentences for w in sentence]
-    counts = [len(ids) for ids in tokenizer(words, add_special_tokens=False)["input_ids"]]
-    unknown = tokenizer.unk_token or "[UNK]"
-    rows, row_first_word = sentence_rows(sentences, counts, budget, unknown)
-    encoded = tokenizer(
-        rows,
-        is_split_into_words=True,
-        truncation=True,
-        max_length=limit,
-        padding=True,
-        return_tensors="pt",
-    )
-    row_word_ids = [encoded.word_ids(row) for row in range(len(rows))]
-    located = locate_subwords(
-        row_word_ids, row_first_word, encoded["input_ids"].shape[1], len(words)
-    )
+    """Subwords of pre-tokenised ``sentences`` (``bistack.data.subwords.word_pieces``)."""
+    arrays = word_pieces(backbone.subwords, sentences, backbone.subword_settings(max_length))
     return WordPieces(
-        encoded["input_ids"],
-        encoded["attention_mask"],
-        *(torch.from_numpy(array) for array in located),
-        [len(s) for s in sentences],
+        torch.from_numpy(arrays.input_ids),
+        torch.from_numpy(arrays.attention_mask),
+        torch.from_numpy(arrays.subword_word),
+        torch.from_numpy(arrays.first_subword),
+        torch.from_numpy(arrays.last_subword),
+        arrays.lengths,
     )
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 from torch import Tensor, nn
 
@@ -11,8 +9,6 @@ from bistack.data.batching import TokenBatch
 from bistack.data.features import CASINGS
 from bistack.encoders import RecurrentEncoder
 from bistack.masking import lengths_to_mask
-
-CharEncoderType = Literal["lstm", "cnn", "none"]
 
 
 class CharLSTMEncoder(nn.Module):

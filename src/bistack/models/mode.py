@@ -1,10 +1,13 @@
-"""Evaluation mode for a while, restored afterwards even when the work inside fails."""
+"""Evaluation mode for a while, restored afterwards even when the work inside fails; a network's
+outputs as the arrays the shared output math reads."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import numpy as np
+import torch
 from torch import nn
 
 
@@ -22,3 +25,16 @@ def evaluating(model: nn.Module) -> Iterator[nn.Module]:
         yield model
     finally:
         model.train(was_training)
+
+
+@contextmanager
+def predicting(model: nn.Module) -> Iterator[nn.Module]:
+    """Evaluation mode and no gradients: how a wrapper runs its network to predict."""
+    with torch.no_grad(), evaluating(model):
+        yield model
+
+
+def as_array(tensor: torch.Tensor) -> np.ndarray:
+    """A network's output as float32 numpy (on the CPU), for the output math that PyTorch and
+    exported models share (``bistack.taggers.decoding``, ``bistack.text_models.outputs``)."""
+    return tensor.detach().float().cpu().numpy()

@@ -1,0 +1,3 @@
+"""The version of bistack, in one place (the package metadata reads it too)."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,210 @@
+"""Reading configs: YAML files, ``key.sub=value`` overrides, dicts built into config classes
+(unknown keys and wrong types are errors that name the key, so a typo never silently falls back
+to a default), and the layouts of earlier versions, rewritten once on the way in.
+
+Before kinds were explicit a config named a ``task`` (tagging, classification...), and a
+``backbone`` section made it a model over a transformer's layers; :func:`kind_named` reads that
+layout. Keys a kind kept elsewhere are its config class's to move (``ExperimentConfig.upgrade``).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal, TypeVar
+
+import yaml
+
+from bistack.config import ExperimentConfig
+from bistack.errors import ConfigError
+
+C = TypeVar("C", bound=ExperimentConfig)
+
+# (task, has a backbone section) -> kind, for configs written before kinds were explicit.
+_LEGACY_KINDS = {
+    ("tagging", False): "tagger",
+    ("tagging", True): "layer_tagger",
+    ("classification", False): "classifier",
+    ("classification", True): "layer_classifier",
+    ("regression", False): "regressor",
+    ("regression", True): "layer_regressor",
+    ("language_model", False): "language_model",
+}
+
+
+def read_yaml(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
+    """A YAML config file as a mapping, with ``key.sub=value`` overrides applied (values parsed
+    as YAML); earlier versions' layouts are read when it is built (:func:`build_config`)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a folder; expected a YAML config file") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {error.object[error.start]:#04x} at offset "
+            f"{error.start}); expected a YAML config file"
+        ) from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not valid YAML: {error}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    for override in overrides or []:
+        apply_override(data, override)
+    return data
+
+
+def apply_override(data: dict[str, Any], override: str) -> None:
+    """Set ``a.b=value`` in nested ``data``, the value parsed as YAML (``--set``)."""
+    key, sep, raw = override.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"--set {override!r}: expected key=value, e.g. train.max_epochs=30")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError as error:
+        problem = getattr(error, "problem", None) or "not valid YAML"
+        raise ConfigError(f"--set {override!r}: the value is not valid YAML ({problem})") from None
+    set_key(data, key, value, f"--set {override!r}")
+
+
+def set_key(data: dict[str, Any], key: str, value: Any, source: str) -> None:
+    """Set the dotted ``key`` (``train.max_epochs``) in nested ``data``, making sections that
+    are missing; a key inside a value that is not a section is an error naming ``source``."""
+    *parents, leaf = key.split(".")
+    node = data
+    for parent in parents:
+        node = node.setdefault(parent, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"{source}: {parent!r} is not a section")
+    node[leaf] = value
+
+
+def kind_named(data: dict[str, Any], source: str = "config") -> str:
+    """The model kind ``data`` names: its ``kind``, or the kind an earlier version's ``task``
+    (with or without a ``backbone`` section) meant; a config with neither is a tagger's, as it
+    always was."""
+    if "task" not in data:
+        kind = data.get("kind", "tagger")
+        if not isinstance(kind, str):
+            raise ConfigError(f"{source}: kind must be a string, got {kind!r}")
+        return kind
+    if "kind" in data:
+        raise ConfigError(f"{source}: give kind or the older task, not both")
+    key = (data["task"], "backbone" in data)
+    if key not in _LEGACY_KINDS:
+        tasks = sorted({t for t, _ in _LEGACY_KINDS})
+        raise ConfigError(f"{source}: task must be one of {', '.join(tasks)}, got {data['task']!r}")
+    return _LEGACY_KINDS[key]
+
+
+def build_config(cls: type[C], data: dict[str, Any], source: str = "config") -> C:
+    """A validated ``cls`` from ``data``, written in today's layout or an earlier version's
+    (rewritten on a copy, by :func:`kind_named` and ``cls.upgrade``); errors name the key."""
+    data = copy.deepcopy(data)
+    legacy = "task" in data
+    data["kind"] = kind_named(data, source)
+    data.pop("task", None)
+    cls.upgrade(data, legacy, source)
+    config = _build(cls, data, source, "")
+    config.validate(source)
+    return config
+
+
+def same_settings(recorded: dict[str, Any], config: ExperimentConfig) -> bool:
+    """Whether a config recorded by an earlier run equals ``config``, keys added since then
+    counting as their defaults (so a finished run stays reusable across versions)."""
+    try:
+        return build_config(type(config), recorded, "recorded run").to_dict() == config.to_dict()
+    except ConfigError:
+        return False
+
+
+def _build(cls: type, data: Any, source: str, prefix: str, base: Any = None) -> Any:
+    """``cls`` from ``data``; keys it leaves out keep ``base``'s values (a section's defaults
+    for the config's kind: a layer classifier's ``optimizer: {lr: ...}`` stays AdamW), or the
+    class defaults where there is no base."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: {prefix.rstrip('.') or 'config'} must be a mapping")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown key {prefix + unknown[0]!r} (known: {', '.join(sorted(fields))})"
+        )
+    values = {}
+    for name, value in data.items():
+        hint = hints[name]
+        section = _section_class(hint)
+        if section is not None and value is None and hint is not section:
+            values[name] = None  # an optional section left out
+        elif section is not None:
+            inner = getattr(base, name) if base is not None else _default(fields[name])
+            values[name] = _build(section, value, source, f"{prefix}{name}.", inner)
+        else:
+            values[name] = _check_value(hint, value, source, f"{prefix}{name}")
+    return dataclasses.replace(base, **values) if base is not None else cls(**values)
+
+
+def _section_class(hint: Any) -> type | None:
+    """The dataclass a field holds (``Section`` or an optional ``Section | None``), if any."""
+    if dataclasses.is_dataclass(hint):
+        return hint
+    if typing.get_origin(hint) in (types.UnionType, typing.Union):
+        (section, *rest) = [a for a in typing.get_args(hint) if a is not type(None)]
+        if not rest and dataclasses.is_dataclass(section):
+            return section
+    return None
+
+
+def _default(field_: dataclasses.Field) -> Any:
+    """A field's default value (its factory called), or None when it has none."""
+    if field_.default_factory is not dataclasses.MISSING:
+        return field_.default_factory()
+    return None if field_.default is dataclasses.MISSING else field_.default
+
+
+def _check_value(hint: Any, value: Any, source: str, key: str) -> Any:
+    origin = typing.get_origin(hint)
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        if not isinstance(value, list) or not all(
+            isinstance(v, item) and not isinstance(v, bool) for v in value
+        ):
+            raise ConfigError(f"{source}: {key} must be a list of {item.__name__}s, got {value!r}")
+        return value
+    if origin is Literal:
+        if value not in typing.get_args(hint):
+            choices = ", ".join(repr(c) for c in typing.get_args(hint))
+            raise ConfigError(f"{source}: {key} must be one of {choices}, got {value!r}")
+        return value
+    if origin in (types.UnionType, typing.Union):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        real = [o for o in options if o is not type(None)]
+        for option in real[:-1]:
+            try:
+                return _check_value(option, value, source, key)
+            except ConfigError:
+                continue
+        return _check_value(real[-1], value, source, key)
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if hint is float and isinstance(value, str):
+        # YAML 1.1 reads 5e-5 (no dot) as a string; users mean the number.
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    if hint in (int, float, str, bool) and not (
+        isinstance(value, hint) and not (hint is int and isinstance(value, bool))
+    ):
+        raise ConfigError(f"{source}: {key} must be {hint.__name__}, got {value!r}")
+    return value

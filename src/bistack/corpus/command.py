@@ -1,0 +1,119 @@
+"""``bistack predict`` on TEXT arguments or a streamed ``--input``, to stdout or a resumable
+``--output``: the orchestration behind the command line's flags (which input format, where the
+output and the skipped records go, progress, workers)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from bistack.cards import Card
+from bistack.corpus.outputs import FileOutput, StdoutOutput
+from bistack.corpus.predict import Progress, Spec, load_model, predict_corpus
+from bistack.corpus.sources import TOKEN_FORMATS, Record, input_format, read_records
+from bistack.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class CorpusRequest:
+    """What to predict and where to write it, as ``bistack predict``'s flags say."""
+
+    texts: list[str]
+    input: str | None = None
+    input_format: str | None = None
+    tokenized: bool = False
+    text_field: str = "text"
+    output: str | None = None
+    overwrite: bool = False
+    resume: bool = False
+    on_error: str = "stop"
+    skipped: str | None = None
+    workers: int = 1
+    chunk_size: int = 1024
+    log_every: float = 30.0
+    progress: bool = False  # a bar, for an --input on a terminal
+
+
+def check_request(request: CorpusRequest, spec: Spec) -> None:
+    """Refuse flags that do not go together, before anything is opened or written."""
+    if request.texts and request.input:
+        raise ConfigError("give TEXT arguments or --input PATH, not both")
+    if not request.texts and not request.input:
+        raise ConfigError("nothing to predict: give TEXT arguments or --input PATH")
+    if request.workers < 1 or request.chunk_size < 1:
+        raise ConfigError("--workers and --chunk-size must be >= 1")
+    if request.workers > 1 and spec.device != "cpu":
+        raise ConfigError("--workers runs processes on the CPU; use one process for --device")
+    if request.resume and (not request.input or request.input == "-" or not request.output):
+        raise ConfigError("--resume continues an --output file predicted from an --input file")
+    if not request.output and request.on_error == "skip" and request.skipped is None:
+        raise ConfigError(
+            "--on-error skip lists what it skips in a file: give --skipped PATH "
+            "(or --output PATH, beside which it goes)"
+        )
+
+
+def predict_command(request: CorpusRequest, spec: Spec, card: Card) -> int:
+    """Predict what ``request`` names with the model ``spec`` names (of ``card``'s kind),
+    writing as it says; returns the exit status."""
+    check_request(request, spec)
+    if request.input:
+        fmt = input_format(request.input, request.input_format, request.tokenized)
+        if fmt in TOKEN_FORMATS and not card.takes("tokens"):
+            raise ConfigError(
+                f"{fmt} input gives tokens, which only a tagger takes; {spec.model} holds "
+                f"{card.description}"
+            )
+        records = read_records(request.input, fmt, request.text_field)
+        source = request.input if request.input != "-" else "<stdin>"
+    else:
+        fmt, source = "arguments", "argument"
+        records = iter(
+            Record(value=t, what="the argument", line=n) for n, t in enumerate(request.texts, 1)
+        )
+    skipped = Path(request.skipped) if request.skipped else None
+    output: FileOutput | StdoutOutput
+    if request.output:
+        path = Path(request.output)
+        settings = {
+            "model": str(Path(spec.model).resolve()),
+            "input": str(Path(request.input).resolve()) if request.input else None,
+            "input_format": fmt,
+            "text_field": request.text_field,
+            "format": spec.fmt,
+            "options": spec.options,
+        }
+        skipped = skipped or path.with_name(path.name + ".skipped.jsonl")
+        opened = load_model(spec)  # one that does not open stops here, before any output
+        output = FileOutput(path, skipped, settings, request.resume, request.overwrite)
+    else:
+        opened = load_model(spec)
+        output = StdoutOutput(skipped)
+    if request.workers > 1:
+        del opened  # each worker opens its own; this one only proved that it opens
+        opened = None
+    progress = Progress(
+        bar=bool(request.input) and request.progress,
+        every=request.log_every,
+        already=output.records_done,
+    )
+    counts = predict_corpus(
+        records,
+        spec,
+        output,
+        model=opened,
+        source=source,
+        on_error=request.on_error,
+        workers=request.workers,
+        chunk_size=request.chunk_size,
+        progress=progress,
+    )
+    if request.output:
+        listed = f", listed in {skipped}" if counts.skipped else ""
+        print(
+            f"predicted {counts.predicted:,} records into {request.output} ({counts.skipped:,} "
+            f"skipped{listed}; {progress.rate:,.0f} records/s)",
+            file=sys.stderr,
+        )
+    return 0

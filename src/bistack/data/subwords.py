@@ -1,0 +1,102 @@
+"""How texts and pre-tokenised sentences become a transformer's subword rows, without torch, so
+that a PyTorch backbone and an exported model's runtime cut them by one code: over a fast
+tokenizer's own definition (the ``tokenizers`` library's ``Tokenizer``), as int64 arrays.
+
+- Texts: each text one window, truncated to the limit, or cut into overlapping windows
+  (``sliding``), each window knowing its text.
+- Words: sentences cut between words into rows that fit the limit (``word_rows``), with each
+  word's subwords located; a word without subwords is read as the unknown token.
+
+Rows are right-padded to the longest with the pad id; the attention mask is 1 at real subwords.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from bistack.data.word_rows import locate_subwords, sentence_rows
+
+
+@dataclass(frozen=True)
+class SubwordSettings:
+    """What cutting needs of a tokenizer beside its definition: the window's length in
+    subwords (special tokens included), the special tokens a row adds, the unknown token and the
+    pad id."""
+
+    limit: int
+    special_tokens: int = 2
+    unknown: str = "[UNK]"
+    pad_id: int = 0
+
+
+def padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, attention_mask)`` ``(rows, longest)`` int64, right-padded."""
+    width = max(len(row) for row in rows)
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=np.int64)
+    for index, row in enumerate(rows):
+        ids[index, : len(row)] = row
+        mask[index, : len(row)] = 1
+    return ids, mask
+
+
+def text_windows(
+    tokenizer: Any,
+    texts: Sequence[str],
+    settings: SubwordSettings,
+    sliding: bool = False,
+    stride: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(input_ids, attention_mask, window_text)``: one window per text, truncated to the
+    limit, or with ``sliding`` every window of an overflowing text (consecutive windows share
+    ``stride`` subwords, at most half a window); ``window_text`` ``(windows,)`` names each
+    window's text."""
+    limit = settings.limit
+    shared = min(stride, limit // 2) if sliding else 0
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(limit, stride=shared, strategy="longest_first")
+    rows, owners = [], []
+    for index, encoding in enumerate(tokenizer.encode_batch(list(texts))):
+        parts = [encoding, *(encoding.overflowing if sliding else [])]
+        rows.extend(part.ids for part in parts)
+        owners.extend([index] * len(parts))
+    ids, mask = padded(rows, settings.pad_id)
+    return ids, mask, np.asarray(owners, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class WordPieceArrays:
+    """Pre-tokenised sentences as subword rows (see ``bistack.models.backbone.WordPieces``):
+    input_ids, attention_mask ``(rows, seq_len)``; subword_word ``(rows * seq_len,)``;
+    first_subword, last_subword ``(total_words,)``; lengths: words per sentence."""
+
+    input_ids: np.ndarray
+    attention_mask: np.ndarray
+    subword_word: np.ndarray
+    first_subword: np.ndarray
+    last_subword: np.ndarray
+    lengths: list[int]
+
+
+def word_pieces(
+    tokenizer: Any, sentences: Sequence[Sequence[str]], settings: SubwordSettings
+) -> WordPieceArrays:
+    """Subword rows of pre-tokenised ``sentences``: a sentence longer than the limit is cut
+    between words into rows that each fit, so no word is ever cut or dropped."""
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    words = [w for sentence in sentences for w in sentence]
+    counts = [len(e.ids) for e in tokenizer.encode_batch(words, add_special_tokens=False)]
+    budget = settings.limit - settings.special_tokens
+    rows, row_first_word = sentence_rows(sentences, counts, budget, settings.unknown)
+    tokenizer.enable_truncation(settings.limit, strategy="longest_first")
+    encodings = tokenizer.encode_batch(rows, is_pretokenized=True)
+    ids, mask = padded([e.ids for e in encodings], settings.pad_id)
+    located = locate_subwords(
+        [e.word_ids for e in encodings], row_first_word, ids.shape[1], len(words)
+    )
+    return WordPieceArrays(ids, mask, *located, [len(s) for s in sentences])

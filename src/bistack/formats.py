@@ -1,0 +1,78 @@
+"""How ``predict --format`` writes one prediction (JSON lines, CoNLL, CoNLL-U, doccano), and
+the progress bar of batched prediction: shared by every kind and outlet, torch-free. A kind's
+card says which formats it has; its predictions supply ``to_json`` (and ``to_conll``,
+``to_conllu``, ``to_doccano`` for the formats it lists)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol, TypeVar
+
+from bistack.errors import ModelFileError
+
+T = TypeVar("T")
+
+
+class Prediction(Protocol):
+    """One input's prediction, as plain data (what ``predict --format jsonl`` prints)."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+def shown(batches: Iterable[T], show: bool) -> Iterable[T]:
+    """``batches``, with a progress bar (batches per second) when ``show``."""
+    from tqdm import tqdm
+
+    return tqdm(batches, desc="predicting", unit="batch", disable=not show, leave=False)
+
+
+def jsonl_line(prediction: Prediction) -> str:
+    """One JSON object and a newline; a value that is not a number is an error, never NaN.
+    Unicode line separators inside strings are written escaped, so that a reader splitting on
+    any line break still sees one record a line."""
+    try:
+        line = json.dumps(prediction.to_json(), ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        raise ModelFileError(
+            "the model predicted a value that is not a finite number; its weights or its "
+            "calibration are broken: retrain it"
+        ) from None
+    for separator in LINE_SEPARATORS:
+        line = line.replace(separator, f"\\u{ord(separator):04x}")
+    return line + "\n"
+
+
+LINE_SEPARATORS = "\u2028\u2029\u0085\x0b\x0c\x1c\x1d\x1e"  # what str.splitlines also breaks at
+
+
+def conll_block(prediction: Prediction) -> str:
+    """``token<TAB>tag`` lines with a blank line after each sentence (taggers' predictions)."""
+    return prediction.to_conll()  # type: ignore[attr-defined]
+
+
+def conllu_block(prediction: Prediction) -> str:
+    """CoNLL-U sentences, each with its ``# text`` (taggers' predictions)."""
+    return prediction.to_conllu()  # type: ignore[attr-defined]
+
+
+class _Doccano:
+    def __init__(self, record: dict[str, Any]) -> None:
+        self.record = record
+
+    def to_json(self) -> dict[str, Any]:
+        return self.record
+
+
+def doccano_line(prediction: Prediction) -> str:
+    """The text and its entities as a doccano JSON line, to load back into an annotation tool."""
+    return jsonl_line(_Doccano(prediction.to_doccano()))  # type: ignore[attr-defined]
+
+
+# How ``predict --format`` writes one prediction; the task table says which formats a kind has.
+FORMATS: dict[str, Callable[[Prediction], str]] = {
+    "jsonl": jsonl_line,
+    "conll": conll_block,
+    "conllu": conllu_block,
+    "doccano": doccano_line,
+}

@@ -1,1 +1,0 @@
-"""Recipes: read a config, build, run, write a model directory and metrics."""

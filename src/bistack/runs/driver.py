@@ -1,0 +1,153 @@
+"""The one training driver: every model kind trains through :func:`train_model`.
+
+A kind supplies ``prepare(config, run, **inputs) -> Prepared``: read its data, build its model and
+what the loop needs. The driver does what every kind shares: start the run, say what is trained,
+write the model's metadata (rank 0), run the loop, report the best epoch, and let the kind finish
+(calibration, dev metrics) once the best weights are on disk.
+
+It also owns the output directory (``bistack.runs.rundir``): everything is staged beside it and the
+model is swapped in whole with the first best weights, so a run that fails before that (a data
+check, divergence, Ctrl-C, a kill) leaves an existing model byte for byte as it was.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from torch import nn
+
+from bistack.config import ExperimentConfig
+from bistack.errors import BistackError
+from bistack.runs.checkpoint import CHECKPOINT, CheckpointError, differences, load_checkpoint
+from bistack.runs.loop import FitResult, Interrupted, LoopTask, Run, fit, kept, start_run
+from bistack.runs.rundir import check_output
+
+
+class Saved(Protocol):
+    """What the driver writes into the run's model directory."""
+
+    def save_metadata(self, path: str | Path) -> None: ...
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run uses the machine (Lightning Fabric's devices, strategy, accelerator), and
+    whether it may replace a model already in its output (once it has a better one to put
+    there: never before its first best model)."""
+
+    devices: int | str = 1
+    num_nodes: int = 1  # machines, each running ``devices`` processes (see the README)
+    strategy: str = "auto"
+    accelerator: str = "cpu"
+    precision: str | None = None  # Fabric's, e.g. bf16-mixed; None: 32-bit
+    progress: bool = True
+    overwrite: bool = False
+    resume: bool = False  # go on from the checkpoint in the output (see ``bistack.runs.checkpoint``)
+    log_format: Literal["text", "json"] = "text"
+
+
+DEFAULT_OPTIONS = RunOptions()
+
+
+@dataclass
+class Prepared:
+    """What a kind hands the driver.
+
+    model: the wrapper whose metadata goes to the model directory before training;
+    network: the module the loop trains (its parameters are counted);
+    loop: batches, dev evaluation and weight saving for the loop;
+    summary: one line on the data and the model;
+    finish: called on rank 0 after training, once the best weights are saved.
+    """
+
+    model: Saved
+    network: nn.Module
+    loop: LoopTask
+    summary: str
+    finish: Callable[[Run], None] | None = None
+
+
+@dataclass(frozen=True)
+class TrainedModel:
+    model_dir: Path
+    fit: FitResult
+    parameters: int  # trained parameters (a frozen backbone's not counted)
+
+
+Prepare = Callable[..., Prepared]
+
+
+def train_model(
+    config: ExperimentConfig,
+    output: str | Path,
+    prepare: Prepare,
+    metric: Metric,
+    options: RunOptions = DEFAULT_OPTIONS,
+    **inputs: Any,
+) -> TrainedModel:
+    """Train as ``config`` says; the best model goes to ``output/model``.
+
+    ``inputs`` go to ``prepare`` (e.g. a loaded backbone shared by many runs).
+    """
+    checkpoint = None
+    if options.resume:  # before any work, in every process alike
+        checkpoint = load_checkpoint(Path(output))
+        changed = differences(checkpoint.config, config.to_dict())
+        if changed:
+            raise CheckpointError(
+                f"{output}: the checkpoint was trained with another config; --resume needs the "
+                f"same one (changed: {', '.join(changed)})"
+            )
+    else:
+        check_output(Path(output), options.overwrite)
+    run = start_run(
+        output,
+        config.train.seed,
+        devices=options.devices,
+        num_nodes=options.num_nodes,
+        strategy=options.strategy,
+        accelerator=options.accelerator,
+        precision=options.precision,
+        overwrite=options.overwrite,
+        resume=options.resume,
+        log_format=options.log_format,
+    )
+    try:
+        prepared = prepare(config, run, **inputs)
+        parameters = sum(p.numel() for p in prepared.network.parameters() if p.requires_grad)
+        run.say(f"{prepared.summary}; {parameters:,} trained parameters")
+        if run.fabric.is_global_zero:
+            prepared.model.save_metadata(run.model_dir)
+        result = fit(
+            run,
+            prepared.network,
+            prepared.loop,
+            config.train,
+            config.optimizer,
+            progress=options.progress,
+            config=config.to_dict(),
+            resume=checkpoint,
+        )
+        if result.best_epoch == 0:
+            raise BistackError(
+                f"no epoch gave a finite {metric.name}; {kept(run, result.best_score, 0)}"
+            )
+        run.say(
+            f"best {metric.name} {metric.value(result.best_score):.4g} at epoch "
+            f"{result.best_epoch}; model in {run.model_dir}"
+        )
+        if run.fabric.is_global_zero and prepared.finish is not None:
+            prepared.finish(run)
+        if run.fabric.is_global_zero:  # finished: nothing left to resume
+            (run.output / CHECKPOINT).unlink(missing_ok=True)
+        return TrainedModel(run.model_dir, result, parameters)
+    except Interrupted:
+        raise
+    except KeyboardInterrupt:  # before the first epoch, or while finishing: say it all the same
+        run.say(f"\ninterrupted: {kept(run)}")
+        raise
+    finally:
+        run.directory.close()

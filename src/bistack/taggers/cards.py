@@ -1,0 +1,72 @@
+"""The tagging family's cards: a recurrent tagger and a tagger over a transformer's word
+states (plain data, no torch; see ``bistack.cards``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from bistack.cards import Card, Ladder
+from bistack.inputs import TEXT, TOKENS
+from bistack.metrics.dev import Metric
+
+DEV_F1 = Metric("dev_f1", "dev F1", higher_is_better=True)
+DEV_TAG_ACCURACY = Metric("dev_token_accuracy", "dev accuracy", higher_is_better=True)
+FORMATS = ("conll", "jsonl", "conllu", "doccano")
+OPTIONS = frozenset({"min_confidence", "top_k"})
+
+
+def tagging_metric(config: Any) -> Metric:
+    """Entity F1, or per-token accuracy for plain tags (``data.scheme: none``)."""
+    return DEV_TAG_ACCURACY if config.data.scheme == "none" else DEV_F1
+
+
+def with_transformer(settings: dict[str, Any], backbone: str) -> dict[str, Any]:
+    """A recurrent tagger's settings as a tagger over a transformer's word states (frozen,
+    first subword, mixed over layers) that stacks the recurrent tagger's features beside them."""
+    kept = ("data", "features", "encoder", "head", "optimizer", "train")
+    return {"kind": "layer_tagger", "backbone": {"path": backbone}} | {
+        key: settings[key] for key in kept
+    }
+
+
+TAGGER = Card(
+    "tagger",
+    "a recurrent sequence tagger",
+    config="bistack.taggers.config:TaggerConfig",
+    recipe="bistack.taggers.recipe:prepare_tagger",
+    loader="bistack.taggers.tagger:Tagger",
+    metric=DEV_F1,
+    metric_of=tagging_metric,
+    inputs=(TEXT, TOKENS),
+    predict_formats=FORMATS,
+    predict_options=OPTIONS,
+    view="entities",
+    streams=True,
+    ladder=Ladder(
+        {"encoder.bidirectional": False, "encoder.num_layers": 1, "encoder.residual": False}
+        | {"head.type": "softmax"},
+        "3. + CRF",
+        {"head.type": "crf"},
+        with_transformer=with_transformer,
+    ),
+    export="bistack.taggers.export:tagger_plan",
+    runtime="bistack.taggers.runtime:ExportedTagger",
+)
+LAYER_TAGGER = Card(
+    "layer_tagger",
+    "a tagger over a transformer's layers",
+    config="bistack.taggers.config:LayerPoolingTaggerConfig",
+    recipe="bistack.taggers.layer_recipe:prepare_layer_tagger",
+    loader="bistack.taggers.layer_tagger:LayerPoolingTagger",
+    metric=DEV_F1,
+    metric_of=tagging_metric,
+    inputs=(TEXT, TOKENS),
+    predict_formats=FORMATS,
+    predict_options=OPTIONS,
+    view="entities",
+    stream_hint="only a recurrent tagger can stream (a transformer backbone reads the whole "
+    "sentence in both directions)",
+    export="bistack.taggers.export:layer_tagger_plan",
+    runtime="bistack.taggers.runtime:ExportedLayerTagger",
+)
+CARDS = (TAGGER, LAYER_TAGGER)

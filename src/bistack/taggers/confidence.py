@@ -1,0 +1,186 @@
+"""How sure a tagger is: per-token tag marginals, and the probability of each predicted entity,
+over numpy arrays (no torch: an exported model's runtime computes them too).
+
+For a CRF, a token's marginal ``P(y_t = tag | x)`` is the gradient of log Z with respect to
+that emission (forward-backward; the compiled partition kernel returns it as its gradient). An
+entity's confidence is the exact probability, under the CRF, that the span carries that type:
+``Z(tags clamped to the entity) / Z``. In BIOES the clamped tags (``B I* E`` or ``S``) say
+exactly that; in BIO the span must also not go on (``y_end != I-type``), one more partition.
+In IOB1 the tags that open a span depend on the token before it, so the clamp is the predicted
+path's own tags plus the same end condition: a lower bound of the span's probability.
+
+A softmax tagger's tokens are independent: the same events, as products of its token
+probabilities.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from bistack.crf_kernels import IMPOSSIBLE, log_partition
+from bistack.schemes import spans_from_tags
+
+Span = tuple[int, int, str]  # (start, end, type), end exclusive
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """One way of tagging a span: the tags at its positions (``clamp``: position -> tag id), and
+    positions around it that must not take some tags (``exclude``), or the entity would start
+    earlier or run on."""
+
+    clamp: dict[int, int]
+    exclude: tuple[tuple[int, tuple[int, ...]], ...] = ()
+
+    def terms(self, length: int) -> list[tuple[int, dict[int, int]]]:
+        """Inclusion-exclusion: ``P(this) = sum of sign * P(clamp)`` over the returned terms."""
+        exclusions = [(p, tags) for p, tags in self.exclude if 0 <= p < length and tags]
+        terms = []
+        for choice in itertools.product(*[[None, *tags] for _, tags in exclusions]):
+            clamp = dict(self.clamp)
+            chosen = [
+                (p, tag) for (p, _), tag in zip(exclusions, choice, strict=True) if tag is not None
+            ]
+            clamp.update(chosen)
+            terms.append(((-1) ** len(chosen), clamp))
+        return terms
+
+
+SpanEvent = tuple[Alternative, ...]  # disjoint ways of tagging the span; P is their sum
+
+
+def span_event(span: Span, path: Sequence[int], names: Sequence[str], scheme: str) -> SpanEvent:
+    """The event "``span`` is an entity of its type", over tags named ``names``.
+
+    BIOES (``B I* E`` or ``S``): one way. BIO and IOB1, read as conlleval reads them: the span
+    opens with ``B-type``, or with ``I-type`` where the token before is not of that type; it
+    continues with ``I-type`` and the next token is not ``I-type``. A CRF's constraints give the
+    ways its scheme forbids probability 0, so the event is exact for every scheme. Where the
+    scheme's tags for it were never seen in training, the path's own tags (a lower bound).
+    """
+    index = {name: i for i, name in enumerate(names)}
+    start, end, entity_type = span
+    tag = {prefix: index.get(f"{prefix}-{entity_type}") for prefix in "BIES"}
+    if scheme == "BIOES":
+        if end - start == 1 and tag["S"] is not None:
+            return (Alternative({start: tag["S"]}),)
+        if (
+            end - start > 1
+            and None not in (tag["B"], tag["E"])
+            and (end - start == 2 or tag["I"] is not None)
+        ):
+            clamp = {p: tag["I"] for p in range(start + 1, end - 1)}
+            return (Alternative(clamp | {start: tag["B"], end - 1: tag["E"]}),)  # type: ignore[operator]
+        return (Alternative({p: path[p] for p in range(start, end)}),)
+    inside, begin = tag["I"], tag["B"]
+    if end - start > 1 and inside is None:
+        return (Alternative({p: path[p] for p in range(start, end)}),)
+    rest = {p: inside for p in range(start + 1, end)}
+    runs_on = ((end, (inside,)),) if inside is not None else ()
+    of_type = tuple(t for t in (inside, begin) if t is not None)
+    ways = []
+    if inside is not None:
+        ways.append(Alternative({start: inside} | rest, ((start - 1, of_type), *runs_on)))  # type: ignore[arg-type]
+    if begin is not None:
+        ways.append(Alternative({start: begin} | rest, runs_on))  # type: ignore[arg-type]
+    return tuple(ways)
+
+
+@dataclass(frozen=True)
+class CRFScores:
+    """A CRF's transition ``(num_tags, num_tags)`` [from, to], start and end ``(num_tags,)``
+    scores, forbidden moves set to IMPOSSIBLE (``CRF.constrained_scores``)."""
+
+    transitions: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+
+
+def crf_marginals(scores: CRFScores, emissions: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``(batch_size, seq_len, num_tags)`` tag marginals, 0 at padding; emissions
+    ``(batch_size, seq_len, num_tags)``, ``lengths`` real positions per row."""
+    _, marginals, _ = log_partition(
+        emissions, lengths, scores.transitions, scores.start, scores.end, with_grad=True
+    )
+    return marginals
+
+
+def crf_span_probabilities(
+    scores: CRFScores,
+    emissions: np.ndarray,
+    lengths: Sequence[int],
+    events: Sequence[Sequence[SpanEvent]],
+) -> list[list[float]]:
+    """Exact probability of each sentence's events: emissions ``(batch, seq_len, num_tags)``,
+    the first ``lengths[b]`` positions of row b real, ``events[b]`` its events. Every clamped
+    partition of the batch runs in one kernel call, beside each sentence's own."""
+    copies, copy_lengths, owners = [], [], []  # one clamped copy per term: (sentence, event, sign)
+    for row, (length, sentence_events) in enumerate(zip(lengths, events, strict=True)):
+        for number, event in enumerate(sentence_events):
+            for alternative in event:
+                for sign, clamp in alternative.terms(length):
+                    copies.append(_clamped(emissions[row], clamp))
+                    copy_lengths.append(length)
+                    owners.append((row, number, sign))
+    totals = [[0.0] * len(sentence_events) for sentence_events in events]
+    if not copies:
+        return totals
+    batch = np.concatenate([emissions, np.stack(copies)])  # (batch + terms, seq_len, num_tags)
+    all_lengths = np.asarray([*lengths, *copy_lengths], dtype=np.int64)
+    log_z, _, _ = log_partition(batch, all_lengths, scores.transitions, scores.start, scores.end)
+    log_z = log_z.astype(np.float64)
+    for (row, number, sign), value in zip(owners, log_z[len(lengths) :], strict=True):
+        totals[row][number] += sign * math.exp(value - log_z[row])
+    return [[min(1.0, max(0.0, total)) for total in row] for row in totals]
+
+
+def independent_span_probabilities(
+    probabilities: np.ndarray, length: int, events: Sequence[SpanEvent]
+) -> list[float]:
+    """The same events for independent tokens: ``probabilities`` ``(seq_len, num_tags)``."""
+    results = []
+    for event in events:
+        total = 0.0
+        for alternative in event:
+            value = math.prod(float(probabilities[p, t]) for p, t in alternative.clamp.items())
+            for position, tags in alternative.exclude:
+                if 0 <= position < length and tags:
+                    value *= 1.0 - sum(float(probabilities[position, t]) for t in tags)
+            total += value
+        results.append(min(1.0, max(0.0, total)))
+    return results
+
+
+def _clamped(emissions: np.ndarray, clamp: dict[int, int]) -> np.ndarray:
+    """A copy of ``emissions`` ``(seq_len, num_tags)`` where each clamped position can only take
+    its tag."""
+    result = emissions.copy()
+    for position, tag in clamp.items():
+        keep = result[position, tag]
+        result[position] = IMPOSSIBLE
+        result[position, tag] = keep
+    return result
+
+
+def independent_best_paths(
+    log_probabilities: np.ndarray, top_k: int
+) -> list[tuple[list[int], float]]:
+    """The ``top_k`` most probable tag sequences of independent tokens, ``log_probabilities``
+    ``(seq_len, num_tags)``, with their probabilities. A beam of width ``top_k`` is exact here:
+    every prefix of a k-best sequence is a k-best prefix, since the scores add up."""
+    beam: list[tuple[float, list[int]]] = [(0.0, [])]
+    k = min(top_k, log_probabilities.shape[1])
+    for row in log_probabilities.tolist():
+        best_tags = sorted(range(len(row)), key=row.__getitem__, reverse=True)[:k]
+        extended = [(score + row[tag], [*path, tag]) for score, path in beam for tag in best_tags]
+        beam = sorted(extended, key=lambda item: item[0], reverse=True)[:top_k]
+    return [(path, math.exp(score)) for score, path in beam]
+
+
+def spans_of(path: Sequence[int], names: Sequence[str]) -> list[Span]:
+    return [(s.start, s.end, s.label) for s in spans_from_tags([names[t] for t in path])]

@@ -1,0 +1,161 @@
+"""What a tagger's emissions mean, written once: tags (the CRF's constrained Viterbi path, or
+each token's best tag), each token's probability of its tag, each entity's exact probability,
+and the k best analyses. Over numpy arrays, so that the PyTorch taggers and an exported model's
+runtime (no torch) turn emissions into the same analyses by the same code.
+
+A :class:`TagDecoder` is what a tagging head knows besides its emissions: the labels, the
+scheme its spans are read in, and, for a CRF, its constrained transition scores. It is written
+into an exported directory as JSON and read back there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bistack.crf_kernels import log_partition, viterbi_best, viterbi_top_k
+from bistack.schemes import PLAIN
+from bistack.taggers.confidence import (
+    CRFScores,
+    Span,
+    crf_marginals,
+    crf_span_probabilities,
+    independent_best_paths,
+    independent_span_probabilities,
+    span_event,
+    spans_of,
+)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """One sentence's predicted tags (ids, in the head's scheme), each token's probability of
+    its predicted tag, each predicted entity's probability, and, when asked for, the best
+    whole-sentence analyses with their probabilities (the first is ``path``)."""
+
+    path: list[int]
+    token_confidence: list[float]
+    entities: dict[Span, float]
+    alternatives: list[tuple[list[int], float]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TagDecoder:
+    """Turns emissions into analyses. labels: the tags, in the head's scheme (``scheme``;
+    ``none`` for plain tags, which have no entities); crf: the CRF's scores, or None for a
+    softmax head (tokens independent)."""
+
+    labels: list[str]
+    scheme: str
+    crf: CRFScores | None = None
+
+    def analyse(
+        self,
+        emissions: np.ndarray,
+        lengths: Sequence[int],
+        confidence: bool = True,
+        top_k: int = 1,
+    ) -> list[Analysis]:
+        """Per sentence of ``emissions`` ``(batch, seq_len, num_tags)`` (row b real for its first
+        ``lengths[b]`` positions): the best tags; with ``confidence``, also the token and entity
+        probabilities and, with ``top_k`` > 1, the ``top_k`` best analyses."""
+        if top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if self.crf is None:
+            return self._independent(emissions, lengths, confidence, top_k)
+        return self._crf(self.crf, emissions, lengths, confidence, top_k)
+
+    def _crf(
+        self,
+        crf: CRFScores,
+        emissions: np.ndarray,
+        lengths: np.ndarray,
+        confidence: bool,
+        top_k: int,
+    ) -> list[Analysis]:
+        scores = (crf.transitions, crf.start, crf.end)
+        if top_k == 1:
+            best, _ = viterbi_best(emissions, lengths, *scores)
+            ranked, path_scores = best[:, None], None
+        else:
+            ranked, path_scores = viterbi_top_k(emissions, lengths, *scores, top_k)
+        paths = [ranked[row, 0, :length].tolist() for row, length in enumerate(lengths)]
+        if not confidence:
+            return [Analysis(path, [], {}) for path in paths]
+        marginals = crf_marginals(crf, emissions, lengths)  # (batch, seq_len, num_tags)
+        alternatives: list[list[tuple[list[int], float]]] = [[] for _ in paths]
+        if path_scores is not None:
+            log_z, _, _ = log_partition(emissions, lengths, *scores)
+            chances = np.exp(path_scores - log_z[:, None]).tolist()  # (batch, top_k)
+            for row, length in enumerate(lengths):
+                for rank in range(top_k):
+                    if chances[row][rank] > 0:  # a path that does not exist scores -inf
+                        path = ranked[row, rank, :length].tolist()
+                        alternatives[row].append((path, chances[row][rank]))
+        spans = [self._spans(path) for path in paths]
+        events = [
+            [span_event(s, path, self.labels, self.scheme) for s in row_spans]
+            for path, row_spans in zip(paths, spans, strict=True)
+        ]
+        chances_of = crf_span_probabilities(crf, emissions, lengths.tolist(), events)
+        results = []
+        for row, path in enumerate(paths):
+            token = marginals[row, np.arange(len(path)), path].tolist()
+            entities = dict(zip(spans[row], chances_of[row], strict=True))
+            results.append(Analysis(path, token, entities, alternatives[row]))
+        return results
+
+    def _independent(
+        self, emissions: np.ndarray, lengths: np.ndarray, confidence: bool, top_k: int
+    ) -> list[Analysis]:
+        if not confidence:
+            best = emissions.argmax(axis=-1)
+            return [Analysis(best[row, :n].tolist(), [], {}) for row, n in enumerate(lengths)]
+        shifted = np.exp(emissions - emissions.max(axis=-1, keepdims=True))
+        probabilities = shifted / shifted.sum(axis=-1, keepdims=True)  # (batch, seq, num_tags)
+        best = probabilities.argmax(axis=-1)
+        confidences = probabilities.max(axis=-1)
+        results = []
+        for row, length in enumerate(lengths.tolist()):
+            path = best[row, :length].tolist()
+            spans = self._spans(path)
+            events = [span_event(s, path, self.labels, self.scheme) for s in spans]
+            chances = independent_span_probabilities(probabilities[row], length, events)
+            alternatives = []
+            if top_k > 1:
+                with np.errstate(divide="ignore"):  # a probability of 0 is a log of -inf
+                    log_probabilities = np.log(probabilities[row, :length])
+                alternatives = independent_best_paths(log_probabilities, top_k)
+            entities = dict(zip(spans, chances, strict=True))
+            token = confidences[row, :length].tolist()
+            results.append(Analysis(path, token, entities, alternatives))
+        return results
+
+    def _spans(self, path: Sequence[int]) -> list[Span]:
+        return [] if self.scheme == PLAIN else spans_of(path, self.labels)
+
+    def to_json(self) -> dict[str, Any]:
+        """Plain data (an exported directory keeps it in export.json)."""
+        crf = None
+        if self.crf is not None:
+            crf = {
+                "transitions": self.crf.transitions.tolist(),
+                "start": self.crf.start.tolist(),
+                "end": self.crf.end.tolist(),
+            }
+        return {"labels": list(self.labels), "scheme": self.scheme, "crf": crf}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TagDecoder:
+        """The decoder ``to_json`` wrote; scores as float32, the emissions' dtype."""
+        crf = data.get("crf")
+        scores = None
+        if crf is not None:
+            scores = CRFScores(
+                *(np.asarray(crf[key], dtype=np.float32) for key in ("transitions", "start", "end"))
+            )
+        return cls(list(data["labels"]), str(data["scheme"]), scores)

@@ -1,0 +1,80 @@
+"""Tagging heads over per-position states: softmax or a scheme-constrained CRF.
+
+A head trains (``loss``) and scores positions (``emissions``); what the scores mean, the tags,
+their confidences and the k best analyses, is its :class:`~bistack.taggers.decoding.TagDecoder`,
+the same code an exported model's runtime runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from bistack.crf import CRF
+from bistack.data.batching import PAD_TAG
+from bistack.schemes import allowed_transitions
+from bistack.taggers.confidence import CRFScores
+from bistack.taggers.config import HeadConfig
+from bistack.taggers.decoding import TagDecoder
+
+
+class SoftmaxHead(nn.Module):
+    """Independent per-position classification over ``labels`` (tags in ``scheme``); padding is
+    excluded from the loss."""
+
+    crf: CRF | None = None  # tokens are independent
+
+    def __init__(self, input_size: int, labels: Sequence[str], scheme: str) -> None:
+        super().__init__()
+        self.project = nn.Linear(input_size, len(labels))
+        self.labels = list(labels)
+        self.scheme = scheme
+
+    def loss(self, states: Tensor, tags: Tensor, mask: Tensor) -> Tensor:
+        """Mean cross-entropy over real tokens; tags ``(batch, seq)`` hold -100 at padding."""
+        emissions = self.project(states)  # (batch, seq, num_tags)
+        tags = tags.masked_fill(~mask, PAD_TAG)
+        return F.cross_entropy(emissions.flatten(0, 1), tags.flatten(), ignore_index=PAD_TAG)
+
+    def emissions(self, states: Tensor) -> Tensor:
+        """Tag scores ``(batch, seq, num_tags)`` (logits of the token's tag)."""
+        return self.project(states)
+
+    def decoder(self) -> TagDecoder:
+        return TagDecoder(self.labels, self.scheme)
+
+
+class CRFHead(nn.Module):
+    """Emissions from a linear layer, scored as whole sequences by a constrained CRF."""
+
+    def __init__(self, input_size: int, labels: list[str], scheme: str) -> None:
+        super().__init__()
+        self.project = nn.Linear(input_size, len(labels))
+        self.crf = CRF(len(labels), allowed_transitions(scheme, labels), names=labels)
+        self.labels = list(labels)
+        self.scheme = scheme
+
+    def loss(self, states: Tensor, tags: Tensor, mask: Tensor) -> Tensor:
+        """CRF negative log-likelihood per real token (the same scale as cross-entropy)."""
+        return self.crf.nll(self.project(states), tags, mask, reduction="token_mean")
+
+    def emissions(self, states: Tensor) -> Tensor:
+        """Emission scores ``(batch, seq, num_tags)``, which the CRF scores as sequences."""
+        return self.project(states)
+
+    def decoder(self) -> TagDecoder:
+        """The decoder of the CRF as it is now (its constrained scores, read at each call: in
+        training they change every step)."""
+        scores = (s.detach().float().cpu().numpy() for s in self.crf.constrained_scores())
+        return TagDecoder(self.labels, self.scheme, CRFScores(*scores))
+
+
+def build_tagging_head(
+    options: HeadConfig, input_size: int, labels: Sequence[str], scheme: str
+) -> SoftmaxHead | CRFHead:
+    """The head a config's ``head`` section names, over states of ``input_size``."""
+    if options.type == "crf":
+        return CRFHead(input_size, list(labels), scheme)
+    return SoftmaxHead(input_size, labels, scheme)

@@ -1,0 +1,186 @@
+"""A tagger over a transformer's word-level layer states, alone or stacked with its own features.
+
+Each word's state in every layer ``(num_layers, hidden_size)`` (its first subword's, the mean
+of its subwords', or its last subword's) -> one vector per word (a learned softmax mix of the
+layers, ScalarMix, or a BiLSTM over them) -> optionally concatenated with the word's own
+features (word embedding, casing, characters: what an uncased transformer cannot see), each
+part dropped per token with its own rate -> dropout -> the recurrent encoder -> a softmax or CRF
+head, as in the recurrent tagger. Stacking representations this way is Flair's
+``StackedEmbeddings`` (Akbik et al. 2018).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+from bistack.data.batching import TokenBatch
+from bistack.data.features import TokenVocabularies
+from bistack.dropout import Dropout, part_dropout
+from bistack.encoders import SequenceEncoder
+from bistack.layer_pooling import build_layer_pooler
+from bistack.models.backbone import TransformerBackbone, WordPieces, word_layer_states
+from bistack.models.builders import build_embedder, build_encoder
+from bistack.models.embeddings import TokenEmbedder
+from bistack.taggers.config import LayerPoolingTaggerConfig
+from bistack.taggers.heads import CRFHead, SoftmaxHead, build_tagging_head
+
+
+@dataclass(frozen=True)
+class WordLayerBatch:
+    """Sentences as word states or as subwords.
+
+    layers: ``(batch_size, seq_len, num_layers, hidden_size)`` cached word states, or None when
+    ``pieces`` (subwords for a fine-tuned backbone) are given; mask: ``(batch_size, seq_len)``
+    True at real words; tags: ``(batch_size, seq_len)`` tag ids or None; tokens: the words' own
+    features, for a tagger that stacks them beside the transformer's states.
+    """
+
+    mask: Tensor
+    layers: Tensor | None = None
+    pieces: WordPieces | None = None
+    tags: Tensor | None = None
+    tokens: TokenBatch | None = None
+
+    def to(self, device: torch.device | str) -> WordLayerBatch:
+        return WordLayerBatch(
+            self.mask.to(device),
+            None if self.layers is None else self.layers.to(device),
+            None if self.pieces is None else self.pieces.to(device),
+            None if self.tags is None else self.tags.to(device),
+            None if self.tokens is None else self.tokens.to(device),
+        )
+
+
+def pad_words(words: Tensor, lengths: list[int]) -> Tensor:
+    """Flat word states ``(total_words, ...)`` -> ``(len(lengths), max(lengths), ...)``."""
+    padded = words.new_zeros((len(lengths), max(lengths), *words.shape[1:]))
+    start = 0
+    for row, length in enumerate(lengths):
+        padded[row, :length] = words[start : start + length]
+        start += length
+    return padded
+
+
+class LayerTagger(nn.Module):
+    """Layer mix per word (⊕ the word's own features) + recurrent encoder + tagging head; a
+    fine-tuned backbone inside.
+
+    ``mix`` maps ``(words, num_layers, hidden_size)`` to ``(words, mix.output_size)``;
+    ``embedder``: the stacked token features, or None; ``part_dropout``: per-token dropout rate
+    of each stacked part, by name (``transformer``, ``words``, ``casing``, ``chars``).
+    """
+
+    def __init__(
+        self,
+        mix: nn.Module,
+        encoder: SequenceEncoder,
+        head: SoftmaxHead | CRFHead,
+        dropout: float,
+        *,
+        alignment: Literal["first", "mean", "last"],
+        backbone: TransformerBackbone | None = None,
+        backbone_lr: float = 2e-5,
+        embedder: TokenEmbedder | None = None,
+        part_dropout: dict[str, float] | None = None,
+    ) -> None:
+        super().__init__()
+        self.mix = mix
+        self.embedder = embedder
+        self.encoder = encoder
+        self.head = head
+        self.dropout = Dropout(dropout)
+        self.part_dropout = dict(part_dropout or {})
+        self.alignment = alignment
+        self.backbone = backbone
+        self.backbone_lr = backbone_lr
+
+    def parameter_groups(self, lr: float) -> list[dict]:
+        """The tagger at ``lr``; a fine-tuned backbone at its own rate."""
+        own = [p for name, p in self.named_parameters() if not name.startswith("backbone.")]
+        groups: list[dict] = [{"params": own, "lr": lr}]
+        if self.backbone is not None:
+            groups.append({"params": list(self.backbone.parameters()), "lr": self.backbone_lr})
+        return groups
+
+    def word_layers(self, batch: WordLayerBatch) -> Tensor:
+        """``(batch_size, seq_len, num_layers, hidden_size)`` word states, float32."""
+        if batch.layers is not None:
+            return batch.layers.float()
+        if self.backbone is None or batch.pieces is None:
+            raise ValueError("a frozen-backbone tagger takes cached word states (layers)")
+        words = word_layer_states(self.backbone, batch.pieces, self.alignment)
+        return pad_words(words, batch.pieces.lengths)
+
+    def word_vectors(self, batch: WordLayerBatch) -> Tensor:
+        """Each word's stacked vector ``(batch_size, seq_len, encoder input size)``, its parts
+        dropped per token in training."""
+        layers = self.word_layers(batch)
+        batch_size, seq_len, num_layers, hidden = layers.shape
+        mixed = self.mix(layers.reshape(-1, num_layers, hidden)).view(batch_size, seq_len, -1)
+        parts = [("transformer", mixed)]
+        if self.embedder is not None:
+            if batch.tokens is None:
+                raise ValueError("this tagger stacks the words' own features: give batch.tokens")
+            parts += self.embedder.parts(batch.tokens)
+        dropped = [part_dropout(v, self.part_dropout.get(n, 0.0), self.training) for n, v in parts]
+        return torch.cat(dropped, dim=-1) if len(dropped) > 1 else dropped[0]
+
+    def states(self, batch: WordLayerBatch) -> Tensor:
+        """Encoder states ``(batch_size, seq_len, encoder.output_size)``."""
+        vectors = self.dropout(self.word_vectors(batch))
+        return self.dropout(self.encoder(vectors, mask=batch.mask).states)
+
+    def forward(self, batch: WordLayerBatch) -> Tensor:
+        """Training loss per real word; padding never counts."""
+        if batch.tags is None:
+            raise ValueError("the batch has no tags to compute a loss from")
+        return self.head.loss(self.states(batch), batch.tags, batch.mask)
+
+    def emissions(self, batch: WordLayerBatch) -> Tensor:
+        """Tag scores ``(batch, seq_len, num_tags)`` (what ``head.decoder()`` turns into tags,
+        confidences and k-best analyses)."""
+        return self.head.emissions(self.states(batch))
+
+
+def build_layer_tagger(
+    config: LayerPoolingTaggerConfig,
+    num_layers: int,
+    hidden_size: int,
+    labels: list[str],
+    backbone: TransformerBackbone | None = None,
+    vocabularies: TokenVocabularies | None = None,
+    singletons: Tensor | None = None,
+) -> LayerTagger:
+    """The tagger a config describes, for a backbone of ``num_layers`` x ``hidden_size``;
+    ``vocabularies`` (and ``singletons``, see ``build_embedder``) when it stacks the words' own
+    features (``config.features``)."""
+    mix = build_layer_pooler(
+        config.layer_mix.type,
+        num_layers,
+        hidden_size,
+        lstm_hidden=config.layer_mix.lstm_hidden,
+        dropout=0.0,
+    )
+    embedder = None
+    if config.features is not None:
+        if vocabularies is None:
+            raise ValueError("a tagger that stacks token features needs their vocabularies")
+        embedder = build_embedder(config.features, vocabularies, singletons)
+    encoder = build_encoder(
+        config.encoder, mix.output_size + (embedder.output_size if embedder is not None else 0)
+    )
+    return LayerTagger(
+        mix,
+        encoder,
+        build_tagging_head(config.head, encoder.output_size, labels, config.data.scheme),
+        config.encoder.outer_dropout,
+        alignment=config.subwords,
+        backbone=backbone if config.backbone.finetune else None,
+        backbone_lr=config.backbone.lr,
+        embedder=embedder,
+        part_dropout=config.part_dropout.rates(),
+    )

@@ -1,0 +1,198 @@
+"""Train a tagger over a transformer's word-level states (layer mix + BiLSTM + CRF), alone or
+stacked with the words' own features (word embedding, characters, casing).
+
+Frozen backbone: every word's per-layer states are computed once and cached (float16, which
+halves the cache; the tagger computes in float32), so an epoch costs about what the recurrent
+tagger's does. Fine-tuned: the backbone runs every step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from bistack.config import FeaturesConfig
+from bistack.data.batching import PAD_TAG, collate_tokens
+from bistack.data.conll import Sentence
+from bistack.data.features import EncodedSentence, TokenVocabularies, tag_order
+from bistack.feature_cache import cached_tensors, model_fingerprint
+from bistack.metrics.dev import Evaluation
+from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
+from bistack.runs.driver import Prepared
+from bistack.runs.loop import Run
+from bistack.runs.vocabularies import build_vocabularies, initialise_words, singleton_mask
+from bistack.schemes import PLAIN, convert_tags
+from bistack.taggers.config import LayerPoolingTaggerConfig
+from bistack.taggers.layer_network import WordLayerBatch, build_layer_tagger, pad_words
+from bistack.taggers.layer_tagger import LayerPoolingTagger
+from bistack.taggers.recipe import TaggingData, load_tagging_data, tagging_evaluation
+from bistack.taggers.tagging import check_gold_tags
+
+WORD_SEPARATOR = "\x1f"  # joins a sentence's words into one cache-key text
+
+
+def cached_word_states(
+    backbone: TransformerBackbone,
+    config: LayerPoolingTaggerConfig,
+    sentences: Sequence[Sentence],
+    say: Callable[[str], None],
+) -> Tensor:
+    """Flat word states ``(total_words, num_layers, hidden_size)`` float16, from the cache."""
+    options = config.backbone
+    limit = backbone.limit(options.max_length)
+
+    def compute() -> dict[str, Tensor]:
+        # Batches of similar length (little padding), written back in sentence order.
+        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i].tokens))
+        per_sentence: list[Tensor] = [torch.empty(0)] * len(sentences)
+        with torch.inference_mode():
+            for start in range(0, len(order), options.batch_size):
+                chosen = order[start : start + options.batch_size]
+                pieces = tokenize_words(backbone, [sentences[i].tokens for i in chosen], limit)
+                words = word_layer_states(backbone, pieces, config.subwords).half()
+                for i, part in zip(chosen, words.split(pieces.lengths), strict=True):
+                    per_sentence[i] = part
+        return {"words": torch.cat(per_sentence)}
+
+    started = time.perf_counter()
+    cached = cached_tensors(
+        options.cache_dir,
+        model_fingerprint(backbone.folder),
+        [WORD_SEPARATOR.join(s.tokens) for s in sentences],
+        {"max_length": limit, "subwords": config.subwords, "kind": "word_states"},
+        compute,
+    )
+    verb = "computed and cached" if cached.computed else "read from the cache"
+    seconds = time.perf_counter() - started
+    say(f"word states of {len(sentences)} sentences {verb} in {seconds:.0f} s ({cached.path})")
+    return cached.tensors["words"]
+
+
+class WordLayerTask:
+    """Batches of cached word states (frozen) or of subwords (fine-tuned), and dev scoring."""
+
+    def __init__(
+        self,
+        tagger: LayerPoolingTagger,
+        data: TaggingData,
+        tag_ids: list[list[int]],
+        run: Run,
+        train_states: Tensor | None,
+        dev_states: Tensor | None,
+        encoded: list[EncodedSentence] | None = None,
+    ) -> None:
+        self.tagger = tagger
+        self.data = data
+        self.tag_ids = tag_ids
+        self.encoded = encoded  # the training sentences' token features, when stacked
+        self.train_states = train_states
+        self.dev_states = dev_states
+        self.starts = [0]
+        for sentence in data.train:
+            self.starts.append(self.starts[-1] + len(sentence.tokens))
+
+    def train_lengths(self) -> Sequence[int]:
+        return [len(s.tokens) for s in self.data.train]
+
+    def collate(self, indices: list[int]) -> WordLayerBatch:
+        lengths = [len(self.data.train[i].tokens) for i in indices]
+        mask = torch.arange(max(lengths))[None, :] < torch.tensor(lengths)[:, None]
+        tags = torch.full(mask.shape, PAD_TAG, dtype=torch.long)
+        for row, index in enumerate(indices):
+            tags[row, : lengths[row]] = torch.tensor(self.tag_ids[index])
+        tokens = None
+        if self.encoded is not None:
+            vocabularies = self.tagger.vocabularies
+            assert vocabularies is not None
+            tokens = collate_tokens([self.encoded[i] for i in indices], vocabularies)
+        if self.train_states is None:
+            chosen = [self.data.train[i].tokens for i in indices]
+            pieces = tokenize_words(
+                self.tagger.backbone, chosen, self.tagger.config.backbone.max_length
+            )
+            return WordLayerBatch(mask, pieces=pieces, tags=tags, tokens=tokens)
+        words = torch.cat([self.train_states[self.starts[i] : self.starts[i + 1]] for i in indices])
+        return WordLayerBatch(mask, layers=pad_words(words, lengths), tags=tags, tokens=tokens)
+
+    def evaluate(self) -> Evaluation:
+        scores = self.tagger.score(self.data.dev, self.data.dev_source, states=self.dev_states)
+        return tagging_evaluation(scores, self.tagger.output_scheme == PLAIN)
+
+    def save_weights(self, directory: Path) -> None:
+        self.tagger.save_weights(directory)
+
+
+def prepare_layer_tagger(config: LayerPoolingTaggerConfig, run: Run) -> Prepared:
+    """The tagger over transformer layers that ``config`` describes."""
+    data = load_tagging_data(config)
+    for note in data.notes:
+        run.say(note)
+    backbone = TransformerBackbone.load(config.backbone.path)
+    train_tags = [convert_tags(s.tags, config.data.scheme) for s in data.train]
+    labels = tag_order(tag for tags in train_tags for tag in tags)
+    check_gold_tags(data.dev, labels, config.data.scheme, data.dev_source)
+    vocabularies, vectors, encoded, singletons = None, None, None, None
+    features = config.features
+    if features is not None:
+        pairs = [(s.tokens, tags) for s, tags in zip(data.train, train_tags, strict=True)]
+        vocabularies, vectors = build_vocabularies(features, pairs)
+        singletons = singleton_mask(vocabularies, pairs)
+        encoded = [vocabularies.encode(tokens) for tokens, _ in pairs]
+    model = build_layer_tagger(
+        config,
+        backbone.num_layers,
+        backbone.hidden_size,
+        labels,
+        backbone,
+        vocabularies,
+        singletons,
+    )
+    if model.embedder is not None and vocabularies is not None:
+        run.say(
+            initialise_words(
+                model.embedder,
+                features,
+                vocabularies,
+                vectors,
+                (t for s in data.train for t in s.tokens),
+                (t for s in data.dev for t in s.tokens),
+            )
+        )
+    tagger = LayerPoolingTagger(model, backbone, labels, config, data.input_scheme, vocabularies)
+    train_states = dev_states = None
+    if not config.backbone.finetune:
+        train_states = cached_word_states(backbone, config, data.train, run.say)
+        dev_states = cached_word_states(backbone, config, data.dev, run.say)
+    index = {label: i for i, label in enumerate(labels)}
+    tag_ids = [[index[t] for t in tags] for tags in train_tags]
+    mode = "fine-tuned" if config.backbone.finetune else "frozen"
+    return Prepared(
+        model=tagger,
+        network=model,
+        loop=WordLayerTask(tagger, data, tag_ids, run, train_states, dev_states, encoded),
+        summary=(
+            f"train: {len(data.train)} sentences ({data.input_scheme}, trained as "
+            f"{config.data.scheme}); dev: {len(data.dev)} from {data.dev_source}; backbone "
+            f"{backbone.folder} ({backbone.num_layers} layers, {mode}, {config.subwords} "
+            f"subword, {config.layer_mix.type} layer mix){stacked_summary(vocabularies, features)}"
+            f"; {len(labels)} tags"
+        ),
+    )
+
+
+def stacked_summary(vocabularies: TokenVocabularies | None, features: FeaturesConfig | None) -> str:
+    """What is stacked beside the transformer's states, for the run's summary line."""
+    if vocabularies is None:
+        return ""
+    parts = []
+    if features.word_dim:
+        parts.append(f"{len(vocabularies.words)} words x {features.word_dim}")
+    if features.char_encoder != "none":
+        parts.append(f"{features.char_encoder} chars")
+    if features.casing_dim:
+        parts.append("casing")
+    return " + " + " + ".join(parts)

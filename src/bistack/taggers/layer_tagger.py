@@ -1,0 +1,186 @@
+"""Taggers over a transformer's word-level states: ``LayerPoolingTagger.load(path)``.
+
+A sibling of the recurrent :class:`~bistack.taggers.tagger.Tagger`: the same predictions and scores
+(``bistack.taggers.tagging``); the backbone's tokenizer reads the words, and a tagger that stacks
+the words' own features (``features`` in its config) keeps their vocabularies too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from bistack.config_files import build_config
+from bistack.data.batching import TokenBatch, collate_tokens
+from bistack.data.conll import Sentence
+from bistack.data.features import TokenVocabularies
+from bistack.metrics.entities import EntityScores
+from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata
+from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
+from bistack.models.backbone_files import (
+    backbone_record,
+    load_saved_backbone,
+    save_head_and_backbone,
+)
+from bistack.models.mode import as_array, predicting
+from bistack.taggers.config import LayerPoolingTaggerConfig
+from bistack.taggers.decoding import TagDecoder
+from bistack.taggers.layer_network import (
+    LayerTagger,
+    WordLayerBatch,
+    build_layer_tagger,
+    pad_words,
+)
+from bistack.taggers.tagging import Emitter, Tagging, score_sentences
+
+KIND = "layer_tagger"
+
+
+class LayerPoolingTagger(Tagging):
+    """A trained tagger over a transformer's layers, with its backbone and tag labels."""
+
+    KIND = KIND
+
+    def __init__(
+        self,
+        model: LayerTagger,
+        backbone: TransformerBackbone,
+        labels: list[str],
+        config: LayerPoolingTaggerConfig,
+        output_scheme: str,
+        vocabularies: TokenVocabularies | None = None,
+    ) -> None:
+        self.model = model.eval()
+        self.backbone = backbone.eval()
+        self._labels = labels
+        self.config = config
+        self.output_scheme = output_scheme
+        self.vocabularies = vocabularies  # of the stacked token features, if any
+
+    @classmethod
+    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> LayerPoolingTagger:
+        """Load a model directory written by ``bistack train`` (no unpickling), onto
+        ``device`` (predictions build their batches there)."""
+        with reading_model(path):
+            directory = Path(path)
+            meta, vocab = load_metadata(directory, KIND)
+            config = build_config(
+                LayerPoolingTaggerConfig, meta["config"], source=f"{directory}/config.json"
+            )
+            backbone = load_saved_backbone(directory, config.backbone, meta)
+            vocabularies = (
+                TokenVocabularies.from_json(vocab) if config.features is not None else None
+            )
+            labels = vocabularies.tags.items if vocabularies else list(vocab["tags"])
+            model = build_layer_tagger(
+                config, backbone.num_layers, backbone.hidden_size, labels, None, vocabularies
+            )
+            load_weights(directory, model)
+            if config.backbone.finetune:
+                model.backbone = backbone
+            model.to(device)
+            backbone.to(device)
+            return cls(model, backbone, labels, config, meta["output_scheme"], vocabularies)
+
+    def save(self, path: str | Path) -> None:
+        self.save_metadata(path)
+        self.save_weights(path)
+
+    def save_metadata(self, path: str | Path) -> None:
+        save_metadata(
+            path,
+            KIND,
+            self.config.to_dict(),
+            self.vocabularies.to_json() if self.vocabularies else {"tags": self._labels},
+            output_scheme=self.output_scheme,
+            backbone=backbone_record(self.backbone),
+        )
+
+    def save_weights(self, path: str | Path) -> None:
+        save_head_and_backbone(path, self.model, self.backbone, self.config.backbone.finetune)
+
+    def word_states(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
+        """Flat word states ``(total_words, num_layers, hidden_size)`` of ``sentences``."""
+        pieces = tokenize_words(self.backbone, sentences, self.config.backbone.max_length)
+        pieces = pieces.to(next(self.backbone.parameters()).device)
+        with torch.no_grad():
+            return word_layer_states(self.backbone, pieces, self.config.subwords)
+
+    def token_features(
+        self, sentences: Sequence[Sequence[str]], device: torch.device | str
+    ) -> TokenBatch | None:
+        """The stacked token features of ``sentences``, or None when the tagger has none."""
+        if self.vocabularies is None:
+            return None
+        encoded = [self.vocabularies.encode(tokens) for tokens in sentences]
+        return collate_tokens(encoded, self.vocabularies).to(device)
+
+    @property
+    def decoder(self) -> TagDecoder:
+        return self.model.head.decoder()
+
+    @property
+    def batch_size(self) -> int:
+        return self.config.backbone.batch_size
+
+    def predicting(self) -> AbstractContextManager[Any]:
+        return predicting(self.model)
+
+    def emissions(self, indices: Sequence[int], sentences: Sequence[Sequence[str]]) -> np.ndarray:
+        return self.emissions_of(self.word_states(sentences), sentences)
+
+    def emissions_of(self, words: torch.Tensor, sentences: Sequence[Sequence[str]]) -> np.ndarray:
+        """Emissions of ``sentences`` whose flat word states ``(total_words, num_layers,
+        hidden_size)`` are ``words``."""
+        device = next(self.model.parameters()).device
+        lengths = [len(s) for s in sentences]
+        layers = pad_words(words.float().to(device), lengths)
+        mask = (
+            torch.arange(max(lengths), device=device)[None, :]
+            < torch.tensor(lengths, device=device)[:, None]
+        )
+        batch = WordLayerBatch(mask, layers, tokens=self.token_features(sentences, device))
+        return as_array(self.model.emissions(batch))
+
+    def cached(self, sentences: Sequence[Sequence[str]], states: torch.Tensor) -> Emitter:
+        """Emissions from ``states``, the flat word states of all of ``sentences`` (the
+        feature cache), instead of the backbone's pass."""
+        starts = np.cumsum([0, *(len(s) for s in sentences)]).tolist()
+
+        def emit(indices: Sequence[int], chosen: Sequence[Sequence[str]]) -> np.ndarray:
+            words = torch.cat([states[starts[i] : starts[i + 1]] for i in indices])
+            return self.emissions_of(words, chosen)
+
+        return emit
+
+    def tag_tokens(
+        self,
+        sentences: Sequence[Sequence[str]],
+        batch_size: int | None = None,
+        states: torch.Tensor | None = None,
+    ) -> list[list[str]]:
+        """Tags for pre-tokenised sentences, in the output scheme, in input order.
+
+        ``states``: the sentences' flat word states when already known (the feature cache).
+        """
+        emitter = None if states is None else self.cached(sentences, states)
+        analyses = self._analyse(sentences, batch_size, confidence=False, emitter=emitter)
+        return [a.tags for a in analyses]
+
+    def score(
+        self,
+        sentences: Sequence[Sentence],
+        path: str | Path = "<data>",
+        states: torch.Tensor | None = None,
+    ) -> EntityScores:
+        """Score against gold tags; ``states``: the sentences' cached word states, if known."""
+
+        def tag_tokens(tokens: Sequence[Sequence[str]]) -> list[list[str]]:
+            return self.tag_tokens(tokens, states=states)
+
+        return score_sentences(tag_tokens, self.labels, self.output_scheme, sentences, path)

@@ -1,0 +1,127 @@
+"""Train a recurrent sequence tagger: read CoNLL data, build vocabularies and the model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bistack.data.batching import TaggingBatch, collate_tagging
+from bistack.data.conll import Sentence
+from bistack.data.features import EncodedSentence
+from bistack.data.spans import SpanReport
+from bistack.data.splits import read_train_and_dev
+from bistack.data.tagged import read_tagged
+from bistack.metrics.dev import Evaluation
+from bistack.metrics.entities import EntityScores
+from bistack.runs.driver import Prepared
+from bistack.runs.loop import Run
+from bistack.runs.vocabularies import build_vocabularies, initialise_words, singleton_mask
+from bistack.schemes import PLAIN, convert_tags, detect_scheme
+from bistack.taggers.config import LayerPoolingTaggerConfig, TaggerConfig
+from bistack.taggers.network import build_tagger
+from bistack.taggers.tagger import Tagger
+from bistack.taggers.tagging import check_gold_tags
+
+
+@dataclass
+class TaggingData:
+    """Training and dev sentences (tags in the input scheme), that scheme, and what reading
+    them found worth saying (spans widened to token boundaries)."""
+
+    train: list[Sentence]
+    dev: list[Sentence]
+    input_scheme: str
+    dev_source: str
+    notes: list[str]
+
+
+def load_tagging_data(config: TaggerConfig | LayerPoolingTaggerConfig) -> TaggingData:
+    """Read train and dev; without a dev file, split off a fixed fraction of train."""
+    data = config.data
+    report = SpanReport()
+    split = read_train_and_dev(lambda path: read_tagged(path, data, report), data)
+    plain = data.scheme == PLAIN
+    scheme = PLAIN if plain else detect_scheme([s.tags for s in split.train])
+    notes = [
+        f"span on line {line} widened to token boundaries: {written!r} -> {widened!r}"
+        for line, written, widened in report.snapped
+    ]
+    return TaggingData(split.train, split.dev, scheme, split.dev_source, notes)
+
+
+def tagging_evaluation(scores: EntityScores, plain: bool = False) -> Evaluation:
+    """Early stopping maximises dev entity F1 (conlleval's micro average); for plain tags
+    (parts of speech), per-token accuracy, which is also their micro-averaged F1."""
+    micro = scores.micro
+    if plain:
+        return Evaluation(
+            score=micro.f1,
+            metrics={"dev_f1": micro.f1, "dev_token_accuracy": scores.token_accuracy},
+            summary=f"dev accuracy {scores.token_accuracy:.2f}",
+        )
+    return Evaluation(
+        score=micro.f1,
+        metrics={
+            "dev_precision": micro.precision,
+            "dev_recall": micro.recall,
+            "dev_f1": micro.f1,
+            "dev_token_accuracy": scores.token_accuracy,
+        },
+        summary=f"dev P {micro.precision:.2f} R {micro.recall:.2f} F1 {micro.f1:.2f}",
+    )
+
+
+class TaggingTask:
+    """What the training loop needs for tagging: batches, dev scoring, saving."""
+
+    def __init__(
+        self, tagger: Tagger, encoded: list[EncodedSentence], data: TaggingData, run: Run
+    ) -> None:
+        self.tagger = tagger
+        self.encoded = encoded
+        self.data = data
+
+    def train_lengths(self) -> Sequence[int]:
+        return [len(e.words) for e in self.encoded]
+
+    def collate(self, indices: list[int]) -> TaggingBatch:
+        return collate_tagging([self.encoded[i] for i in indices], self.tagger.vocabularies)
+
+    def evaluate(self) -> Evaluation:
+        plain = self.tagger.output_scheme == PLAIN
+        return tagging_evaluation(self.tagger.score(self.data.dev, self.data.dev_source), plain)
+
+    def save_weights(self, directory: Path) -> None:
+        self.tagger.save_weights(directory)
+
+
+def prepare_tagger(config: TaggerConfig, run: Run) -> Prepared:
+    """The recurrent tagger ``config`` describes, sized to its training data."""
+    data = load_tagging_data(config)
+    for note in data.notes:
+        run.say(note)
+    pairs = [(s.tokens, convert_tags(s.tags, config.data.scheme)) for s in data.train]
+    vocabularies, vectors = build_vocabularies(config.features, pairs)
+    check_gold_tags(data.dev, vocabularies.tags.items, config.data.scheme, data.dev_source)
+    model = build_tagger(config, vocabularies, singletons=singleton_mask(vocabularies, pairs))
+    train_tokens = (t for s in data.train for t in s.tokens)
+    dev_tokens = (t for s in data.dev for t in s.tokens)
+    run.say(
+        initialise_words(
+            model.embedder, config.features, vocabularies, vectors, train_tokens, dev_tokens
+        )
+    )
+    tagger = Tagger(model, vocabularies, config, data.input_scheme)
+    encoded = [vocabularies.encode(*pair) for pair in pairs]
+    return Prepared(
+        model=tagger,
+        network=model,
+        loop=TaggingTask(tagger, encoded, data, run),
+        summary=(
+            f"train: {len(data.train)} sentences ({data.input_scheme}, trained as "
+            f"{config.data.scheme}); dev: {len(data.dev)} from {data.dev_source}; "
+            f"{len(vocabularies.words)} words, {len(vocabularies.chars)} chars, "
+            f"{len(vocabularies.tags)} tags"
+        ),
+    )

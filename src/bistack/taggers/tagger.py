@@ -1,0 +1,96 @@
+"""The recurrent tagger a user loads: ``Tagger.load(path).predict(["Washington signed ..."])``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from bistack.config_files import build_config
+from bistack.data.batching import collate_tagging
+from bistack.data.features import TokenVocabularies
+from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata, save_weights
+from bistack.models.mode import as_array, predicting
+from bistack.taggers.config import TaggerConfig
+from bistack.taggers.decoding import TagDecoder
+from bistack.taggers.network import SequenceTagger, build_tagger
+from bistack.taggers.tagging import Tagging
+
+if TYPE_CHECKING:
+    from bistack.taggers.streaming import StreamingTagger
+
+KIND = "tagger"
+
+
+class Tagger(Tagging):
+    """A trained sequence tagger with its vocabularies; tags in the scheme of its training data."""
+
+    KIND = KIND
+
+    def __init__(
+        self,
+        model: SequenceTagger,
+        vocabularies: TokenVocabularies,
+        config: TaggerConfig,
+        output_scheme: str,
+    ) -> None:
+        self.model = model.eval()
+        self.vocabularies = vocabularies
+        self.config = config
+        self.output_scheme = output_scheme
+
+    @classmethod
+    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> Tagger:
+        """Load a model directory written by ``bistack train`` (no unpickling), onto
+        ``device`` (predictions build their batches there)."""
+        with reading_model(path):
+            meta, vocab = load_metadata(path, KIND)
+            config = build_config(TaggerConfig, meta["config"], source=f"{path}/config.json")
+            vocabularies = TokenVocabularies.from_json(vocab)
+            model = build_tagger(config, vocabularies)
+            load_weights(path, model)
+            return cls(model.to(device), vocabularies, config, meta["output_scheme"])
+
+    def save(self, path: str | Path) -> None:
+        self.save_metadata(path)
+        self.save_weights(path)
+
+    def save_weights(self, path: str | Path) -> None:
+        save_weights(path, self.model)
+
+    def save_metadata(self, path: str | Path) -> None:
+        save_metadata(
+            path,
+            KIND,
+            self.config.to_dict(),
+            self.vocabularies.to_json(),
+            output_scheme=self.output_scheme,
+        )
+
+    @property
+    def decoder(self) -> TagDecoder:
+        return self.model.head.decoder()
+
+    @property
+    def batch_size(self) -> int:
+        return self.config.train.eval_batch_size
+
+    def predicting(self) -> AbstractContextManager[Any]:
+        return predicting(self.model)
+
+    def emissions(self, indices: Sequence[int], sentences: Sequence[Sequence[str]]) -> np.ndarray:
+        encoded = [self.vocabularies.encode(tokens) for tokens in sentences]
+        batch = collate_tagging(encoded, self.vocabularies)
+        device = next(self.model.parameters()).device
+        return as_array(self.model.emissions(batch.to(device)))
+
+    def streamer(self) -> StreamingTagger:
+        """Tags token by token as they arrive (``predict --stream``); a unidirectional tagger
+        only."""
+        from bistack.taggers.streaming import StreamingTagger
+
+        return StreamingTagger(self)

@@ -1,0 +1,264 @@
+"""What every tagger does with its network's emissions, whatever computes them (PyTorch, or an
+exported graph on onnxruntime): batches of similar length, the shared output math
+(``TagDecoder``), predictions for raw text and pre-tokenised sentences, and scores against
+gold tags, as conlleval computes them."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bistack.data.buckets import bucket_batches
+from bistack.data.conll import Sentence
+from bistack.data.tagged import read_tagged
+from bistack.data.tokenize import tokenize
+from bistack.errors import DataError
+from bistack.formats import shown
+from bistack.metrics.entities import EntityScores, score_entities, score_labels
+from bistack.schemes import PLAIN, convert_tags
+from bistack.taggers.decoding import TagDecoder
+from bistack.taggers.records import (
+    SentenceAnalysis,
+    TaggedText,
+    in_output_scheme,
+    spaced_tokens,
+    tagged_text,
+)
+
+# Emissions ``(batch, seq_len, num_tags)`` float32 of a batch: its sentences' indices in the
+# call, and the sentences.
+Emitter = Callable[[Sequence[int], Sequence[Sequence[str]]], np.ndarray]
+
+
+class Tagging(ABC):
+    """What every tagger does with its emissions: analyses in batches of similar length,
+    predictions for raw text and pre-tokenised sentences, scores on a CoNLL file. A tagger
+    supplies ``emissions`` (its network's pass over a batch), its ``decoder``, its
+    ``output_scheme``, the batch size it predicts in, and a config with a CoNLL ``data``
+    section."""
+
+    config: Any
+    output_scheme: str
+
+    @property
+    @abstractmethod
+    def decoder(self) -> TagDecoder:
+        """What its emissions mean (labels, scheme, the CRF's scores)."""
+
+    @property
+    @abstractmethod
+    def batch_size(self) -> int:
+        """Sentences per forward pass when the caller does not say."""
+
+    @abstractmethod
+    def emissions(self, indices: Sequence[int], sentences: Sequence[Sequence[str]]) -> np.ndarray:
+        """Tag scores ``(batch, seq_len, num_tags)`` float32 of one batch of ``sentences`` (at
+        ``indices`` of the call)."""
+
+    def predicting(self) -> AbstractContextManager[Any]:
+        """What a prediction runs inside (PyTorch: no gradients, the network in eval mode)."""
+        return nullcontext()
+
+    @property
+    def labels(self) -> list[str]:
+        """The tags it predicts, in the scheme it was trained in."""
+        return list(self.decoder.labels)
+
+    def describe(self) -> dict[str, Any]:
+        """What ``GET /info`` and ``bistack info`` say of its outputs."""
+        labels = self.labels
+        info: dict[str, Any] = {"labels": labels, "scheme": self.output_scheme}
+        info["entity_types"] = sorted({label.partition("-")[2] for label in labels} - {""})
+        return info
+
+    def _analyse(
+        self,
+        sentences: Sequence[Sequence[str]],
+        batch_size: int | None,
+        confidence: bool,
+        top_k: int = 1,
+        progress: bool = False,
+        emitter: Emitter | None = None,
+    ) -> list[SentenceAnalysis]:
+        """Analyses in input order; without ``confidence``, the tags alone. ``emitter``: where
+        the emissions come from, when not from the network's own pass (cached features)."""
+        emitter = emitter or self.emissions
+        decoder = self.decoder
+        by_index: dict[int, SentenceAnalysis] = {}
+        batches = bucket_batches(
+            [len(s) for s in sentences], batch_size or self.batch_size, shuffle=False
+        )
+        with self.predicting():
+            for indices in shown(batches, progress):
+                chosen = [sentences[i] for i in indices]
+                if any(not sentence for sentence in chosen):
+                    raise ValueError("cannot tag an empty sentence")
+                scores = emitter(indices, chosen)
+                lengths = [len(sentence) for sentence in chosen]
+                analyses = decoder.analyse(scores, lengths, confidence, top_k)
+                for index, analysis in zip(indices, analyses, strict=True):
+                    by_index[index] = in_output_scheme(analysis, decoder.labels, self.output_scheme)
+        return [by_index[i] for i in range(len(sentences))]
+
+    def analyse_tokens(
+        self,
+        sentences: Sequence[Sequence[str]],
+        batch_size: int | None = None,
+        top_k: int = 1,
+        progress: bool = False,
+    ) -> list[SentenceAnalysis]:
+        """Tags of pre-tokenised sentences with each token's and each entity's confidence, and
+        the ``top_k`` best analyses of each sentence when ``top_k`` > 1."""
+        if top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        return self._analyse(sentences, batch_size, confidence=True, top_k=top_k, progress=progress)
+
+    def tag_tokens(
+        self, sentences: Sequence[Sequence[str]], batch_size: int | None = None
+    ) -> list[list[str]]:
+        """Tags for pre-tokenised sentences, in the output scheme, in input order."""
+        return [a.tags for a in self._analyse(sentences, batch_size, confidence=False)]
+
+    def score(self, sentences: Sequence[Sentence], path: str | Path = "<data>") -> EntityScores:
+        """Entity scores against the sentences' gold tags, both written in the output scheme."""
+        return score_sentences(self.tag_tokens, self.labels, self.output_scheme, sentences, path)
+
+    def predict(
+        self,
+        texts: Sequence[str],
+        min_confidence: float | None = None,
+        batch_size: int | None = None,
+        top_k: int = 1,
+        progress: bool = False,
+    ) -> list[TaggedText]:
+        """Tokenise raw ``texts`` (a single string is one text) and tag them: for each text, its
+        sentences with entities and their confidences; ``min_confidence`` leaves out entities
+        below it; ``batch_size`` sentences per forward pass; ``top_k`` > 1 adds each sentence's
+        ``top_k`` best analyses with their probabilities; ``progress`` shows a bar."""
+
+        def analyse(sentences: Sequence[Sequence[str]]) -> list[SentenceAnalysis]:
+            return self.analyse_tokens(sentences, batch_size, top_k, progress)
+
+        return self._placed(predict_texts(analyse, texts, min_confidence))
+
+    def predict_tokens(
+        self,
+        sentences: Sequence[Sequence[str]],
+        min_confidence: float | None = None,
+        batch_size: int | None = None,
+        top_k: int = 1,
+        progress: bool = False,
+    ) -> list[TaggedText]:
+        """Tag pre-tokenised sentences, one tag per given token (as ``predict`` does raw
+        text); each result's text is its tokens joined by single spaces, which the offsets
+        index."""
+        words = [list(tokens) for tokens in sentences if tokens]  # a blank line has no sentence
+        analyses = iter(self.analyse_tokens(words, batch_size, top_k, progress) if words else [])
+        placed = [[spaced_tokens(tokens)] if tokens else [] for tokens in sentences]
+        return self._placed(
+            tagged_text(" ".join(tokens), sentence, analyses, min_confidence)
+            for tokens, sentence in zip(sentences, placed, strict=True)
+        )
+
+    @property
+    def conllu_field(self) -> str:
+        """Where CoNLL-U output puts tags: the column plain tags were trained from (``upos``,
+        ``xpos``...), MISC's ``NER=`` for entity tags."""
+        data = getattr(self.config, "data", None)
+        if self.output_scheme == PLAIN and data is not None:
+            return str(getattr(data, "tag_field", "upos"))
+        return "misc:NER"
+
+    def _placed(self, results: Iterable[TaggedText]) -> list[TaggedText]:
+        field = self.conllu_field
+        return [replace(result, conllu_field=field) for result in results]
+
+    def evaluate(self, path: str | Path) -> EntityScores:
+        """Score the tagger on a labelled CoNLL file, as conlleval does."""
+        return self.score(read_tagged(path, self.config.data), path)
+
+
+AnalyseTokens = Callable[[Sequence[Sequence[str]]], list[SentenceAnalysis]]
+TagTokens = Callable[[Sequence[Sequence[str]]], list[list[str]]]
+
+
+def predict_texts(
+    analyse_tokens: AnalyseTokens, texts: Sequence[str], min_confidence: float | None = None
+) -> list[TaggedText]:
+    """Tokenise raw ``texts`` and analyse every sentence in one batched call; a single string
+    is one text (a list of one result comes back)."""
+    if isinstance(texts, str):
+        texts = [texts]
+    tokenized = [tokenize(text) for text in texts]
+    flat = [[token.text for token in sentence] for doc in tokenized for sentence in doc]
+    analyses = iter(analyse_tokens(flat) if flat else [])
+    return [
+        tagged_text(text, doc, analyses, min_confidence)
+        for text, doc in zip(texts, tokenized, strict=True)
+    ]
+
+
+def check_known_types(
+    sentences: Sequence[Sentence], labels: Sequence[str], path: str | Path
+) -> None:
+    """Raise DataError at the first entity type the model never saw in training (``labels``)."""
+    known = {label.partition("-")[2] for label in labels}
+    for sentence in sentences:
+        for offset, tag in enumerate(sentence.tags):
+            entity_type = tag.partition("-")[2]
+            if entity_type and entity_type not in known:
+                raise DataError(
+                    path,
+                    f"entity type {entity_type!r} (tag {tag!r}) never appeared in training; "
+                    f"known types: {', '.join(sorted(known - {''}))}",
+                    sentence.line + offset,
+                )
+
+
+def score_sentences(
+    tag_tokens: TagTokens,
+    labels: Sequence[str],
+    output_scheme: str,
+    sentences: Sequence[Sentence],
+    path: str | Path,
+) -> EntityScores:
+    """Entity scores as conlleval computes them, gold and predicted tags both written in the
+    output scheme; an entity type unseen in training is an error naming its line."""
+    check_gold_tags(sentences, labels, output_scheme, path)
+    if output_scheme == PLAIN:
+        return score_labels([s.tags for s in sentences], tag_tokens([s.tokens for s in sentences]))
+    predicted = tag_tokens([s.tokens for s in sentences])
+    gold = [convert_tags(s.tags, output_scheme) for s in sentences]
+    return score_entities(gold, predicted)
+
+
+def check_gold_tags(
+    sentences: Sequence[Sentence], labels: Sequence[str], scheme: str, path: str | Path
+) -> None:
+    """Raise DataError at the first gold tag (plain tags) or entity type the model never saw."""
+    if scheme == PLAIN:
+        check_known_tags(sentences, labels, path)
+    else:
+        check_known_types(sentences, labels, path)
+
+
+def check_known_tags(
+    sentences: Sequence[Sentence], labels: Sequence[str], path: str | Path
+) -> None:
+    """Raise DataError at the first plain tag the model never saw in training (``labels``)."""
+    known = set(labels)
+    for sentence in sentences:
+        for offset, tag in enumerate(sentence.tags):
+            if tag not in known:
+                raise DataError(
+                    path,
+                    f"tag {tag!r} never appeared in training; known tags: "
+                    f"{', '.join(sorted(known))}",
+                    sentence.line + offset,
+                )

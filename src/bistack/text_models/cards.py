@@ -1,0 +1,73 @@
+"""The text family's cards: recurrent classifiers and regressors, and classifiers and
+regressors over a transformer's layers (plain data, no torch; see ``bistack.cards``)."""
+
+from __future__ import annotations
+
+from bistack.cards import Card, Ladder
+from bistack.metrics.dev import Metric
+
+DEV_ACCURACY = Metric("dev_accuracy", "dev accuracy", higher_is_better=True)
+DEV_RMSE = Metric("dev_rmse", "dev RMSE", higher_is_better=False)
+LADDER = Ladder(
+    {"encoder.bidirectional": False, "encoder.num_layers": 1, "encoder.residual": False}
+    | {"pooling.type": "last"},
+    "3. + attention pooling",
+    {"pooling.type": "additive"},
+)
+HERE = "bistack.text_models"
+
+CLASSIFIER = Card(
+    "classifier",
+    "a recurrent text classifier",
+    config=f"{HERE}.config:ClassifierConfig",
+    recipe=f"{HERE}.recipe:prepare_classifier",
+    loader=f"{HERE}.text:Classifier",
+    metric=DEV_ACCURACY,
+    takes_tables=True,
+    predict_options=frozenset({"attention"}),
+    ladder=LADDER,
+    export=f"{HERE}.export:text_plan",
+    runtime=f"{HERE}.runtime:ExportedClassifier",
+    view="classes",
+)
+REGRESSOR = Card(
+    "regressor",
+    "a recurrent text regressor",
+    config=f"{HERE}.config:RegressorConfig",
+    recipe=f"{HERE}.recipe:prepare_regressor",
+    loader=f"{HERE}.text:Regressor",
+    metric=DEV_RMSE,
+    takes_tables=True,
+    predict_options=frozenset({"attention"}),
+    ladder=LADDER,
+    export=f"{HERE}.export:text_plan",
+    runtime=f"{HERE}.runtime:ExportedRegressor",
+    view="values",
+)
+LAYER_CLASSIFIER = Card(
+    "layer_classifier",
+    "a classifier over a transformer's layers",
+    config=f"{HERE}.config:LayerClassifierConfig",
+    recipe=f"{HERE}.layer_recipe:prepare_layer_classifier",
+    loader=f"{HERE}.layer_text:LayerPoolingClassifier",
+    metric=DEV_ACCURACY,
+    takes_tables=True,
+    compares_poolers=True,
+    export=f"{HERE}.export:layer_text_plan",
+    runtime=f"{HERE}.runtime:ExportedLayerClassifier",
+    view="classes",
+)
+LAYER_REGRESSOR = Card(
+    "layer_regressor",
+    "a regressor over a transformer's layers",
+    config=f"{HERE}.config:LayerRegressorConfig",
+    recipe=f"{HERE}.layer_recipe:prepare_layer_regressor",
+    loader=f"{HERE}.layer_text:LayerPoolingRegressor",
+    metric=DEV_RMSE,
+    takes_tables=True,
+    compares_poolers=True,
+    export=f"{HERE}.export:layer_text_plan",
+    runtime=f"{HERE}.runtime:ExportedLayerRegressor",
+    view="values",
+)
+CARDS = (CLASSIFIER, REGRESSOR, LAYER_CLASSIFIER, LAYER_REGRESSOR)

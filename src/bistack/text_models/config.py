@@ -1,0 +1,208 @@
+"""The text family's config: tables of texts and labels, pooling over a text's states or over
+a transformer's layers, regression's calibration, and the top-level configs of recurrent and
+layer-pooling classifiers and regressors (one class per kind, so that what a kind predicts is
+its class's, not a test of its name)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from bistack.config import (
+    SHARED_RANGES,
+    BackboneConfig,
+    EncoderConfig,
+    ExperimentConfig,
+    FeaturesConfig,
+    OptimizerConfig,
+    PartDropoutConfig,
+    Range,
+    SplitConfig,
+    TrainConfig,
+    check_features,
+    check_part_dropout,
+    set_calibrate,
+)
+from bistack.errors import ConfigError
+
+RANGES: tuple[Range, ...] = (
+    *SHARED_RANGES,
+    ("pooling.attention_size", 1, True, None),
+    ("layer_pooling.lstm_hidden", 1, True, None),
+    ("layer_pooling.dropout", 0.0, True, 0.99),
+    ("layer_pooling.start_layer", 1, True, None),
+)
+
+
+@dataclass
+class TextDataConfig(SplitConfig):
+    """Tables of texts and labels for classification and regression: .tsv, .csv, .jsonl,
+    .parquet, or a HuggingFace dataset folder (``Dataset.save_to_disk``; one split's folder)."""
+
+    # auto: from the file extension, or datasets for a folder
+    format: Literal["auto", "tsv", "csv", "jsonl", "parquet", "datasets"] = "auto"
+    text_column: str = "text"  # the column (or JSON field) holding each text
+    label_columns: list[str] = field(default_factory=lambda: ["label"])  # regression: 1 or more
+    tokenizer: Literal["whitespace", "text"] = "text"  # whitespace for pre-tokenised data
+
+
+@dataclass
+class RegressionConfig:
+    # After training, fit each output's scale and offset to the dev targets by least squares,
+    # and keep them with the model. It undoes a shift the network learnt, e.g. from texts with
+    # more unknown words at prediction than in training. Early stopping then compares epochs by
+    # their calibrated dev RMSE. Regressors only.
+    calibrate: bool = False
+
+
+@dataclass
+class PoolingConfig:
+    # How a text's states become one vector: final states, masked mean or max, or attention.
+    type: Literal["last", "mean", "max", "additive", "dot"] = "additive"
+    attention_size: int = 128  # additive attention only
+
+
+@dataclass
+class LayerPoolingConfig:
+    # lstm/gru: recurrent pooling over depth; weighted: ScalarMix; attention: learned query;
+    # cls / mean: the last layer's CLS vector / masked token mean; concat_last4: last 4 CLS.
+    type: Literal["lstm", "gru", "weighted", "attention", "cls", "mean", "concat_last4"] = "lstm"
+    layers: str | list[int] = "all"  # "all", "every_other", or 1-based layers, e.g. [2, 4, 6]
+    lstm_hidden: int = 256  # lstm/gru: hidden size per direction
+    summary: Literal["final_states", "last_output"] = "final_states"  # lstm/gru only
+    dropout: float = 0.1  # on the pooled vector
+    start_layer: int = 1  # weighted: first layer (within the selection) that gets a weight
+    # Per-layer vectors the lstm/gru/weighted/attention/concat_last4 poolers read: each layer's
+    # CLS vector (the usual choice) or its masked token mean (for encoders trained with mean
+    # pooling, such as all-MiniLM-L6-v2, whose CLS vectors are not trained as summaries). The
+    # cls and mean poolers always read their own.
+    vectors: Literal["cls", "mean"] = "cls"
+
+
+@dataclass
+class TextModelConfig(ExperimentConfig):
+    """Everything needed to train (and rebuild) a recurrent text classifier or regressor.
+
+    The default shape is the classic BiLSTM-attention classifier (Zhou et al. 2016): embeddings,
+    a BiLSTM, additive attention pooling and a linear head. ``REGRESSES``: whether the kind
+    predicts values (one or more target columns) rather than one label.
+    """
+
+    RANGES: ClassVar[tuple[Range, ...]] = RANGES
+    REGRESSES: ClassVar[bool] = False
+
+    kind: str = "classifier"
+    data: TextDataConfig = field(default_factory=TextDataConfig)
+    features: FeaturesConfig = field(default_factory=FeaturesConfig)
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    pooling: PoolingConfig = field(default_factory=PoolingConfig)
+    regression: RegressionConfig = field(default_factory=RegressionConfig)
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def validate(self, source: str) -> None:
+        super().validate(source)
+        check_labels(self, source)
+        check_features(self.features, source)
+
+    @classmethod
+    def upgrade(cls, data: dict[str, Any], legacy: bool, source: str) -> None:
+        """As every kind's, and a regressor's ``train.calibrate`` moves even when false."""
+        train = data.get("train")
+        if cls.REGRESSES and isinstance(train, dict) and "calibrate" in train:
+            set_calibrate(data, train.pop("calibrate"))
+        super().upgrade(data, legacy, source)
+
+
+@dataclass
+class ClassifierConfig(TextModelConfig):
+    kind: Literal["classifier"] = "classifier"
+
+
+@dataclass
+class RegressorConfig(TextModelConfig):
+    REGRESSES: ClassVar[bool] = True
+
+    kind: Literal["regressor"] = "regressor"
+
+
+@dataclass
+class LayerPoolingTextConfig(ExperimentConfig):
+    """A classifier or regressor whose head pools over a transformer's layers (second seed)."""
+
+    RANGES: ClassVar[tuple[Range, ...]] = RANGES
+    REGRESSES: ClassVar[bool] = False
+
+    kind: str = "layer_classifier"
+    data: TextDataConfig = field(default_factory=TextDataConfig)
+    backbone: BackboneConfig = field(default_factory=BackboneConfig)
+    layer_pooling: LayerPoolingConfig = field(default_factory=LayerPoolingConfig)
+    # Stacked beside the pooled layers when given (none when absent or null): the text read by
+    # a recurrent text model, its token features -> encoder -> pooling; its vector joins the
+    # pooled layers' before the linear layer. encoder and pooling are that reading's.
+    features: FeaturesConfig | None = None
+    encoder: EncoderConfig = field(default_factory=lambda: EncoderConfig(hidden_size=128))
+    pooling: PoolingConfig = field(default_factory=PoolingConfig)
+    # transformer: the pooled layers' vector, dropped per text; the rest per token.
+    part_dropout: PartDropoutConfig = field(default_factory=PartDropoutConfig)
+    regression: RegressionConfig = field(default_factory=RegressionConfig)
+    optimizer: OptimizerConfig = field(
+        default_factory=lambda: OptimizerConfig(name="adamw", lr=1e-3, lr_decay=0.0, grad_clip=1.0)
+    )
+    train: TrainConfig = field(default_factory=lambda: TrainConfig(max_epochs=20, patience=4))
+
+    def validate(self, source: str) -> None:
+        super().validate(source)
+        check_labels(self, source)
+        check_layers(self.layer_pooling.layers, source)
+        check_features(self.features, source)
+        check_part_dropout(self.part_dropout, self.features, source)
+
+    @classmethod
+    def upgrade(cls, data: dict[str, Any], legacy: bool, source: str) -> None:
+        """``train.dropout`` was never read by these models: dropped from files of earlier
+        versions, an error naming ``layer_pooling.dropout`` in new ones."""
+        train = data.get("train")
+        if isinstance(train, dict) and "dropout" in train:
+            if not legacy:
+                raise ConfigError(
+                    f"{source}: train.dropout is not read by models over transformer layers; "
+                    "their dropout is layer_pooling.dropout"
+                )
+            train.pop("dropout")
+        if cls.REGRESSES and isinstance(train, dict) and "calibrate" in train:
+            set_calibrate(data, train.pop("calibrate"))
+        super().upgrade(data, legacy, source)
+
+
+@dataclass
+class LayerClassifierConfig(LayerPoolingTextConfig):
+    kind: Literal["layer_classifier"] = "layer_classifier"
+
+
+@dataclass
+class LayerRegressorConfig(LayerPoolingTextConfig):
+    REGRESSES: ClassVar[bool] = True
+
+    kind: Literal["layer_regressor"] = "layer_regressor"
+
+
+def check_layers(layers: str | list[int], source: str) -> None:
+    if isinstance(layers, str) and layers not in ("all", "every_other"):
+        raise ConfigError(
+            f"{source}: layer_pooling.layers must be 'all', 'every_other' or a list of layer "
+            f"numbers, got {layers!r}"
+        )
+
+
+def check_labels(config: TextModelConfig | LayerPoolingTextConfig, source: str) -> None:
+    """A classifier reads one label column and is not calibrated; a regressor one or more."""
+    columns = config.data.label_columns
+    if not columns:
+        raise ConfigError(f"{source}: data.label_columns must name at least one column")
+    if not config.REGRESSES and len(columns) != 1:
+        raise ConfigError(
+            f"{source}: classification takes one label column, got {len(columns)}: {columns}"
+        )
+    if not config.REGRESSES and config.regression.calibrate:
+        raise ConfigError(f"{source}: regression.calibrate is for regressors, not a {config.kind}")

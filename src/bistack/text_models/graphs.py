@@ -1,0 +1,118 @@
+"""A text model's inference as one traceable module, for ONNX export: inputs -> ``scores``
+``(texts, num_outputs)``, the network's raw outputs (logits, or standardised values), which the
+runtime turns into probabilities (the temperature applied) or values in original units (the
+calibration applied) with the same code as PyTorch (``bistack.text_models.outputs``), and, when
+the pooling attends, ``attention`` ``(texts, seq)``, exactly 0 at padding."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from bistack.graphs import token_vectors
+from bistack.masking import lengths_to_mask
+
+# A model over a transformer reads subword windows: input_ids, attention_mask ``(windows,
+# seq)``, window_text ``(windows,)`` the text each window belongs to, and text_index
+# ``(texts,)`` = 0..texts-1 (a text cut into several windows has several rows).
+LAYER_INPUTS = ("input_ids", "attention_mask", "window_text", "text_index")
+
+LAYER_DYNAMIC_AXES = {
+    "input_ids": {0: "windows", 1: "seq"},
+    "attention_mask": {0: "windows", 1: "seq"},
+    "window_text": {0: "windows"},
+    "text_index": {0: "texts"},
+}
+
+
+def example_texts(variant: int) -> list[str]:
+    """Texts of several lengths; variant 1 has other lengths and a text longer than a window."""
+    return [["a short text", "the second text is rather longer than the first one", "x"],
+            ["one", "two words", "many " * 600]][variant]  # fmt: skip
+
+
+def example_subwords(backbone: Any, options: Any, texts: list[str]) -> tuple[Tensor, ...]:
+    """``texts`` as ``LAYER_INPUTS``, tokenized as the model tokenizes them."""
+    limit = backbone.limit(options.max_length)
+    batch = backbone.tokenize(texts, options.long_texts, options.stride, limit)
+    return (
+        batch.input_ids,
+        batch.attention_mask,
+        batch.window_text,
+        torch.arange(len(texts)),
+    )
+
+
+def pooled_reading(branch: nn.Module, inputs: tuple[Tensor, ...]) -> Tensor:
+    """A stacked model's word branch (``WordBranch``) in inference over ``INPUTS``, char words
+    in one group -> ``(batch, branch.output_size)``."""
+    lengths = inputs[-1]
+    mask = lengths_to_mask(lengths, inputs[0].size(1))
+    states = branch.encoder(token_vectors(branch.embedder, inputs), mask=mask).states
+    return branch.pooling(states, mask).vector
+
+
+class TextGraph(nn.Module):
+    """A recurrent text model's inference: ``INPUTS`` -> ``scores`` ``(batch, num_outputs)``
+    and, when the pooling attends (``attends``), ``attention`` ``(batch, seq)``."""
+
+    def __init__(self, network: nn.Module, *, attends: bool) -> None:
+        super().__init__()
+        self.network = network
+        self.attends = attends
+        self.eval()  # the exporter restores this mode after tracing: it must be inference
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        return ("scores", "attention") if self.attends else ("scores",)
+
+    def forward(self, *inputs: Tensor) -> Tensor | tuple[Tensor, Tensor]:
+        lengths = inputs[-1]
+        mask = lengths_to_mask(lengths, inputs[0].size(1))
+        network = self.network
+        states = network.encoder(token_vectors(network.embedder, inputs), mask=mask).states
+        pooled = network.pooling(states, mask)
+        scores = network.head(pooled.vector)  # (batch, num_outputs)
+        if self.attends:
+            return scores, pooled.weights
+        return scores
+
+
+class LayerTextGraph(nn.Module):
+    """A classifier or regressor over a transformer's layers: subword windows -> every layer's
+    CLS or mean vector per text (the mean over its windows, as ``TransformerBackbone.forward``
+    takes it) -> the layer pooling head -> ``scores`` ``(texts, num_outputs)``. A model that
+    stacks the texts' own features reads their ``INPUTS`` after ``LAYER_INPUTS`` and joins its
+    word branch's vector to the pooled layers, as in training.
+
+    Windows are summed into texts by a ``(texts, windows)`` 0/1 matrix product rather than
+    ``index_add_``: the same sums, in plain MatMul nodes.
+    """
+
+    output_names = ("scores",)
+
+    def __init__(self, transformer: nn.Module, head: nn.Module) -> None:
+        super().__init__()
+        self.transformer = transformer
+        self.head = head
+        self.eval()  # the exporter restores this mode after tracing: it must be inference
+
+    def forward(self, *inputs: Tensor) -> Tensor:
+        input_ids, attention_mask, window_text, text_index = inputs[:4]
+        output = self.transformer(
+            input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True
+        )
+        states = torch.stack(output.hidden_states[1:], dim=1)  # (windows, layers, seq, hidden)
+        mask = attention_mask.to(states.dtype)
+        belongs = (text_index.unsqueeze(1) == window_text.unsqueeze(0)).to(states.dtype)
+        if self.head.features == "cls":
+            sums = torch.einsum("tw,wlh->tlh", belongs, states[:, :, 0])
+            layers = sums / belongs.sum(dim=1)[:, None, None]
+        else:
+            token_sums = torch.einsum("wlsh,ws->wlh", states, mask)
+            sums = torch.einsum("tw,wlh->tlh", belongs, token_sums)
+            layers = sums / (belongs @ mask.sum(dim=1))[:, None, None]
+        words = None if self.head.words is None else pooled_reading(self.head.words, inputs[4:])
+        return self.head.outputs_with(layers, words)  # (texts, num_outputs)

@@ -1,0 +1,246 @@
+"""Train a classifier or regressor that pools over a transformer's layers.
+
+Frozen backbone: every text's per-layer vectors come from the feature cache (computed once),
+so an epoch is a pass over small tensors. Fine-tuned: the backbone runs in every step, at its
+own learning rate, under a warm-up schedule and gradient clipping from the config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from bistack.data.batching import collate_tokens
+from bistack.data.features import EncodedSentence
+from bistack.data.tables import Example, Tables
+from bistack.data.tokenize import tokenize_text
+from bistack.errors import ConfigError
+from bistack.feature_cache import cached_layer_vectors, model_fingerprint
+from bistack.metrics.dev import Evaluation
+from bistack.models.backbone import LayerVectors, SubwordBatch, TransformerBackbone
+from bistack.runs.driver import Prepared
+from bistack.runs.loop import Run
+from bistack.runs.vocabularies import build_vocabularies, initialise_words, singleton_mask
+from bistack.text_models.config import LayerPoolingTextConfig
+from bistack.text_models.layer_network import (
+    LayerBatch,
+    StackedSubwords,
+    build_layer_pooling_model,
+)
+from bistack.text_models.layer_text import (
+    LayerPoolingClassifier,
+    LayerPoolingRegressor,
+    LayerPoolingTextModel,
+)
+from bistack.text_models.outputs import RawOutputs
+from bistack.text_models.recipe import (
+    TextData,
+    dev_evaluation,
+    finish_on_dev,
+    load_text_data,
+    text_outputs,
+)
+
+VectorSource = Callable[[Sequence[Example]], LayerVectors]
+
+
+def frozen_vectors(
+    backbone: TransformerBackbone,
+    config: LayerPoolingTextConfig,
+    examples: Sequence[Example],
+    say: Callable[[str], None],
+) -> LayerVectors:
+    """Per-layer vectors of ``examples`` from the feature cache, computed on a miss."""
+    options = config.backbone
+    texts = [e.text for e in examples]
+    limit = backbone.limit(options.max_length)
+    settings = {
+        "max_length": limit,
+        "long_texts": options.long_texts,
+        "stride": options.stride if options.long_texts == "sliding_window" else 0,
+    }
+
+    def compute() -> LayerVectors:
+        long = backbone.count_long(texts, limit)
+        if long:
+            action = "truncated" if options.long_texts == "truncate" else "cut into windows"
+            say(f"{long} of {len(texts)} texts exceed {limit} subwords and are {action}")
+        return backbone.layer_vectors(
+            texts,
+            options.long_texts,
+            stride=options.stride,
+            max_length=limit,
+            batch_size=options.batch_size,
+        )
+
+    cached = cached_layer_vectors(
+        options.cache_dir, model_fingerprint(backbone.folder), texts, settings, compute
+    )
+    verb = "computed and cached" if cached.computed else "read from the cache"
+    say(f"per-layer vectors of {len(texts)} texts {verb} ({cached.path})")
+    return cached.vectors
+
+
+class LayerTextTask:
+    """Batches of cached per-layer vectors (frozen backbone: each batch is a slice of one
+    tensor) or of tokenised texts (fine-tuned backbone), and dev scoring."""
+
+    def __init__(
+        self,
+        model: LayerPoolingTextModel,
+        data: TextData,
+        targets: Tensor,
+        run: Run,
+        calibrate: bool,
+        vectors_of: VectorSource | None,
+        encoded: list[EncodedSentence] | None = None,
+    ) -> None:
+        self.model = model
+        self.data = data
+        self.targets = targets
+        self.calibrate = calibrate
+        self.encoded = encoded  # the training texts' token features, when stacked
+        self.texts = [e.text for e in data.train]
+        self.layers: Tensor | None = None  # (texts, num_layers, hidden_size) when frozen
+        self.dev_vectors: LayerVectors | None = None
+        if vectors_of is not None:
+            self.layers = vectors_of(data.train).of(model.model.features)
+            self.dev_vectors = vectors_of(data.dev)
+
+    def train_lengths(self) -> Sequence[int]:
+        if self.layers is not None:
+            return [1] * len(self.layers)
+        return [len(text.split()) for text in self.texts]
+
+    def collate(self, indices: list[int]) -> LayerBatch | SubwordBatch | StackedSubwords:
+        index = torch.tensor(indices)
+        tokens = None
+        if self.encoded is not None:
+            assert self.model.vocabularies is not None
+            tokens = collate_tokens([self.encoded[i] for i in indices], self.model.vocabularies)
+        if self.layers is not None:
+            return LayerBatch(self.layers[index], self.targets[index], tokens)
+        options = self.model.config.backbone
+        subwords = self.model.backbone.tokenize(
+            [self.texts[i] for i in indices],
+            options.long_texts,
+            options.stride,
+            options.max_length,
+            targets=self.targets[index],
+        )
+        return subwords if tokens is None else StackedSubwords(subwords, tokens)
+
+    def dev_outputs(self, model: LayerPoolingTextModel) -> RawOutputs:
+        texts = [e.text for e in self.data.dev]
+        if self.dev_vectors is not None:
+            return model.outputs_of(self.dev_vectors, texts)
+        return model.run(texts)
+
+    def evaluate(self) -> Evaluation:
+        raw = self.dev_outputs(self.model)
+        if self.calibrate:  # as for recurrent regressors: epochs compared calibrated
+            self.model.outputs.fit_calibration(self.data.dev, self.data.dev_source, raw)
+        return dev_evaluation(
+            self.model, self.model.metrics(self.data.dev, raw, self.data.dev_source)
+        )
+
+    def save_weights(self, directory: Path) -> None:
+        self.model.save_weights(directory)
+
+    def finish(self, run: Run) -> None:
+        """Calibrate the best model on dev; save its dev metrics."""
+        best = type(self.model).load(run.model_dir)
+        finish_on_dev(best, self.data, self.dev_outputs(best), self.calibrate, run)
+
+
+def prepare_layer_text_model(
+    config: LayerPoolingTextConfig,
+    run: Run,
+    model_class: type[LayerPoolingTextModel],
+    *,
+    backbone: TransformerBackbone | None = None,
+    data: TextData | None = None,
+    vectors_of: VectorSource | None = None,
+    tables: Tables | None = None,
+) -> Prepared:
+    """The layer-pooling classifier or regressor ``config`` describes.
+
+    ``backbone``, ``data`` and ``vectors_of`` (per-layer vectors of a list of examples) let a
+    caller that trains many heads on subsets of one table (compare-poolers) load them once; by
+    default all come from the config and the feature cache. ``tables``: rows handed over from
+    Python (see ``load_text_data``).
+    """
+    data = data or load_text_data(config, tables)
+    backbone = backbone or TransformerBackbone.load(config.backbone.path)
+    outputs = text_outputs(config, model_class.OUTPUTS, data)
+    vocabularies, vectors, encoded, singletons = None, None, None, None
+    if config.features is not None:
+        tokenizer = config.data.tokenizer
+        pairs = [([t.text for t in tokenize_text(e.text, tokenizer)], []) for e in data.train]
+        vocabularies, vectors = build_vocabularies(config.features, pairs)
+        singletons = singleton_mask(vocabularies, pairs)
+        encoded = [vocabularies.encode(tokens) for tokens, _ in pairs]
+    try:
+        network = build_layer_pooling_model(
+            config,
+            backbone.num_layers,
+            backbone.hidden_size,
+            len(outputs),
+            backbone,
+            regression=outputs.REGRESSES,
+            vocabularies=vocabularies,
+            singletons=singletons,
+        )
+    except ValueError as error:
+        raise ConfigError(f"layer_pooling: {error}") from None
+    if network.words is not None and vocabularies is not None:
+        dev_tokens = (t.text for e in data.dev for t in tokenize_text(e.text, tokenizer))
+        run.say(
+            initialise_words(
+                network.words.embedder,
+                config.features,
+                vocabularies,
+                vectors,
+                (t for tokens, _ in pairs for t in tokens),
+                dev_tokens,
+            )
+        )
+    model = model_class(network, backbone, config, outputs, vocabularies)
+    targets = torch.tensor(outputs.training_targets(data.train, config.data.train))
+    if not config.backbone.finetune:
+        vectors_of = vectors_of or (
+            lambda examples: frozen_vectors(backbone, config, examples, run.say)
+        )
+    task = LayerTextTask(
+        model,
+        data,
+        targets,
+        run,
+        config.regression.calibrate,
+        None if config.backbone.finetune else vectors_of,
+        encoded,
+    )
+    mode = "fine-tuned" if config.backbone.finetune else "frozen"
+    return Prepared(
+        model=model,
+        network=network,
+        loop=task,
+        summary=(
+            f"{config.kind}: {len(data.train)} train texts, {len(data.dev)} dev from "
+            f"{data.dev_source}; backbone {backbone.folder} ({backbone.num_layers} layers, "
+            f"{mode}); {config.layer_pooling.type} pooling"
+            + (f"; stacked: {len(vocabularies.words)} words" if vocabularies else "")
+        ),
+        finish=task.finish,
+    )
+
+
+def prepare_layer_classifier(config: LayerPoolingTextConfig, run: Run, **inputs) -> Prepared:
+    return prepare_layer_text_model(config, run, LayerPoolingClassifier, **inputs)
+
+
+def prepare_layer_regressor(config: LayerPoolingTextConfig, run: Run, **inputs) -> Prepared:
+    return prepare_layer_text_model(config, run, LayerPoolingRegressor, **inputs)

@@ -1,0 +1,184 @@
+"""Classifiers and regressors over a transformer's layers: ``LayerPoolingClassifier.load(path)``.
+
+Siblings of the recurrent text models: the same predictions and scores
+(``bistack.text_models.outputs``), computed from a backbone's per-layer vectors, and, for a
+model that stacks them (``features`` in its config), from the texts' own token features too.
+How the backbone is kept in the model directory is ``bistack.models.backbone_files``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from bistack.config_files import build_config
+from bistack.data.batching import TokenBatch, collate_tokens
+from bistack.data.features import TokenVocabularies
+from bistack.data.tokenize import tokenize_text
+from bistack.errors import DataError
+from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata
+from bistack.models.backbone import LayerVectors, TransformerBackbone
+from bistack.models.backbone_files import (
+    backbone_record,
+    load_saved_backbone,
+    save_head_and_backbone,
+)
+from bistack.models.mode import as_array, evaluating
+from bistack.text_models.config import (
+    LayerClassifierConfig,
+    LayerPoolingTextConfig,
+    LayerRegressorConfig,
+)
+from bistack.text_models.layer_network import LayerPoolingModel, build_layer_pooling_model
+from bistack.text_models.outputs import (
+    ClassOutputs,
+    Outputs,
+    RawOutputs,
+    Regression,
+    TargetOutputs,
+    TextModelBase,
+)
+
+
+class LayerPoolingTextModel(TextModelBase):
+    """A trained layer-pooling head with its backbone and its outputs' meaning."""
+
+    KIND: ClassVar[str]
+    CONFIG: ClassVar[type[LayerPoolingTextConfig]]
+    OUTPUTS: ClassVar[type[ClassOutputs] | type[TargetOutputs]]
+    attends = False  # it pools over layers, not tokens: no token weights to show
+
+    def __init__(
+        self,
+        model: LayerPoolingModel,
+        backbone: TransformerBackbone,
+        config: LayerPoolingTextConfig,
+        outputs: Outputs,
+        vocabularies: TokenVocabularies | None = None,
+    ) -> None:
+        self.model = model.eval()
+        self.backbone = backbone.eval()
+        self.config = config
+        self.outputs = outputs
+        self.vocabularies = vocabularies  # of the stacked token features, if any
+
+    @classmethod
+    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> LayerPoolingTextModel:
+        """Load a model directory written by ``bistack train`` (no unpickling), onto
+        ``device`` (predictions build their batches there)."""
+        with reading_model(path):
+            directory = Path(path)
+            meta, vocab = load_metadata(directory, cls.KIND)
+            config = build_config(cls.CONFIG, meta["config"], source=f"{directory}/config.json")
+            backbone = load_saved_backbone(directory, config.backbone, meta)
+            outputs = cls.OUTPUTS(meta["outputs"])
+            vocabularies = (
+                TokenVocabularies.from_json(vocab) if config.features is not None else None
+            )
+            model = build_layer_pooling_model(
+                config,
+                backbone.num_layers,
+                backbone.hidden_size,
+                len(outputs),
+                regression=outputs.REGRESSES,
+                vocabularies=vocabularies,
+            )
+            load_weights(directory, model)
+            if config.backbone.finetune:
+                model.backbone = backbone
+            model.to(device)
+            backbone.to(device)
+            return cls(model, backbone, config, outputs, vocabularies)
+
+    def save(self, path: str | Path) -> None:
+        self.save_metadata(path)
+        self.save_weights(path)
+
+    def save_metadata(self, path: str | Path) -> None:
+        """config.json (with the backbone's fingerprint) and vocab.json (empty unless the
+        model stacks token features)."""
+        save_metadata(
+            path,
+            self.KIND,
+            self.config.to_dict(),
+            self.vocabularies.to_json() if self.vocabularies else {},
+            outputs=self.outputs.info,
+            backbone=backbone_record(self.backbone),
+        )
+
+    def save_weights(self, path: str | Path) -> None:
+        save_head_and_backbone(path, self.model, self.backbone, self.config.backbone.finetune)
+
+    def layer_vectors(
+        self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
+    ) -> LayerVectors:
+        """Per-layer vectors of raw texts, ``batch_size`` texts per backbone forward."""
+        for index, text in enumerate(texts):
+            if not text.strip():
+                raise DataError("input", f"text {index + 1} is empty")
+        options = self.config.backbone
+        return self.backbone.layer_vectors(
+            texts,
+            options.long_texts,
+            stride=options.stride,
+            max_length=options.max_length,
+            batch_size=batch_size or options.batch_size,
+            progress=progress,
+        )
+
+    def token_features(self, texts: Sequence[str]) -> TokenBatch | None:
+        """The stacked token features of raw ``texts``, or None when the model has none."""
+        if self.vocabularies is None:
+            return None
+        encoded = []
+        for index, text in enumerate(texts):
+            tokens = [t.text for t in tokenize_text(text, self.config.data.tokenizer)]
+            if not tokens:
+                raise DataError("input", f"text {index + 1} has no tokens: {text!r}")
+            encoded.append(self.vocabularies.encode(tokens))
+        return collate_tokens(encoded, self.vocabularies)
+
+    @torch.inference_mode()
+    def outputs_of(self, vectors: LayerVectors, texts: Sequence[str]) -> RawOutputs:
+        """Outputs for ``texts`` whose per-layer vectors are known (e.g. from the feature
+        cache); the texts themselves are read too when the model stacks their features."""
+        device = next(self.model.parameters()).device
+        layers = vectors.of(self.model.features)
+        size = self.config.train.eval_batch_size
+        parts = []
+        with evaluating(self.model):
+            for start in range(0, len(layers), size):
+                tokens = self.token_features(texts[start : start + size])
+                chosen = layers[start : start + size].to(device)
+                moved = None if tokens is None else tokens.to(device)
+                parts.append(self.model.outputs_from_layers(chosen, moved).cpu())
+        outputs = (
+            as_array(torch.cat(parts)) if parts else np.zeros((0, len(self.outputs)), np.float32)
+        )
+        return RawOutputs([[] for _ in range(len(outputs))], outputs, None, 0.0)
+
+    def run(
+        self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
+    ) -> RawOutputs:
+        """Outputs for raw texts: backbone, then the head (no token attention to report)."""
+        return self.outputs_of(self.layer_vectors(texts, batch_size, progress), texts)
+
+
+class LayerPoolingClassifier(LayerPoolingTextModel):
+    """Predicts one label per text from a transformer's layers."""
+
+    KIND = "layer_classifier"
+    CONFIG = LayerClassifierConfig
+    OUTPUTS = ClassOutputs
+
+
+class LayerPoolingRegressor(Regression, LayerPoolingTextModel):
+    """Predicts numeric targets per text from a transformer's layers."""
+
+    KIND = "layer_regressor"
+    CONFIG = LayerRegressorConfig
+    OUTPUTS = TargetOutputs

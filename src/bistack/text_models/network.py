@@ -1,0 +1,99 @@
+"""Text classifier and regressor: token features -> recurrent encoder -> pooling -> linear head.
+
+The classic BiLSTM-attention classifier (Zhou et al. 2016): embeddings, a BiLSTM, additive
+attention, dropout, a linear layer on ``2 * hidden`` features; the pooling is chosen in the
+config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from bistack.data.batching import TextBatch
+from bistack.data.features import TokenVocabularies
+from bistack.dropout import Dropout
+from bistack.encoders import SequenceEncoder
+from bistack.models.builders import build_embedder, build_encoder
+from bistack.pooling import AdditiveAttention, build_pooling
+from bistack.text_models.config import PoolingConfig, TextModelConfig
+
+
+@dataclass(frozen=True)
+class TextOutput:
+    """outputs: ``(batch, num_outputs)`` logits or standardised values; weights:
+    ``(batch, seq_len)`` attention (exactly 0 at padding) or None for static pooling."""
+
+    outputs: Tensor
+    weights: Tensor | None
+
+
+class SequenceClassifier(nn.Module):
+    """One vector per text, pooled over the encoder states, then one linear layer.
+
+    ``regression=True`` makes the outputs targets (mean squared error on standardised targets)
+    instead of class logits (cross-entropy).
+    """
+
+    def __init__(
+        self,
+        embedder: nn.Module,
+        encoder: SequenceEncoder,
+        pooling: nn.Module,
+        num_outputs: int,
+        dropout: float,
+        regression: bool,
+    ) -> None:
+        super().__init__()
+        self.embedder = embedder
+        self.encoder = encoder
+        self.pooling = pooling
+        self.dropout = Dropout(dropout)
+        self.head = nn.Linear(encoder.output_size, num_outputs)
+        self.regression = regression
+
+    def predict(self, batch: TextBatch) -> TextOutput:
+        tokens = self.dropout(self.embedder(batch))
+        states = self.encoder(tokens, mask=batch.mask).states  # (batch, seq, output_size)
+        pooled = self.pooling(states, batch.mask)
+        return TextOutput(self.head(self.dropout(pooled.vector)), pooled.weights)
+
+    def forward(self, batch: TextBatch) -> Tensor:
+        """The training loss, averaged over texts."""
+        if batch.targets is None:
+            raise ValueError("the batch has no targets to compute a loss from")
+        outputs = self.predict(batch).outputs
+        if self.regression:
+            return F.mse_loss(outputs, batch.targets)
+        return F.cross_entropy(outputs, batch.targets)
+
+
+def build_classifier(
+    config: TextModelConfig,
+    vocabularies: TokenVocabularies,
+    num_outputs: int,
+    singletons: Tensor | None = None,
+    *,
+    regression: bool,
+) -> SequenceClassifier:
+    """Build the classifier or regressor a config describes: ``regression`` makes the outputs
+    targets (``singletons``: see ``build_embedder``)."""
+    embedder = build_embedder(config.features, vocabularies, singletons)
+    encoder = build_encoder(config.encoder, embedder.output_size)
+    return SequenceClassifier(
+        embedder,
+        encoder,
+        build_text_pooling(config.pooling, encoder),
+        num_outputs,
+        config.encoder.outer_dropout,
+        regression=regression,
+    )
+
+
+def build_text_pooling(config: PoolingConfig, encoder: SequenceEncoder) -> nn.Module:
+    """The pooling a ``pooling`` section names, over ``encoder``'s states."""
+    if config.type == "additive":
+        return AdditiveAttention(encoder.output_size, config.attention_size)
+    return build_pooling(config.type, encoder.output_size, bidirectional=encoder.bidirectional)

@@ -1,0 +1,143 @@
+"""Recurrent text classifiers and regressors a user loads: ``Classifier.load(path).predict([...])``.
+
+Embeddings, a recurrent encoder and a pooling over its states (a BiLSTM with additive attention
+by default); what the outputs mean is ``bistack.text_models.outputs``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+import torch
+from torch import Tensor
+
+from bistack.config_files import build_config
+from bistack.data.batching import collate_text
+from bistack.data.buckets import bucket_batches
+from bistack.data.features import TokenVocabularies
+from bistack.data.tokenize import Token, tokenize_text
+from bistack.errors import DataError
+from bistack.formats import shown
+from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata, save_weights
+from bistack.models.mode import as_array, evaluating
+from bistack.text_models.config import ClassifierConfig, RegressorConfig, TextModelConfig
+from bistack.text_models.network import SequenceClassifier, build_classifier
+from bistack.text_models.outputs import (
+    ClassOutputs,
+    Outputs,
+    RawOutputs,
+    Regression,
+    TargetOutputs,
+    TextModelBase,
+    TextPrediction,
+)
+
+__all__ = ["Classifier", "RecurrentTextModel", "Regressor", "TextPrediction"]
+
+
+class RecurrentTextModel(TextModelBase):
+    """A trained recurrent text model with its vocabularies and its outputs' meaning."""
+
+    KIND: ClassVar[str]
+    CONFIG: ClassVar[type[TextModelConfig]]
+    OUTPUTS: ClassVar[type[ClassOutputs] | type[TargetOutputs]]
+
+    def __init__(
+        self,
+        model: SequenceClassifier,
+        vocabularies: TokenVocabularies,
+        config: TextModelConfig,
+        outputs: Outputs,
+    ) -> None:
+        self.model = model.eval()
+        self.vocabularies = vocabularies
+        self.config = config
+        self.outputs = outputs
+
+    @classmethod
+    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> RecurrentTextModel:
+        """Load a model directory written by ``bistack train`` (no unpickling), onto
+        ``device`` (predictions build their batches there)."""
+        with reading_model(path):
+            meta, vocab = load_metadata(path, cls.KIND)
+            config = build_config(cls.CONFIG, meta["config"], source=f"{path}/config.json")
+            vocabularies = TokenVocabularies.from_json(vocab)
+            outputs = cls.OUTPUTS(meta["outputs"])
+            model = build_classifier(
+                config, vocabularies, len(outputs), regression=outputs.REGRESSES
+            )
+            load_weights(path, model)
+            return cls(model.to(device), vocabularies, config, outputs)
+
+    def save(self, path: str | Path) -> None:
+        self.save_metadata(path)
+        self.save_weights(path)
+
+    def save_weights(self, path: str | Path) -> None:
+        save_weights(path, self.model)
+
+    def save_metadata(self, path: str | Path) -> None:
+        save_metadata(
+            path,
+            self.KIND,
+            self.config.to_dict(),
+            self.vocabularies.to_json(),
+            outputs=self.outputs.info,
+        )
+
+    @property
+    def attends(self) -> bool:
+        """Whether the pooling weighs tokens (additive or dot-product attention)."""
+        return self.config.pooling.type in ("additive", "dot")
+
+    def tokenize(self, text: str) -> list[Token]:
+        return tokenize_text(text, self.config.data.tokenizer)
+
+    @torch.inference_mode()
+    def run(
+        self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
+    ) -> RawOutputs:
+        """Outputs and attention for raw texts, batched by length, returned in input order."""
+        batch_size = batch_size or self.config.train.eval_batch_size
+        tokens = [self.tokenize(text) for text in texts]
+        for index, text_tokens in enumerate(tokens):
+            if not text_tokens:
+                raise DataError("input", f"text {index + 1} has no tokens: {texts[index]!r}")
+        encoded = [self.vocabularies.encode([t.text for t in ts]) for ts in tokens]
+        outputs: list[Tensor] = [torch.empty(0)] * len(texts)
+        weights: list[list[float]] = [[] for _ in texts]
+        padding_mass = 0.0
+        device = next(self.model.parameters()).device
+        with evaluating(self.model):
+            batches = bucket_batches([len(t) for t in tokens], batch_size, shuffle=False)
+            for indices in shown(batches, progress):
+                batch = collate_text([encoded[i] for i in indices], self.vocabularies)
+                batch = batch.to(device)
+                result = self.model.predict(batch)
+                if result.weights is not None:
+                    padding_mass += float(result.weights[~batch.mask].sum())
+                for row, index in enumerate(indices):
+                    outputs[index] = result.outputs[row].cpu()
+                    if result.weights is not None:
+                        weights[index] = result.weights[row, : len(tokens[index])].tolist()
+        return RawOutputs(
+            tokens, as_array(torch.stack(outputs)), weights if self.attends else None, padding_mass
+        )
+
+
+class Classifier(RecurrentTextModel):
+    """Predicts one label per text."""
+
+    KIND = "classifier"
+    CONFIG = ClassifierConfig
+    OUTPUTS = ClassOutputs
+
+
+class Regressor(Regression, RecurrentTextModel):
+    """Predicts one or more numeric targets per text, in their original units."""
+
+    KIND = "regressor"
+    CONFIG = RegressorConfig
+    OUTPUTS = TargetOutputs

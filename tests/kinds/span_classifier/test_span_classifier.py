@@ -1,0 +1,128 @@
+"""The extension proof: a kind whose input is neither a plain text nor tokens (a text with a
+marked span), defined in this folder alone and registered with one call, trains, scores,
+predicts on the command line, serves over HTTP and predicts a corpus, with no edit to bistack.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bistack.cli import main
+from tests.kinds import span_classifier
+
+NAMES = ["John", "Mary", "Paul", "Anna"]
+PLACES = ["Paris", "London", "Berlin", "Rome"]
+
+
+@pytest.fixture
+def registered():
+    card = span_classifier.register()
+    yield card
+    span_classifier.unregister()
+
+
+def write_spans(path: Path, count: int, seed: int) -> Path:
+    """ "NAME visited PLACE ." with the name (PER) or the place (LOC) as the span."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(count):
+        name, place = rng.choice(NAMES), rng.choice(PLACES)
+        text = f"{name} visited {place} ."
+        label = rng.choice(["PER", "LOC"])
+        word = name if label == "PER" else place
+        start = text.index(word)
+        record = {"text": text, "start": start, "end": start + len(word), "label": label}
+        lines.append(json.dumps(record))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.fixture
+def trained(registered, tmp_path):
+    train = write_spans(tmp_path / "train.jsonl", 80, 0)
+    dev = write_spans(tmp_path / "dev.jsonl", 20, 1)
+    config = tmp_path / "spans.yaml"
+    config.write_text(
+        yaml.safe_dump({"kind": "span_classifier", "data": {"train": str(train), "dev": str(dev)}})
+    )
+    run = tmp_path / "run"
+    assert main(["train", str(config), "--output", str(run), "--no-progress"]) == 0
+    return run / "model", dev
+
+
+def test_it_trains_scores_and_predicts_from_the_command_line(trained, capsys):
+    model, dev = trained
+    capsys.readouterr()
+    assert main(["evaluate", str(model), str(dev), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["accuracy"] == 100.0
+    assert main(["predict", str(model), "I met [Anna] in Rome .", "We flew to [Berlin] ."]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["label"] for r in records] == ["PER", "LOC"]
+    assert records[0]["span"] == {"start": 6, "end": 10} and records[0]["text"].startswith("I met")
+    # Its own input's errors, and what its card does not offer, are refused by the table.
+    assert main(["predict", str(model), "no span marked here"]) == 2
+    assert "a text with its span in [brackets]" in capsys.readouterr().err
+    assert main(["predict", str(model), "[Rome]", "--format", "conll"]) == 2
+    assert "--format conll is not for a span classifier" in capsys.readouterr().err
+
+
+def test_a_corpus_of_span_objects_and_marked_lines_is_predicted(trained, tmp_path, capsys):
+    model, _ = trained
+    objects = tmp_path / "in.jsonl"
+    inputs = [
+        {"text": "Paul left Paris .", "start": 0, "end": 4},
+        {"text": "Paul left Paris .", "start": 10, "end": 15},
+    ]
+    objects.write_text(
+        "".join(json.dumps({"input": i, "id": n}) + "\n" for n, i in enumerate(inputs))
+    )
+    out = tmp_path / "out.jsonl"
+    argv = ["predict", str(model), "--input", str(objects), "--text-field", "input"]
+    assert main([*argv, "--output", str(out)]) == 0
+    assert [json.loads(line)["label"] for line in out.read_text().splitlines()] == ["PER", "LOC"]
+    lines = tmp_path / "in.txt"
+    lines.write_text("[Mary] visited Rome .\nnot marked\nMary visited [Rome] .\n")
+    skipped = tmp_path / "skipped.jsonl"
+    assert (
+        main(
+            [
+                "predict",
+                str(model),
+                "--input",
+                str(lines),
+                "--on-error",
+                "skip",
+                "--skipped",
+                str(skipped),
+            ]
+        )
+        == 0
+    )
+    got = [json.loads(line)["label"] for line in capsys.readouterr().out.splitlines()]
+    assert got == ["PER", "LOC"]
+    [refused] = [json.loads(line) for line in skipped.read_text().splitlines()]
+    assert refused["line"] == 2 and "a text with its span in [brackets]" in refused["error"]
+
+
+def test_it_is_served(trained):
+    pytest.importorskip("fastapi", reason="serving needs the serve extra (bistack[serve])")
+    from fastapi.testclient import TestClient
+
+    from bistack.serve.app import create_app
+    from bistack.serve.served import load_served
+
+    model, _ = trained
+    with TestClient(create_app(load_served(model))) as client:
+        info = client.get("/info").json()
+        assert info["kind"] == "span_classifier" and info["inputs"] == ["span"]
+        assert info["view"] == "classes" and info["labels"] == ["LOC", "PER"]
+        response = client.post("/predict", json={"texts": ["I saw [John] ."]})
+        assert response.status_code == 200
+        assert response.json()["predictions"][0]["label"] == "PER"
+        refused = client.post("/predict", json={"texts": ["nothing marked"]})
+        assert refused.status_code == 422 and "brackets" in refused.json()["error"]
