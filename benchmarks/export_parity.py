@@ -1,6 +1,8 @@
 """Does an exported model predict what its PyTorch model predicts? On every dev example:
 
-- CoNLL-2003 dev: the BiLSTM-CRF tagger's tags on every sentence, and its entities;
+- CoNLL-2003 dev: the BiLSTM-CRF tagger's tags on every sentence, its entities, each token's
+  and each entity's confidence and the 3 best analyses with their probabilities (the output
+  math PyTorch and the runtime share, over the emissions each computes);
 - SST-2 dev: the BiLSTM-attention classifier's labels, probabilities (within 1e-5) and
   attention weights;
 - CommonLit: the BiLSTM regressor's calibrated values (within 1e-5) on every excerpt (the data
@@ -9,7 +11,7 @@
   CoNLL-2003 tagger (MiniLM's word states beside words, characters and casing), whose
   exports hold the transformer too.
 
-    .venv/bin/bistack train configs/conll03-bilstm-crf.yaml --set train.max_epochs=15 \\
+    .venv/bin/bistack train configs/conll03-bilstm-crf.yaml --set train.max_epochs=8 \\
         --output runs/conll03-confidence
     .venv/bin/bistack train configs/sst2-bilstm-attention.yaml --set train.max_epochs=4 \\
         --output runs/sst2-confidence
@@ -20,7 +22,8 @@
         --set data.train=runs/sst2-train-5k.tsv --set train.max_epochs=3
     .venv/bin/bistack train configs/commonlit-minilm-layers.yaml \\
         --output runs/commonlit-minilm-export --set train.max_epochs=5
-    OMP_NUM_THREADS=1 bash benchmarks/stacked.sh conll03 stacked -- 1
+    .venv/bin/bistack train configs/conll03-stacked-minilm-crf.yaml --set train.max_epochs=3 \\
+        --output runs/benchmarks/stacked-conll03/stacked-seed1
     OMP_NUM_THREADS=1 bash benchmarks/stacked.sh sst2 stacked -- 1
     .venv/bin/python benchmarks/export_parity.py [ROW ...]
 
@@ -194,7 +197,7 @@ def report(rows: dict) -> str:
     for row in rows.values():
         if "identical_tags" in row:
             lines += [
-                f"| {row['data']} | {row['examples']} | identical tags (CRF Viterbi in the graph) |"
+                f"| {row['data']} | {row['examples']} | identical tags |"
                 f" {row['identical_tags']} / {row['examples']} |",
                 f"| | | identical entities | {row['identical_entities']} / {row['examples']}"
                 f" sentences ({row['entities']} entities) |",

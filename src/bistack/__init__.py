@@ -10,9 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from bistack._version import __version__
-
-__all__ = ["__version__", "train"]
+from bistack._version import __version__ as __version__
 
 
 def __getattr__(name: str) -> Any:

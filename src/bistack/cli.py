@@ -18,6 +18,7 @@ from bistack._version import __version__
 from bistack.corpus.predict import CHUNK_SIZE
 from bistack.corpus.sources import INPUT_FORMATS
 from bistack.errors import BistackError, ConfigError
+from bistack.paths import refuse_overlap
 from bistack.studies.pooler_variants import POOLER_VARIANTS
 
 
@@ -45,6 +46,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def ranged(kind: type, low: float | None = None, high: float | None = None) -> Any:
+    """An argparse type: ``kind`` between ``low`` and ``high`` (inclusive), a usage error
+    otherwise."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        below = low is not None and value < low
+        if value != value or below or (high is not None and value > high):
+            bounds = f"between {low} and {high}" if high is not None else f">= {low}"
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--devices", default="1", help="number of processes/devices (default 1)")
     train.add_argument(
         "--num-nodes",
-        type=int,
+        type=ranged(int, 1),
         default=1,
         metavar="N",
         help="machines, each running --devices processes (launch: see the README's "
@@ -152,21 +172,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     predict.add_argument(
         "--workers",
-        type=int,
+        type=ranged(int, 1),
         default=1,
         metavar="N",
         help="N processes with one torch thread each (default 1: this process, all threads)",
     )
     predict.add_argument(
         "--chunk-size",
-        type=int,
+        type=ranged(int, 1),
         default=CHUNK_SIZE,
         metavar="N",
         help=f"records predicted together, batched by length (default {CHUNK_SIZE})",
     )
     predict.add_argument(
         "--log-every",
-        type=float,
+        type=ranged(float, 0.0),
         default=30.0,
         metavar="SECONDS",
         help="off a terminal: a progress line at most this often (default 30)",
@@ -185,13 +205,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     predict.add_argument(
         "--min-confidence",
-        type=float,
+        type=ranged(float, 0.0, 1.0),
         metavar="P",
         help="taggers: leave out entities whose probability is below P (0-1)",
     )
     predict.add_argument(
         "--top-k",
-        type=int,
+        type=ranged(int, 1),
         default=1,
         metavar="K",
         help="taggers: also the K best analyses of each sentence with their probabilities (jsonl)",
@@ -227,17 +247,19 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)"
     )
-    serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: any free)")
+    serve.add_argument(
+        "--port", type=ranged(int, 0, 65535), default=8000, help="port (default 8000; 0: any free)"
+    )
     serve.add_argument(
         "--max-batch",
-        type=int,
+        type=ranged(int, 1),
         default=64,
         metavar="N",
         help="texts grouped into one forward pass at most (default 64; 1: no grouping)",
     )
     serve.add_argument(
         "--batch-window",
-        type=float,
+        type=ranged(float, 0.0),
         default=5.0,
         metavar="MS",
         help="milliseconds a forward pass waits for more requests (default 5)",
@@ -258,9 +280,14 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument(
         "--poolers", help=f"comma-separated subset (default all: {', '.join(POOLER_VARIANTS)})"
     )
-    compare.add_argument("--seeds", type=int, default=3, help="seeds per pooler (default 3)")
     compare.add_argument(
-        "--folds", type=int, default=0, help="K-fold CV over data.train instead of seeds"
+        "--seeds", type=ranged(int, 1), default=3, help="seeds per pooler (default 3)"
+    )
+    compare.add_argument(
+        "--folds",
+        type=ranged(int, 2),
+        metavar="K",
+        help="K-fold CV over data.train (K >= 2) instead of seeds",
     )
     compare.add_argument("--output", help="folder (default runs/compare-<config name>)")
     add_progress_flags(compare)
@@ -287,7 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ladder.add_argument("config", help="YAML config of a recurrent tagger, classifier or regressor")
     ladder.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
-    ladder.add_argument("--seeds", type=int, default=3, help="seeds per rung (default 3)")
+    ladder.add_argument(
+        "--seeds", type=ranged(int, 1), default=3, help="seeds per rung (default 3)"
+    )
     ladder.add_argument("--output", help="folder (default runs/ladder-<config name>)")
     ladder.add_argument(
         "--transformer-states",
@@ -306,15 +335,19 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("model", help="model directory of a language model")
     sample.add_argument("prompt", nargs="?", default="", help="text to continue")
     sample.add_argument("--temperature", type=float, default=1.0, help="softmax temperature")
-    sample.add_argument("--tokens", type=int, default=30, help="at most this many tokens")
+    sample.add_argument(
+        "--tokens", type=ranged(int, 1), default=30, help="at most this many tokens"
+    )
     sample.add_argument("--seed", type=int, help="random seed, for repeatable samples")
-    sample.add_argument("--count", type=int, default=1, help="how many samples")
+    sample.add_argument("--count", type=ranged(int, 1), default=1, help="how many samples")
     add_threads_flag(sample)
     sample.set_defaults(run=run_sample)
 
     demo = commands.add_parser("demo", help="train and try a Twitter NER tagger (WNUT-2016)")
     demo.add_argument("--output", default="runs/demo", help="run directory")
-    demo.add_argument("--minutes", type=float, default=3.0, help="training time budget")
+    demo.add_argument(
+        "--minutes", type=ranged(float, 0.1), default=3.0, help="training time budget"
+    )
     add_progress_flags(demo)
     add_threads_flag(demo)
     demo.set_defaults(run=run_demo)
@@ -324,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
 def add_threads_flag(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--threads",
-        type=int,
+        type=ranged(int, 1),
         metavar="N",
         help="threads per process for the tensor library (default: OMP_NUM_THREADS when set, "
         "else the CPUs this process may use, shared among --devices processes)",
@@ -413,18 +446,12 @@ def checked_device(name: str) -> str:
     is said without starting torch: an exported model runs without it)."""
     if name == "cpu":
         return name
-    import torch
+    from bistack.models.devices import checked_device as check
 
     try:
-        device = torch.device(name)
-    except (RuntimeError, ValueError):
-        raise ConfigError(f"--device {name}: not a device (cpu, cuda, cuda:1, mps, ...)") from None
-    if device.type == "cuda" and (
-        not torch.cuda.is_available() or (device.index or 0) >= torch.cuda.device_count()
-    ):
-        raise ConfigError(f"--device {name}: no such CUDA device on this machine")
-    if device.type == "mps" and not torch.backends.mps.is_available():
-        raise ConfigError(f"--device {name}: MPS is not available on this machine")
+        check(name)
+    except ConfigError as error:
+        raise ConfigError(f"--{error}") from None
     return name
 
 
@@ -437,13 +464,12 @@ def run_compare_poolers(args: argparse.Namespace) -> int:
     from bistack.studies.compare_poolers import compare_poolers
     from bistack.tasks import load_config, task_of
 
-    if args.seeds < 1:
-        return fail("--seeds must be >= 1")
     config = load_config(args.config, args.set)
     if not task_of(config.kind).compares_poolers:
         return fail(f"{args.config}: compare-poolers needs a config with a backbone section")
     poolers = args.poolers.split(",") if args.poolers else list(POOLER_VARIANTS)
     output = args.output or str(Path("runs") / f"compare-{Path(args.config).stem}")
+    refuse_overlap(output, [("the config", args.config)], "--output")
     compare_poolers(
         config,  # type: ignore[arg-type]
         output,
@@ -464,10 +490,9 @@ def run_ladder(args: argparse.Namespace) -> int:
     from bistack.studies.ladder import run_ladder as ladder
     from bistack.tasks import load_config
 
-    if args.seeds < 1:
-        return fail("--seeds must be >= 1")
     config = load_config(args.config, args.set)
     output = args.output or str(Path("runs") / f"ladder-{Path(args.config).stem}")
+    refuse_overlap(output, [("the config", args.config)], "--output")
     ladder(
         config,
         output,
@@ -511,6 +536,7 @@ def run_train(args: argparse.Namespace) -> int:
 
     config = load_config(args.config, args.set)
     output = args.output or str(Path("runs") / Path(args.config).stem)
+    refuse_overlap(output, [("the config", args.config)], "--output")
     options = RunOptions(
         devices=int(args.devices) if args.devices.isdigit() else args.devices,
         num_nodes=args.num_nodes,
@@ -556,8 +582,6 @@ def run_serve(args: argparse.Namespace) -> int:
         ) from None
     from bistack.serve.served import load_served
 
-    if args.max_batch < 1 or args.batch_window < 0:
-        return fail("--max-batch must be >= 1 and --batch-window >= 0")
     served = load_served(args.model, args.threads)  # one that does not load stops here
     limits = Limits(batch_window=args.batch_window / 1000, max_batch_texts=args.max_batch)
     serve(served, args.host, args.port, limits, args.model)
@@ -574,6 +598,7 @@ def run_explain(args: argparse.Namespace) -> int:
             f"{args.model} holds {card.description}, which has no token attention weights to "
             "show; explain needs a classifier or regressor with 'additive' or 'dot' pooling"
         )
+    refuse_overlap(args.output, [("the model directory", args.model)], "--output")
     page, chart = explain(open_model(args.model).model, args.text, args.output)
     print(f"wrote {page} and {chart}")
     return 0
@@ -625,8 +650,6 @@ def predict_options(args: argparse.Namespace) -> dict[str, Any]:
     if args.min_confidence is not None:
         options["min_confidence"] = args.min_confidence
     if args.top_k != 1:
-        if args.top_k < 1:
-            raise ConfigError(f"--top-k must be >= 1, got {args.top_k}")
         options["top_k"] = args.top_k
     return options
 

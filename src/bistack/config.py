@@ -153,6 +153,17 @@ class ExperimentConfig:
             raise ConfigError(f"{source}: data.train is required: the file to train on")
         check_ranges(self, source)
 
+    def input_paths(self) -> list[tuple[str, str]]:
+        """The files and folders a run of this config reads (``(key, path)``), which its output
+        must not be, contain or lie inside."""
+        found = []
+        for key in ("data.train", "data.dev", "features.pretrained", "backbone.path"):
+            section, name = key.split(".")
+            value = getattr(getattr(self, section, None), name, None)
+            if isinstance(value, str) and value and value != "default":
+                found.append((key, value))
+        return found
+
     @classmethod
     def upgrade(cls, data: dict[str, Any], legacy: bool, source: str) -> None:
         """Rewrite, in place, keys that earlier versions kept elsewhere (``legacy``: the file

@@ -27,12 +27,12 @@ def shown(batches: Iterable[T], show: bool) -> Iterable[T]:
     return tqdm(batches, desc="predicting", unit="batch", disable=not show, leave=False)
 
 
-def jsonl_line(prediction: Prediction) -> str:
+def json_line(record: dict[str, Any]) -> str:
     """One JSON object and a newline; a value that is not a number is an error, never NaN.
     Unicode line separators inside strings are written escaped, so that a reader splitting on
     any line break still sees one record a line."""
     try:
-        line = json.dumps(prediction.to_json(), ensure_ascii=False, allow_nan=False)
+        line = json.dumps(record, ensure_ascii=False, allow_nan=False)
     except ValueError:
         raise ModelFileError(
             "the model predicted a value that is not a finite number; its weights or its "
@@ -46,31 +46,31 @@ def jsonl_line(prediction: Prediction) -> str:
 LINE_SEPARATORS = "\u2028\u2029\u0085\x0b\x0c\x1c\x1d\x1e"  # what str.splitlines also breaks at
 
 
-def conll_block(prediction: Prediction) -> str:
-    """``token<TAB>tag`` lines with a blank line after each sentence (taggers' predictions)."""
+def jsonl_line(prediction: Prediction, extra: dict[str, Any] | None = None) -> str:
+    """The prediction's record as a JSON line, after ``extra`` (where the input was: its line
+    or row, and the id field a user asked to keep)."""
+    return json_line({**(extra or {}), **prediction.to_json()})
+
+
+def conll_block(prediction: Prediction, extra: dict[str, Any] | None = None) -> str:
+    """``token<TAB>tag`` lines with a blank line after each sentence (taggers' predictions;
+    CoNLL has no place for ``extra``)."""
     return prediction.to_conll()  # type: ignore[attr-defined]
 
 
-def conllu_block(prediction: Prediction) -> str:
+def conllu_block(prediction: Prediction, extra: dict[str, Any] | None = None) -> str:
     """CoNLL-U sentences, each with its ``# text`` (taggers' predictions)."""
     return prediction.to_conllu()  # type: ignore[attr-defined]
 
 
-class _Doccano:
-    def __init__(self, record: dict[str, Any]) -> None:
-        self.record = record
-
-    def to_json(self) -> dict[str, Any]:
-        return self.record
-
-
-def doccano_line(prediction: Prediction) -> str:
-    """The text and its entities as a doccano JSON line, to load back into an annotation tool."""
-    return jsonl_line(_Doccano(prediction.to_doccano()))  # type: ignore[attr-defined]
+def doccano_line(prediction: Prediction, extra: dict[str, Any] | None = None) -> str:
+    """The text and its entities as a doccano JSON line, to load back into an annotation tool
+    (which keeps ``extra``'s fields as the record's metadata)."""
+    return json_line({**(extra or {}), **prediction.to_doccano()})  # type: ignore[attr-defined]
 
 
 # How ``predict --format`` writes one prediction; the task table says which formats a kind has.
-FORMATS: dict[str, Callable[[Prediction], str]] = {
+FORMATS: dict[str, Callable[..., str]] = {
     "jsonl": jsonl_line,
     "conll": conll_block,
     "conllu": conllu_block,

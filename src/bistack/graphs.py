@@ -27,10 +27,11 @@ from torch import Tensor, nn
 
 from bistack.data.features import TokenVocabularies, token_rows
 from bistack.models.embeddings import CharLSTMEncoder, TokenEmbedder
+from bistack.onnx_session import TOKEN_INPUTS
 
 # The graph's inputs, as collate_tokens builds them: words, casing, char_index ``(batch, seq)``,
 # chars ``(unique_words, max_chars)``, char_lengths ``(unique_words,)``, lengths ``(batch,)``.
-INPUTS = ("words", "casing", "chars", "char_lengths", "char_index", "lengths")
+INPUTS = TOKEN_INPUTS
 
 
 DYNAMIC_AXES = {

@@ -10,7 +10,7 @@ A kind with another input (a text with a marked span, a pair of texts) defines i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +53,62 @@ TOKENS = Input(
     lambda model, values, **options: model.predict_tokens(list(values), **options),
     ["Warm", "up", "."],
 )
+
+
+def texts_of(texts: Any) -> list[str]:
+    """What a model's ``predict`` was given, as a list of texts: a single string is one text,
+    any iterable (a generator too) is read once; an item that is not a string is a TypeError
+    naming its index and type."""
+    if isinstance(texts, str):
+        return [texts]
+    if isinstance(texts, bytes) or not isinstance(texts, Iterable):
+        raise TypeError(f"predict takes a text or a list of texts, not {type(texts).__name__}")
+    chosen = list(texts)
+    for index, text in enumerate(chosen):
+        if not isinstance(text, str):
+            raise TypeError(
+                f"text {index} is {type(text).__name__} {text!r:.40}, not a string; decode "
+                "bytes first, and give tokens to predict_tokens"
+            )
+    return chosen
+
+
+def token_lists_of(sentences: Any) -> list[list[str]]:
+    """What ``predict_tokens`` was given, as lists of tokens; a string where a list of tokens
+    belongs (it would be tagged character by character) is a TypeError naming its index."""
+    if isinstance(sentences, str | bytes) or not isinstance(sentences, Iterable):
+        raise TypeError(
+            "predict_tokens takes a list of sentences, each a list of tokens "
+            "([['John', 'left']]); for raw text use predict"
+        )
+    chosen = []
+    for index, tokens in enumerate(sentences):
+        if isinstance(tokens, str) or not isinstance(tokens, Iterable):
+            raise TypeError(
+                f"sentence {index} is {type(tokens).__name__} {tokens!r:.40}, not a list of "
+                "tokens; for raw text use predict"
+            )
+        tokens = list(tokens)
+        for position, token in enumerate(tokens):
+            if not isinstance(token, str):
+                raise TypeError(
+                    f"sentence {index}, token {position} is {type(token).__name__}, not a string"
+                )
+        chosen.append(tokens)
+    return chosen
+
+
+def unicode_problem(value: Any) -> str | None:
+    """Why ``value`` (a string, or one inside a list or object) is not valid Unicode text: a
+    lone surrogate (what a command line's undecodable bytes or a JSON ``"\\ud800"`` give) can
+    never be written as UTF-8. None when it is fine."""
+    if isinstance(value, str):
+        for index, char in enumerate(value):
+            if "\ud800" <= char <= "\udfff":
+                return f"not valid Unicode: a lone surrogate U+{ord(char):04X} at character {index}"
+        return None
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+    return next((p for p in map(unicode_problem, items) if p is not None), None)
 
 
 def described(inputs: Sequence[Input]) -> str:

@@ -116,6 +116,19 @@ def read_config(directory: str | Path) -> dict[str, Any]:
     return meta | {"kind": kind}
 
 
+def checked_output_scheme(directory: str | Path, meta: dict[str, Any]) -> str:
+    """A tagger's ``output_scheme`` from its config.json, checked to be a scheme."""
+    from bistack.schemes import OUTPUT_SCHEMES
+
+    scheme = meta["output_scheme"]  # missing: the loader's reading_model names it
+    if scheme not in OUTPUT_SCHEMES:
+        raise ModelFileError(
+            f"{Path(directory) / CONFIG}: output_scheme {scheme!r} is not a scheme "
+            f"({', '.join(OUTPUT_SCHEMES)})"
+        )
+    return str(scheme)
+
+
 def model_kind(directory: str | Path) -> str:
     """The kind of model a directory holds ("tagger", "layer_classifier", ...)."""
     return str(read_config(directory)["kind"])
@@ -147,18 +160,20 @@ def load_weights(directory: str | Path, model: nn.Module) -> None:
 
 
 @contextmanager
-def reading_model(directory: str | Path) -> Iterator[None]:
-    """Turn what a hand-edited or damaged config.json or vocab.json makes fail while a model is
-    rebuilt (a missing key, a value of the wrong type) into one clear error."""
+def reading_model(
+    directory: str | Path, files: str = "config.json or vocab.json"
+) -> Iterator[None]:
+    """Turn what a hand-edited or damaged ``files`` make fail while a model is rebuilt (a
+    missing key, a value of the wrong type) into one clear error."""
     try:
         yield
-    except (KeyError, TypeError, ValueError, AttributeError, AssertionError) as error:
+    except (KeyError, TypeError, ValueError, AttributeError, AssertionError, IndexError) as error:
         if isinstance(error, BistackError):
             raise
         detail = f"missing {error}" if isinstance(error, KeyError) else str(error).split("\n")[0]
         raise ModelFileError(
-            f"{directory}: config.json or vocab.json is damaged ({detail}); retrain, or restore "
-            "the files bistack wrote"
+            f"{directory}: {files} is damaged ({detail}); retrain, or restore the files bistack "
+            "wrote"
         ) from None
 
 

@@ -35,6 +35,18 @@ EXPORT_FILE = "export.json"
 MODEL_FILE = "model.onnx"
 VOCAB_FILE = "vocab.json"
 TOKENIZER_FILE = "tokenizer.json"
+# The graphs' inputs (``bistack.graphs`` and each family's graphs build them): a model's own
+# token features, a tagger's subword rows over a transformer, a text model's subword windows.
+TOKEN_INPUTS = ("words", "casing", "chars", "char_lengths", "char_index", "lengths")
+WORD_INPUTS = (
+    "input_ids",
+    "attention_mask",
+    "subword_word",
+    "first_subword",
+    "last_subword",
+    "word_index",
+)
+WINDOW_INPUTS = ("input_ids", "attention_mask", "window_text", "text_index")
 
 
 def is_exported(path: str | Path) -> bool:
@@ -118,6 +130,39 @@ class ExportedFiles:
         self.session = open_session(self.path / MODEL_FILE, threads)
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
+
+    def expect(
+        self, inputs: Sequence[str], outputs: dict[str, int | None], required: Sequence[str]
+    ) -> None:
+        """Check the graph is one this kind's runtime reads: inputs among ``inputs`` (a graph
+        leaves out what it does not read) with the ``required`` ones there, and exactly the
+        ``outputs``, each with its last dimension where one is given (the labels' count): a
+        ModelFileError naming the file otherwise, before any input is read."""
+        where = f"{self.path}/{MODEL_FILE}"
+        unknown = sorted(set(self.input_names) - set(inputs))
+        missing = sorted(set(required) - set(self.input_names))
+        if unknown or missing:
+            problem = (
+                f"inputs it should not have ({', '.join(unknown)})"
+                if unknown
+                else (f"no input {', '.join(missing)}")
+            )
+            raise ModelFileError(
+                f"{where}: not the graph of this {self.meta['kind']} export: {problem}"
+            )
+        if sorted(self.output_names) != sorted(outputs):
+            raise ModelFileError(
+                f"{where}: not the graph of this {self.meta['kind']} export: it returns "
+                f"{', '.join(self.output_names)}, expected {', '.join(outputs)}"
+            )
+        shapes = {o.name: o.shape for o in self.session.get_outputs()}
+        for name, size in outputs.items():
+            last = shapes[name][-1] if shapes[name] else None
+            if size is not None and isinstance(last, int) and last != size:
+                raise ModelFileError(
+                    f"{where}: its {name} has {last} columns, but {EXPORT_FILE} names {size} "
+                    "labels: the files are of two different exports"
+                )
 
     def setting(self, key: str) -> Any:
         """A value the kind's export plan wrote into export.json; a missing one is damage."""

@@ -19,6 +19,8 @@ Scheme = Literal["IOB1", "BIO", "BIOES"]
 # Not an entity scheme: each tag is a label of its own (a part of speech, say). Tags are read as
 # written, every transition is allowed, no entity spans are read, and scores are per token.
 PLAIN = "none"
+# What a tagger's output_scheme may be: an entity scheme, or plain tags.
+OUTPUT_SCHEMES: tuple[str, ...] = ("IOB1", "BIO", "BIOES", PLAIN)
 _ALIASES = {"IOB1": "IOB1", "BIO": "BIO", "IOB2": "BIO", "BIOES": "BIOES", "IOBES": "BIOES"}
 _PREFIXES = {"IOB1": "BI", "BIO": "BI", "BIOES": "BIES"}
 

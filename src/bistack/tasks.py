@@ -19,9 +19,9 @@ from bistack.cards import Card
 from bistack.config import ExperimentConfig
 from bistack.config_files import build_config, kind_named, read_yaml
 from bistack.errors import ConfigError, ModelFileError
-from bistack.inputs import Input, described
+from bistack.inputs import Input, described, unicode_problem
 from bistack.language_models import cards as language_models
-from bistack.modeldir import model_kind
+from bistack.modeldir import model_kind, reading_model
 from bistack.onnx_session import is_exported, read_export
 from bistack.taggers import cards as taggers
 from bistack.text_models import cards as text_models
@@ -122,9 +122,12 @@ class Opened:
         if not values:
             return []
         chosen = self.input_of(values[0])
-        for value in values:
+        for index, value in enumerate(values):
             if self.input_of(value) is not chosen:
                 raise ValueError(f"mixed inputs in one call: {chosen.description} and another")
+            problem = unicode_problem(value)
+            if problem is not None:
+                raise ValueError(f"input {index}: {problem}")
         return list(chosen.predict(self.model, [chosen.read(v) for v in values], **options))
 
     def evaluate(self, path: str | Path) -> Report:
@@ -164,7 +167,9 @@ def open_model(path: str | Path, device: str = "cpu", threads: int | None = None
         )
     if card.runtime_class is None:
         raise ModelFileError(f"{path}: holds {card.description}, which has no exported runtime")
-    return Opened(card, card.runtime_class.load(path, threads), Path(path), exported=True)
+    with reading_model(path, "export.json"):
+        model = card.runtime_class.load(path, threads)
+    return Opened(card, model, Path(path), exported=True)
 
 
 def load_model(path: str | Path, device: str = "cpu") -> Any:

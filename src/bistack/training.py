@@ -21,6 +21,23 @@ from bistack.runs.driver import DEFAULT_OPTIONS, RunOptions, TrainedModel, train
 from bistack.runs.loop import FitResult
 
 
+def checked_rows(rows: Any, name: str) -> Any:
+    """``rows`` if they are a table ``bistack.train`` takes: a ``datasets.Dataset``, a pandas
+    DataFrame, or a list (or other sequence) of dicts; a TypeError naming ``name`` otherwise."""
+    if hasattr(rows, "column_names") or hasattr(rows, "columns"):  # Dataset, DataFrame
+        return rows
+    if isinstance(rows, str | bytes | dict) or not hasattr(rows, "__iter__"):
+        raise TypeError(
+            f"{name}: expected a datasets.Dataset, a pandas DataFrame or a list of dicts, not "
+            f"{type(rows).__name__}"
+        )
+    rows = list(rows)
+    for index, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise TypeError(f"{name}: row {index} is {type(row).__name__}, not a dict of columns")
+    return rows
+
+
 def train_config(
     config: ExperimentConfig,
     output: str | Path,
@@ -82,12 +99,28 @@ def train(
         data, source = config.to_dict(), "config"
     elif isinstance(config, dict):
         data, source = copy.deepcopy(config), "config"
-    else:
+    elif isinstance(config, str | Path):
         data, source = read_yaml(config), str(config)
+    else:
+        raise TypeError(
+            "config: expected a YAML file's path, a dict or a config object, not "
+            f"{type(config).__name__}"
+        )
+    if overrides is not None and not isinstance(overrides, dict):
+        raise TypeError(
+            "overrides: expected a dict of dotted keys, e.g. {'train.max_epochs': 3}, not "
+            f"{type(overrides).__name__}"
+        )
     for key, value in (overrides or {}).items():
+        if not isinstance(key, str) or not key:
+            raise TypeError(
+                f"overrides: a key must be a dotted string such as 'optimizer.lr', not {key!r}"
+            )
         set_key(data, key, value, "overrides")
     tables = {
-        name: rows for name, rows in (("train", train_data), ("dev", dev_data)) if rows is not None
+        name: checked_rows(rows, f"{name}_data")
+        for name, rows in (("train", train_data), ("dev", dev_data))
+        if rows is not None
     }
     if output is None:
         output = Path("runs") / (Path(config).stem if isinstance(config, str | Path) else "model")

@@ -13,6 +13,8 @@ from bistack.corpus.outputs import FileOutput, StdoutOutput
 from bistack.corpus.predict import Progress, Spec, load_model, predict_corpus
 from bistack.corpus.sources import TOKEN_FORMATS, Record, input_format, read_records
 from bistack.errors import ConfigError
+from bistack.fingerprints import content_digest
+from bistack.paths import refuse_overlap
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,8 @@ class CorpusRequest:
 
 
 def check_request(request: CorpusRequest, spec: Spec) -> None:
-    """Refuse flags that do not go together, before anything is opened or written."""
+    """Refuse flags that do not go together, and outputs that are inputs, before anything is
+    opened or written."""
     if request.texts and request.input:
         raise ConfigError("give TEXT arguments or --input PATH, not both")
     if not request.texts and not request.input:
@@ -47,6 +50,12 @@ def check_request(request: CorpusRequest, spec: Spec) -> None:
         raise ConfigError("--workers runs processes on the CPU; use one process for --device")
     if request.resume and (not request.input or request.input == "-" or not request.output):
         raise ConfigError("--resume continues an --output file predicted from an --input file")
+    reads = [("the input", request.input), ("the model", spec.model)]
+    if request.output:
+        refuse_overlap(request.output, reads, "--output")
+        reads.append(("--output", request.output))
+    if request.skipped:
+        refuse_overlap(request.skipped, reads, "--skipped")
     if not request.output and request.on_error == "skip" and request.skipped is None:
         raise ConfigError(
             "--on-error skip lists what it skips in a file: give --skipped PATH "
@@ -78,7 +87,9 @@ def predict_command(request: CorpusRequest, spec: Spec, card: Card) -> int:
         path = Path(request.output)
         settings = {
             "model": str(Path(spec.model).resolve()),
+            "model_content": content_digest(spec.model),
             "input": str(Path(request.input).resolve()) if request.input else None,
+            "input_content": content_digest(request.input) if request.input else None,
             "input_format": fmt,
             "text_field": request.text_field,
             "format": spec.fmt,

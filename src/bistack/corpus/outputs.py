@@ -20,6 +20,8 @@ from typing import Any, TextIO
 from bistack.errors import ConfigError
 
 PROGRESS_SUFFIX = ".progress.json"
+# Settings that are digests of content (``bistack.fingerprints``): what changed, said in words.
+CONTENT = {"model_content": "the model", "input_content": "the input"}
 
 
 class StdoutOutput:
@@ -88,6 +90,16 @@ class FileOutput:
             raise ConfigError(f"{self.progress}: not a progress record ({error})") from None
         changed = sorted(k for k in {*settings, *self.settings}
                          if settings.get(k) != self.settings.get(k))  # fmt: skip
+        edited = [k for k in changed if k in CONTENT and settings.get(k) is not None]
+        if edited:
+            what = " and ".join(f"{CONTENT[k]} {self.settings.get(k.removesuffix('_content'))}"
+                                for k in edited)  # fmt: skip
+            raise ConfigError(
+                f"--resume: {what} changed since {self.path} was started (its content differs): "
+                "resuming would mix predictions of two; restore it, or start again with "
+                "--overwrite"
+            )
+        changed = [k for k in changed if k not in CONTENT]
         if changed:
             was = ", ".join(f"{k}: {settings.get(k)!r} then, {self.settings.get(k)!r} now"
                             for k in changed)  # fmt: skip

@@ -14,7 +14,9 @@ fails is retried one record at a time, so one bad record never costs the others.
 
 from __future__ import annotations
 
+import os
 import queue
+import signal
 import sys
 import threading
 import time
@@ -26,7 +28,7 @@ from typing import Any, Protocol
 from bistack.corpus.sources import Record
 from bistack.errors import BistackError, DataError
 from bistack.formats import FORMATS
-from bistack.inputs import Input, described
+from bistack.inputs import Input, described, unicode_problem
 from bistack.tasks import Opened, open_model
 
 CHUNK_SIZE = 1024
@@ -87,6 +89,10 @@ def predict_records(opened: Opened, spec: Spec, records: list[Record]) -> list[O
         chosen = opened.card.input_of(record.value)
         if chosen is None:
             outcomes[index] = Failed(refusal(record, opened))
+            continue
+        problem = unicode_problem(record.value)
+        if problem is not None:
+            outcomes[index] = Failed(f"{record.what}: {problem}")
             continue
         try:
             values[index] = chosen.read(record.value)
@@ -213,15 +219,39 @@ def chunked(records: Iterable[Record], size: int, skip: int = 0) -> Iterator[lis
 _WORKER_MODEL: Any = None
 
 
-def _start_worker(spec: Spec) -> None:
+def _start_worker(spec: Spec, parent: int) -> None:
     """Open the model once in a worker process, with one thread for torch or onnxruntime.
     torch is set only where opening the model imported it (an exported model's worker runs
-    without it, and without its memory)."""
+    without it, and without its memory). The worker ends with its run (``parent``), however
+    that run ends: killed too, it leaves no worker behind holding a model's memory."""
     global _WORKER_MODEL
+    die_with(parent)
     _WORKER_MODEL = load_model(replace(spec, threads=1))
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)
+
+
+def die_with(parent: int) -> None:
+    """End this process when ``parent`` does: Linux's parent-death signal where there is one,
+    and on every system a thread that watches the parent and exits when it is gone (a
+    process whose parent died is handed to another, so its parent id changes)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the thread below does it
+        pass
+    if os.getppid() != parent:  # the parent died before the signal was asked for
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True, name="bistack-parent-watch").start()
 
 
 def _predict_in_worker(spec: Spec, records: list[Record]) -> list[Outcome]:
@@ -238,7 +268,7 @@ def pooled(
     from concurrent.futures.process import BrokenProcessPool
 
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, context, _start_worker, (spec,)) as pool:
+    with ProcessPoolExecutor(workers, context, _start_worker, (spec, os.getpid())) as pool:
         pending: deque[tuple[list[Record], Future[list[Outcome]]]] = deque()
         try:
             for chunk in chunks:

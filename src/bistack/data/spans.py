@@ -82,7 +82,9 @@ def read_spans(
 
 
 def _spans(record: dict[str, Any], text: str, path: str | Path, number: int) -> list[Span]:
-    """The record's spans as character offsets, checked against its text."""
+    """The record's spans as character offsets, checked against its text. A record with two
+    span fields (``label`` and ``entities``, say) is read only when they hold the same spans:
+    otherwise which one is meant cannot be known, and neither is dropped silently."""
     keys = [k for k in SPAN_KEYS if k in record]
     if not keys:
         raise DataError(
@@ -90,9 +92,23 @@ def _spans(record: dict[str, Any], text: str, path: str | Path, number: int) -> 
             f"no spans: expected one of {', '.join(SPAN_KEYS)} (an empty list if none)",
             number,
         )
-    items = record[keys[0]]
+    found = {key: _spans_in(record[key], key, text, path, number) for key in keys}
+    first, *others = keys
+    for other in others:
+        if sorted(found[other]) != sorted(found[first]):
+            raise DataError(
+                path,
+                f"two span fields that disagree: {first!r} has {len(found[first])} spans, "
+                f"{other!r} has {len(found[other])}; keep the one that is meant",
+                number,
+            )
+    return found[first]
+
+
+def _spans_in(items: Any, key: str, text: str, path: str | Path, number: int) -> list[Span]:
+    """The spans one field holds."""
     if not isinstance(items, list):
-        raise DataError(path, f"{keys[0]!r} must be a list of spans", number)
+        raise DataError(path, f"{key!r} must be a list of spans", number)
     spans = []
     for item in items:
         if isinstance(item, list) and len(item) == 3:

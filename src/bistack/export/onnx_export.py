@@ -33,6 +33,7 @@ from bistack.onnx_session import (
     VOCAB_FILE,
     open_session,
 )
+from bistack.paths import refuse_overlap
 
 OPSET = 17
 
@@ -41,6 +42,7 @@ def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool =
     """Export the model in ``model_dir`` to the directory ``output``; returns ``output``."""
     from bistack.tasks import open_model, task_of_directory
 
+    refuse_overlap(output, [("the model directory", model_dir)], "--output")
     card = task_of_directory(model_dir)
     if card.export_plan is None:
         raise ConfigError(f"{model_dir} holds {card.description}: {card.export_hint}")

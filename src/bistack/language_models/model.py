@@ -16,6 +16,7 @@ from bistack.language_models.config import LanguageModelConfig
 from bistack.language_models.network import LSTMLanguageModel, build_language_model, collate_lm
 from bistack.metrics.text import PerplexityScores
 from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata, save_weights
+from bistack.models.devices import checked_device
 from bistack.models.mode import evaluating
 
 KIND = "language_model"
@@ -38,6 +39,7 @@ class LanguageModel:
     def load(cls, path: str | Path, device: str | torch.device = "cpu") -> LanguageModel:
         """Load a model directory written by ``bistack train`` (no unpickling), onto
         ``device`` (predictions build their batches there)."""
+        device = checked_device(device)  # a device this machine lacks: said as such
         with reading_model(path):
             meta, vocab = load_metadata(path, KIND)
             source = f"{path}/config.json"

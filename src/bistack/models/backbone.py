@@ -157,12 +157,14 @@ class TransformerBackbone(nn.Module):
                     "save_pretrained(..., safe_serialization=True)"
                 )
             raise ModelFileError(f"{folder}: cannot load the model: no .safetensors weights")
+        from safetensors import SafetensorError
+
         try:
             model = AutoModel.from_pretrained(
                 folder, local_files_only=True, config=config, use_safetensors=True
             )
             tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-        except (OSError, ValueError, KeyError) as error:
+        except (OSError, ValueError, KeyError, SafetensorError) as error:
             first = str(error).splitlines()[0]
             raise ModelFileError(f"{folder}: cannot load the model ({first})") from None
         if not getattr(tokenizer, "is_fast", False):

@@ -52,8 +52,10 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer,
     state: LoopState,
     config: dict[str, Any],
+    inputs: dict[str, str] | None = None,
 ) -> None:
-    """Write ``directory/checkpoint.safetensors`` atomically (temporary file, then rename)."""
+    """Write ``directory/checkpoint.safetensors`` atomically (temporary file, then rename);
+    ``inputs``: the digests of the files the run reads (``bistack.fingerprints``)."""
     tensors = {f"model.{name}": value for name, value in changing_state(model).items()}
     optimizer_state = optimizer.state_dict()
     scalars: dict[str, dict[str, Any]] = {}
@@ -70,6 +72,7 @@ def save_checkpoint(
     meta = {
         "state": asdict(state),
         "config": config,
+        "inputs": inputs or {},
         "param_groups": optimizer_state["param_groups"],
         "optimizer_scalars": scalars,
         "rng_python": [python_state[0], list(python_state[1]), python_state[2]],
@@ -99,18 +102,46 @@ class Checkpoint:
     def config(self) -> dict[str, Any]:
         return self.meta["config"]
 
+    @property
+    def inputs(self) -> dict[str, str]:
+        """The digests of the files the run read when it wrote this (none before they were
+        kept)."""
+        return dict(self.meta.get("inputs", {}))
+
     def restore(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
-        """Put the weights, the optimizer's state and the generators' states back."""
+        """Put the weights, the optimizer's state and the generators' states back; what does
+        not fit is a CheckpointError naming the file, never torch's own."""
+        try:
+            self._restore(model, optimizer)
+        except CheckpointError:
+            raise
+        except (KeyError, ValueError, TypeError, RuntimeError, IndexError) as error:
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise CheckpointError(
+                f"{self.path}: damaged, or written for another model ({first}); start again "
+                "with --overwrite"
+            ) from None
+
+    def _restore(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
         weights = {
             name.removeprefix("model."): value
             for name, value in self.tensors.items()
             if name.startswith("model.")
         }
-        unknown = set(weights) - set(changing_state(model))
+        expected = changing_state(model)
+        unknown = set(weights) - set(expected)
         if unknown:
             raise CheckpointError(
                 f"{self.path}: holds weights this model does not have ({sorted(unknown)[0]}...)"
             )
+        for name, value in weights.items():
+            if value.shape != expected[name].shape:
+                raise CheckpointError(
+                    f"{self.path}: its {name} is {tuple(value.shape)}, this model's is "
+                    f"{tuple(expected[name].shape)}: the data or its vocabulary changed since "
+                    "the checkpoint; --resume needs the same data (or start again with "
+                    "--overwrite)"
+                )
         model.load_state_dict(weights, strict=False)
         state: dict[int, dict[str, Any]] = {}
         for name, value in self.tensors.items():
@@ -142,7 +173,32 @@ def load_checkpoint(directory: Path) -> Checkpoint:
             meta = json.loads((handle.metadata() or {})["bistack"])
     except (SafetensorError, OSError, ValueError, KeyError) as error:
         raise CheckpointError(f"{path}: not a readable bistack checkpoint ({error})") from None
+    check_checkpoint(path, tensors, meta)
     return Checkpoint(path, tensors, meta)
+
+
+META_KEYS = ("state", "config", "param_groups", "optimizer_scalars", "rng_python", "rng_numpy")
+
+
+def check_checkpoint(path: Path, tensors: dict[str, torch.Tensor], meta: Any) -> None:
+    """A CheckpointError naming what is damaged: missing records, a state that is not one,
+    weights that are not finite (a run that diverged writes none: these were damaged after)."""
+    missing = [key for key in META_KEYS if not isinstance(meta, dict) or key not in meta]
+    missing += [name for name in ("rng.torch", "rng.numpy") if name not in tensors]
+    if missing:
+        raise CheckpointError(f"{path}: damaged: it lacks {', '.join(missing)}")
+    try:
+        LoopState(**meta["state"])
+    except TypeError as error:
+        raise CheckpointError(f"{path}: damaged: its loop state is not one ({error})") from None
+    for name, value in tensors.items():
+        if name.startswith("model.") and value.is_floating_point():
+            if not bool(value.isfinite().all()):
+                raise CheckpointError(
+                    f"{path}: damaged: weight {name.removeprefix('model.')} holds values that "
+                    "are not finite (a diverged run writes no checkpoint); start again with "
+                    "--overwrite"
+                )
 
 
 def changing_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:

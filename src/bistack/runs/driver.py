@@ -21,6 +21,10 @@ from torch import nn
 
 from bistack.config import ExperimentConfig
 from bistack.errors import BistackError
+from bistack.fingerprints import changed as changed_content
+from bistack.fingerprints import digests
+from bistack.metrics.dev import Metric
+from bistack.paths import refuse_overlap
 from bistack.runs.checkpoint import CHECKPOINT, CheckpointError, differences, load_checkpoint
 from bistack.runs.loop import FitResult, Interrupted, LoopTask, Run, fit, kept, start_run
 from bistack.runs.rundir import check_output
@@ -92,6 +96,8 @@ def train_model(
 
     ``inputs`` go to ``prepare`` (e.g. a loaded backbone shared by many runs).
     """
+    refuse_overlap(output, config.input_paths(), "the run's output")
+    read = digests(config.input_paths()) if config.train.checkpoint_every else {}
     checkpoint = None
     if options.resume:  # before any work, in every process alike
         checkpoint = load_checkpoint(Path(output))
@@ -100,6 +106,15 @@ def train_model(
             raise CheckpointError(
                 f"{output}: the checkpoint was trained with another config; --resume needs the "
                 f"same one (changed: {', '.join(changed)})"
+            )
+        edited = changed_content(checkpoint.inputs, read)
+        if edited:
+            paths = dict(config.input_paths())
+            named = ", ".join(f"{key} {paths[key]}" for key in edited)
+            raise CheckpointError(
+                f"{output}: {named} changed since the checkpoint was written (its content "
+                "differs); --resume needs the data it started with: restore it, or start again "
+                "with --overwrite"
             )
     else:
         check_output(Path(output), options.overwrite)
@@ -129,6 +144,7 @@ def train_model(
             config.optimizer,
             progress=options.progress,
             config=config.to_dict(),
+            inputs=read,
             resume=checkpoint,
         )
         if result.best_epoch == 0:

@@ -23,6 +23,7 @@ from tqdm import tqdm
 
 from bistack.config import OptimizerConfig, TrainConfig
 from bistack.errors import BistackError, ConfigError
+from bistack.metrics.dev import Evaluation
 from bistack.runs.checkpoint import Checkpoint, LoopState, save_checkpoint
 from bistack.runs.rundir import RunDirectory
 
@@ -213,13 +214,14 @@ def fit(
     *,
     progress: bool,
     config: dict[str, Any] | None = None,
+    inputs: dict[str, str] | None = None,
     resume: Checkpoint | None = None,
 ) -> FitResult:
     """Train ``model`` (unwrapped) on ``task`` until patience, max_epochs or max_minutes.
 
     Rank 0 alone logs metrics (``run.output/metrics.csv``), saves the best weights, and every
-    ``train.checkpoint_every`` epochs a checkpoint (with ``config``); ``resume`` goes on from
-    one, as if the run had never stopped.
+    ``train.checkpoint_every`` epochs a checkpoint (with ``config`` and ``inputs``, the digests
+    of the files it reads); ``resume`` goes on from one, as if the run had never stopped.
     """
     fabric, say = run.fabric, run.say
     log = MetricsLog(run) if fabric.is_global_zero else None
@@ -296,7 +298,7 @@ def fit(
             every = train.checkpoint_every
             if fabric.is_global_zero and every and (epoch % every == 0 or stop):
                 state = LoopState(epoch, best, best_epoch, stale, elapsed, stopped=stop)
-                save_checkpoint(run.output, model, optimizer, state, config or {})
+                save_checkpoint(run.output, model, optimizer, state, config or {}, inputs or {})
             if stop:
                 reason = "time budget reached" if out_of_time else "no dev improvement"
                 say(f"stopping after epoch {epoch}: {reason}")
@@ -368,7 +370,13 @@ def run_epoch(
             raise diverged("loss", value, epoch, step + 1, optimizer)
         fabric.backward(loss)
         if grad_clip > 0:
-            norm = float(fabric.clip_gradients(model, optimizer, max_norm=grad_clip))
+            # The norm is checked here, so the divergence is named (epoch, step, what to do)
+            # rather than ending in the clipping's own error.
+            norm = float(
+                fabric.clip_gradients(
+                    model, optimizer, max_norm=grad_clip, error_if_nonfinite=False
+                )
+            )
             if not math.isfinite(norm):
                 raise diverged("gradient norm", norm, epoch, step + 1, optimizer)
         optimizer.step()

@@ -29,6 +29,7 @@ from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from bistack.errors import BistackError
+from bistack.inputs import unicode_problem
 from bistack.serve.batcher import MicroBatcher
 from bistack.serve.served import Served
 
@@ -183,6 +184,9 @@ def check_texts(texts: list[str], limits: Limits) -> None:
     for index, text in enumerate(texts):
         if not text.strip():
             raise BadRequest(422, f"texts[{index}]: the text is empty or only whitespace")
+        problem = unicode_problem(text)
+        if problem is not None:
+            raise BadRequest(422, f"texts[{index}]: {problem}")
         if len(text) > limits.max_chars:
             raise BadRequest(
                 413,
@@ -235,6 +239,12 @@ class BodyLimit:
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as error:
+            where = f"byte {body[error.start]:#04x} at offset {error.start}"
+            await refuse(send, 400, f"the body is not UTF-8 ({where}); send JSON in UTF-8")
+            return
         delivered = False
 
         async def replay() -> dict[str, Any]:
@@ -248,7 +258,12 @@ class BodyLimit:
 
 
 async def too_large(send: Any, limit: int) -> None:
-    body = json.dumps({"error": f"the body is larger than the {limit} bytes allowed"}).encode()
+    await refuse(send, 413, f"the body is larger than the {limit} bytes allowed")
+
+
+async def refuse(send: Any, status: int, message: str) -> None:
+    """Answer ``{"error": message}`` with ``status``, before the app reads the request."""
+    body = json.dumps({"error": message}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": 413, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -21,6 +21,7 @@ from bistack.data.splits import kfold, split_off_dev
 from bistack.data.tables import Example, read_table
 from bistack.errors import ConfigError
 from bistack.models.backbone import LayerVectors, TransformerBackbone
+from bistack.paths import refuse_overlap
 from bistack.runs.driver import RunOptions
 from bistack.studies.pooler_variants import POOLER_VARIANTS as VARIANTS
 from bistack.studies.repeated import RepeatedResult, finished_run, run_or_reuse
@@ -59,7 +60,7 @@ def compare_poolers(
     *,
     poolers: Sequence[str] = tuple(VARIANTS),
     seeds: int = 3,
-    folds: int = 0,
+    folds: int | None = None,
     progress: bool = False,
     finished_only: bool = False,
     only_runs: Sequence[str] = (),
@@ -76,6 +77,7 @@ def compare_poolers(
     unknown = [p for p in poolers if p not in VARIANTS]
     if unknown:
         raise ConfigError(f"unknown pooler {unknown[0]!r} (known: {', '.join(VARIANTS)})")
+    refuse_overlap(output, config.input_paths(), "the comparison's output")
     output = Path(output)
     names = (
         [f"fold{k}" for k in range(folds)] if folds else [f"seed{s}" for s in range(1, seeds + 1)]

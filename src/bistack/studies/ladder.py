@@ -26,6 +26,7 @@ from bistack.cards import Card
 from bistack.config import ExperimentConfig
 from bistack.config_files import build_config
 from bistack.errors import ConfigError
+from bistack.paths import refuse_overlap
 from bistack.runs.driver import RunOptions
 from bistack.studies.repeated import RepeatedResult, run_or_reuse
 from bistack.studies.report import NOISE_RULE, Comparison, format_table, write_comparison
@@ -106,6 +107,7 @@ def run_ladder(
     """Train every rung with ``seeds`` seeds (reusing finished runs); write the table.
     ``transformer``: a backbone (path, or "default") for the "+ transformer states" rung."""
     metric = _task_with_ladder(config).metric_for(config)
+    refuse_overlap(output, config.input_paths(), "the ladder's output")
     output = Path(output)
     results = []
     for index, rung in enumerate(rungs_for(config, transformer)):

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from bistack import onnx_session
 from bistack.data.word_rows import flat_word_index
 from bistack.graphs import token_vectors
 from bistack.masking import lengths_to_mask
@@ -107,14 +108,7 @@ class TaggerGraph(nn.Module):
 # ``(words,)`` each word's first and last subword in that flat numbering; word_index ``(batch,
 # seq)`` each sentence's words in the batch's numbering (0 at padding). A tagger that stacks the
 # words' own features reads ``INPUTS`` after these; one that does not reads only their lengths.
-WORD_INPUTS = (
-    "input_ids",
-    "attention_mask",
-    "subword_word",
-    "first_subword",
-    "last_subword",
-    "word_index",
-)
+WORD_INPUTS = onnx_session.WORD_INPUTS
 
 WORD_DYNAMIC_AXES = {
     "input_ids": {0: "rows", 1: "pieces"},

@@ -20,13 +20,20 @@ from bistack.data.batching import TokenBatch, collate_tokens
 from bistack.data.conll import Sentence
 from bistack.data.features import TokenVocabularies
 from bistack.metrics.entities import EntityScores
-from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata
+from bistack.modeldir import (
+    checked_output_scheme,
+    load_metadata,
+    load_weights,
+    reading_model,
+    save_metadata,
+)
 from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
 from bistack.models.backbone_files import (
     backbone_record,
     load_saved_backbone,
     save_head_and_backbone,
 )
+from bistack.models.devices import checked_device
 from bistack.models.mode import as_array, predicting
 from bistack.taggers.config import LayerPoolingTaggerConfig
 from bistack.taggers.decoding import TagDecoder
@@ -66,6 +73,7 @@ class LayerPoolingTagger(Tagging):
     def load(cls, path: str | Path, device: str | torch.device = "cpu") -> LayerPoolingTagger:
         """Load a model directory written by ``bistack train`` (no unpickling), onto
         ``device`` (predictions build their batches there)."""
+        device = checked_device(device)  # a device this machine lacks: said as such
         with reading_model(path):
             directory = Path(path)
             meta, vocab = load_metadata(directory, KIND)
@@ -85,7 +93,8 @@ class LayerPoolingTagger(Tagging):
                 model.backbone = backbone
             model.to(device)
             backbone.to(device)
-            return cls(model, backbone, labels, config, meta["output_scheme"], vocabularies)
+            scheme = checked_output_scheme(directory, meta)
+            return cls(model, backbone, labels, config, scheme, vocabularies)
 
     def save(self, path: str | Path) -> None:
         self.save_metadata(path)

@@ -19,8 +19,9 @@ import numpy as np
 from bistack.config import ExperimentConfig
 from bistack.data.subwords import SubwordSettings, word_pieces
 from bistack.data.word_rows import flat_word_index
-from bistack.errors import ConfigError
-from bistack.onnx_session import ExportedFiles, token_feed
+from bistack.errors import ConfigError, ModelFileError
+from bistack.onnx_session import TOKEN_INPUTS, WORD_INPUTS, ExportedFiles, token_feed
+from bistack.schemes import OUTPUT_SCHEMES
 from bistack.taggers.config import LayerPoolingTaggerConfig, TaggerConfig
 from bistack.taggers.decoding import Analysis, TagDecoder
 from bistack.taggers.records import SentenceAnalysis, TaggedText, in_output_scheme
@@ -35,12 +36,21 @@ class ExportedTagging(Tagging):
         self.files = files
         self.config = files.config
         self.output_scheme = str(files.setting("output_scheme"))
+        if self.output_scheme not in OUTPUT_SCHEMES:
+            raise ModelFileError(
+                f"{files.path}/export.json: output_scheme {self.output_scheme!r} is not a "
+                f"scheme ({', '.join(OUTPUT_SCHEMES)})"
+            )
         if files.version >= 2:
             self._decoder = TagDecoder.from_json(files.setting("decoder"))
+            outputs = {"tags": None, "emissions": len(self._decoder.labels)}
         else:  # format 1 kept no decoder: its labels, for naming the graph's tags
             self._decoder = TagDecoder(self.format_1_labels(), self.output_scheme)
+            outputs = {"tags": None}
+        files.expect(self.INPUTS, outputs, ("lengths",))
 
     CONFIG: ClassVar[type[ExperimentConfig]]
+    INPUTS: ClassVar[tuple[str, ...]]  # what its graph may read
 
     @classmethod
     def load(cls, path: str | Path, threads: int | None = None) -> ExportedTagging:
@@ -125,6 +135,7 @@ class ExportedTagger(ExportedTagging):
     """An exported recurrent tagger: its graph reads the words' own features (``vocab.json``)."""
 
     CONFIG = TaggerConfig
+    INPUTS = TOKEN_INPUTS
 
     def feed(self, sentences: Sequence[Sequence[str]]) -> dict[str, np.ndarray]:
         return token_feed(sentences, self.files.token_vocabularies())
@@ -137,6 +148,7 @@ class ExportedLayerTagger(ExportedTagging):
     from ``vocab.json`` as well."""
 
     CONFIG = LayerPoolingTaggerConfig
+    INPUTS = (*WORD_INPUTS, *TOKEN_INPUTS)
 
     def __init__(self, files: ExportedFiles) -> None:
         self.tokenizer = files.tokenizer()

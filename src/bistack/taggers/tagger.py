@@ -13,7 +13,15 @@ import torch
 from bistack.config_files import build_config
 from bistack.data.batching import collate_tagging
 from bistack.data.features import TokenVocabularies
-from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata, save_weights
+from bistack.modeldir import (
+    checked_output_scheme,
+    load_metadata,
+    load_weights,
+    reading_model,
+    save_metadata,
+    save_weights,
+)
+from bistack.models.devices import checked_device
 from bistack.models.mode import as_array, predicting
 from bistack.taggers.config import TaggerConfig
 from bistack.taggers.decoding import TagDecoder
@@ -47,13 +55,14 @@ class Tagger(Tagging):
     def load(cls, path: str | Path, device: str | torch.device = "cpu") -> Tagger:
         """Load a model directory written by ``bistack train`` (no unpickling), onto
         ``device`` (predictions build their batches there)."""
+        device = checked_device(device)  # a device this machine lacks: said as such
         with reading_model(path):
             meta, vocab = load_metadata(path, KIND)
             config = build_config(TaggerConfig, meta["config"], source=f"{path}/config.json")
             vocabularies = TokenVocabularies.from_json(vocab)
             model = build_tagger(config, vocabularies)
             load_weights(path, model)
-            return cls(model.to(device), vocabularies, config, meta["output_scheme"])
+            return cls(model.to(device), vocabularies, config, checked_output_scheme(path, meta))
 
     def save(self, path: str | Path) -> None:
         self.save_metadata(path)

@@ -20,6 +20,7 @@ from bistack.data.tagged import read_tagged
 from bistack.data.tokenize import tokenize
 from bistack.errors import DataError
 from bistack.formats import shown
+from bistack.inputs import texts_of, token_lists_of
 from bistack.metrics.entities import EntityScores, score_entities, score_labels
 from bistack.schemes import PLAIN, convert_tags
 from bistack.taggers.decoding import TagDecoder
@@ -117,6 +118,7 @@ class Tagging(ABC):
         the ``top_k`` best analyses of each sentence when ``top_k`` > 1."""
         if top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
+        sentences = token_lists_of(sentences)
         return self._analyse(sentences, batch_size, confidence=True, top_k=top_k, progress=progress)
 
     def tag_tokens(
@@ -158,7 +160,8 @@ class Tagging(ABC):
         """Tag pre-tokenised sentences, one tag per given token (as ``predict`` does raw
         text); each result's text is its tokens joined by single spaces, which the offsets
         index."""
-        words = [list(tokens) for tokens in sentences if tokens]  # a blank line has no sentence
+        sentences = token_lists_of(sentences)
+        words = [tokens for tokens in sentences if tokens]  # a blank line has no sentence
         analyses = iter(self.analyse_tokens(words, batch_size, top_k, progress) if words else [])
         placed = [[spaced_tokens(tokens)] if tokens else [] for tokens in sentences]
         return self._placed(
@@ -192,9 +195,8 @@ def predict_texts(
     analyse_tokens: AnalyseTokens, texts: Sequence[str], min_confidence: float | None = None
 ) -> list[TaggedText]:
     """Tokenise raw ``texts`` and analyse every sentence in one batched call; a single string
-    is one text (a list of one result comes back)."""
-    if isinstance(texts, str):
-        texts = [texts]
+    is one text (a list of one result comes back), any iterable of strings is read once."""
+    texts = texts_of(texts)
     tokenized = [tokenize(text) for text in texts]
     flat = [[token.text for token in sentence] for doc in tokenized for sentence in doc]
     analyses = iter(analyse_tokens(flat) if flat else [])

@@ -13,11 +13,12 @@ from torch import Tensor, nn
 
 from bistack.graphs import token_vectors
 from bistack.masking import lengths_to_mask
+from bistack.onnx_session import WINDOW_INPUTS
 
 # A model over a transformer reads subword windows: input_ids, attention_mask ``(windows,
 # seq)``, window_text ``(windows,)`` the text each window belongs to, and text_index
 # ``(texts,)`` = 0..texts-1 (a text cut into several windows has several rows).
-LAYER_INPUTS = ("input_ids", "attention_mask", "window_text", "text_index")
+LAYER_INPUTS = WINDOW_INPUTS
 
 LAYER_DYNAMIC_AXES = {
     "input_ids": {0: "windows", 1: "seq"},

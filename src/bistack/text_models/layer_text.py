@@ -27,6 +27,7 @@ from bistack.models.backbone_files import (
     load_saved_backbone,
     save_head_and_backbone,
 )
+from bistack.models.devices import checked_device
 from bistack.models.mode import as_array, evaluating
 from bistack.text_models.config import (
     LayerClassifierConfig,
@@ -70,6 +71,7 @@ class LayerPoolingTextModel(TextModelBase):
     def load(cls, path: str | Path, device: str | torch.device = "cpu") -> LayerPoolingTextModel:
         """Load a model directory written by ``bistack train`` (no unpickling), onto
         ``device`` (predictions build their batches there)."""
+        device = checked_device(device)  # a device this machine lacks: said as such
         with reading_model(path):
             directory = Path(path)
             meta, vocab = load_metadata(directory, cls.KIND)

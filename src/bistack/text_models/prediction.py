@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bistack.data.tokenize import Token
+from bistack.inputs import texts_of
 
 
 @dataclass(frozen=True)
@@ -41,10 +42,10 @@ class TextPrediction:
 def with_blank_texts(
     texts: Sequence[str], predict: Callable[[list[str]], list[TextPrediction]]
 ) -> list[TextPrediction]:
-    """One prediction per text (a single string is one text): ``predict`` gets the texts that
-    are not blank, and a blank text gets an empty prediction, so results stay aligned."""
-    if isinstance(texts, str):
-        texts = [texts]
+    """One prediction per text (a single string is one text; any iterable of strings is read
+    once): ``predict`` gets the texts that are not blank, and a blank text gets an empty
+    prediction, so results stay aligned."""
+    texts = texts_of(texts)
     filled = [i for i, text in enumerate(texts) if text.strip()]
     predictions = [TextPrediction(text) for text in texts]
     if filled:

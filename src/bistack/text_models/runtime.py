@@ -22,7 +22,12 @@ from bistack.data.buckets import bucket_batches
 from bistack.data.subwords import SubwordSettings, text_windows
 from bistack.data.tokenize import Token, tokenize_text
 from bistack.errors import DataError
-from bistack.onnx_session import ExportedFiles, token_feed
+from bistack.onnx_session import (
+    TOKEN_INPUTS,
+    WINDOW_INPUTS,
+    ExportedFiles,
+    token_feed,
+)
 from bistack.text_models.config import (
     ClassifierConfig,
     LayerClassifierConfig,
@@ -45,6 +50,13 @@ class ExportedText(TextModelBase):
 
     OUTPUTS: ClassVar[type[ClassOutputs] | type[TargetOutputs]]
     CONFIG: ClassVar[type[ExperimentConfig]]
+    INPUTS: ClassVar[tuple[str, ...]]  # what its graph may read, and must
+    REQUIRED: ClassVar[tuple[str, ...]]
+
+    @property
+    def attends(self) -> bool:
+        """Whether its graph returns token attention weights."""
+        return False
 
     def __init__(self, files: ExportedFiles) -> None:
         self.files = files
@@ -91,6 +103,9 @@ def final(
 class ExportedTextModel(ExportedText):
     """An exported recurrent classifier or regressor: its graph reads the texts' tokens."""
 
+    INPUTS = TOKEN_INPUTS
+    REQUIRED = ("lengths",)
+
     @property
     def attends(self) -> bool:
         return self.config.pooling.type in ("additive", "dot")
@@ -122,6 +137,9 @@ class ExportedLayerTextModel(ExportedText):
     tokenizer (``tokenizer.json``) makes its subword windows as the PyTorch backbone does
     (``bistack.data.subwords``); a model that stacks the texts' own features reads them with
     ``vocab.json`` too."""
+
+    INPUTS = (*WINDOW_INPUTS, *TOKEN_INPUTS)
+    REQUIRED = WINDOW_INPUTS
 
     def __init__(self, files: ExportedFiles) -> None:
         super().__init__(files)

@@ -21,6 +21,7 @@ from bistack.data.tokenize import Token, tokenize_text
 from bistack.errors import DataError
 from bistack.formats import shown
 from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata, save_weights
+from bistack.models.devices import checked_device
 from bistack.models.mode import as_array, evaluating
 from bistack.text_models.config import ClassifierConfig, RegressorConfig, TextModelConfig
 from bistack.text_models.network import SequenceClassifier, build_classifier
@@ -60,6 +61,7 @@ class RecurrentTextModel(TextModelBase):
     def load(cls, path: str | Path, device: str | torch.device = "cpu") -> RecurrentTextModel:
         """Load a model directory written by ``bistack train`` (no unpickling), onto
         ``device`` (predictions build their batches there)."""
+        device = checked_device(device)  # a device this machine lacks: said as such
         with reading_model(path):
             meta, vocab = load_metadata(path, cls.KIND)
             config = build_config(cls.CONFIG, meta["config"], source=f"{path}/config.json")

@@ -1,0 +1,46 @@
+"""Outputs that are inputs: a command that writes must never write onto, into or around what it
+reads. Paths are compared as the file system resolves them (relative or absolute, ``./``,
+``..``, through symbolic links), so no spelling gets past; ``--overwrite`` never overrides it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from bistack.errors import ConfigError
+
+
+def resolved(path: str | Path) -> Path:
+    """``path`` as the file system resolves it (symbolic links followed; it need not exist)."""
+    return Path(os.path.realpath(os.path.expanduser(str(path))))
+
+
+def overlaps(output: Path, given: Path) -> str | None:
+    """How ``output`` would harm ``given`` (both resolved): "is", "contains", "lies inside"."""
+    if output == given:
+        return "is"
+    if output in given.parents:
+        return "contains"
+    if given in output.parents:
+        return "lies inside"
+    return None
+
+
+def refuse_overlap(
+    output: str | Path, inputs: Iterable[tuple[str, str | Path | None]], what: str = "the output"
+) -> None:
+    """A ConfigError naming both paths when ``output`` is, contains or lies inside one of the
+    named ``inputs`` (``(name, path)``; None and stdin ``-`` are skipped), before anything is
+    written."""
+    target = resolved(output)
+    for name, path in inputs:
+        if path is None or str(path) in ("", "-") or str(path).startswith("memory:"):
+            continue
+        relation = overlaps(target, resolved(path))
+        if relation is not None:
+            raise ConfigError(
+                f"{what} {output} {relation} {name} {path}: writing it would destroy what is "
+                "read; choose another output (--overwrite never allows this)"
+            )
