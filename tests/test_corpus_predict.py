@@ -25,10 +25,15 @@ BISTACK = [sys.executable, "-m", "bistack.cli"]
 TEXTS = ["Anna visited Paris yesterday .", "", "Peter left New York", "Mary saw Rome ."]
 
 
-def predicted(capsys, *args: str) -> list[dict]:
+def predicted(capsys, *args: str, placed: bool = False) -> list[dict]:
+    """The records ``bistack predict`` prints; without ``placed``, less the line or row every
+    record of an --input carries (so they compare with predictions of the texts alone)."""
     capsys.readouterr()
     assert main(["predict", *args]) == 0
-    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    if placed:
+        return records
+    return [{k: v for k, v in r.items() if k not in ("line", "row")} for r in records]
 
 
 def by_argument(capsys, model: Path, texts: list[str]) -> list[dict]:
@@ -277,3 +282,53 @@ def test_a_run_killed_at_random_points_resumes_to_the_same_bytes(small_tagger, t
     assert kills >= 3, f"the run ended before it was killed often enough ({kills} kills)"
     assert out.read_bytes() == whole
     assert not progress.exists()
+
+
+def test_predictions_join_back_by_their_place_and_id(small_classifier, tmp_path, capsys):
+    """Each prediction of an --input carries its line or row, and with --id-field the record's
+    own id; skipped records keep theirs in the skipped file."""
+    pytest.importorskip("pyarrow", reason="Parquet needs the parquet extra")
+    import pandas as pd
+
+    rows = [{"doc": "a7", "text": "a great film"}, {"doc": "b2", "text": 5},
+            {"doc": "c9", "text": "a dull film"}]  # fmt: skip
+    jsonl = tmp_path / "in.jsonl"
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    csv_file = tmp_path / "in.csv"
+    csv_file.write_text("doc,text\na7,a great film\nb2,\nc9,a dull film\n")
+    parquet = tmp_path / "in.parquet"
+    pd.DataFrame([r | {"text": str(r["text"])} for r in rows]).to_parquet(parquet)
+    model = str(small_classifier)
+    for source, place in ((jsonl, "line"), (csv_file, "row"), (parquet, "row")):
+        out, skipped = tmp_path / f"{source.name}.out", tmp_path / f"{source.name}.skipped"
+        argv = ["predict", model, "--input", str(source), "--id-field", "doc", "--output",
+                str(out), "--skipped", str(skipped), "--on-error", "skip"]  # fmt: skip
+        assert main(argv) == 0
+        records = [json.loads(line) for line in out.read_text().splitlines()]
+        assert records[0]["doc"] == "a7" and records[-1]["doc"] == "c9", source
+        assert records[0][place] == 1 and records[-1][place] == 3
+        assert records[0]["text"] == "a great film"
+        if skipped.exists():  # the JSON number, and the blank CSV cell (which predicts no label)
+            [refused] = [json.loads(line) for line in skipped.read_text().splitlines()]
+            assert refused["doc"] == "b2" and refused[place] == 2
+    capsys.readouterr()
+    assert main(["predict", model, "--input", str(tmp_path / "in.csv"), "--id-field", "id"]) == 2
+    assert "no column 'id'" in capsys.readouterr().err
+    lines = tmp_path / "in.txt"
+    lines.write_text("a great film\n")
+    assert main(["predict", model, "--input", str(lines), "--id-field", "doc"]) == 2
+    assert "lines input has no fields" in capsys.readouterr().err
+    assert main(["predict", model, "--input", str(jsonl), "--id-field", "text"]) == 2
+    assert "the prediction has a field of that name too" in capsys.readouterr().err
+
+
+def test_a_file_inputs_progress_counts_its_records_first(tmp_path):
+    from bistack.corpus.sources import count_records
+
+    path = tmp_path / "in.txt"
+    path.write_text("a\nb\nc")  # no newline at the end: still 3
+    assert count_records(str(path), "lines") == 3
+    table = tmp_path / "in.csv"
+    table.write_text("text\na\nb\n")
+    assert count_records(str(table), "csv") == 2
+    assert count_records("-", "lines") is None

@@ -303,7 +303,7 @@ def test_two_span_fields_that_disagree_are_an_error_naming_the_line(tmp_path):
     bad = {"text": "Mary left Rome", "label": [], "entities": [
         {"start": 0, "end": 4, "label": "PER"}]}  # fmt: skip
     path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
-    with pytest.raises(DataError, match=r"line 2: two span fields that disagree: 'label' has 0"):
+    with pytest.raises(DataError, match=r":2: two span fields that disagree: 'label' has 0"):
         read_spans(path, "BIOES")
 
 

@@ -86,7 +86,7 @@ def test_raw_bodies_that_are_not_json_or_too_large_get_a_4xx(tagger_client):
     response = tagger_client.post("/predict", content=b"{texts: nope", headers=headers)
     assert response.status_code == 422 and "not valid JSON" in response.json()["error"]
     response = tagger_client.post("/predict", content=b"\xff\xfe", headers=headers)
-    assert response.status_code == 422
+    assert response.status_code == 400 and "not UTF-8" in response.json()["error"]
     big = json.dumps({"texts": ["a" * 5000]}).encode()
     response = tagger_client.post("/predict", content=big, headers=headers)
     assert response.status_code == 413 and "larger than the 4096 bytes" in response.json()["error"]

@@ -92,8 +92,8 @@ RETRAIN_MISTAKES: list[tuple[str, Callable[[dict, Path], tuple], str]] = [
     ("mixed schemes", lambda w, t: ({**base(w), "data": {"train": str(write_conll(
         t / "mixed.txt", [*tiny_sentences(5), [("Anna", "S-PER"), ("left", "O")]]))}}, []),
      "mixes tagging schemes: this sentence is BIOES, the one on line 3 is IOB1"),
-    ("train path is a folder", lambda w, t: ({**base(w), "data": {"train": str(t)}}, []),
-     "Is a directory"),
+    ("train path is a folder", lambda w, t: ({**base(w), "data": {"train": str(folder(t))}},
+     []), "Is a directory"),
 ]  # fmt: skip
 
 
@@ -190,14 +190,23 @@ def test_a_damaged_model_directory_is_one_line(world, tmp_path, case):
     assert expected in one_line_error(bistack("predict", str(model), "Anna left"))
 
 
-def test_compare_poolers_with_one_fold(tmp_path):
+def folder(parent: Path) -> Path:
+    """A folder where a file was expected (beside the run, not around it)."""
+    path = parent / "a-folder"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def test_compare_poolers_with_too_few_folds(tmp_path):
     table = write(tmp_path / "t.tsv", "text\tlabel\na b\t1\nc d\t0\ne f\t1\n")
     config = write(
         tmp_path / "c.yaml",
         f"kind: layer_classifier\ndata: {{train: {table}}}\nbackbone: {{path: default}}\n",
     )
-    line = one_line_error(bistack("compare-poolers", str(config), "--folds", "1"))
-    assert "--folds 1: folds must be between 2 and the number of examples (3)" in line
+    done = bistack("compare-poolers", str(config), "--folds", "1")
+    assert done.returncode == 2 and b"argument --folds: must be >= 2, got 1" in done.stderr
+    line = one_line_error(bistack("compare-poolers", str(config), "--folds", "4"))
+    assert "--folds 4: folds must be between 2 and the number of examples (3)" in line
 
 
 @pytest.mark.parametrize(

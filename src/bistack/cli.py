@@ -150,6 +150,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="JSON lines, CSV, TSV, Parquet: the field or column holding the text (default text)",
     )
     predict.add_argument(
+        "--id-field",
+        metavar="NAME",
+        help="JSON lines, CSV, TSV, Parquet: copy this field of each record into its prediction "
+        "(each prediction of an --input already carries its line or row)",
+    )
+    predict.add_argument(
         "--output", metavar="PATH", help="write predictions to PATH (default: stdout)"
     )
     predict.add_argument("--overwrite", action="store_true", help="replace an --output that exists")
@@ -630,6 +636,7 @@ def run_predict(args: argparse.Namespace) -> int:
         input_format=args.input_format,
         tokenized=args.tokenized,
         text_field=args.text_field,
+        id_field=args.id_field,
         output=args.output,
         overwrite=args.overwrite,
         resume=args.resume,

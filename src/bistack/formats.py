@@ -9,7 +9,7 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
-from bistack.errors import ModelFileError
+from bistack.errors import ConfigError, ModelFileError
 
 T = TypeVar("T")
 
@@ -49,7 +49,18 @@ LINE_SEPARATORS = "\u2028\u2029\u0085\x0b\x0c\x1c\x1d\x1e"  # what str.splitline
 def jsonl_line(prediction: Prediction, extra: dict[str, Any] | None = None) -> str:
     """The prediction's record as a JSON line, after ``extra`` (where the input was: its line
     or row, and the id field a user asked to keep)."""
-    return json_line({**(extra or {}), **prediction.to_json()})
+    return json_line(joined(extra, prediction.to_json()))
+
+
+def joined(extra: dict[str, Any] | None, record: dict[str, Any]) -> dict[str, Any]:
+    """``extra``'s fields, then the record's; a field in both would lose one: an error."""
+    both = sorted((extra or {}).keys() & record.keys())
+    if both:
+        raise ConfigError(
+            f"--id-field {both[0]}: the prediction has a field of that name too; copy the id "
+            "under another name"
+        )
+    return {**(extra or {}), **record}
 
 
 def conll_block(prediction: Prediction, extra: dict[str, Any] | None = None) -> str:
@@ -66,7 +77,7 @@ def conllu_block(prediction: Prediction, extra: dict[str, Any] | None = None) ->
 def doccano_line(prediction: Prediction, extra: dict[str, Any] | None = None) -> str:
     """The text and its entities as a doccano JSON line, to load back into an annotation tool
     (which keeps ``extra``'s fields as the record's metadata)."""
-    return json_line({**(extra or {}), **prediction.to_doccano()})  # type: ignore[attr-defined]
+    return json_line(joined(extra, prediction.to_doccano()))  # type: ignore[attr-defined]
 
 
 # How ``predict --format`` writes one prediction; the task table says which formats a kind has.

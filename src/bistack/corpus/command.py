@@ -5,13 +5,19 @@ output and the skipped records go, progress, workers)."""
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bistack.cards import Card
 from bistack.corpus.outputs import FileOutput, StdoutOutput
 from bistack.corpus.predict import Progress, Spec, load_model, predict_corpus
-from bistack.corpus.sources import TOKEN_FORMATS, Record, input_format, read_records
+from bistack.corpus.sources import (
+    TOKEN_FORMATS,
+    Record,
+    count_records,
+    input_format,
+    read_records,
+)
 from bistack.errors import ConfigError
 from bistack.fingerprints import content_digest
 from bistack.paths import refuse_overlap
@@ -26,6 +32,7 @@ class CorpusRequest:
     input_format: str | None = None
     tokenized: bool = False
     text_field: str = "text"
+    id_field: str | None = None  # copied from each record into its prediction
     output: str | None = None
     overwrite: bool = False
     resume: bool = False
@@ -74,10 +81,12 @@ def predict_command(request: CorpusRequest, spec: Spec, card: Card) -> int:
                 f"{fmt} input gives tokens, which only a tagger takes; {spec.model} holds "
                 f"{card.description}"
             )
-        records = read_records(request.input, fmt, request.text_field)
+        records = read_records(request.input, fmt, request.text_field, request.id_field)
         source = request.input if request.input != "-" else "<stdin>"
+        total = count_records(request.input, fmt) if request.progress else None
+        spec = replace(spec, placed=True)
     else:
-        fmt, source = "arguments", "argument"
+        fmt, source, total = "arguments", "argument", None
         records = iter(
             Record(value=t, what="the argument", line=n) for n, t in enumerate(request.texts, 1)
         )
@@ -92,6 +101,7 @@ def predict_command(request: CorpusRequest, spec: Spec, card: Card) -> int:
             "input_content": content_digest(request.input) if request.input else None,
             "input_format": fmt,
             "text_field": request.text_field,
+            "id_field": request.id_field,
             "format": spec.fmt,
             "options": spec.options,
         }
@@ -108,6 +118,7 @@ def predict_command(request: CorpusRequest, spec: Spec, card: Card) -> int:
         bar=bool(request.input) and request.progress,
         every=request.log_every,
         already=output.records_done,
+        total=total,
     )
     counts = predict_corpus(
         records,

@@ -46,6 +46,8 @@ class Spec:
     device: str = "cpu"
     options: dict[str, Any] = field(default_factory=dict)
     threads: int | None = None
+    # Records of an --input file carry their place (line, row) and id into their predictions.
+    placed: bool = False
 
 
 @dataclass(frozen=True)
@@ -104,15 +106,21 @@ def predict_records(opened: Opened, spec: Spec, records: list[Record]) -> list[O
         try:
             predictions = chosen.predict(opened.model, [values[i] for i in indices], **spec.options)
             for i, prediction in zip(indices, predictions, strict=True):
-                outcomes[i] = write(prediction)
+                outcomes[i] = write(prediction, place(records[i], spec))
         except (BistackError, ValueError, RuntimeError):
             for i in indices:  # find the record at fault
                 try:
                     one = chosen.predict(opened.model, [values[i]], **spec.options)
-                    outcomes[i] = write(one[0])
+                    outcomes[i] = write(one[0], place(records[i], spec))
                 except (BistackError, ValueError, RuntimeError) as error:
                     outcomes[i] = Failed(str(error) or type(error).__name__)
     return outcomes
+
+
+def place(record: Record, spec: Spec) -> dict[str, Any]:
+    """What a prediction carries of its record: its line or row and its id (--id-field), for
+    records of an --input file."""
+    return {**record.where, **record.ids} if spec.placed else {}
 
 
 def refusal(record: Record, opened: Opened) -> str:
@@ -159,7 +167,7 @@ def predict_corpus(
                     written.append(outcome)
                     counts.predicted += 1
                 elif on_error == "skip":
-                    line = {"input": source, **record.where, "error": outcome.reason}
+                    line = {"input": source, **record.where, **record.ids, "error": outcome.reason}
                     skipped.append(json.dumps(line, ensure_ascii=False) + "\n")
                     counts.skipped += 1
                 else:
@@ -293,14 +301,18 @@ class Progress:
     """Records per second: a bar on a terminal, else a line on stderr every ``every`` seconds
     at most (a log shows the run is alive without filling up)."""
 
-    def __init__(self, bar: bool, every: float = 30.0, already: int = 0) -> None:
+    def __init__(
+        self, bar: bool, every: float = 30.0, already: int = 0, total: int | None = None
+    ) -> None:
         self.started = self.said = time.monotonic()
         self.every, self.done, self.already = every, 0, already
         self.bar = None
         if bar:
             from tqdm import tqdm
 
-            self.bar = tqdm(desc="predicting", unit=" records", initial=already, leave=False)
+            self.bar = tqdm(
+                desc="predicting", unit=" records", initial=already, total=total, leave=False
+            )
 
     def update(self, records: int) -> None:
         self.done += records

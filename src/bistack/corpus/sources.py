@@ -27,7 +27,7 @@ import io
 import json
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -58,6 +58,7 @@ class Record:
     what: str = "the record"
     line: int | None = None
     row: int | None = None
+    ids: dict[str, Any] = field(default_factory=dict)  # the --id-field, as the input has it
 
     @property
     def where(self) -> dict[str, int]:
@@ -78,12 +79,23 @@ def input_format(source: str, chosen: str | None, tokenized: bool) -> str:
     return _BY_SUFFIX.get(Path(source).suffix.lower(), "lines") if source != "-" else "lines"
 
 
-def read_records(source: str, fmt: str, field: str = "text") -> Iterator[Record]:
-    """The records of ``source`` (a path, or ``-`` for stdin) read as ``fmt``, lazily."""
+ID_FORMATS = ("jsonl", "csv", "tsv", "parquet")  # records with fields, one of which an id
+
+
+def read_records(
+    source: str, fmt: str, field: str = "text", id_field: str | None = None
+) -> Iterator[Record]:
+    """The records of ``source`` (a path, or ``-`` for stdin) read as ``fmt``, lazily; each
+    carries its ``id_field`` when one is named (JSON lines, CSV, TSV and Parquet only)."""
+    if id_field is not None and fmt not in ID_FORMATS:
+        raise ConfigError(
+            f"--id-field {id_field}: {fmt} input has no fields; ids come from JSON lines, CSV, "
+            "TSV or Parquet records (a line's own place is in its 'line' already)"
+        )
     if fmt == "parquet":
         if source == "-":
             raise ConfigError("Parquet cannot be read from stdin: give its path")
-        yield from _parquet(source, field)
+        yield from _parquet(source, field, id_field)
         return
     with _binary(source) as handle:
         if fmt in ("lines", "tokenized"):
@@ -93,9 +105,9 @@ def read_records(source: str, fmt: str, field: str = "text") -> Iterator[Record]
         elif fmt in ("conll", "conllu"):
             yield from _conll(handle, fmt == "conllu")
         elif fmt == "jsonl":
-            yield from _jsonl(handle, field)
+            yield from _jsonl(handle, field, id_field)
         elif fmt in ("csv", "tsv"):
-            yield from _table(handle, source, field, "\t" if fmt == "tsv" else ",")
+            yield from _table(handle, source, field, "\t" if fmt == "tsv" else ",", id_field)
         else:
             raise ConfigError(f"unknown input format {fmt!r} (known: {', '.join(INPUT_FORMATS)})")
 
@@ -168,7 +180,7 @@ def is_comment(columns: list[str], conllu: bool) -> bool:
     return conllu or columns[0] != "#" or (len(columns) > 2 and columns[2] == "=")
 
 
-def _jsonl(handle: BinaryIO, field: str) -> Iterator[Record]:
+def _jsonl(handle: BinaryIO, field: str, id_field: str | None) -> Iterator[Record]:
     for number, text, error in _decoded_lines(handle):
         if error is None and not text.strip():
             continue
@@ -181,8 +193,11 @@ def _jsonl(handle: BinaryIO, field: str) -> Iterator[Record]:
             yield Record(error=error, line=number)
         elif not isinstance(value, dict):
             yield Record(error=f"expected a JSON object, found {type(value).__name__}", line=number)
+        elif id_field is not None and id_field not in value:
+            yield Record(error=f"no id field {id_field!r} (see --id-field)", line=number)
         else:
-            yield from_value(value.get(field), field, "field", line=number, known=list(value))
+            record = from_value(value.get(field), field, "field", line=number, known=list(value))
+            yield with_id(record, id_field, value.get(id_field))
 
 
 def from_value(
@@ -197,7 +212,17 @@ def from_value(
     return Record(value=value, what=f"{what} {field!r}", **where)
 
 
-def _table(handle: BinaryIO, source: str, field: str, delimiter: str) -> Iterator[Record]:
+def with_id(record: Record, id_field: str | None, value: Any) -> Record:
+    """``record`` carrying ``id_field``'s value, when one is named."""
+    if id_field is None:
+        return record
+    return Record(record.value, record.error, record.what, record.line, record.row,
+                  {id_field: value})  # fmt: skip
+
+
+def _table(
+    handle: BinaryIO, source: str, field: str, delimiter: str, id_field: str | None
+) -> Iterator[Record]:
     # surrogateescape: a bad byte costs its own row, not the rest of the file.
     text = io.TextIOWrapper(handle, encoding="utf-8-sig", errors="surrogateescape", newline="")
     try:
@@ -210,6 +235,11 @@ def _table(handle: BinaryIO, source: str, field: str, delimiter: str) -> Iterato
                 source, f"no column {field!r} (columns: {', '.join(header)}); see --text-field", 1
             )
         column = header.index(field)
+        if id_field is not None and id_field not in header:
+            raise DataError(
+                source, f"no column {id_field!r} (columns: {', '.join(header)}); see --id-field", 1
+            )
+        id_column = header.index(id_field) if id_field is not None else None
         name, row = "TSV" if delimiter == "\t" else "CSV", 0
         while True:
             line = reader.line_num + 1
@@ -230,7 +260,8 @@ def _table(handle: BinaryIO, source: str, field: str, delimiter: str) -> Iterato
             elif _has_bad_bytes(cells[column]):
                 yield Record(error="not valid UTF-8", line=line, row=row)
             else:
-                yield Record(value=cells[column], what=f"column {field!r}", line=line, row=row)
+                record = Record(value=cells[column], what=f"column {field!r}", line=line, row=row)
+                yield with_id(record, id_field, None if id_column is None else cells[id_column])
     finally:
         text.detach()  # the handle is closed by its owner
 
@@ -239,7 +270,7 @@ def _has_bad_bytes(text: str) -> bool:
     return any("\udc80" <= char <= "\udcff" for char in text)
 
 
-def _parquet(source: str, field: str) -> Iterator[Record]:
+def _parquet(source: str, field: str, id_field: str | None) -> Iterator[Record]:
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -259,8 +290,35 @@ def _parquet(source: str, field: str) -> Iterator[Record]:
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)
             or pa.types.is_list(kind) or pa.types.is_large_list(kind)):  # fmt: skip
         raise DataError(source, f"column {field!r} holds {kind}, not text")
+    if id_field is not None and id_field not in names:
+        raise DataError(source, f"no column {id_field!r} (columns: {', '.join(names)}); "
+                        "see --id-field")  # fmt: skip
+    columns = [field] if id_field is None or id_field == field else [field, id_field]
     row = 0
-    for batch in parquet.iter_batches(batch_size=1024, columns=[field]):
-        for value in batch.column(0).to_pylist():
+    for batch in parquet.iter_batches(batch_size=1024, columns=columns):
+        values = batch.column(0).to_pylist()
+        ids = batch.column(len(columns) - 1).to_pylist()
+        for value, identity in zip(values, ids, strict=True):
             row += 1
-            yield from_value(value, field, "column", row=row)
+            yield with_id(from_value(value, field, "column", row=row), id_field, identity)
+
+
+def count_records(source: str, fmt: str) -> int | None:
+    """About how many records ``source`` holds, counted cheaply for a progress bar's total
+    (lines, or Parquet's row count; None for stdin and for sentences in CoNLL files)."""
+    if source == "-" or fmt in ("conll", "conllu"):
+        return None
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            return int(pq.ParquetFile(source).metadata.num_rows)
+        lines, last = 0, b"\n"
+        with open(source, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                lines += block.count(b"\n")
+                last = block[-1:]
+        lines += last != b"\n"
+        return max(lines - (fmt in ("csv", "tsv")), 0)
+    except (OSError, ImportError):
+        return None
