@@ -243,4 +243,7 @@ def test_predict_writes_conllu_and_doccano(small_tagger, tmp_path):
     assert [s.tags for s in back] == [s.tags for p in predicted for s in p]
     assert back[0].metadata == {"text": "Anna visited Paris yesterday."}
     lines = (tmp_path / "out.doccano").read_text().splitlines()
-    assert [json.loads(line) for line in lines] == [p.to_doccano() for p in predicted]
+    # Each record also carries its input line, which doccano keeps as metadata.
+    records = [json.loads(line) for line in lines]
+    assert [r.pop("line") for r in records] == list(range(1, len(predicted) + 1))
+    assert records == [p.to_doccano() for p in predicted]

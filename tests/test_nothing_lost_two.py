@@ -116,7 +116,7 @@ def test_explain_never_writes_into_the_model(small_classifier, capsys):
     before = snapshot(small_classifier)
     assert main(["explain", str(small_classifier), "a great film", "--output",
                  str(small_classifier)]) == 2  # fmt: skip
-    assert "is the model directory" in capsys.readouterr().err
+    assert "lies inside the model directory" in capsys.readouterr().err
     assert snapshot(small_classifier) == before
 
 

@@ -48,8 +48,10 @@ def test_the_cli_applies_the_count_and_warns_a_run_that_cannot_fit(tmp_path, cap
         captured = capsys.readouterr()
         assert torch.get_num_threads() == cpus + 1
         assert f"{cpus + 1} threads of this run" in captured.err  # beside the scores on stdout
-        assert main(["evaluate", str(output / "model"), str(train), "--threads", "0"]) == 2
-        assert "--threads must be >= 1" in capsys.readouterr().err
+        with pytest.raises(SystemExit) as stopped:  # a usage error, as argparse says it
+            main(["evaluate", str(output / "model"), str(train), "--threads", "0"])
+        assert stopped.value.code == 2
+        assert "argument --threads: must be >= 1, got 0" in capsys.readouterr().err
     finally:
         torch.set_num_threads(before)
         os.environ.pop("OMP_NUM_THREADS", None)

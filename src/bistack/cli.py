@@ -604,7 +604,8 @@ def run_explain(args: argparse.Namespace) -> int:
             f"{args.model} holds {card.description}, which has no token attention weights to "
             "show; explain needs a classifier or regressor with 'additive' or 'dot' pooling"
         )
-    refuse_overlap(args.output, [("the model directory", args.model)], "--output")
+    for written in ("explain.html", "explain.png"):  # what it writes: never into the model
+        refuse_overlap(Path(args.output) / written, [("the model directory", args.model)])
     page, chart = explain(open_model(args.model).model, args.text, args.output)
     print(f"wrote {page} and {chart}")
     return 0

@@ -104,6 +104,7 @@ def write_comparison(
 def chart(path: Path, comparison: Comparison, results: Sequence[RepeatedResult]) -> None:
     """Bars of the means with the seed or fold spread as error bars, zoomed to the range."""
     try:
+        import matplotlib  # noqa: F401 - the package itself, checked before anything is drawn
         from matplotlib.figure import Figure  # a Figure of its own: no pyplot, no backend chosen
     except ImportError:  # the table and its JSON are written; only the picture needs it
         raise BistackError(

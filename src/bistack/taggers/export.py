@@ -20,10 +20,10 @@ from bistack.graphs import (
     vocabulary_words,
 )
 from bistack.models.backbone import tokenize_words
+from bistack.onnx_session import WORD_INPUTS
 from bistack.taggers.graphs import (
     OUTPUT_AXES,
     WORD_DYNAMIC_AXES,
-    WORD_INPUTS,
     LayerTaggerGraph,
     TaggerGraph,
     word_inputs,

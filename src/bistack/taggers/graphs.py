@@ -16,7 +16,6 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from bistack import onnx_session
 from bistack.data.word_rows import flat_word_index
 from bistack.graphs import token_vectors
 from bistack.masking import lengths_to_mask
@@ -108,7 +107,6 @@ class TaggerGraph(nn.Module):
 # ``(words,)`` each word's first and last subword in that flat numbering; word_index ``(batch,
 # seq)`` each sentence's words in the batch's numbering (0 at padding). A tagger that stacks the
 # words' own features reads ``INPUTS`` after these; one that does not reads only their lengths.
-WORD_INPUTS = onnx_session.WORD_INPUTS
 
 WORD_DYNAMIC_AXES = {
     "input_ids": {0: "rows", 1: "pieces"},
