@@ -32,7 +32,7 @@ SHARED = [
 ]
 FAMILIES = ["taggers", "text_models", "language_models"]
 TABLE = ["tasks"]
-ABOVE = ["studies", "serve", "corpus", "export", "api", "training"]
+ABOVE = ["studies", "serve", "corpus", "export", "api", "training", "info", "reports"]
 CLI = ["cli", "__init__"]
 FLOORS = [BLOCKS, SHARED, FAMILIES, TABLE, ABOVE, CLI]
 

@@ -67,7 +67,9 @@ class Card:
     takes_tables: whether its recipe trains on tables handed over from Python
     (``bistack.train(train_data=...)``, which it is given as ``tables``);
     export, runtime: its export plan (the loaded model -> ``ExportPlan``) and the class whose
-    ``load(path, threads)`` opens the directory it exports to; export_hint: why not, without.
+    ``load(path, threads)`` opens the directory it exports to; export_hint: why not, without;
+    report: ``report(model, data_path) -> section``, what ``evaluate --report`` shows of it
+    (plain data, ``bistack.reports`` draws it); without one, its scores alone.
     """
 
     kind: str
@@ -90,6 +92,7 @@ class Card:
     export: Ref | None = None
     runtime: Ref | None = None
     export_hint: str = ""
+    report: Ref | None = None
     metric_of: Callable[[Any], Metric] | None = field(default=None, compare=False)
 
     def metric_for(self, config: Any) -> Metric:
@@ -119,6 +122,10 @@ class Card:
     @property
     def export_plan(self) -> Any:
         return None if self.export is None else resolve(self.export)
+
+    @property
+    def report_builder(self) -> Any:
+        return None if self.report is None else resolve(self.report)
 
     @property
     def runtime_class(self) -> Any:

@@ -117,9 +117,20 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(run=run_train)
 
     evaluate = commands.add_parser("evaluate", help="score a model on labelled data")
-    evaluate.add_argument("model", help="model directory")
-    evaluate.add_argument("data", help="labelled data: a CoNLL file, or a table for text models")
-    evaluate.add_argument("--json", action="store_true", help="print one JSON object")
+    evaluate.add_argument("model", help="model directory (or a directory bistack export wrote)")
+    evaluate.add_argument(
+        "data", nargs="+", help="labelled data: CoNLL files, or tables for text models"
+    )
+    evaluate.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (with several data files: one per file, by its path)",
+    )
+    evaluate.add_argument(
+        "--report",
+        metavar="DIR",
+        help="write DIR/report.html (offline), its charts and report.json: what the scores mean",
+    )
     evaluate.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
     add_threads_flag(evaluate)
     evaluate.set_defaults(run=run_evaluate)
@@ -231,6 +242,13 @@ def build_parser() -> argparse.ArgumentParser:
     add_progress_flags(predict)
     add_threads_flag(predict)
     predict.set_defaults(run=run_predict)
+
+    info = commands.add_parser(
+        "info", help="what a model directory or an exported one holds (kind, labels, metrics)"
+    )
+    info.add_argument("model", help="model directory (or a directory bistack export wrote)")
+    info.add_argument("--json", action="store_true", help="print one JSON object")
+    info.set_defaults(run=run_info)
 
     export = commands.add_parser(
         "export", help="export a model to ONNX, to predict without PyTorch (onnxruntime)"
@@ -564,8 +582,32 @@ def run_evaluate(args: argparse.Namespace) -> int:
     from bistack.tasks import open_model
 
     opened = open_model(args.model, checked_device(args.device), args.threads)
-    report = opened.evaluate(args.data)
-    print(json.dumps(report.to_json()) if args.json else str(report))
+    if args.report:
+        from bistack.reports.write import write_report
+
+        sections = write_report(opened, args.data, args.report)
+        found = {s["data"]: (s["scores"], s["summary"]) for s in sections}
+        print(f"wrote {Path(args.report) / 'report.html'}, its charts and report.json",
+              file=sys.stderr)  # fmt: skip
+    else:
+        found = {}
+        for path in args.data:
+            report = opened.evaluate(path)
+            found[path] = (report.to_json(), str(report))
+    if args.json:
+        scores = {path: json_scores for path, (json_scores, _) in found.items()}
+        print(json.dumps(scores[args.data[0]] if len(scores) == 1 else scores))
+    else:
+        for path, (_, report) in found.items():
+            print(f"== {path}\n{report}" if len(found) > 1 else report)
+    return 0
+
+
+def run_info(args: argparse.Namespace) -> int:
+    from bistack.info import described, model_info
+
+    info = model_info(args.model)
+    print(json.dumps(info) if args.json else described(info))
     return 0
 
 

@@ -50,7 +50,8 @@ def train_config(
     from bistack.tasks import task_of
 
     card = task_of(config.kind)
-    return train_model(config, output, card.prepare, card.metric_for(config), options, **inputs)
+    metric = card.metric_for(config)
+    return train_model(config, output, card.prepare, metric, options, card.description, **inputs)
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from bistack.onnx_session import (
     open_session,
 )
 from bistack.paths import refuse_overlap
+from bistack.runs.card import CARD
 
 OPSET = 17
 
@@ -62,6 +63,8 @@ def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool =
         if plan.vocabularies:
             write_json(staging / VOCAB_FILE, plan.vocabularies)
         plan.write_files(staging)
+        if (Path(model_dir) / CARD).is_file():  # the model's card travels with it
+            shutil.copyfile(Path(model_dir) / CARD, staging / CARD)
         meta = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,

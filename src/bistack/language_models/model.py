@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -58,6 +59,10 @@ class LanguageModel:
 
     def save_metadata(self, path: str | Path) -> None:
         save_metadata(path, KIND, self.config.to_dict(), {"words": self.vocabulary.to_json()})
+
+    def describe(self) -> dict[str, Any]:
+        """What ``GET /info`` and ``bistack info`` say of it: the words it predicts."""
+        return {"vocabulary": len(self.vocabulary)}
 
     def key(self, token: str) -> str:
         return token.lower() if self.config.features.lowercase else token

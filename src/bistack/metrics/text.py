@@ -4,6 +4,7 @@ read-only reports that print themselves (``str``) and serialise (``to_json``).""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from bistack.metrics.classification import accuracy, confusion_matrix, macro_f1, pearson, rmse
@@ -116,6 +117,33 @@ def regression_scores(
     )
 
 
+@dataclass(frozen=True)
+class Bin:
+    low: float
+    high: float
+    count: int
+    confidence: float  # mean confidence in the bin
+    accuracy: float  # share of its predictions that are right
+
+
+def reliability(confidences: Sequence[float], correct: Sequence[bool], bins: int = 10) -> list[Bin]:
+    """Equal-width confidence bins (the empty ones left out), each with its mean confidence
+    and accuracy: a reliability diagram's bars."""
+    found = []
+    for number in range(bins):
+        low, high = number / bins, (number + 1) / bins
+        inside = [
+            (c, ok)
+            for c, ok in zip(confidences, correct, strict=True)
+            if (low < c <= high) or (number == 0 and c == 0.0)
+        ]
+        if inside:
+            mean = sum(c for c, _ in inside) / len(inside)
+            accuracy = sum(ok for _, ok in inside) / len(inside)
+            found.append(Bin(low, high, len(inside), mean, accuracy))
+    return found
+
+
 def expected_calibration_error(
     confidences: Sequence[float], correct: Sequence[bool], bins: int = 10
 ) -> float:
@@ -123,18 +151,8 @@ def expected_calibration_error(
     bins (Guo et al. 2017): 0 for a perfectly calibrated model."""
     if not confidences:
         return 0.0
-    gap = 0.0
-    for b in range(bins):
-        inside = [
-            (c, ok)
-            for c, ok in zip(confidences, correct, strict=True)
-            if b / bins < c <= (b + 1) / bins or (b == 0 and c == 0)
-        ]
-        if inside:
-            confidence = sum(c for c, _ in inside) / len(inside)
-            accuracy = sum(ok for _, ok in inside) / len(inside)
-            gap += len(inside) * abs(confidence - accuracy)
-    return gap / len(confidences)
+    found = reliability(confidences, correct, bins)
+    return sum(b.count * abs(b.confidence - b.accuracy) for b in found) / len(confidences)
 
 
 def attention_diagnostics(

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+import torch
 from torch import nn
 
 from bistack.config import ExperimentConfig
@@ -25,15 +26,17 @@ from bistack.fingerprints import changed as changed_content
 from bistack.fingerprints import digests
 from bistack.metrics.dev import Metric
 from bistack.paths import refuse_overlap
+from bistack.runs.card import Trained, best_metrics, write_card
 from bistack.runs.checkpoint import CHECKPOINT, CheckpointError, differences, load_checkpoint
 from bistack.runs.loop import FitResult, Interrupted, LoopTask, Run, fit, kept, start_run
 from bistack.runs.rundir import check_output
 
 
 class Saved(Protocol):
-    """What the driver writes into the run's model directory."""
+    """What the driver writes into the run's model directory, and says of it in its card."""
 
     def save_metadata(self, path: str | Path) -> None: ...
+    def describe(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,7 @@ def train_model(
     prepare: Prepare,
     metric: Metric,
     options: RunOptions = DEFAULT_OPTIONS,
+    description: str = "a model",
     **inputs: Any,
 ) -> TrainedModel:
     """Train as ``config`` says; the best model goes to ``output/model``.
@@ -157,6 +161,13 @@ def train_model(
         )
         if run.fabric.is_global_zero and prepared.finish is not None:
             prepared.finish(run)
+        if run.fabric.is_global_zero:
+            metrics, seconds = best_metrics(run.output / "metrics.csv", result.best_epoch)
+            trained = Trained(
+                config.kind, description, prepared.model.describe(), config.to_dict(),
+                prepared.summary, parameters, result.epochs, result.best_epoch, metrics, seconds,
+            )  # fmt: skip
+            write_card(run.model_dir, trained, torch.__version__)
         if run.fabric.is_global_zero:  # finished: nothing left to resume
             (run.output / CHECKPOINT).unlink(missing_ok=True)
         return TrainedModel(run.model_dir, result, parameters)

@@ -51,6 +51,7 @@ TAGGER = Card(
     ),
     export="bistack.taggers.export:tagger_plan",
     runtime="bistack.taggers.runtime:ExportedTagger",
+    report="bistack.taggers.report:tagger_report",
 )
 LAYER_TAGGER = Card(
     "layer_tagger",
@@ -68,5 +69,6 @@ LAYER_TAGGER = Card(
     "sentence in both directions)",
     export="bistack.taggers.export:layer_tagger_plan",
     runtime="bistack.taggers.runtime:ExportedLayerTagger",
+    report="bistack.taggers.report:tagger_report",
 )
 CARDS = (TAGGER, LAYER_TAGGER)

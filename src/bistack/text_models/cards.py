@@ -28,6 +28,7 @@ CLASSIFIER = Card(
     ladder=LADDER,
     export=f"{HERE}.export:text_plan",
     runtime=f"{HERE}.runtime:ExportedClassifier",
+    report=f"{HERE}.report:classifier_report",
     view="classes",
 )
 REGRESSOR = Card(
@@ -42,6 +43,7 @@ REGRESSOR = Card(
     ladder=LADDER,
     export=f"{HERE}.export:text_plan",
     runtime=f"{HERE}.runtime:ExportedRegressor",
+    report=f"{HERE}.report:regressor_report",
     view="values",
 )
 LAYER_CLASSIFIER = Card(
@@ -55,6 +57,7 @@ LAYER_CLASSIFIER = Card(
     compares_poolers=True,
     export=f"{HERE}.export:layer_text_plan",
     runtime=f"{HERE}.runtime:ExportedLayerClassifier",
+    report=f"{HERE}.report:classifier_report",
     view="classes",
 )
 LAYER_REGRESSOR = Card(
@@ -68,6 +71,7 @@ LAYER_REGRESSOR = Card(
     compares_poolers=True,
     export=f"{HERE}.export:layer_text_plan",
     runtime=f"{HERE}.runtime:ExportedLayerRegressor",
+    report=f"{HERE}.report:regressor_report",
     view="values",
 )
 CARDS = (CLASSIFIER, REGRESSOR, LAYER_CLASSIFIER, LAYER_REGRESSOR)

@@ -322,6 +322,7 @@ class TextModelBase(ABC):
 
     config: Any  # a config with a ``data`` section of table columns
     outputs: Outputs
+    attends = False  # whether ``predict(attention=True)`` gives token weights
 
     @abstractmethod
     def run(

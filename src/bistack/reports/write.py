@@ -1,0 +1,65 @@
+"""Write a report directory: ``report.json`` (every section's data, the scores exactly as
+``evaluate --json`` gives them), a PNG per chart, and ``report.html``."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bistack.paths import refuse_overlap
+from bistack.reports.charts import draw
+from bistack.reports.page import page
+from bistack.tasks import Opened
+
+
+def scores_section(opened: Opened, path: str | Path) -> dict[str, Any]:
+    """A kind without a report of its own: its scores."""
+    scores = opened.evaluate(path)
+    return {"scores": scores.to_json(), "summary": str(scores), "figures": [], "notes": []}
+
+
+def report_sections(opened: Opened, data: Sequence[str]) -> list[dict[str, Any]]:
+    """One section per data file, as the model's card says its report shows it."""
+    builder = opened.card.report_builder
+    sections = []
+    for path in data:
+        section = builder(opened.model, path) if builder else scores_section(opened, path)
+        sections.append({"data": str(path), "kind": opened.card.kind, **section})
+    return sections
+
+
+def write_report(
+    opened: Opened, data: Sequence[str], directory: str | Path
+) -> list[dict[str, Any]]:
+    """The report of ``opened`` on each of ``data`` in ``directory`` (written whole beside it,
+    then renamed into place); returns its sections."""
+    directory = Path(directory)
+    inputs = [("the model", opened.path), *((f"the data {p}", p) for p in data)]
+    refuse_overlap(directory, inputs, "--report")
+    sections = report_sections(opened, data)
+    staging = directory.parent / f".{directory.name}.report-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        images = []
+        for number, section in enumerate(sections):
+            names = []
+            for spec in section.get("figures", []):
+                name = f"{number}-{spec['name']}.png"
+                draw(spec, staging / name)
+                names.append(name)
+            images.append(names)
+        record = {"model": str(opened.path), "kind": opened.card.kind, "sections": sections}
+        (staging / "report.json").write_text(json.dumps(record, indent=1, allow_nan=False))
+        title = f"{opened.description}: {opened.path}"
+        (staging / "report.html").write_text(page(title, sections, images), encoding="utf-8")
+        if directory.exists():
+            shutil.rmtree(directory)
+        os.replace(staging, directory)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return sections

@@ -1,0 +1,171 @@
+"""What a tagger's evaluation report shows (``bistack evaluate MODEL DATA --report DIR``), as
+plain data the report writer draws (``bistack.reports``): per-type scores, the error
+breakdown and a type confusion matrix, recall on entities seen in training against unseen
+ones, the reliability of entity confidences, and the worst sentences with gold and predicted
+entities marked. Torch-free: an exported tagger is reported alike."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bistack.data.tagged import read_tagged
+from bistack.metrics.errors import (
+    CLASSES,
+    NONE,
+    SentenceErrors,
+    at_thresholds,
+    classify,
+    error_counts,
+    type_confusion,
+)
+from bistack.metrics.text import expected_calibration_error, reliability
+from bistack.schemes import PLAIN, convert_tags, spans_from_tags
+
+THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
+WORST = 12
+
+
+def spans_of(tags: list[str]) -> list[tuple[int, int, str]]:
+    return [(s.start, s.end, s.label) for s in spans_from_tags(tags)]
+
+
+def seen_entities(model: Any) -> tuple[set[str] | None, str]:
+    """The entity texts (lowercased) of the file the model was trained on, and a note; None
+    when that file is not there to read."""
+    data = model.config.data
+    train = str(data.train)
+    if not train or train.startswith("memory:") or not Path(train).is_file():
+        return None, (
+            f"the training file ({train or 'not recorded'}) is not there to read: recall on "
+            "entities seen in training and unseen ones is left out"
+        )
+    seen = set()
+    for sentence in read_tagged(train, data):
+        for start, end, _ in spans_of(convert_tags(sentence.tags, "BIO")):
+            seen.add(" ".join(sentence.tokens[start:end]).lower())
+    return seen, f"seen in training: an entity whose text occurs as an entity in {train}"
+
+
+def marked(tokens: list[str], spans: list[tuple[int, int, str]], confidences=None) -> list:
+    """The sentence as segments: plain text, or an entity with its type (and confidence)."""
+    segments, position = [], 0
+    for start, end, kind in sorted(spans):
+        if start > position:
+            segments.append({"text": " ".join(tokens[position:start]) + " "})
+        entity = {"text": " ".join(tokens[start:end]), "type": kind}
+        if confidences is not None and (start, end, kind) in confidences:
+            entity["confidence"] = confidences[(start, end, kind)]
+        segments.append(entity)
+        segments.append({"text": " "})
+        position = end
+    if position < len(tokens):
+        segments.append({"text": " ".join(tokens[position:])})
+    return segments
+
+
+def tagger_report(model: Any, path: str | Path) -> dict[str, Any]:
+    """One section of the report: the scores ``evaluate`` gives, and what explains them."""
+    sentences = read_tagged(path, model.config.data)
+    scores = model.score(sentences, path)
+    section: dict[str, Any] = {"scores": scores.to_json(), "summary": str(scores)}
+    per_type = scores.to_json()["per_type"]
+    types = sorted(per_type)
+    section["figures"] = [{
+        "type": "bars", "name": "per-type", "title": "precision, recall and F1 per type",
+        "labels": types, "series": {m: [per_type[t][m] for t in types]
+                                    for m in ("precision", "recall", "f1")},
+        "ylabel": "score (0-100)",
+    }]  # fmt: skip
+    section["notes"] = []
+    if model.output_scheme == PLAIN:
+        section["notes"].append("plain tags (no entities): scored per tag, no entity errors")
+        return section
+    analyses = model.analyse_tokens([s.tokens for s in sentences])
+    gold_scheme = model.output_scheme
+    errors: list[SentenceErrors] = []
+    confidences, correct, rows = [], [], []
+    for sentence, analysis in zip(sentences, analyses, strict=True):
+        gold = spans_of(convert_tags(sentence.tags, gold_scheme))
+        predicted = spans_of(analysis.tags)
+        found = classify(gold, predicted)
+        errors.append(found)
+        for span in predicted:
+            confidence = analysis.entities.get(span)
+            if confidence is not None:
+                confidences.append(confidence)
+                correct.append(span in gold)
+        wrong = [analysis.entities.get(p, 1.0) for k, pairs in found.pairs.items()
+                 if k != "correct" for _, p in pairs if p is not None]  # fmt: skip
+        rows.append((sentence, gold, predicted, analysis.entities, found, min(wrong, default=2)))
+    counts = error_counts(errors)
+    section["errors"] = counts
+    section["tables"] = [{
+        "title": "entities by what went right or wrong",
+        "columns": ["class", "entities", "what it means"],
+        "rows": [[name, counts[name], MEANING[name]] for name in CLASSES],
+    }]  # fmt: skip
+    confusion = type_confusion(errors, types)
+    section["confusion"] = {"rows": [*types, NONE], "columns": [*types, NONE],
+                            "values": confusion}  # fmt: skip
+    section["figures"].append({
+        "type": "matrix", "name": "type-confusion", "title": "gold type (rows) against "
+        "predicted type (columns); (none): missed or spurious", "rows": [*types, NONE],
+        "columns": [*types, NONE], "values": confusion,
+    })  # fmt: skip
+    seen, note = seen_entities(model)
+    section["notes"].append(note)
+    if seen is not None:
+        split = {"seen": [0, 0], "unseen": [0, 0]}  # [found, gold]
+        for sentence, gold, predicted, *_ in rows:
+            for span in gold:
+                text = " ".join(sentence.tokens[span[0] : span[1]]).lower()
+                bucket = split["seen" if text in seen else "unseen"]
+                bucket[1] += 1
+                bucket[0] += span in predicted
+        section["seen_unseen"] = {
+            name: {"gold": g, "found": f, "recall": 100 * f / g if g else 0.0}
+            for name, (f, g) in split.items()
+        }
+    gold_count = sum(len(g) for _, g, *_ in rows)
+    bins = reliability(confidences, correct)
+    section["calibration"] = {
+        "expected_calibration_error": expected_calibration_error(confidences, correct),
+        "entities": len(confidences),
+        "bins": [b.__dict__ for b in bins],
+        "thresholds": at_thresholds(confidences, correct, gold_count, THRESHOLDS),
+    }
+    section["figures"].append({
+        "type": "reliability", "name": "reliability", "title": "entity confidence against "
+        "the share right", "bins": [b.__dict__ for b in bins],
+        "ece": section["calibration"]["expected_calibration_error"],
+    })  # fmt: skip
+    worst = sorted(rows, key=lambda r: (-r[4].errors, r[5]))[:WORST]
+    unsure = sorted((r for r in rows if r[5] <= 1), key=lambda r: r[5])[:WORST]
+    section["examples"] = [
+        {"title": "the sentences with the most errors", "items": [example(r) for r in worst
+                                                                   if r[4].errors]},
+        {"title": "the lowest confidences on wrong entities", "items": [example(r)
+                                                                         for r in unsure]},
+    ]  # fmt: skip
+    return section
+
+
+MEANING = {
+    "correct": "the span and the type as gold",
+    "type": "the right span, another type",
+    "boundary": "the right type, other boundaries (overlapping)",
+    "boundary and type": "overlapping, with other boundaries and another type",
+    "missed": "a gold entity no prediction overlaps",
+    "spurious": "a predicted entity no gold one overlaps",
+}
+
+
+def example(row: tuple) -> dict[str, Any]:
+    sentence, gold, predicted, confidences, found, _ = row
+    return {
+        "where": f"line {sentence.line}",
+        "errors": found.errors,
+        "gold": marked(sentence.tokens, gold),
+        "predicted": marked(sentence.tokens, predicted, confidences),
+    }
