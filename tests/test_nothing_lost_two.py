@@ -39,6 +39,14 @@ def one_line(done: subprocess.CompletedProcess) -> str:
     return line
 
 
+def refused(capsys, *argv: str) -> str:
+    """The one error line of ``bistack ARGV`` run in this process (exit status 2)."""
+    capsys.readouterr()
+    assert main(list(argv)) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    return line
+
+
 def snapshot(path: Path) -> dict[str, bytes]:
     if path.is_file():
         return {path.name: path.read_bytes()}
@@ -85,18 +93,18 @@ def test_predict_never_writes_onto_its_input_under_any_spelling(small_tagger, te
     assert snapshot(texts) == before
 
 
-def test_export_never_writes_onto_the_model_it_exports(small_tagger, tmp_path):
+def test_export_never_writes_onto_the_model_it_exports(small_tagger, tmp_path, capsys):
     model = shutil.copytree(small_tagger, tmp_path / "model")
     before = snapshot(model)
     for output in (model, model / "onnx", tmp_path / "link"):
         if output.name == "link":
             output.symlink_to(model)
-        line = one_line(bistack("export", str(model), "--output", str(output), "--overwrite"))
+        line = refused(capsys, "export", str(model), "--output", str(output), "--overwrite")
         assert "the model directory" in line and str(model) in line
         assert snapshot(model) == before
 
 
-def test_training_and_the_studies_never_write_around_their_data(tmp_path):
+def test_training_and_the_studies_never_write_around_their_data(tmp_path, capsys):
     data = tmp_path / "data"
     data.mkdir()
     train = write_conll(data / "train.txt", tiny_sentences(30, seed=0))
@@ -104,10 +112,10 @@ def test_training_and_the_studies_never_write_around_their_data(tmp_path):
     config.write_text(yaml.safe_dump(tiny_config(train, None, train={"max_epochs": 1})))
     before = snapshot(data)
     for command in ("train", "ladder"):
-        line = one_line(bistack(command, str(config), "--output", str(data), "--overwrite"
-                                if command == "train" else "--seeds=1"))  # fmt: skip
+        last = "--overwrite" if command == "train" else "--seeds=1"
+        line = refused(capsys, command, str(config), "--output", str(data), last)
         assert f"contains data.train {train}" in line, line
-    line = one_line(bistack("train", str(config), "--output", str(config), "--overwrite"))
+    line = refused(capsys, "train", str(config), "--output", str(config), "--overwrite")
     assert "is the config" in line
     assert snapshot(data) == before
 
@@ -125,9 +133,8 @@ def test_explain_never_writes_into_the_model(small_classifier, capsys):
 
 def started_prediction(model: Path, source: Path, output: Path) -> None:
     """A corpus prediction stopped after its first chunk, as a kill would leave it."""
-    done = bistack("predict", str(model), "--input", str(source), "--output", str(output),
-                   "--chunk-size", "1", "--format", "jsonl")  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    assert main(["predict", str(model), "--input", str(source), "--output", str(output),
+                 "--chunk-size", "1", "--format", "jsonl"]) == 0  # fmt: skip
     # Leave it as a run killed after one chunk: the progress record of one record.
     whole = output.read_text().splitlines(keepends=True)
     output.write_text(whole[0])
@@ -155,7 +162,7 @@ def _settings_of(model: Path, source: Path) -> dict:
     }
 
 
-def test_predict_resume_refuses_a_model_or_input_changed_in_place(small_tagger, tmp_path):
+def test_predict_resume_refuses_a_model_or_input_changed_in_place(small_tagger, tmp_path, capsys):
     model = shutil.copytree(small_tagger, tmp_path / "model")
     source = tmp_path / "in.txt"
     source.write_text("John visited Paris .\nMary left Rome .\nAnna loves Berlin .\n")
@@ -167,18 +174,17 @@ def test_predict_resume_refuses_a_model_or_input_changed_in_place(small_tagger, 
     weights = model / "model.safetensors"
     original = weights.read_bytes()
     weights.write_bytes(original[:-8] + bytes(8))
-    line = one_line(bistack(*resumed))
+    line = refused(capsys, *resumed)
     assert f"the model {model.resolve()} changed since" in line
     weights.write_bytes(original)
     # The input edited in place, or cut short.
     text = source.read_text()
     for edited in (text.replace("Mary", "Mara"), text.splitlines(keepends=True)[0]):
         source.write_text(edited)
-        line = one_line(bistack(*resumed))
+        line = refused(capsys, *resumed)
         assert f"the input {source.resolve()} changed since" in line
     source.write_text(text)
-    done = bistack(*resumed)
-    assert done.returncode == 0, done.stderr
+    assert main(resumed) == 0
     assert len(output.read_text().splitlines()) == 3
 
 
@@ -207,12 +213,12 @@ def stopped_run(tmp_path, monkeypatch) -> tuple[Path, Path, Path]:
     return run, config, train
 
 
-def test_train_resume_names_data_that_changed_and_damaged_checkpoints(stopped_run):
+def test_train_resume_names_data_that_changed_and_damaged_checkpoints(stopped_run, capsys):
     run, config, train = stopped_run
     resume = ["train", str(config), "--output", str(run), "--resume", "--no-progress"]
     text = train.read_text()
     train.write_text(text.replace("Paris", "Lyon"))  # the same path, other data
-    line = one_line(bistack(*resume))
+    line = refused(capsys, *resume)
     assert f"data.train {train} changed since the checkpoint was written" in line
     train.write_text(text)
     checkpoint = run / "checkpoint.safetensors"
@@ -226,17 +232,17 @@ def test_train_resume_names_data_that_changed_and_damaged_checkpoints(stopped_ru
     name = next(k for k, v in tensors.items() if k.startswith("model.") and v.is_floating_point())
     broken = dict(tensors) | {name: tensors[name] * float("nan")}
     save_file(broken, checkpoint, metadata=meta)
-    line = one_line(bistack(*resume))
+    line = refused(capsys, *resume)
     assert "damaged" in line and "not finite" in line and "optimizer.lr" not in line
     # A record missing from it.
     record = json.loads(meta["bistack"])
     del record["param_groups"]
     save_file(tensors, checkpoint, metadata={"bistack": json.dumps(record)})
-    line = one_line(bistack(*resume))
+    line = refused(capsys, *resume)
     assert f"{checkpoint}: damaged: it lacks param_groups" in line
     # The real one resumes.
     save_file(tensors, checkpoint, metadata=meta)
-    assert bistack(*resume).returncode == 0
+    assert main(resume) == 0
 
 
 # --- 3. Workers die with their run ------------------------------------------------------------
@@ -397,34 +403,29 @@ def test_the_server_refuses_lone_surrogates_and_bodies_that_are_not_utf8(small_t
 # --- 7. Damaged model and exported directories, named ------------------------------------------
 
 
-def test_a_damaged_directory_is_one_line_before_any_input_is_read(small_tagger, tmp_path):
+def test_a_damaged_directory_is_one_line_before_any_input_is_read(
+    small_tagger, small_classifier, tmp_path, capsys
+):
     pytest.importorskip("onnxruntime", reason="exported models run on onnxruntime")
     model = shutil.copytree(small_tagger, tmp_path / "model")
     meta = json.loads((model / "config.json").read_text())
     (model / "config.json").write_text(json.dumps(meta | {"output_scheme": "XYZ"}))
-    line = one_line(bistack("predict", str(model), "John left ."))
+    line = refused(capsys, "predict", str(model), "John left .")
     assert "output_scheme 'XYZ' is not a scheme" in line
     exported = tmp_path / "onnx"
-    assert bistack("export", str(small_tagger), "--output", str(exported)).returncode == 0
+    assert main(["export", str(small_tagger), "--output", str(exported)]) == 0
     settings = json.loads((exported / "export.json").read_text())
     # Labels that do not match the graph's emissions.
     fewer = settings | {"decoder": settings["decoder"] | {"labels": ["O", "S-PER"]}}
     (exported / "export.json").write_text(json.dumps(fewer))
-    line = one_line(bistack("predict", str(exported), "John left ."))
+    line = refused(capsys, "predict", str(exported), "John left .")
     assert "names 2 labels" in line and "two different exports" in line
     # Another model's graph.
     (exported / "export.json").write_text(json.dumps(settings))
     other = tmp_path / "other"
-    texts = tmp_path / "t.tsv"
-    texts.write_text("sentence\tlabel\na great film\t1\na dull film\t0\n" * 10)
-    from tests.recipes.test_text_end_to_end import text_config
-
-    config = tmp_path / "c.yaml"
-    config.write_text(yaml.safe_dump(text_config(texts, texts, train={"max_epochs": 1})))
-    assert bistack("train", str(config), "--output", str(other)).returncode == 0
-    assert bistack("export", str(other / "model"), "--output", str(other / "onnx")).returncode == 0
-    shutil.copy(other / "onnx" / "model.onnx", exported / "model.onnx")
-    line = one_line(bistack("predict", str(exported), "John left ."))
+    assert main(["export", str(small_classifier), "--output", str(other)]) == 0
+    shutil.copy(other / "model.onnx", exported / "model.onnx")
+    line = refused(capsys, "predict", str(exported), "John left .")
     assert "not the graph of this tagger export" in line
 
 

@@ -137,6 +137,7 @@ class ExperimentConfig:
     """
 
     RANGES: ClassVar[tuple[Range, ...]] = ()
+    REGRESSES: ClassVar[bool] = False  # it predicts values (a regressor's calibration applies)
 
     kind: str  # the model kind (the task table's key); each config class fixes its own
     optimizer: OptimizerConfig
@@ -177,7 +178,7 @@ class ExperimentConfig:
             move_dropout_to_encoder(data, train.pop("dropout"), source)
         if "calibrate" in train:
             calibrate = train.pop("calibrate")
-            if calibrate:
+            if calibrate or cls.REGRESSES:
                 set_calibrate(data, calibrate)
 
 

@@ -33,6 +33,7 @@ def test_train_save_load_predict_identically(tmp_path, tiny_conll, head):
     config = config_from_dict(tiny_config(train, dev, head={"type": head}, train={"max_epochs": 4}))
     model_dir = train_quietly(config, tmp_path / "run")
     assert sorted(p.name for p in model_dir.iterdir()) == [
+        "README.md",  # its model card
         "config.json",
         "model.safetensors",
         "vocab.json",

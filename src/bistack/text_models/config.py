@@ -21,7 +21,6 @@ from bistack.config import (
     TrainConfig,
     check_features,
     check_part_dropout,
-    set_calibrate,
 )
 from bistack.errors import ConfigError
 
@@ -89,7 +88,6 @@ class TextModelConfig(ExperimentConfig):
     """
 
     RANGES: ClassVar[tuple[Range, ...]] = RANGES
-    REGRESSES: ClassVar[bool] = False
 
     kind: str = "classifier"
     data: TextDataConfig = field(default_factory=TextDataConfig)
@@ -104,14 +102,6 @@ class TextModelConfig(ExperimentConfig):
         super().validate(source)
         check_labels(self, source)
         check_features(self.features, source)
-
-    @classmethod
-    def upgrade(cls, data: dict[str, Any], legacy: bool, source: str) -> None:
-        """As every kind's, and a regressor's ``train.calibrate`` moves even when false."""
-        train = data.get("train")
-        if cls.REGRESSES and isinstance(train, dict) and "calibrate" in train:
-            set_calibrate(data, train.pop("calibrate"))
-        super().upgrade(data, legacy, source)
 
 
 @dataclass
@@ -131,7 +121,6 @@ class LayerPoolingTextConfig(ExperimentConfig):
     """A classifier or regressor whose head pools over a transformer's layers (second seed)."""
 
     RANGES: ClassVar[tuple[Range, ...]] = RANGES
-    REGRESSES: ClassVar[bool] = False
 
     kind: str = "layer_classifier"
     data: TextDataConfig = field(default_factory=TextDataConfig)
@@ -170,8 +159,6 @@ class LayerPoolingTextConfig(ExperimentConfig):
                     "their dropout is layer_pooling.dropout"
                 )
             train.pop("dropout")
-        if cls.REGRESSES and isinstance(train, dict) and "calibrate" in train:
-            set_calibrate(data, train.pop("calibrate"))
         super().upgrade(data, legacy, source)
 
 
