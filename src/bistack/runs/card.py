@@ -111,7 +111,7 @@ def render(trained: Trained, torch_version: str) -> str:
         "## Use it",
         "",
         "```",
-        "bistack predict MODEL_DIR \"Some text to predict.\" --format jsonl",
+        'bistack predict MODEL_DIR "Some text to predict." --format jsonl',
         "bistack evaluate MODEL_DIR DATA_FILE --report report/",
         "bistack info MODEL_DIR",
         "```",

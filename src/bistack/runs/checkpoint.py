@@ -192,13 +192,13 @@ def check_checkpoint(path: Path, tensors: dict[str, torch.Tensor], meta: Any) ->
     except TypeError as error:
         raise CheckpointError(f"{path}: damaged: its loop state is not one ({error})") from None
     for name, value in tensors.items():
-        if name.startswith("model.") and value.is_floating_point():
-            if not bool(value.isfinite().all()):
-                raise CheckpointError(
-                    f"{path}: damaged: weight {name.removeprefix('model.')} holds values that "
-                    "are not finite (a diverged run writes no checkpoint); start again with "
-                    "--overwrite"
-                )
+        weight = name.startswith("model.") and value.is_floating_point()
+        if weight and not bool(value.isfinite().all()):
+            raise CheckpointError(
+                f"{path}: damaged: weight {name.removeprefix('model.')} holds values that "
+                "are not finite (a diverged run writes no checkpoint); start again with "
+                "--overwrite"
+            )
 
 
 def changing_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -52,7 +52,7 @@ class RunOptions:
     precision: str | None = None  # Fabric's, e.g. bf16-mixed; None: 32-bit
     progress: bool = True
     overwrite: bool = False
-    resume: bool = False  # go on from the checkpoint in the output (see ``bistack.runs.checkpoint``)
+    resume: bool = False  # go on from the output's checkpoint (``bistack.runs.checkpoint``)
     log_format: Literal["text", "json"] = "text"
 
 
