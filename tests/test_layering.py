@@ -28,12 +28,12 @@ BLOCKS = [
 SHARED = [
     *("config", "config_files", "data", "metrics", "runs", "models", "modeldir"),
     *("feature_cache", "threads", "formats", "inputs", "cards", "graphs", "onnx_session"),
-    *("paths", "fingerprints"),
+    *("paths", "fingerprints", "processes"),
 ]
 FAMILIES = ["taggers", "text_models", "language_models"]
 TABLE = ["tasks"]
 ABOVE = ["studies", "serve", "corpus", "export", "api", "training", "info", "reports"]
-CLI = ["cli", "__init__"]
+CLI = ["cli", "__init__", "__main__"]
 FLOORS = [BLOCKS, SHARED, FAMILIES, TABLE, ABOVE, CLI]
 
 

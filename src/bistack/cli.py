@@ -355,6 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_threads_flag(ladder)
     ladder.set_defaults(run=run_ladder)
 
+    add_tune_command(commands)
+
     sample = commands.add_parser("sample", help="generate text with a language model")
     sample.add_argument("model", help="model directory of a language model")
     sample.add_argument("prompt", nargs="?", default="", help="text to continue")
@@ -400,6 +402,9 @@ def configure_threads(args: argparse.Namespace) -> None:
     on_cpu = getattr(args, "accelerator", "cpu") == "cpu"
     processes = int(devices) if devices.isdigit() and on_cpu else 1
     workers = getattr(args, "workers", 1) or 1
+    tuning = args.command == "tune"
+    if tuning:  # each trial process has its share of the CPUs
+        processes, workers = workers, 1
     try:
         threads = choose_threads(args.threads, os.environ.get("OMP_NUM_THREADS"), cpus, processes)
     except ValueError as error:
@@ -410,7 +415,9 @@ def configure_threads(args: argparse.Namespace) -> None:
     args.threads = threads  # an exported model's onnxruntime session takes it too
     if workers > 1:  # each worker process runs one thread (corpus prediction)
         processes, threads = workers, 1
-    if args.command in ("train", "ladder", "compare-poolers", "demo"):
+    if tuning and args.worker_of is not None:  # its parent said it, for all its workers
+        return
+    if args.command in ("train", "ladder", "compare-poolers", "demo", "tune"):
         # Said in the run's log (stdout), with what else runs now: the tasks running, less
         # this one (the 4th field of /proc/loadavg counts it).
         warning = oversubscription(threads, processes, cpus, max(0, running_tasks() - 1))
@@ -527,6 +534,109 @@ def run_ladder(args: argparse.Namespace) -> int:
         say=say_as(args.log_format),
     )
     say_as(args.log_format)(f"table and chart in {output}/ladder.{{md,json,png}}")
+    return 0
+
+
+def add_tune_command(commands: Any) -> None:
+    tune = commands.add_parser(
+        "tune",
+        help="search hyperparameters (Optuna), then judge the best against the seed noise",
+        description="Search the config keys of a space file with Optuna's TPE sampler, pruning "
+        "hopeless trials after each epoch; then retrain the best trial's config and the "
+        "starting config with --seeds seeds each and say whether the gain beats the noise. "
+        "Each trial is an ordinary training run; an interrupted search goes on when run again.",
+    )
+    tune.add_argument("config", help="YAML config to start from (any model kind)")
+    tune.add_argument(
+        "--space",
+        required=True,
+        help="YAML file: config keys with [low, high], {log: [low, high]}, "
+        "{range: [low, high], step: s} or {choice: [...]}",
+    )
+    tune.add_argument(
+        "--trials", type=ranged(int, 1), default=20, help="trials in all (default 20)"
+    )
+    tune.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+    tune.add_argument("--output", help="folder (default runs/tune-<config name>)")
+    tune.add_argument(
+        "--seeds",
+        type=ranged(int, 0),
+        default=3,
+        help="seeds for each of the best and the starting config in the verdict (default 3; "
+        "0: no verdict, as on the helper machines of a shared study)",
+    )
+    tune.add_argument(
+        "--storage",
+        metavar="URL",
+        help="the study's database, any URL Optuna takes (postgresql://..., mysql://...) for "
+        "a study several machines share; default an SQLite file in --output",
+    )
+    tune.add_argument("--study-name", default="tune", help="the study's name in the database")
+    tune.add_argument(
+        "--workers",
+        type=ranged(int, 1),
+        default=1,
+        help="trial processes on this machine, sharing the CPUs (default 1)",
+    )
+    tune.add_argument(
+        "--startup-trials",
+        type=ranged(int, 1),
+        default=5,
+        help="trials drawn at random before TPE models the space, and complete before pruning "
+        "starts (default 5)",
+    )
+    tune.add_argument("--no-prune", action="store_true", help="let every trial train to its end")
+    tune.add_argument(
+        "--sampler-seed", type=int, help="seed of the sampler, for a search that repeats"
+    )
+    tune.add_argument("--worker-of", type=int, help=argparse.SUPPRESS)  # a trial process
+    add_threads_flag(tune)
+    tune.set_defaults(run=run_tune)
+
+
+def run_tune(args: argparse.Namespace) -> int:
+    from bistack.studies.search_space import read_space
+    from bistack.studies.tune import TuneSettings, storage_url, tune
+    from bistack.tasks import load_config
+
+    try:  # the trials' lines are ours: Optuna's own per-trial log lines would repeat them
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+    except ImportError:
+        return fail("tune needs Optuna: pip install 'bistack[tune]'")
+    config = load_config(args.config, args.set)
+    space = read_space(args.space, config)
+    output = Path(args.output or Path("runs") / f"tune-{Path(args.config).stem}")
+    inputs = [("the config", args.config), ("the space", args.space)]
+    refuse_overlap(output, inputs, "--output")  # fmt: skip
+    settings = TuneSettings(
+        trials=args.trials,
+        seeds=args.seeds,
+        storage=args.storage,
+        study_name=args.study_name,
+        startup=args.startup_trials,
+        prune=not args.no_prune,
+        sampler_seed=args.sampler_seed,
+    )
+    if args.worker_of is not None:  # one of a tune's trial processes: search, and end with it
+        from bistack.processes import die_with
+
+        die_with(args.worker_of)
+        tune(config, space, output, settings, report=False)
+        return 0
+
+    def worker_argv(index: int) -> list[str]:
+        argv = ["tune", args.config, "--space", args.space, "--trials", str(args.trials)]
+        argv += ["--output", str(output), "--storage", storage_url(output, args.storage)]
+        argv += ["--study-name", args.study_name, "--startup-trials", str(args.startup_trials)]
+        argv += ["--threads", str(args.threads)]
+        argv += ["--no-prune"] if args.no_prune else []
+        if args.sampler_seed is not None:  # one seed each: the same one would repeat values
+            argv += ["--sampler-seed", str(args.sampler_seed + index)]
+        return argv + [item for override in args.set for item in ("--set", override)]
+
+    tune(config, space, output, settings, workers=args.workers, worker_argv=worker_argv)
     return 0
 
 

@@ -125,6 +125,28 @@ def same_settings(recorded: dict[str, Any], config: ExperimentConfig) -> bool:
         return False
 
 
+def key_hint(cls: type, key: str, source: str) -> Any:
+    """The type a dotted ``key`` (``encoder.outer_dropout``) holds in config class ``cls``, its
+    optional sections looked through; an unknown key is an error naming it and ``source``."""
+    parts = key.split(".")
+    node: Any = cls
+    for depth, name in enumerate(parts[:-1]):
+        node = _section_class(_field_hint(node, name, key, ".".join(parts[:depth]), source))
+        if node is None:
+            raise ConfigError(f"{source}: {key!r}: {'.'.join(parts[: depth + 1])} is not a section")
+    return _field_hint(node, parts[-1], key, ".".join(parts[:-1]), source)
+
+
+def _field_hint(section: type, name: str, key: str, where: str, source: str) -> Any:
+    hints = typing.get_type_hints(section)
+    if name not in {f.name for f in dataclasses.fields(section)}:
+        known = ", ".join(sorted(f.name for f in dataclasses.fields(section)))
+        raise ConfigError(
+            f"{source}: unknown key {key!r} (known{' in ' + where if where else ''}: {known})"
+        )
+    return hints[name]
+
+
 def _build(cls: type, data: Any, source: str, prefix: str, base: Any = None) -> Any:
     """``cls`` from ``data``; keys it leaves out keep ``base``'s values (a section's defaults
     for the config's kind: a layer classifier's ``optimizer: {lr: ...}`` stays AdamW), or the

@@ -18,7 +18,7 @@ from bistack.config_files import read_yaml, set_key
 from bistack.data.tables import memory_sources
 from bistack.errors import ConfigError
 from bistack.runs.driver import DEFAULT_OPTIONS, RunOptions, TrainedModel, train_model
-from bistack.runs.loop import FitResult
+from bistack.runs.loop import EpochHook, FitResult
 
 
 def checked_rows(rows: Any, name: str) -> Any:
@@ -42,16 +42,20 @@ def train_config(
     config: ExperimentConfig,
     output: str | Path,
     options: RunOptions = DEFAULT_OPTIONS,
+    on_epoch: EpochHook | None = None,
     **inputs: Any,
 ) -> TrainedModel:
     """Train as ``config`` says, through the one driver, with its kind's recipe and dev metric
     (from the task table); the best model goes to ``output/model``. ``inputs`` go to the
-    recipe (a loaded backbone shared by many runs; tables handed over from Python)."""
+    recipe (a loaded backbone shared by many runs; tables handed over from Python);
+    ``on_epoch(epoch, score)`` may stop the run after an epoch (a tuner's pruning)."""
     from bistack.tasks import task_of
 
     card = task_of(config.kind)
     metric = card.metric_for(config)
-    return train_model(config, output, card.prepare, metric, options, card.description, **inputs)
+    return train_model(
+        config, output, card.prepare, metric, options, card.description, on_epoch, **inputs
+    )
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import queue
-import signal
 import sys
 import threading
 import time
@@ -29,6 +28,7 @@ from bistack.corpus.sources import Record
 from bistack.errors import BistackError, DataError
 from bistack.formats import FORMATS
 from bistack.inputs import Input, described, unicode_problem
+from bistack.processes import die_with
 from bistack.tasks import Opened, open_model
 
 CHUNK_SIZE = 1024
@@ -238,28 +238,6 @@ def _start_worker(spec: Spec, parent: int) -> None:
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)
-
-
-def die_with(parent: int) -> None:
-    """End this process when ``parent`` does: Linux's parent-death signal where there is one,
-    and on every system a thread that watches the parent and exits when it is gone (a
-    process whose parent died is handed to another, so its parent id changes)."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the thread below does it
-        pass
-    if os.getppid() != parent:  # the parent died before the signal was asked for
-        os._exit(1)
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(0.5)
-        os._exit(1)
-
-    threading.Thread(target=watch, daemon=True, name="bistack-parent-watch").start()
 
 
 def _predict_in_worker(spec: Spec, records: list[Record]) -> list[Outcome]:

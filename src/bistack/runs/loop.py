@@ -40,6 +40,11 @@ class LoopTask(Protocol):
     def save_weights(self, directory: Path) -> None: ...
 
 
+# Called after each epoch's dev evaluation with the epoch and the score the loop maximises;
+# returns why training stops now (a tuner pruning a hopeless trial), or None to go on.
+EpochHook = Callable[[int, float], str | None]
+
+
 class TrainingDiverged(BistackError):
     """A loss or gradient norm that is not finite: training cannot go on from here."""
 
@@ -216,8 +221,10 @@ def fit(
     config: dict[str, Any] | None = None,
     inputs: dict[str, str] | None = None,
     resume: Checkpoint | None = None,
+    on_epoch: EpochHook | None = None,
 ) -> FitResult:
-    """Train ``model`` (unwrapped) on ``task`` until patience, max_epochs or max_minutes.
+    """Train ``model`` (unwrapped) on ``task`` until patience, max_epochs or max_minutes, or
+    until ``on_epoch(epoch, score)`` (after each dev evaluation) gives a reason to stop.
 
     Rank 0 alone logs metrics (``run.output/metrics.csv``), saves the best weights, and every
     ``train.checkpoint_every`` epochs a checkpoint (with ``config`` and ``inputs``, the digests
@@ -294,13 +301,14 @@ def fit(
                 improved,
             )
             out_of_time = train.max_minutes is not None and elapsed > train.max_minutes * 60
-            stop = fabric.broadcast(stale >= train.patience or out_of_time)
+            halted = on_epoch(epoch, evaluation.score) if on_epoch is not None else None
+            stop = fabric.broadcast(stale >= train.patience or out_of_time or halted is not None)
             every = train.checkpoint_every
             if fabric.is_global_zero and every and (epoch % every == 0 or stop):
                 state = LoopState(epoch, best, best_epoch, stale, elapsed, stopped=stop)
                 save_checkpoint(run.output, model, optimizer, state, config or {}, inputs or {})
             if stop:
-                reason = "time budget reached" if out_of_time else "no dev improvement"
+                reason = halted or ("time budget reached" if out_of_time else "no dev improvement")
                 say(f"stopping after epoch {epoch}: {reason}")
                 break
     except KeyboardInterrupt:

@@ -118,7 +118,9 @@ def compare_poolers(
         scores, seconds, parameters = [], [], 0
         for run_name, (data, held_out) in runs:
             settings = _run_settings(config, name, run_name)
-            options = RunOptions(progress=progress, overwrite=True, log_format=log_format)
+            options = RunOptions(
+                progress=progress, overwrite=True, log_format=log_format, checkpoints=False
+            )
             result = _train_or_reuse(
                 settings, output / name / run_name, backbone, data, held_out, vectors, options
             )

@@ -118,7 +118,9 @@ def run_ladder(
 
             def run(settings: ExperimentConfig = settings, directory: Path = directory) -> dict:
                 # A run without its result.json did not finish: its model may be replaced.
-                options = RunOptions(progress=progress, overwrite=True, log_format=log_format)
+                options = RunOptions(
+                    progress=progress, overwrite=True, log_format=log_format, checkpoints=False
+                )
                 trained = train(settings, directory, options)
                 best = metric.value(trained.fit.best_score)
                 return {"score": best, "parameters": trained.parameters}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# bistack tune on a background budget: the CoNLL-2003 BiLSTM-CRF and the SST-2 classifier, each
+# trial and each verdict run capped at a few epochs (both the starting and the tuned config get
+# the same cap, so the verdict compares like with like). Results: benchmarks/results/tune-*/.
+#   OMP_NUM_THREADS=1 bash benchmarks/tune.sh conll03   (about 25 minutes on one thread)
+#   OMP_NUM_THREADS=1 bash benchmarks/tune.sh sst2      (about 20 minutes)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+case "${1:?conll03 or sst2}" in
+  conll03)
+    config=configs/conll03-bilstm-crf.yaml space=configs/spaces/conll03-bilstm-crf.yaml
+    budget=(--trials 12 --startup-trials 4 --set train.max_epochs=5 --set train.patience=5) ;;
+  sst2)
+    config=configs/sst2-bilstm-attention.yaml space=configs/spaces/sst2-bilstm-attention.yaml
+    budget=(--trials 10 --startup-trials 4 --set train.max_epochs=3 --set train.patience=3) ;;
+  *) echo "usage: $0 conll03|sst2" >&2; exit 2 ;;
+esac
+output=runs/benchmarks/tune-$1
+.venv/bin/bistack tune "$config" --space "$space" "${budget[@]}" --seeds 3 --sampler-seed 1 \
+  --threads "${OMP_NUM_THREADS:-1}" --output "$output"
+mkdir -p "benchmarks/results/tune-$1"
+cp "$output"/tune.md "$output"/tune.json "$output"/tune-*.png "$output"/best.yaml \
+  "benchmarks/results/tune-$1/"

@@ -1,0 +1,553 @@
+"""``bistack tune``: a hyperparameter search on Optuna, and a verdict held to the seed noise.
+
+Each trial is an ordinary run of the one training driver (its model directory, metrics and lock
+under ``trials/trial-NNNN``), its config the starting one with the space's values
+(``bistack.studies.search_space``). Optuna's TPE sampler proposes values; its median pruner stops
+a trial whose dev metric after an epoch is below the median of earlier trials at that epoch.
+The first trial is the starting config itself when its values lie in the space, so a search
+starts from what the user has.
+
+The study lives in a database (an SQLite file in the output folder by default, or any URL
+Optuna takes), so an interrupted search resumes where it stopped and several processes or
+machines share one. A trial counts once it ran to an end (complete, pruned, or failed with an
+error); an interrupted trial (Ctrl-C, a kill, a machine that stopped answering) is recorded as
+such and its values are tried again. Numbers are the database's, so however many processes
+ask at once, exactly ``trials`` trials count.
+
+After the search the best trial's config and the starting config are each trained with
+``seeds`` seeds, and the verdict says whether the gain exceeds the seed noise of the difference
+(the ladder's rule): the search picked the best of many single runs on dev, and only new seeds
+say how much of its lead was luck.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bistack.config import ExperimentConfig
+from bistack.errors import BistackError, ConfigError
+from bistack.metrics.dev import Metric
+from bistack.modeldir import atomic_write
+from bistack.paths import refuse_overlap
+from bistack.runs.driver import RunOptions
+from bistack.studies.repeated import RepeatedResult, run_or_reuse
+from bistack.studies.report import judge
+from bistack.studies.search_space import Parameter, with_value
+from bistack.studies.tune_report import TrialRow, Verdict, write_report
+from bistack.tasks import task_of
+from bistack.training import train_config as train
+
+STUDY_FILE = "study.db"
+LOG = "tune.log"
+HEARTBEAT_S = 30.0  # how often a running trial says it is alive
+STALE_S = 300.0  # a trial of another machine silent this long is taken as interrupted
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    """trials: how many count (see the module's docstring); seeds: per config in the verdict
+    (0: no verdict); storage: an Optuna database URL (None: SQLite in the output); startup:
+    trials drawn at random before TPE models the space, and completed before pruning starts;
+    prune: stop hopeless trials; sampler_seed: TPE's seed (None: random; two processes with one
+    seed would propose the same values)."""
+
+    trials: int
+    seeds: int = 3
+    storage: str | None = None
+    study_name: str = "tune"
+    startup: int = 5
+    prune: bool = True
+    sampler_seed: int | None = None
+
+
+def storage_url(output: Path, storage: str | None) -> str:
+    return storage or f"sqlite:///{(output / STUDY_FILE).resolve()}"
+
+
+def tune(
+    config: ExperimentConfig,
+    space: list[Parameter],
+    output: str | Path,
+    settings: TuneSettings,
+    *,
+    workers: int = 1,
+    worker_argv: Callable[[int], list[str]] | None = None,
+    report: bool = True,
+    say: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Search ``space`` from ``config`` until ``settings.trials`` trials count, then (with
+    ``report``) the verdict and ``tune.md``/``tune.json``/PNGs/``best.yaml`` in ``output``;
+    returns the report's data. ``workers`` > 1 runs that many processes of
+    ``worker_argv(index)`` (a ``bistack tune`` command line as a worker) on the study instead of
+    searching in this one."""
+    output = Path(output)
+    refuse_overlap(output, config.input_paths(), "tune's output")
+    output.mkdir(parents=True, exist_ok=True)
+    metric = task_of(config.kind).metric_for(config)
+    with file_lock(output / ".study.lock"):  # processes starting together make one study
+        study = open_study(output, settings, config, space, metric)
+        start_from_config(study, config, space)
+    log = Log(output / LOG, say)
+    if workers > 1:
+        assert worker_argv is not None
+        run_workers(worker_argv, workers, log)
+    else:
+        Search(study, config, space, output, settings, metric, log).run()
+    if not report:
+        return {}
+    verdict = None
+    with file_lock(output / ".verdict.lock"):  # a second process reuses the first's runs
+        if settings.seeds and not unfinished(study):
+            verdict = judge_best(study, config, space, output, settings.seeds, metric, log)
+    rows = trial_rows(study)
+    best = best_config(study, config, space)
+    if best is not None:
+        text = yaml.safe_dump(best.to_dict(), sort_keys=False, allow_unicode=True)
+        atomic_write(output / "best.yaml", lambda tmp: Path(tmp).write_text(text))
+    summary = write_report(output, config, space, metric, settings, rows, verdict)
+    log.say(
+        f"report in {output}/tune.{{md,json}}, charts tune-*.png; best config {output}/best.yaml"
+    )
+    return summary
+
+
+def open_study(
+    output: Path, settings: TuneSettings, config: ExperimentConfig, space: list[Parameter],
+    metric: Metric,
+) -> Any:  # fmt: skip
+    """The study in ``settings.storage`` (created, or loaded to go on), refused when it was
+    started with another config, space or metric."""
+    try:
+        import optuna
+    except ImportError:
+        raise ConfigError("tune needs Optuna: pip install 'bistack[tune]'") from None
+    url = storage_url(output, settings.storage)
+    engine = {"connect_args": {"timeout": 120}} if url.startswith("sqlite") else {}
+    try:
+        storage = optuna.storages.RDBStorage(url, engine_kwargs=engine)
+    except Exception as error:  # SQLAlchemy's or a missing driver's: the URL is the cause
+        raise ConfigError(f"--storage {url}: {str(error).splitlines()[0]}") from None
+    sampler = optuna.samplers.TPESampler(
+        n_startup_trials=settings.startup, seed=settings.sampler_seed, constant_liar=True
+    )
+    pruner = (
+        optuna.pruners.MedianPruner(n_startup_trials=settings.startup)
+        if settings.prune
+        else optuna.pruners.NopPruner()
+    )
+    study = optuna.create_study(
+        storage=storage,
+        study_name=settings.study_name,
+        direction="maximize" if metric.higher_is_better else "minimize",
+        sampler=sampler,
+        pruner=pruner,
+        load_if_exists=True,
+    )
+    recorded = {
+        "config": config.to_dict(),
+        "space": [p.to_dict() for p in space],
+        "metric": metric.name,
+    }
+    previous = study.user_attrs
+    if not previous:
+        for key, value in recorded.items():
+            study.set_user_attr(key, value)
+        return study
+    changed = [key for key, value in recorded.items() if previous.get(key) != value]
+    if changed:
+        raise ConfigError(
+            f"{url}: study {settings.study_name!r} was searched with another "
+            f"{' and '.join(changed)}; give the same ones to go on, or another --output "
+            "(or --study-name) for a new search"
+        )
+    return study
+
+
+class Log:
+    """One line per trial (and the search's own lines), on the terminal and in ``tune.log``."""
+
+    def __init__(self, path: Path, say: Callable[[str], None]) -> None:
+        self.path, self.say_on_terminal = path, say
+
+    def say(self, line: str) -> None:
+        self.say_on_terminal(line)
+        with self.path.open("a", encoding="utf-8") as handle:  # appends are whole lines
+            handle.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} [{os.getpid()}] {line}\n")
+
+
+class Search:
+    """The trials of one process: ask the study, train, tell, until enough trials count."""
+
+    def __init__(
+        self, study: Any, config: ExperimentConfig, space: list[Parameter], output: Path,
+        settings: TuneSettings, metric: Metric, log: Log,
+    ) -> None:  # fmt: skip
+        self.study, self.config, self.space, self.output = study, config, space, output
+        self.settings, self.metric, self.log = settings, metric, log
+
+    def run(self) -> None:
+        import optuna
+
+        while True:
+            reclaim_interrupted(self.study, self.log)
+            if counted(self.study.get_trials(deepcopy=False)) >= self.settings.trials:
+                return
+            trial = self.study.ask()
+            earlier = [t for t in self.study.get_trials(deepcopy=False) if t.number < trial.number]
+            if counted(earlier) >= self.settings.trials:  # another process took the last one
+                trial.set_user_attr("surplus", True)
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                return
+            self.run_trial(trial)
+
+    def run_trial(self, trial: Any) -> None:
+        import optuna
+
+        values = {p.key: p.suggest(trial) for p in self.space}
+        directory = self.output / "trials" / f"trial-{trial.number:04d}"
+        trial.set_user_attr("worker", worker_id())
+        trial.set_user_attr("directory", str(directory.relative_to(self.output)))
+        shown = ", ".join(f"{k}={format_value(v)}" for k, v in values.items())
+        self.log.say(f"trial {trial.number} started: {shown}")
+        pruned: list[str] = []
+        started = time.monotonic()
+
+        def on_epoch(epoch: int, score: float) -> str | None:
+            value = self.metric.value(score)
+            if not math.isfinite(value):
+                return None
+            trial.report(value, epoch)
+            if self.settings.prune and trial.should_prune():
+                pruned.append(f"epoch {epoch}")
+                return (
+                    f"pruned by the tuner: {self.metric.name} {value:.4g} at epoch {epoch} "
+                    "is worse than the median of earlier trials there"
+                )
+            return None
+
+        with heartbeat(trial):
+            try:
+                settings = with_value(self.config, values, f"trial {trial.number}")
+                with trial_output(directory.with_suffix(".log")):
+                    trained = train(
+                        settings,
+                        directory,
+                        RunOptions(progress=False, overwrite=True, checkpoints=False),
+                        on_epoch=on_epoch,
+                    )
+            except KeyboardInterrupt:
+                trial.set_user_attr("interrupted", True)
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                self.study.enqueue_trial(values, user_attrs={"retry_of": trial.number})
+                self.log.say(
+                    f"trial {trial.number} interrupted: recorded as such; the same command "
+                    "goes on from here, trying its values again"
+                )
+                raise
+            except Exception as error:  # a trial is where one failure stops: the search goes on
+                reason = (
+                    f"{type(error).__name__}: {error}"
+                    if not isinstance(error, BistackError)
+                    else str(error)
+                )
+                with directory.with_suffix(".log").open("a", encoding="utf-8") as handle:
+                    traceback.print_exc(file=handle)
+                trial.set_user_attr("error", reason)
+                trial.set_user_attr("seconds", round(time.monotonic() - started, 1))
+                self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                self.say_done(trial.number, f"failed: {reason}")
+                return
+        best = self.metric.value(trained.fit.best_score)
+        trial.set_user_attr("epochs", trained.fit.epochs)
+        trial.set_user_attr("best_epoch", trained.fit.best_epoch)
+        trial.set_user_attr("best", best)
+        trial.set_user_attr("seconds", round(time.monotonic() - started, 1))
+        if pruned:
+            trial.set_user_attr("pruned_at", pruned[0])
+            self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+            self.say_done(trial.number, f"pruned at {pruned[0]} ({self.metric.name} {best:.4g})")
+        else:
+            self.study.tell(trial, best)
+            self.say_done(trial.number, f"{self.metric.name} {best:.4g}")
+
+    def say_done(self, number: int, outcome: str) -> None:
+        trials = self.study.get_trials(deepcopy=False)
+        done = counted([t for t in trials if t.state.name != "RUNNING"])
+        line = f"trial {number} ({done} of {self.settings.trials} done): {outcome}"
+        complete = [t for t in trials if t.state.name == "COMPLETE"]
+        if complete:
+            pick = max if self.metric.higher_is_better else min
+            best = pick(complete, key=lambda t: t.value)
+            line += f"; best so far {self.metric.name} {best.value:.4g} (trial {best.number})"
+        self.log.say(line)
+
+
+def start_from_config(study: Any, config: ExperimentConfig, space: list[Parameter]) -> None:
+    """Enqueue the starting config's values as the first trial of a new study, when they lie
+    in the space."""
+    if study.get_trials(deepcopy=False):
+        return
+    values = start_values(config, space)
+    if values is not None:
+        study.enqueue_trial(values, user_attrs={"start": True})
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (processes on this machine wait for each other)."""
+    import fcntl
+
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def counted(trials: list[Any]) -> int:
+    """How many of ``trials`` count toward the budget: those that ran to an end (complete,
+    pruned, or failed with an error) and those running; not interrupted or surplus ones, nor
+    ones waiting to start."""
+    total = 0
+    for trial in trials:
+        state = trial.state.name
+        if trial.user_attrs.get("surplus"):
+            continue
+        if state in ("COMPLETE", "PRUNED", "RUNNING") or (
+            state == "FAIL" and "error" in trial.user_attrs
+        ):
+            total += 1
+    return total
+
+
+def unfinished(study: Any) -> bool:
+    """Whether trials are still running or waiting (in another process, say)."""
+    return any(t.state.name in ("RUNNING", "WAITING") for t in study.get_trials(deepcopy=False))
+
+
+def start_values(config: ExperimentConfig, space: list[Parameter]) -> dict[str, Any] | None:
+    """The starting config's value of every searched key, when each lies in the space."""
+    data = config.to_dict()
+    values = {}
+    for parameter in space:
+        node: Any = data
+        for name in parameter.key.split("."):
+            node = node.get(name) if isinstance(node, dict) else None
+        if not parameter.contains(node):
+            return None
+        values[parameter.key] = node
+    return values
+
+
+def worker_id() -> str:
+    """This process, as a running trial records it: machine, process id and start time (so a
+    reused process id is not taken for the process that died)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{process_start(os.getpid())}"
+
+
+def process_start(pid: int) -> str:
+    """When process ``pid`` started (Linux's clock ticks since boot), '' where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rpartition(")")[2].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def alive(worker: str) -> bool | None:
+    """Whether the process a trial names still runs: known on this machine, None elsewhere."""
+    host, _, rest = worker.partition(":")
+    pid, _, start = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return None
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return not start or process_start(int(pid)) == start
+
+
+def reclaim_interrupted(study: Any, log: Log) -> None:
+    """Running trials whose process is gone (killed on this machine, or silent on another for
+    ``STALE_S``) are recorded as interrupted, and their values tried again."""
+    import optuna
+
+    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+        worker = trial.user_attrs.get("worker", "")
+        running = alive(worker)
+        if running is None:
+            heard = trial.user_attrs.get("alive_at", trial.datetime_start.timestamp())
+            running = time.time() - heard < STALE_S
+        if running:
+            continue
+        try:
+            study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
+        except (RuntimeError, ValueError):  # another process recorded it first
+            continue
+        study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+        log.say(
+            f"trial {trial.number} was interrupted (its process is gone): trying its values again"
+        )
+
+
+@contextlib.contextmanager
+def heartbeat(trial: Any) -> Iterator[None]:
+    """While a trial runs, record every ``HEARTBEAT_S`` that its process is alive."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(HEARTBEAT_S):
+            with contextlib.suppress(Exception):  # a busy database: the next beat will do
+                trial.set_user_attr("alive_at", time.time())
+
+    thread = threading.Thread(target=beat, daemon=True, name="bistack-trial-heartbeat")
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+@contextlib.contextmanager
+def trial_output(path: Path) -> Iterator[None]:
+    """A trial's training lines (its epochs, its summary) go to its own log file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as handle, contextlib.redirect_stdout(handle):
+        yield
+
+
+def run_workers(argv: Callable[[int], list[str]], workers: int, log: Log) -> None:
+    """Run ``workers`` processes of ``argv(index)`` (``bistack tune`` as a worker) on one study;
+    each ends with this one. Ctrl-C reaches them all (one process group): each records its
+    trial."""
+    log.say(f"searching with {workers} worker processes")
+    parent = str(os.getpid())
+    children = [
+        subprocess.Popen([sys.executable, "-m", "bistack", *argv(i), "--worker-of", parent])
+        for i in range(workers)
+    ]
+    try:
+        codes = [child.wait() for child in children]
+    except KeyboardInterrupt:
+        for child in children:
+            child.wait()
+        raise
+    failed = [code for code in codes if code != 0]
+    if failed:
+        raise BistackError(
+            f"{len(failed)} of {workers} worker processes stopped with an error (exit "
+            f"{failed[0]}); their lines above say why; the study keeps every finished trial"
+        )
+
+
+def trial_rows(study: Any) -> list[TrialRow]:
+    rows = []
+    for trial in study.get_trials(deepcopy=False):
+        attrs = trial.user_attrs
+        if attrs.get("surplus"):
+            continue
+        state = trial.state.name.lower()
+        if state == "fail":
+            state = "failed" if "error" in attrs else "interrupted"
+        note = "the starting config" if attrs.get("start") else ""
+        if "retry_of" in attrs:
+            note = f"trial {attrs['retry_of']}'s values again"
+        if "pruned_at" in attrs:
+            note = f"pruned at {attrs['pruned_at']}"
+        rows.append(
+            TrialRow(
+                number=trial.number,
+                state=state,
+                value=trial.value if state == "complete" else attrs.get("best"),
+                params=dict(trial.params),
+                epochs=attrs.get("epochs"),
+                seconds=attrs.get("seconds"),
+                note=note,
+                error=attrs.get("error", ""),
+                directory=attrs.get("directory", ""),
+            )
+        )
+    return rows
+
+
+def best_trial(study: Any) -> Any | None:
+    complete = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
+    return study.best_trial if complete else None
+
+
+def best_config(study: Any, config: ExperimentConfig, space: list[Parameter]) -> Any:
+    trial = best_trial(study)
+    if trial is None:
+        return None
+    return with_value(config, trial.params, f"trial {trial.number}")
+
+
+def judge_best(
+    study: Any, config: ExperimentConfig, space: list[Parameter], output: Path, seeds: int,
+    metric: Metric, log: Log,
+) -> Verdict | None:  # fmt: skip
+    """The best trial's config and the starting config, each trained with ``seeds`` seeds
+    (finished runs reused), and whether the gain beats the noise of the difference."""
+    trial = best_trial(study)
+    if trial is None:
+        log.say("no trial completed: no verdict")
+        return None
+    best = with_value(config, trial.params, f"trial {trial.number}")
+    if best.to_dict() == config.to_dict():
+        log.say(f"the best trial ({trial.number}) is the starting config: nothing to compare")
+        return Verdict(trial.number, None, None, 0.0, "the starting config is the best trial")
+    log.say(f"verdict: the starting config and trial {trial.number}'s, {seeds} seeds each")
+    start = repeated(config, "starting config", output / "verdict" / "start", seeds, metric, log)
+    tuned = repeated(
+        best, f"best (trial {trial.number})", output / "verdict" / "best", seeds, metric, log
+    )
+    gain, says = judge(start, tuned, metric.higher_is_better)
+    return Verdict(trial.number, start, tuned, gain, says)
+
+
+def repeated(
+    config: ExperimentConfig, name: str, directory: Path, seeds: int, metric: Metric, log: Log
+) -> RepeatedResult:
+    scores, seconds, parameters = [], [], 0
+    for seed in range(1, seeds + 1):
+        settings = with_value(config, {"train.seed": seed}, name)
+        run_dir = directory / f"seed{seed}"
+
+        def run(settings: ExperimentConfig = settings, run_dir: Path = run_dir) -> dict:
+            with trial_output(run_dir.with_suffix(".log")):
+                trained = train(
+                    settings, run_dir, RunOptions(progress=False, overwrite=True, checkpoints=False)
+                )
+            return {"score": metric.value(trained.fit.best_score), "parameters": trained.parameters}
+
+        record = run_or_reuse(run_dir, settings, run)
+        scores.append(record["score"])
+        seconds.append(record["seconds"])
+        parameters = record["parameters"]
+        log.say(
+            f"{name} seed {seed}: {metric.name} {record['score']:.4g} ({record['seconds']:.0f}s)"
+        )
+    return RepeatedResult(name, scores, parameters, statistics.fmean(seconds))
+
+
+def format_value(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
