@@ -69,6 +69,28 @@ def test_a_space_the_config_cannot_take_is_refused_before_any_trial(
     assert not output.exists()  # no study, no trial
 
 
+@pytest.mark.parametrize(
+    ("setting", "named"),
+    [
+        ("optimizer.lr=0.1", "optimizer.lr is searched"),
+        ("train.seed=4", "train.seed is the same for both configs"),
+        ("train.max_epoch=40", "unknown key 'train.max_epoch'"),
+        ("train.max_epochs", "expected key=value"),
+    ],
+)
+def test_a_verdict_setting_that_would_change_what_is_judged_is_refused_before_any_trial(
+    tagger_yaml, tmp_path, capsys, setting, named
+):
+    path = space_file(tmp_path, {"optimizer.lr": {"log": [1e-3, 1e-1]}})
+    output = tmp_path / "search"
+    code = tune(str(tagger_yaml), "--space", str(path), "--trials", "2", "--output", str(output),
+                "--verdict-set", setting)  # fmt: skip
+    assert code == 2
+    error = capsys.readouterr().err
+    assert "--verdict-set" in error and named in error, error
+    assert not output.exists()
+
+
 def test_a_tiny_search_prunes_what_cannot_learn_and_its_best_config_trains(
     tagger_yaml, tmp_path, capsys
 ):
@@ -77,6 +99,7 @@ def test_a_tiny_search_prunes_what_cannot_learn_and_its_best_config_trains(
     code = tune(
         str(tagger_yaml), "--space", str(space), "--trials", "4", "--startup-trials", "1",
         "--sampler-seed", "3", "--seeds", "2", "--output", str(output),
+        "--verdict-set", "train.max_epochs=3",
     )  # fmt: skip
     assert code == 0
     report = json.loads((output / "tune.json").read_text())
@@ -96,6 +119,27 @@ def test_a_tiny_search_prunes_what_cannot_learn_and_its_best_config_trains(
     assert best["optimizer"]["lr"] == 0.01
     assert main(["train", str(output / "best.yaml"), "--output", str(tmp_path / "again")]) == 0
     assert (tmp_path / "again" / "model" / "config.json").is_file()
+
+
+def test_the_verdict_runs_and_best_yaml_get_the_full_budget_the_trials_did_not(
+    tagger_yaml, tmp_path
+):
+    space = space_file(tmp_path, {"optimizer.lr": {"choice": [0.02, 0.05]}})  # start (0.01) apart
+    output = tmp_path / "search"
+    code = tune(
+        str(tagger_yaml), "--space", str(space), "--trials", "2", "--seeds", "1",
+        "--output", str(output), "--verdict-set", "train.max_epochs=3",
+    )  # fmt: skip
+    assert code == 0
+    report = json.loads((output / "tune.json").read_text())
+    assert report["verdict_set"] == ["train.max_epochs=3"]
+    assert all(t["epochs"] <= 2 for t in report["trials"])
+    for side in ("start", "best"):
+        record = json.loads((output / "verdict" / side / "seed1" / "result.json").read_text())
+        assert record["config"]["train"]["max_epochs"] == 3, side
+    best = yaml.safe_load((output / "best.yaml").read_text())
+    assert best["train"]["max_epochs"] == 3 and best["optimizer"]["lr"] in (0.02, 0.05)
+    assert "train.max_epochs=3" in (output / "tune.md").read_text()
 
 
 def test_trials_that_cannot_run_are_recorded_with_their_error_and_the_search_goes_on(

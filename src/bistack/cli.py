@@ -566,6 +566,14 @@ def add_tune_command(commands: Any) -> None:
         "0: no verdict, as on the helper machines of a shared study)",
     )
     tune.add_argument(
+        "--verdict-set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a setting of both configs in the verdict only, such as the full epoch budget "
+        "(train.max_epochs=40) after trials on a short one; best.yaml has it too",
+    )
+    tune.add_argument(
         "--storage",
         metavar="URL",
         help="the study's database, any URL Optuna takes (postgresql://..., mysql://...) for "
@@ -618,6 +626,7 @@ def run_tune(args: argparse.Namespace) -> int:
         startup=args.startup_trials,
         prune=not args.no_prune,
         sampler_seed=args.sampler_seed,
+        verdict_set=tuple(args.verdict_set),
     )
     if args.worker_of is not None:  # one of a tune's trial processes: search, and end with it
         from bistack.processes import die_with

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import yaml
+
 from bistack.config import ExperimentConfig
 from bistack.config_files import build_config, key_hint, read_yaml, set_key
 from bistack.errors import ConfigError
@@ -212,3 +214,29 @@ def with_value(
     for key, value in values.items():
         set_key(data, key, value, source)
     return build_config(type(config), data, source)
+
+
+def verdict_config(
+    config: ExperimentConfig, overrides: list[str], space: list[Parameter]
+) -> ExperimentConfig:
+    """``config`` with ``overrides`` (``key=value``, as ``--set``) for the verdict's retraining
+    of the best and the starting config, such as the full epoch budget when the trials ran on
+    a short one. A key the space searches, the seed and the data are refused: the verdict
+    would no longer judge what the search found."""
+    searched = {p.key for p in space}
+    values: dict[str, Any] = {}
+    for override in overrides:
+        key, sep, raw = override.partition("=")
+        source = f"--verdict-set {override!r}"
+        if not sep or not key:
+            raise ConfigError(f"{source}: expected key=value, e.g. train.max_epochs=40")
+        if key in searched:
+            raise ConfigError(f"{source}: {key} is searched; the verdict keeps the trial's value")
+        if key in _NOT_SEARCHED or key.startswith("data."):
+            raise ConfigError(f"{source}: {key} is the same for both configs in a verdict")
+        key_hint(type(config), key, source)
+        try:
+            values[key] = yaml.safe_load(raw)
+        except yaml.YAMLError:
+            raise ConfigError(f"{source}: the value is not valid YAML") from None
+    return with_value(config, values, "--verdict-set") if values else config

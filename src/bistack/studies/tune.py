@@ -47,7 +47,7 @@ from bistack.paths import refuse_overlap
 from bistack.runs.driver import RunOptions
 from bistack.studies.repeated import RepeatedResult, run_or_reuse
 from bistack.studies.report import judge
-from bistack.studies.search_space import Parameter, with_value
+from bistack.studies.search_space import Parameter, verdict_config, with_value
 from bistack.studies.tune_report import TrialRow, Verdict, write_report
 from bistack.tasks import task_of
 from bistack.training import train_config as train
@@ -64,7 +64,8 @@ class TuneSettings:
     (0: no verdict); storage: an Optuna database URL (None: SQLite in the output); startup:
     trials drawn at random before TPE models the space, and completed before pruning starts;
     prune: stop hopeless trials; sampler_seed: TPE's seed (None: random; two processes with one
-    seed would propose the same values)."""
+    seed would propose the same values); verdict_set: ``key=value`` overrides of both configs
+    in the verdict (say, the full epoch budget after trials on a short one)."""
 
     trials: int
     seeds: int = 3
@@ -73,6 +74,7 @@ class TuneSettings:
     startup: int = 5
     prune: bool = True
     sampler_seed: int | None = None
+    verdict_set: tuple[str, ...] = ()
 
 
 def storage_url(output: Path, storage: str | None) -> str:
@@ -97,6 +99,7 @@ def tune(
     searching in this one."""
     output = Path(output)
     refuse_overlap(output, config.input_paths(), "tune's output")
+    judged = verdict_config(config, list(settings.verdict_set), space)  # refused before trials
     output.mkdir(parents=True, exist_ok=True)
     metric = task_of(config.kind).metric_for(config)
     with file_lock(output / ".study.lock"):  # processes starting together make one study
@@ -113,9 +116,9 @@ def tune(
     verdict = None
     with file_lock(output / ".verdict.lock"):  # a second process reuses the first's runs
         if settings.seeds and not unfinished(study):
-            verdict = judge_best(study, config, space, output, settings.seeds, metric, log)
+            verdict = judge_best(study, judged, space, output, settings.seeds, metric, log)
     rows = trial_rows(study)
-    best = best_config(study, config, space)
+    best = best_config(study, judged, space)
     if best is not None:
         text = yaml.safe_dump(best.to_dict(), sort_keys=False, allow_unicode=True)
         atomic_write(output / "best.yaml", lambda tmp: Path(tmp).write_text(text))

@@ -65,6 +65,7 @@ def write_report(
         "higher_is_better": metric.higher_is_better,
         "trials_asked": settings.trials,
         "seeds": settings.seeds,
+        "verdict_set": list(settings.verdict_set),
         "space": [p.to_dict() for p in space],
         "counts": {state: sum(r.state == state for r in rows) for state in _STATES},
         "verdict": _verdict_data(verdict),
@@ -134,6 +135,9 @@ def _markdown(
             "with new seeds: the search picked the best of many single runs on dev, so its own "
             "score carries the luck of its seed; these do not. The config is in best.yaml.",
         ]
+        if settings.verdict_set:
+            given = ", ".join(f"`{o}`" for o in settings.verdict_set)
+            lines += ["", f"The verdict's runs (not the trials) had {given}; so has best.yaml."]
     lines += ["", "## Trials", "", *_trial_table(space, metric, rows), ""]
     failed = [r for r in rows if r.error]
     if failed:
