@@ -14,7 +14,7 @@ PEERS_STAMP := $(PEERS)/.installed
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev,demo,transformers,plots,serve,onnx,parquet,datasets,spacy,ray,tune,browser]'
+	$(BIN)/python -m pip install -q -e '.[dev,demo,transformers,plots,serve,onnx,parquet,datasets,spacy,ray,ray-serve,tune,browser]'
 	touch $(STAMP)
 
 $(PEERS_STAMP): benchmarks/peers/requirements.txt

@@ -1,39 +1,48 @@
-"""bistack serve under load: throughput and latency with 1, 8 and 32 concurrent clients, beside
-``bistack predict`` on the same texts, and with micro-batching off (``--max-batch 1``).
+"""bistack serve under load, beside in-process prediction of the same runtime on the same texts.
 
-    .venv/bin/bistack train configs/conll03-bilstm-crf.yaml --set train.max_epochs=15 \\
-        --output runs/conll03-confidence
-    .venv/bin/python benchmarks/serve_load.py runs/conll03-confidence/model
+    .venv/bin/bistack train configs/conll03-bilstm-crf.yaml --set train.max_epochs=4 \\
+        --output runs/benchmarks/serve-tagger
+    .venv/bin/python benchmarks/serve_load.py runs/benchmarks/serve-tagger/model
 
-The texts are CoNLL-2003 dev sentences as raw text, one per request. The load comes from wrk
-(Debian's ``wrk`` package: a C load generator, so the clients take little of the CPU the server
-needs); it shares this machine's cores with the server, so the figures are what one machine
-serving itself gets, and the ratios against ``bistack predict`` are the point. Each load level
-runs ``SECONDS``; the requests answered in it are counted. Writes
-benchmarks/results/serve-load.{md,json}.
+The model is served as it is (PyTorch) and exported (``bistack export``, onnxruntime), each with
+``--workers 1`` (all threads) and ``--workers 2`` (one thread each), to 1, 8 and 32 clients
+sending one text per request, then 16. The texts are CoNLL-2003 dev sentences as raw text. The
+load comes from wrk (Debian's ``wrk``: a C load generator, one thread, so the clients take little
+of the CPU the server needs); it shares this machine's cores with the server, so the figures are
+what one machine serving itself gets, and the ratios are the point. Each level runs ``SECONDS``.
+
+Beside each server row, in this process and with the same runtime: the median time of one text
+alone (the floor of a lone client's latency) and the throughput of ``predict`` at the batch size
+the server's passes reached (its 0.8x target) and at batches of 256. Peak RSS of every server
+process is read from /proc. Writes benchmarks/results/serve-load.{md,json}.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from functools import cache
 from pathlib import Path
 
 import httpx
+from prometheus_client.parser import text_string_to_metric_families
 
 from bistack.data.conll import read_conll
-from bistack.tasks import load_model
+from bistack.tasks import open_model
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT.parent / "shared" / "data" / "conll2003" / "dev.txt"
 RESULTS = ROOT / "benchmarks" / "results"
 TEXTS = 800  # distinct texts, sent in turn
-SECONDS = 15.0  # per load level
+SECONDS = 10.0  # per load level
 CLIENTS = (1, 8, 32)
+PER_REQUEST = (1, 16)
+WORKERS = (1, 2)
 
 
 def texts() -> list[str]:
@@ -41,17 +50,23 @@ def texts() -> list[str]:
     return [" ".join(s.tokens) for s in sentences if len(s.tokens) > 2][:TEXTS]
 
 
-def start_server(model_dir: str, max_batch: int) -> tuple[subprocess.Popen, str]:
-    command = [sys.executable, "-m", "bistack.cli", "serve", model_dir, "--port", "0"]
-    process = subprocess.Popen(
-        [*command, "--max-batch", str(max_batch)], stdout=subprocess.PIPE, text=True
-    )
+def start_server(directory: str, workers: int) -> tuple[subprocess.Popen, str]:
+    command = [sys.executable, "-m", "bistack.cli", "serve", directory, "--port", "0"]
+    command += ["--workers", str(workers), "--no-access-log"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     line = process.stdout.readline()
     match = re.search(r"http://[\d.]+:\d+", line)
     if not match:
         process.kill()
         raise SystemExit(f"the server did not start: {line}")
-    return process, match.group(0)
+    address = match.group(0)
+    ready = 0
+    while ready < 10:  # fresh connections, so that every worker says it is warm
+        try:
+            ready = ready + 1 if httpx.get(f"{address}/ready").status_code == 200 else 0
+        except httpx.TransportError:
+            time.sleep(0.2)
+    return process, address
 
 
 LUA = """
@@ -67,28 +82,40 @@ end
 """
 
 
-def drive(address: str, corpus: list[str], clients: int) -> dict[str, float]:
-    """``clients`` connections kept busy by wrk (one thread) for ``SECONDS``, one text per
+def passes(address: str) -> tuple[float, float]:
+    """Forward passes run and texts in them so far, over all workers (``/metrics``)."""
+    found = {}
+    for family in text_string_to_metric_families(httpx.get(f"{address}/metrics").text):
+        for sample in family.samples:
+            found[sample.name] = sample.value
+    return found["bistack_pass_texts_count"], found["bistack_pass_texts_sum"]
+
+
+def drive(address: str, corpus: list[str], clients: int, per_request: int) -> dict[str, float]:
+    """``clients`` connections kept busy by wrk for ``SECONDS``, ``per_request`` texts per
     request, cycling through the texts; throughput and latency percentiles."""
+    groups = [corpus[i : i + per_request] for i in range(0, len(corpus), per_request)]
+    groups = [group for group in groups if len(group) == per_request]
     bodies = ",".join(
-        "[==[" + json.dumps({"texts": [text]}, ensure_ascii=False) + "]==]" for text in corpus
+        "[==[" + json.dumps({"texts": group}, ensure_ascii=False) + "]==]" for group in groups
     )
-    httpx.post(f"{address}/predict", json={"texts": corpus[:1]}).raise_for_status()  # warm
-    health = httpx.get(f"{address}/health").json()
+    httpx.post(f"{address}/predict", json={"texts": groups[0]}).raise_for_status()
+    count, total = passes(address)
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(LUA % bodies)
     command = ["wrk", "-t1", f"-c{clients}", f"-d{SECONDS:.0f}s", "--latency", "-s", script.name]
     output = subprocess.run([*command, address], capture_output=True, text=True, check=True).stdout
     Path(script.name).unlink()
-    after = httpx.get(f"{address}/health").json()
-    passes = after["batches"] - health["batches"]
+    after_count, after_total = passes(address)
+    requests_per_s = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))
     return {
         "clients": clients,
-        "requests": after["texts"] - health["texts"],
-        "texts_per_s": float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1)),
+        "texts_per_request": per_request,
+        "texts": after_total - total,
+        "texts_per_s": requests_per_s * per_request,
         "p50_ms": wrk_ms(output, "50%"),
         "p99_ms": wrk_ms(output, "99%"),
-        "mean_texts_per_pass": (after["texts"] - health["texts"]) / max(passes, 1),
+        "mean_texts_per_pass": (after_total - total) / max(after_count - count, 1),
     }
 
 
@@ -98,45 +125,90 @@ def wrk_ms(output: str, percentile: str) -> float:
     return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
 
 
-def batch_prediction(model_dir: str, corpus: list[str]) -> dict[str, float]:
-    """``bistack predict`` on the same texts: in this process (the model's own predict), and
-    as the command (its start-up and model load included)."""
-    model = load_model(model_dir)
-    model.predict(corpus[:32])
-    started = time.perf_counter()
-    model.predict(corpus)
-    in_process = len(corpus) / (time.perf_counter() - started)
-    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as handle:
-        handle.write("\n".join(corpus) + "\n")
-    started = time.perf_counter()
-    command_line = [sys.executable, "-m", "bistack.cli", "predict", model_dir]
-    subprocess.run(
-        [*command_line, "--input", handle.name, "--format", "jsonl"],
-        check=True,
-        stdout=subprocess.DEVNULL,
-    )
-    command = len(corpus) / (time.perf_counter() - started)
-    Path(handle.name).unlink()
-    return {"in_process_texts_per_s": in_process, "command_texts_per_s": command}
+def peak_rss_mb(pid: int) -> list[float]:
+    """Peak resident memory of the server process and each of its worker processes, in MB."""
+    pids = [pid] + [
+        int(path.parent.name)
+        for path in Path("/proc").glob("[0-9]*/stat")
+        if path.exists() and int(path.read_text().rsplit(")", 1)[1].split()[1]) == pid
+    ]
+    peaks = []
+    for each in pids:
+        status = Path(f"/proc/{each}/status").read_text()
+        if "resource_tracker" in Path(f"/proc/{each}/cmdline").read_text():
+            continue
+        peaks.append(int(re.search(r"VmHWM:\s+(\d+) kB", status).group(1)) / 1024)
+    return peaks
+
+
+class InProcess:
+    """The runtime's own ``predict`` in this process, on the same texts."""
+
+    def __init__(self, directory: str, corpus: list[str]) -> None:
+        self.model = open_model(directory)
+        self.corpus = corpus
+        self.model.predict(corpus[:64])
+
+    def single_ms(self) -> float:
+        """Median time of one text alone."""
+        times = []
+        for text in self.corpus[:300]:
+            started = time.perf_counter()
+            self.model.predict([text])
+            times.append(time.perf_counter() - started)
+        return statistics.median(times) * 1000
+
+    @cache  # noqa: B019 (one instance per runtime, alive for the run)
+    def texts_per_s(self, batch: int) -> float:
+        """Throughput over the corpus in batches of ``batch`` texts (the best of two)."""
+        best = 0.0
+        for _ in range(2):
+            started = time.perf_counter()
+            for start in range(0, len(self.corpus), batch):
+                self.model.predict(self.corpus[start : start + batch])
+            best = max(best, len(self.corpus) / (time.perf_counter() - started))
+        return best
+
+
+def exported(model_dir: str) -> str:
+    output = ROOT / "runs" / "benchmarks" / "serve-load-onnx"
+    command = [sys.executable, "-m", "bistack.cli", "export", model_dir, "--output", str(output)]
+    subprocess.run([*command, "--overwrite"], check=True, stdout=subprocess.DEVNULL)
+    return str(output)
 
 
 def main(model_dir: str) -> None:
     corpus = texts()
-    baseline = batch_prediction(model_dir, corpus)
-    rows = []
-    for max_batch in (64, 1):
-        process, address = start_server(model_dir, max_batch)
-        try:
-            levels = CLIENTS if max_batch > 1 else (32,)
-            for clients in levels:
-                row = drive(address, corpus, clients)
-                row["max_batch"] = max_batch
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-        finally:
-            process.terminate()
-            process.wait()
-    result = {"model": model_dir, "texts": len(corpus), "predict": baseline, "server": rows}
+    runtimes = {"PyTorch": model_dir, "exported": exported(model_dir)}
+    rows, singles = [], {}
+    for runtime, directory in runtimes.items():
+        local = InProcess(directory, corpus)
+        singles[runtime] = local.single_ms()
+        for workers in WORKERS:
+            process, address = start_server(directory, workers)
+            try:
+                for per_request in PER_REQUEST:
+                    for clients in CLIENTS:
+                        row = drive(address, corpus, clients, per_request)
+                        batch = max(1, round(row["mean_texts_per_pass"]))
+                        row |= {
+                            "runtime": runtime,
+                            "workers": workers,
+                            "in_process_at_pass_size": local.texts_per_s(batch),
+                            "in_process_at_256": local.texts_per_s(256),
+                            "in_process_single_ms": singles[runtime],
+                        }
+                        rows.append(row)
+                        print(json.dumps(row), flush=True)
+                rss = peak_rss_mb(process.pid)
+                for row in rows:
+                    if row["runtime"] == runtime and row["workers"] == workers:
+                        row["peak_rss_mb"] = rss
+            finally:
+                process.terminate()
+                process.wait()
+        del local
+    result = {"model": model_dir, "texts": len(corpus), "seconds": SECONDS, "rows": rows}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "serve-load.json").write_text(json.dumps(result, indent=2) + "\n")
     (RESULTS / "serve-load.md").write_text(report(result))
@@ -144,40 +216,40 @@ def main(model_dir: str) -> None:
 
 
 def report(result: dict) -> str:
-    base = result["predict"]["in_process_texts_per_s"]
     lines = [
         "# bistack serve under load",
         "",
         f"Model: `{result['model']}` (BiLSTM-CRF, CoNLL-2003; entity confidences computed for "
-        f"every request, as `bistack predict` computes them). Texts: {result['texts']} CoNLL-2003 "
-        "dev sentences as raw text, one per request, sent by wrk (one thread) on the same 2 "
-        "cores as the server.",
+        "every request, as `bistack predict` computes them), served as it is (PyTorch) and "
+        f"exported (onnxruntime). Texts: {result['texts']} CoNLL-2003 dev sentences as raw "
+        f"text, sent by wrk (one thread) on the same 2 cores as the server, "
+        f"{result['seconds']:.0f} s per row. Continuous batching, `--max-batch 64`.",
         "",
-        "Reproduce: `.venv/bin/python benchmarks/serve_load.py runs/conll03-confidence/model` "
-        "(the model: `bistack train configs/conll03-bilstm-crf.yaml --set train.max_epochs=15 "
-        "--output runs/conll03-confidence`).",
+        "Reproduce: `.venv/bin/bistack train configs/conll03-bilstm-crf.yaml --set "
+        "train.max_epochs=4 --output runs/benchmarks/serve-tagger`, then "
+        "`.venv/bin/python benchmarks/serve_load.py runs/benchmarks/serve-tagger/model`.",
         "",
-        "| setting | clients | requests | texts/s | vs `predict` | p50 ms | p99 ms "
-        "| texts per pass |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "Targets: one client's p50 within 1.5 ms of one text alone in process; 32 clients at "
+        "0.8x or more of in-process `predict` at the batch size the server's passes reached.",
+        "",
+        "| runtime | workers | texts/request | clients | texts/s | texts/pass | in-process "
+        "at that size | ratio | ratio to batches of 256 | p50 ms | p99 ms | one text alone ms "
+        "| peak RSS MB (each process) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
-    for row in result["server"]:
-        name = "micro-batching (64)" if row["max_batch"] > 1 else "no grouping (--max-batch 1)"
+    for row in result["rows"]:
+        rss = ", ".join(f"{value:.0f}" for value in row.get("peak_rss_mb", []))
         lines.append(
-            f"| {name} | {row['clients']} | {row['requests']} | {row['texts_per_s']:.0f} | "
-            f"{row['texts_per_s'] / base:.2f}x | {row['p50_ms']:.1f} | {row['p99_ms']:.1f} | "
-            f"{row['mean_texts_per_pass']:.1f} |"
+            f"| {row['runtime']} | {row['workers']} | {row['texts_per_request']} | "
+            f"{row['clients']} | {row['texts_per_s']:.0f} | {row['mean_texts_per_pass']:.1f} | "
+            f"{row['in_process_at_pass_size']:.0f} | "
+            f"{row['texts_per_s'] / row['in_process_at_pass_size']:.2f}x | "
+            f"{row['texts_per_s'] / row['in_process_at_256']:.2f}x | {row['p50_ms']:.2f} | "
+            f"{row['p99_ms']:.2f} | {row['in_process_single_ms']:.2f} | {rss} |"
         )
-    predict = result["predict"]
-    lines += [
-        "",
-        f"`bistack predict` on the same texts: {predict['in_process_texts_per_s']:.0f} texts/s "
-        f"in process (`Tagger.predict`, batches of 256), {predict['command_texts_per_s']:.0f} "
-        "texts/s as the command (start-up and model load included).",
-        "",
-    ]
+    lines.append("")
     return "\n".join(lines)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "runs/conll03-confidence/model")
+    main(sys.argv[1] if len(sys.argv) > 1 else "runs/benchmarks/serve-tagger/model")

@@ -1,14 +1,21 @@
 """bistack serve: the HTTP API answers what bistack predict answers, refuses bad input with a 4xx
-that names the problem and keeps answering, groups concurrent requests, and never binds a port
-for a model that does not load."""
+that names the problem and keeps answering, groups concurrent requests without making any wait,
+tells operators what it does (metrics, request ids, readiness), drains on SIGTERM, and never
+binds a port for a model that does not load."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import re
+import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
+from pathlib import Path
 
 import pytest
 
@@ -19,8 +26,8 @@ from fastapi.testclient import TestClient
 
 from bistack.formats import jsonl_line
 from bistack.serve.app import Limits, create_app
-from bistack.serve.batcher import MicroBatcher
-from bistack.serve.served import load_served
+from bistack.serve.batcher import ContinuousBatcher
+from bistack.serve.served import Served, load_served
 from bistack.tasks import load_model
 
 LIMITS = Limits(max_body_bytes=4096, max_texts=5, max_chars=200)
@@ -120,7 +127,7 @@ def test_concurrent_requests_share_forward_passes():
         return [f"{text}:{options.get('k', 0)}" for text in texts]
 
     async def main():
-        batcher = MicroBatcher(run, window=0.05, max_texts=16)
+        batcher = ContinuousBatcher(run, max_texts=16)
         await batcher.start()
         requests = [([f"t{i}", f"u{i}"], {"k": i % 2}) for i in range(20)]
         results = await asyncio.gather(*(batcher.submit(t, o) for t, o in requests))
@@ -141,7 +148,7 @@ def test_one_bad_request_in_a_batch_does_not_fail_the_others():
         return [text.upper() for text in texts]
 
     async def main():
-        batcher = MicroBatcher(run, window=0.05, max_texts=16)
+        batcher = ContinuousBatcher(run, max_texts=16)
         await batcher.start()
         jobs = [batcher.submit(["a"], {}), batcher.submit(["bad"], {}), batcher.submit(["b"], {})]
         results = await asyncio.gather(*jobs, return_exceptions=True)
@@ -150,6 +157,236 @@ def test_one_bad_request_in_a_batch_does_not_fail_the_others():
 
     first, failed, last = asyncio.run(main())
     assert first == ["A"] and last == ["B"] and isinstance(failed, ValueError)
+
+
+def test_an_idle_model_runs_a_request_at_once_and_those_that_wait_form_the_next_pass():
+    calls, running, release = [], threading.Event(), threading.Event()
+
+    def run(texts, options):
+        calls.append((list(texts), options))
+        running.set()
+        release.wait(10)
+        return [text.upper() for text in texts]
+
+    async def main():
+        batcher = ContinuousBatcher(run, max_texts=4)
+        await batcher.start()
+        first = asyncio.create_task(batcher.submit(["a"], {}))
+        for _ in range(1000):  # the lone request is in a pass at once: nothing waited for
+            if running.is_set():
+                break
+            await asyncio.sleep(0.001)
+        assert calls == [(["a"], {})]
+        later = [  # arrive while that pass runs
+            batcher.submit(["b", "c"], {}),
+            batcher.submit(["k"], {"top_k": 2}),
+            batcher.submit(["d", "e"], {}),  # b, c and d, e fill the cap of 4
+            batcher.submit(["f"], {}),
+            batcher.submit(["g", "h", "i", "j", "l"], {}),  # more than the cap: alone, whole
+        ]
+        tasks = [asyncio.create_task(job) for job in later]
+        while batcher.depth < len(later):
+            await asyncio.sleep(0.001)
+        release.set()
+        results = await asyncio.gather(first, *tasks)
+        await batcher.stop()
+        return results
+
+    results = asyncio.run(main())
+    assert results == [["A"], ["B", "C"], ["K"], ["D", "E"], ["F"], ["G", "H", "I", "J", "L"]]
+    assert calls == [
+        (["a"], {}),
+        (["b", "c", "d", "e"], {}),  # the oldest waiting leads, with all of its options that fit
+        (["k"], {"top_k": 2}),  # options never mix
+        (["f"], {}),
+        (["g", "h", "i", "j", "l"], {}),
+    ]
+
+
+def metric_samples(text: str) -> dict[tuple[str, tuple], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def test_metrics_parse_and_move_and_every_answer_carries_a_request_id(tagger_client, caplog):
+    caplog.set_level(logging.INFO, logger="bistack.serve.access")
+    before = metric_samples(tagger_client.get("/metrics").text)
+    ok = {"method": "POST", "route": "/predict", "status": "200"}
+    ok_key = ("bistack_requests_total", tuple(sorted(ok.items())))
+    for _ in range(3):
+        response = tagger_client.post("/predict", json={"texts": ["John left .", "Mary came ."]})
+        assert response.status_code == 200
+        assert re.fullmatch(r"[0-9a-f]{32}", response.headers["x-request-id"])
+    mine = tagger_client.post(
+        "/predict", json={"texts": ["Paris ."]}, headers={"X-Request-ID": "client-7"}
+    )
+    assert mine.headers["x-request-id"] == "client-7"  # the client's own id, echoed
+    refused = tagger_client.post("/predict", json={"texts": []})
+    assert refused.status_code == 422 and refused.headers["x-request-id"]
+    tagger_client.get("/no/such/page")
+    after = metric_samples(tagger_client.get("/metrics").text)
+    assert after[ok_key] - before.get(ok_key, 0) == 4
+    refused_key = ("bistack_requests_total", tuple(sorted((ok | {"status": "422"}).items())))
+    assert after[refused_key] - before.get(refused_key, 0) == 1
+    unmatched = {"method": "GET", "route": "unmatched", "status": "404"}
+    assert after[("bistack_requests_total", tuple(sorted(unmatched.items())))] == 1
+    assert after[("bistack_request_seconds_count", tuple(sorted(ok.items())))] >= 4
+    passes, texts = (
+        after[(name, ())] - before.get((name, ()), 0)
+        for name in ("bistack_pass_texts_count", "bistack_pass_texts_sum")
+    )
+    assert passes == 4 and texts == 7  # sequential requests: a pass each
+    assert after[("bistack_queue_depth", ())] == 0
+    assert after[("bistack_model_load_seconds", ())] > 0
+    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name.endswith("access")]
+    line = next(entry for entry in lines if entry["id"] == "client-7")
+    assert line["route"] == "/predict" and line["status"] == 200 and line["texts"] == 1
+    assert line["method"] == "POST" and line["ms"] > 0
+
+
+def test_ready_is_false_until_the_model_thread_has_warmed_up(small_tagger, monkeypatch):
+    served = load_served(small_tagger)
+    warming = threading.Event()
+    monkeypatch.setattr(Served, "warm", lambda self: warming.wait(10))
+    with TestClient(create_app(served, LIMITS)) as client:
+        not_yet = client.get("/ready")
+        assert not_yet.status_code == 503 and not_yet.json() == {"ready": False}
+        assert client.get("/health").json()["status"] == "ok"  # alive all the while
+        warming.set()
+        for _ in range(500):
+            if client.get("/ready").status_code == 200:
+                break
+            time.sleep(0.01)
+        assert client.get("/ready").json() == {"ready": True}
+
+
+SLOW_SERVER = """
+import sys, time
+from bistack.serve.app import Limits
+from bistack.serve.served import Served, load_served
+from bistack.serve.server import serve
+
+
+class Slow(Served):  # every pass takes a while, so requests are surely waiting when signalled
+    def predict(self, texts, options):
+        time.sleep(0.4)
+        return super().predict(texts, options)
+
+
+base = load_served(sys.argv[1])
+slow = Slow(base.opened, base.info, base.load_seconds)
+serve(slow, "127.0.0.1", 0, Limits(), sys.argv[1], access_log=True)
+"""
+
+
+def test_sigterm_stops_accepting_answers_every_accepted_request_and_exits_0(small_tagger, tmp_path):
+    httpx = pytest.importorskip("httpx")
+    script = tmp_path / "slow_server.py"
+    script.write_text(SLOW_SERVER)
+    server = subprocess.Popen(
+        [sys.executable, str(script), str(small_tagger)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        url = re.search(r"http://[\d.]+:\d+", server.stdout.readline()).group(0)
+        with httpx.Client(base_url=url, timeout=30) as probe:
+            while probe.get("/ready").status_code != 200:
+                time.sleep(0.05)
+        burst = 10
+        texts = [[f"John visited Paris {i} times ."] for i in range(burst)]
+        answers: list = [None] * burst
+
+        def send(index: int) -> None:
+            with httpx.Client(base_url=url, timeout=30) as client:
+                body = {"texts": texts[index]}
+                headers = {"X-Request-ID": f"burst-{index}"}
+                answers[index] = client.post("/predict", json=body, headers=headers)
+
+        threads = [threading.Thread(target=send, args=(i,)) for i in range(burst)]
+        for thread in threads:
+            thread.start()
+        with httpx.Client(base_url=url, timeout=30) as probe:  # all accepted, most waiting
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                depth = metric_samples(probe.get("/metrics").text)[("bistack_queue_depth", ())]
+                if depth >= burst - 2:  # at most two in or past the running pass
+                    break
+                time.sleep(0.01)
+        server.send_signal(signal.SIGTERM)
+        time.sleep(0.1)
+        with pytest.raises(httpx.ConnectError):  # no longer accepting
+            httpx.get(url + "/health", timeout=5)
+        for thread in threads:
+            thread.join(60)
+        _, stderr = server.communicate(timeout=60)
+    finally:
+        server.kill()
+    assert server.returncode == 0, stderr
+    for index, answer in enumerate(answers):
+        assert answer is not None and answer.status_code == 200, (index, answer)
+        assert answer.headers["x-request-id"] == f"burst-{index}"
+        [record] = answer.json()["predictions"]
+        assert record["text"] == texts[index][0]
+    assert "stopped on SIGTERM" in stderr
+    logged = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    assert {entry["id"] for entry in logged} >= {f"burst-{i}" for i in range(burst)}
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_workers_serve_one_port_count_together_and_stop_on_sigterm(small_tagger):
+    httpx = pytest.importorskip("httpx")
+    command = [sys.executable, "-m", "bistack.cli", "serve", str(small_tagger), "--port", "0"]
+    server = subprocess.Popen(
+        [*command, "--workers", "2", "--threads", "1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        line = server.stdout.readline()
+        assert "2 worker processes of 1 threads" in line, line
+        url = re.search(r"http://[\d.]+:\d+", line).group(0)
+        deadline = time.monotonic() + 120
+        ready = 0
+        while ready < 20 and time.monotonic() < deadline:  # a fresh connection each: both
+            try:  # workers take some, and each says ready only once warmed
+                ready = ready + 1 if httpx.get(url + "/ready").status_code == 200 else 0
+            except httpx.TransportError:
+                time.sleep(0.1)
+        assert ready == 20
+        workers = [p for p in children_of(server.pid) if "resource_tracker" not in
+                   Path(f"/proc/{p}/cmdline").read_text()]  # fmt: skip
+        assert len(workers) == 2, workers
+        texts = ["John visited Paris yesterday.", "Mary left New York ."]
+        want = [json.loads(jsonl_line(p)) for p in load_model(small_tagger).predict(texts)]
+        for _ in range(10):
+            answer = httpx.post(url + "/predict", json={"texts": texts})
+            assert answer.json()["predictions"] == want
+        samples = metric_samples(httpx.get(url + "/metrics").text)
+        ok = {"method": "POST", "route": "/predict", "status": "200"}
+        assert samples[("bistack_requests_total", tuple(sorted(ok.items())))] == 10  # both
+        assert samples[("bistack_pass_texts_sum", ())] == 20  # the warm-ups are not traffic
+        server.send_signal(signal.SIGTERM)
+        _, stderr = server.communicate(timeout=60)
+    finally:
+        server.kill()
+    assert server.returncode == 0, stderr
+    assert "every request accepted was answered" in stderr
+    assert not [p for p in workers if Path(f"/proc/{p}").exists()]
 
 
 def test_a_model_that_does_not_load_stops_serve_before_it_binds(tmp_path):

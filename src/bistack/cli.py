@@ -7,9 +7,13 @@ made here and nowhere else."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import gc
 import json
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -282,11 +286,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="texts grouped into one forward pass at most (default 64; 1: no grouping)",
     )
     serve.add_argument(
-        "--batch-window",
-        type=ranged(float, 0.0),
-        default=5.0,
-        metavar="MS",
-        help="milliseconds a forward pass waits for more requests (default 5)",
+        "--workers",
+        type=ranged(int, 1),
+        default=1,
+        metavar="N",
+        help="model processes behind the one port (default 1), each with --threads threads "
+        "(default: the CPUs shared among them)",
+    )
+    serve.add_argument(
+        "--ray",
+        action="store_true",
+        help="serve on Ray Serve (bistack[ray-serve]): the cluster RAY_ADDRESS names, else a "
+        "local Ray",
+    )
+    serve.add_argument(
+        "--replicas",
+        type=ranged(int, 1),
+        default=1,
+        metavar="N",
+        help="with --ray: Ray Serve replicas of the model, each with --threads CPUs (default 1)",
+    )
+    serve.add_argument(
+        "--no-access-log",
+        dest="access_log",
+        action="store_false",
+        help="leave out the JSON line per request that serve writes to stderr",
     )
     add_threads_flag(serve)
     serve.set_defaults(run=run_serve)
@@ -403,8 +427,10 @@ def configure_threads(args: argparse.Namespace) -> None:
     processes = int(devices) if devices.isdigit() and on_cpu else 1
     workers = getattr(args, "workers", 1) or 1
     tuning = args.command == "tune"
-    if tuning:  # each trial process has its share of the CPUs
+    if tuning or args.command == "serve":  # each trial or server process has its share
         processes, workers = workers, 1
+        if getattr(args, "ray", False):  # a local Ray's replicas share this machine
+            processes = args.replicas
     try:
         threads = choose_threads(args.threads, os.environ.get("OMP_NUM_THREADS"), cpus, processes)
     except ValueError as error:
@@ -742,7 +768,7 @@ def run_export(args: argparse.Namespace) -> int:
 def run_serve(args: argparse.Namespace) -> int:
     try:
         from bistack.serve.app import Limits
-        from bistack.serve.server import serve
+        from bistack.serve.server import serve, serve_in_workers
     except ImportError as error:
         raise ConfigError(
             f"serving needs the serve extra ({error.name} is missing): pip install 'bistack[serve]'"
@@ -750,9 +776,49 @@ def run_serve(args: argparse.Namespace) -> int:
     from bistack.serve.served import load_served
 
     served = load_served(args.model, args.threads)  # one that does not load stops here
-    limits = Limits(batch_window=args.batch_window / 1000, max_batch_texts=args.max_batch)
-    serve(served, args.host, args.port, limits, args.model)
+    limits = Limits(max_batch_texts=args.max_batch)
+    where = (args.host, args.port, limits, args.model)
+    if args.ray and args.workers > 1:
+        raise ConfigError("--workers is for serving here; on Ray Serve say --replicas")
+    if not args.ray and args.workers == 1:
+        serve(served, *where, args.access_log)
+        return 0
+    description = served.description
+    del served  # each worker or replica opens its own
+    gc.collect()
+    if args.ray:
+        from bistack.serve.server import serve_on_ray
+
+        # Ray Serve gives its HTTP proxy 5 s to say it is ready; on a small machine with busy
+        # cores it takes longer, and is killed and restarted, again and again.
+        os.environ.setdefault("RAY_SERVE_PROXY_READY_CHECK_TIMEOUT_S", "60")
+        serve_on_ray(description, *where, args.replicas, args.threads)
+        return 0
+    settings = {"model": args.model, "threads": args.threads, "access_log": args.access_log}
+    os.environ[SERVE_WORKER] = json.dumps(settings | {"limits": dataclasses.asdict(limits)})
+    metrics = tempfile.mkdtemp(prefix="bistack-serve-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics  # where the workers' metrics meet
+    try:
+        serve_in_workers(description, args.host, args.port, args.model, args.workers,
+                         args.threads, "bistack.cli:serve_worker")  # fmt: skip
+    finally:
+        shutil.rmtree(metrics, ignore_errors=True)
     return 0
+
+
+SERVE_WORKER = "BISTACK_SERVE_WORKER"  # a serve --workers process's settings, as JSON
+
+
+def serve_worker() -> Any:
+    """The app of one ``serve --workers`` process (uvicorn's factory, called in each): the
+    settings its parent left in the environment, its threads set before torch starts."""
+    from bistack.serve.workers import worker_app
+
+    settings = json.loads(os.environ[SERVE_WORKER])
+    os.environ["OMP_NUM_THREADS"] = str(settings["threads"])
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(settings["threads"])
+    return worker_app(settings)
 
 
 def run_explain(args: argparse.Namespace) -> int:

@@ -9,13 +9,16 @@ CDN).
 
 Endpoints: ``POST /predict`` ``{"texts": [...], options}`` -> ``{"predictions": [records]}``,
 the records ``bistack predict --format jsonl`` writes; ``POST /sample`` for language models;
-``GET /health``; ``GET /info``; ``GET /`` the page. Bad input is a 4xx with ``{"error":
-message}`` naming the problem, and never stops the server.
+``GET /health`` (liveness), ``GET /ready`` (readiness: 503 until the model's thread has run its
+first pass), ``GET /metrics`` (Prometheus), ``GET /info``; ``GET /`` the page. Bad input is a 4xx
+with ``{"error": message}`` naming the problem, and never stops the server.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -30,18 +33,18 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from bistack.errors import BistackError
 from bistack.inputs import unicode_problem
-from bistack.serve.batcher import MicroBatcher
+from bistack.serve.batcher import ContinuousBatcher
 from bistack.serve.served import Served
+from bistack.serve.telemetry import Metrics, Observed
 
 
 @dataclass(frozen=True)
 class Limits:
-    """What one request may carry, and how requests are grouped."""
+    """What one request may carry, and how many texts a forward pass groups at most."""
 
     max_body_bytes: int = 1 << 20
     max_texts: int = 256
     max_chars: int = 20_000
-    batch_window: float = 0.005  # seconds a forward pass waits for more requests
     max_batch_texts: int = 64
 
 
@@ -81,14 +84,26 @@ class BadRequest(Exception):
         self.message = message
 
 
-def create_app(served: Served, limits: Limits = Limits()) -> FastAPI:
-    """The app serving ``served``; its batcher starts with the app."""
-    batcher = MicroBatcher(served.predict, limits.batch_window, limits.max_batch_texts)
+def create_app(served: Served, limits: Limits = Limits(), shared_metrics: bool = False) -> FastAPI:
+    """The app serving ``served``; its batcher starts with the app, and the app is ready once
+    the model's thread has run the warm-up pass (requests that come first wait behind it).
+    ``shared_metrics``: one of ``serve --workers``' processes, counting with the others."""
+    metrics = Metrics(served.load_seconds, shared_metrics)
+    batcher = ContinuousBatcher(
+        served.predict, limits.max_batch_texts, metrics.pass_texts.observe, metrics.depth.set
+    )
+    warmed = asyncio.Event()
+
+    async def warm() -> None:
+        await batcher.call(served.warm)
+        warmed.set()
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await batcher.start()
+        warming = asyncio.create_task(warm())
         yield
+        warming.cancel()
         await batcher.stop()
 
     app = FastAPIOffline(
@@ -101,6 +116,7 @@ def create_app(served: Served, limits: Limits = Limits()) -> FastAPI:
     )
     app.state.batcher = batcher
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
+    app.add_middleware(Observed, metrics=metrics)  # outermost: refusals are counted too
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_: Request, error: RequestValidationError) -> JSONResponse:
@@ -116,8 +132,22 @@ def create_app(served: Served, limits: Limits = Limits()) -> FastAPI:
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        """Whether the server answers, and how many forward passes and texts it has run."""
-        return {"status": "ok", "batches": batcher.batches, "texts": batcher.texts}
+        """Liveness: the server answers; the forward passes and texts its process has run (one
+        of several under ``--workers``: ``worker`` is its process id)."""
+        counts = {"batches": batcher.batches, "texts": batcher.texts}
+        return {"status": "ok", "worker": os.getpid()} | counts
+
+    @app.get("/ready", responses={503: {"description": "the model is still warming up"}})
+    async def ready() -> JSONResponse:
+        """Readiness: 200 once the model has run its warm-up pass on the thread that serves,
+        503 before."""
+        return JSONResponse({"ready": warmed.is_set()}, status_code=200 if warmed.is_set() else 503)
+
+    @app.get("/metrics", response_class=Response)
+    async def prometheus_metrics() -> Response:
+        """Request counts and latencies by route and status, texts per forward pass, queue
+        depth and model load time, in Prometheus's text format."""
+        return Response(metrics.exposition(), media_type=metrics.content_type)
 
     @app.get("/info")
     async def info() -> dict[str, Any]:
@@ -128,12 +158,13 @@ def create_app(served: Served, limits: Limits = Limits()) -> FastAPI:
         return served.info | offers | {"limits": limits_info}
 
     @app.post("/predict", response_class=Response, responses={200: {"model": PredictResponse}})
-    async def predict(request: PredictRequest) -> Response:
+    async def predict(request: PredictRequest, http: Request) -> Response:
         """One record per text: what ``bistack predict --format jsonl`` writes."""
         if served.samples:
             raise BadRequest(400, f"{served.description} predicts no labels; POST /sample")
         options = chosen_options(request, served)
         check_texts(request.texts, limits)
+        http.state.texts = len(request.texts)  # for the access log
         try:
             records = await batcher.submit(list(request.texts), options)
         except (BistackError, ValueError) as error:
@@ -150,7 +181,9 @@ def create_app(served: Served, limits: Limits = Limits()) -> FastAPI:
             raise BadRequest(400, f"{served.description} does not sample text; POST /predict")
         if len(request.prompt) > limits.max_chars:
             raise BadRequest(422, f"prompt: longer than {limits.max_chars} characters")
-        text = served.sample(request.prompt, request.tokens, request.temperature, request.seed)
+        text = await batcher.call(
+            lambda: served.sample(request.prompt, request.tokens, request.temperature, request.seed)
+        )
         return {"prompt": request.prompt, "continuation": text}
 
     return app

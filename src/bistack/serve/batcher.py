@@ -1,17 +1,18 @@
-"""Micro-batching: concurrent requests share one forward pass.
+"""Continuous batching: concurrent requests share one forward pass, and none waits for company.
 
-Each request's texts join a queue. One worker takes the first waiting request, then keeps
-taking requests with the same options (others wait, in order, for a batch of their own) for up
-to ``window`` seconds or until ``max_texts`` texts are gathered, runs them through the model in
-one call (in a thread, so the server keeps accepting requests), and hands each request its own
-slice of the results. A request is never split, and under no load a lone request waits at most
-``window``.
+Each request's texts join a queue. One worker runs the model: when it is idle, the first
+request to arrive runs at once, alone; requests that arrive while a pass runs wait, and when
+the pass ends every one of them that fits (same options as the oldest waiting request, up to
+``max_texts`` texts in all) forms the next pass, as inference servers batch. The oldest waiting
+request always leads the next pass, so none is starved; a request is never split (one larger
+than ``max_texts`` runs alone), and options never mix in a pass. The pass runs in a thread, so
+the server keeps accepting requests, and each request gets its own slice of the results; a
+pass that fails is rerun request by request, so one bad request fails only itself.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -28,20 +29,35 @@ class Pending:
     done: asyncio.Future[list[Any]] = field(repr=False)
 
 
-class MicroBatcher:
-    """Group concurrent ``submit`` calls into calls of ``run(texts, options)``."""
+class ContinuousBatcher:
+    """Group concurrent ``submit`` calls into calls of ``run(texts, options)``. For the
+    server's metrics, ``on_pass`` hears the texts of every pass run and ``on_depth`` the
+    requests waiting whenever that changes."""
 
-    def __init__(self, run: Run, window: float = 0.005, max_texts: int = 64) -> None:
+    def __init__(
+        self,
+        run: Run,
+        max_texts: int = 64,
+        on_pass: Callable[[int], None] = lambda texts: None,
+        on_depth: Callable[[int], None] = lambda waiting: None,
+    ) -> None:
         self.run = run
-        self.window = window
         self.max_texts = max_texts
+        self.on_pass = on_pass
+        self.on_depth = on_depth
         # One thread runs the model, always the same one: torch's intra-op thread pool belongs
         # to the thread that calls it, and a pool per calling thread oversubscribes the cores.
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bistack-model")
         self.queue: asyncio.Queue[Pending] | None = None
+        self.waiting: list[Pending] = []  # taken off the queue, not yet in a pass
         self.worker: asyncio.Task[None] | None = None
         self.batches = 0  # forward passes run, for /health and the benchmark
         self.texts = 0
+
+    @property
+    def depth(self) -> int:
+        """Requests waiting for a pass (the one running excluded)."""
+        return len(self.waiting) + (self.queue.qsize() if self.queue is not None else 0)
 
     async def start(self) -> None:
         self.queue = asyncio.Queue()
@@ -53,40 +69,45 @@ class MicroBatcher:
         self.executor.shutdown(wait=False, cancel_futures=True)
 
     async def submit(self, texts: list[str], options: dict[str, Any]) -> list[Any]:
-        """The model's results for ``texts``, computed in a batch with other requests."""
+        """The model's results for ``texts``, computed in a pass with other requests."""
         assert self.queue is not None, "start() the batcher first"
         done: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
         key = tuple(sorted(options.items()))
         await self.queue.put(Pending(texts, options, key, done))
+        self.on_depth(self.depth)
         return await done
+
+    async def call(self, function: Callable[[], Any]) -> Any:
+        """``function()`` run on the model's thread, between passes (the warm-up, sampling)."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, function)
 
     async def _work(self) -> None:
         assert self.queue is not None
-        backlog: list[Pending] = []  # requests with other options than the batch being made
         while True:
-            first = backlog.pop(0) if backlog else await self.queue.get()
-            group, count = [first], len(first.texts)
-            for pending in list(backlog):
-                if pending.key == first.key and count < self.max_texts:
-                    backlog.remove(pending)
-                    group.append(pending)
-                    count += len(pending.texts)
-            deadline = time.monotonic() + self.window
-            while count < self.max_texts:
-                remaining = deadline - time.monotonic()
-                try:
-                    if remaining > 0:
-                        item = await asyncio.wait_for(self.queue.get(), remaining)
-                    else:
-                        item = self.queue.get_nowait()
-                except (TimeoutError, asyncio.QueueEmpty):
-                    break
-                if item.key == first.key:
-                    group.append(item)
-                    count += len(item.texts)
-                else:
-                    backlog.append(item)
-            await self._run(group)
+            if not self.waiting:
+                self.waiting.append(await self.queue.get())  # idle: the first one runs at once
+            while not self.queue.empty():  # all that came while the last pass ran
+                self.waiting.append(self.queue.get_nowait())
+            group = self._next_pass()
+            self.on_depth(self.depth)
+            if group:
+                await self._run(group)
+
+    def _next_pass(self) -> list[Pending]:
+        """The oldest waiting request and, in order, the others with its options that fit."""
+        self.waiting = [p for p in self.waiting if not p.done.done()]  # callers that went away
+        if not self.waiting:
+            return []
+        first = self.waiting[0]
+        group, count, rest = [first], len(first.texts), []
+        for pending in self.waiting[1:]:
+            if pending.key == first.key and count + len(pending.texts) <= self.max_texts:
+                group.append(pending)
+                count += len(pending.texts)
+            else:
+                rest.append(pending)
+        self.waiting = rest
+        return group
 
     async def _run(self, group: list[Pending]) -> None:
         texts = [text for pending in group for text in pending.texts]
@@ -103,6 +124,7 @@ class MicroBatcher:
             return
         self.batches += 1
         self.texts += len(texts)
+        self.on_pass(len(texts))
         start = 0
         for pending in group:
             end = start + len(pending.texts)

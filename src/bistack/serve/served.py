@@ -4,6 +4,7 @@ offers."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ class Served:
 
     opened: Opened
     info: dict[str, Any]
+    load_seconds: float = 0.0  # opening the model and its first pass
 
     @property
     def description(self) -> str:
@@ -43,14 +45,19 @@ class Served:
         continuation = self.opened.model.sample(prompt, tokens, temperature, seed)
         return " ".join(continuation)
 
+    def warm(self) -> None:
+        """One pass on the card's example input (a one-token sample for a language model)."""
+        if self.samples:
+            self.sample("", 1, 1.0, 0)
+        else:
+            self.predict([self.opened.card.inputs[0].example], {})
+
 
 def load_served(path: str | Path, threads: int | None = None) -> Served:
     """Open ``path`` as the server will run it, and run it once, so that a model that cannot
-    predict fails here, before the port is bound, and the first request waits for nothing."""
+    predict fails here, before the port is bound."""
+    started = time.perf_counter()
     opened = open_model(path, threads=threads)
     served = Served(opened, opened.info())
-    if served.samples:
-        served.sample("", 1, 1.0, 0)
-    else:
-        served.predict([opened.card.inputs[0].example], {})
-    return served
+    served.warm()
+    return Served(opened, served.info, time.perf_counter() - started)

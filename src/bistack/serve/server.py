@@ -1,12 +1,20 @@
-"""``bistack serve``: bind the port, then run the app on uvicorn over that socket."""
+"""``bistack serve``: bind the port, then run the app on uvicorn over that socket (in this
+process, or in ``--workers`` processes) until Ctrl-C or SIGTERM. On SIGTERM it stops accepting,
+answers every request already accepted, and exits 0: uvicorn's graceful shutdown lets the
+connections finish before the app's shutdown stops the batcher."""
 
 from __future__ import annotations
 
+import logging
+import signal
 import socket
+import sys
+import threading
 
 from bistack.errors import ConfigError
 from bistack.serve.app import Limits, create_app
 from bistack.serve.served import Served
+from bistack.serve.telemetry import log_access
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -25,17 +33,84 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(served: Served, host: str, port: int, limits: Limits, model: str) -> None:
-    """Serve ``served`` on ``host:port`` until stopped, saying where."""
+def serve(
+    served: Served, host: str, port: int, limits: Limits, model: str, access_log: bool
+) -> None:
+    """Serve ``served`` (opened from ``model``) in this process on ``host:port`` until stopped."""
     import uvicorn
 
     sock = listening_socket(host, port)
+    announce(sock, served.description, model, "")
+    stopped: list[int] = []
+    # uvicorn raises the signal again once it has shut down gracefully; for SIGTERM that is
+    # then heard here, so a drained server exits 0 rather than dying of the signal.
+    signal.signal(signal.SIGTERM, lambda sig, _: stopped.append(sig))
+    if access_log:
+        log_access()
+    config = uvicorn.Config(create_app(served, limits), log_level="warning", access_log=False)
+    uvicorn.Server(config).run(sockets=[sock])
+    if stopped:
+        print("stopped on SIGTERM: every request accepted was answered", file=sys.stderr)
+
+
+def serve_in_workers(
+    description: str, host: str, port: int, model: str, workers: int, threads: int, factory: str
+) -> None:
+    """Serve ``model`` from ``workers`` processes of ``threads`` threads on ``host:port``, each
+    process's app made by ``factory`` (an import string)."""
+    from bistack.serve.workers import serve_workers
+
+    sock = listening_socket(host, port)
+    announce(sock, description, model, f", {workers} worker processes of {threads} threads")
+    serve_workers(sock, workers, factory)
+    # The supervisor passes SIGTERM and Ctrl-C alike to the workers, and each drains.
+    print("stopped: every request accepted was answered", file=sys.stderr)
+
+
+def announce(sock: socket.socket, description: str, model: str, processes: str) -> None:
     bound_host, bound_port = sock.getsockname()[:2]
     shown_host = f"[{bound_host}]" if ":" in bound_host else bound_host
     print(
-        f"serving {served.description} from {model} on http://{shown_host}:{bound_port} "
-        "(the page at /, the API docs at /docs); Ctrl-C stops",
+        f"serving {description} from {model} on http://{shown_host}:{bound_port}{processes} "
+        "(the page at /, the API docs at /docs); Ctrl-C or SIGTERM stops",
         flush=True,
     )
-    config = uvicorn.Config(create_app(served, limits), log_level="warning")
-    uvicorn.Server(config).run(sockets=[sock])
+
+
+def serve_on_ray(
+    description: str, host: str, port: int, limits: Limits, model: str, replicas: int,
+    threads: int,
+) -> None:  # fmt: skip
+    """Serve ``model`` from ``replicas`` Ray Serve replicas behind Ray's HTTP proxy on
+    ``host:port``: the cluster ``RAY_ADDRESS`` names, else a Ray started here for the purpose
+    (and stopped with the server)."""
+    import ray
+    from ray import serve as ray_serve
+
+    from bistack.serve.ray import deployment
+
+    if port == 0:  # Ray's proxy takes a port number; choose a free one as the OS would
+        with listening_socket(host, 0) as probe:
+            port = probe.getsockname()[1]
+    else:
+        listening_socket(host, port).close()  # a port that is taken: the clear error, now
+    # The cluster RAY_ADDRESS names, else a new local one.
+    ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
+    try:
+        ray_serve.start(http_options={"host": host, "port": port})
+        ray_serve.run(deployment(model, replicas, threads, limits), name="bistack",
+                      route_prefix="/")  # fmt: skip
+        shown_host = f"[{host}]" if ":" in host else host
+        print(
+            f"serving {description} from {model} on http://{shown_host}:{port}, {replicas} Ray "
+            "Serve replicas (the page at /, the API docs at /docs); Ctrl-C or SIGTERM stops",
+            flush=True,
+        )
+        stop = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: stop.set())
+        stop.wait()
+        ray_serve.shutdown()  # replicas finish the requests they hold, then go (Ray's own)
+    finally:
+        ray.shutdown()
+    print("stopped", file=sys.stderr)
