@@ -28,7 +28,7 @@ BLOCKS = [
 SHARED = [
     *("config", "config_files", "data", "metrics", "runs", "models", "modeldir"),
     *("feature_cache", "threads", "formats", "inputs", "cards", "graphs", "onnx_session"),
-    *("paths", "fingerprints", "processes"),
+    *("paths", "fingerprints", "processes", "process_environment"),
 ]
 FAMILIES = ["taggers", "text_models", "language_models"]
 TABLE = ["tasks"]

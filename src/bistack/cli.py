@@ -23,20 +23,13 @@ from bistack.corpus.predict import CHUNK_SIZE
 from bistack.corpus.sources import INPUT_FORMATS
 from bistack.errors import BistackError, ConfigError
 from bistack.paths import refuse_overlap
+from bistack.process_environment import MODEL_PROCESS_ENVIRONMENT
 from bistack.studies.pooler_variants import POOLER_VARIANTS
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # Nothing is downloaded at run time, and transformers' warnings and bars are not ours.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    # oneDNN caches a compiled kernel per tensor shape, up to 1,024 of them, and a corpus's
-    # batches come in ever new shapes: the cache grew RSS by 30 MB over 60k lines. 16 entries
-    # keep memory flat at the same speed (CoNLL dev x3: 9.2 s either way). Read once, when
-    # torch first runs a oneDNN kernel, so it is set before torch is imported, for every
-    # command that runs a model.
-    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16")
+    for name, value in MODEL_PROCESS_ENVIRONMENT.items():  # offline, quiet, a bounded cache
+        os.environ.setdefault(name, value)
     args = build_parser().parse_args(argv)
     try:
         configure_threads(args)

@@ -11,7 +11,7 @@ The second is Ray's own command on the application builder ``build`` (``serve de
 too, as ``import_path: bistack.serve.ray:build`` with ``args``). On a cluster the model directory
 must be readable at the same path on every node that runs a replica (a shared filesystem), since
 each replica opens it where it runs. Each replica asks Ray for ``threads`` CPUs and runs that many
-torch threads.
+torch threads, in bistack's process environment (offline, the bounded oneDNN cache).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bistack.errors import ConfigError
+from bistack.process_environment import MODEL_PROCESS_ENVIRONMENT
 from bistack.serve.app import Limits, create_app
 from bistack.serve.served import load_served
 
@@ -34,10 +35,6 @@ class Replica:
 
     def __init__(self, model: str, threads: int, limits: dict[str, Any]) -> None:
         self.served = load_served(model, threads)  # an export's onnxruntime takes the threads
-        if not self.served.opened.exported:  # this replica's process is its own
-            import torch
-
-            torch.set_num_threads(threads)
         self.limits = Limits(**limits)
 
     def __serve_build_asgi_app__(self) -> Any:
@@ -52,6 +49,7 @@ def deployment(
     from ray import serve
 
     limits = limits or Limits()
+    environment = MODEL_PROCESS_ENVIRONMENT | {"OMP_NUM_THREADS": str(threads)}
 
     ingress = serve.ingress()(Replica)
     server = serve.deployment(
@@ -59,7 +57,9 @@ def deployment(
         name="bistack",
         num_replicas=replicas,
         max_ongoing_requests=MAX_ONGOING,
-        ray_actor_options={"num_cpus": threads},
+        # A replica's process starts with bistack's environment and its torch threads set,
+        # on whichever node of the cluster it lands.
+        ray_actor_options={"num_cpus": threads, "runtime_env": {"env_vars": environment}},
     )
     return server.bind(str(Path(model).resolve()), threads, asdict(limits))
 
