@@ -450,3 +450,17 @@ def test_an_exported_model_is_served_too(small_tagger, tmp_path):
             records = client.post("/predict", json=body).json()["predictions"]
             want = [p.to_json() for p in pytorch.predict(texts, **options)]
             assert_close(records, want)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--replicas", "2"], "--replicas is for Ray Serve (--ray); here say --workers"),
+        (["--ray", "--workers", "2"], "--workers is for serving here; on Ray Serve say --replicas"),
+    ],
+)
+def test_flags_of_the_other_way_to_scale_are_refused_before_the_model_loads(flags, message, capsys):
+    from bistack.cli import main
+
+    assert main(["serve", "no/such/model", *flags]) == 2  # the model is not even looked at
+    assert capsys.readouterr().err == f"error: {message}\n"

@@ -759,6 +759,18 @@ def run_export(args: argparse.Namespace) -> int:
 
 
 def run_serve(args: argparse.Namespace) -> int:
+    if args.ray and args.workers > 1:
+        raise ConfigError("--workers is for serving here; on Ray Serve say --replicas")
+    if args.replicas > 1 and not args.ray:
+        raise ConfigError("--replicas is for Ray Serve (--ray); here say --workers")
+    if args.ray:
+        try:
+            import ray.serve  # noqa: F401 (only whether it is there)
+        except ImportError as error:
+            raise ConfigError(
+                f"serving on Ray needs the ray-serve extra ({error.name} is missing): "
+                "pip install 'bistack[ray-serve]'"
+            ) from None
     try:
         from bistack.serve.app import Limits
         from bistack.serve.server import serve, serve_in_workers
@@ -771,8 +783,6 @@ def run_serve(args: argparse.Namespace) -> int:
     served = load_served(args.model, args.threads)  # one that does not load stops here
     limits = Limits(max_batch_texts=args.max_batch)
     where = (args.host, args.port, limits, args.model)
-    if args.ray and args.workers > 1:
-        raise ConfigError("--workers is for serving here; on Ray Serve say --replicas")
     if not args.ray and args.workers == 1:
         serve(served, *where, args.access_log)
         return 0
