@@ -234,7 +234,7 @@ def report(result: dict) -> str:
         "",
         "| runtime | workers | texts/request | clients | texts/s | texts/pass | in-process "
         "at that size | ratio | ratio to batches of 256 | p50 ms | p99 ms | one text alone ms "
-        "| peak RSS MB (each process) |",
+        "| peak RSS MB (the server process; under --workers 2, then each worker) |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for row in result["rows"]:
