@@ -62,15 +62,20 @@ def read_yaml(path: str | Path, overrides: list[str] | None = None) -> dict[str,
 
 def apply_override(data: dict[str, Any], override: str) -> None:
     """Set ``a.b=value`` in nested ``data``, the value parsed as YAML (``--set``)."""
+    key, value = parse_override(override, "--set")
+    set_key(data, key, value, f"--set {override!r}")
+
+
+def parse_override(override: str, flag: str) -> tuple[str, Any]:
+    """``key=value`` as ``flag`` takes it: the dotted key and the value parsed as YAML."""
     key, sep, raw = override.partition("=")
     if not sep or not key:
-        raise ConfigError(f"--set {override!r}: expected key=value, e.g. train.max_epochs=30")
+        raise ConfigError(f"{flag} {override!r}: expected key=value, e.g. train.max_epochs=30")
     try:
-        value = yaml.safe_load(raw)
+        return key, yaml.safe_load(raw)
     except yaml.YAMLError as error:
         problem = getattr(error, "problem", None) or "not valid YAML"
-        raise ConfigError(f"--set {override!r}: the value is not valid YAML ({problem})") from None
-    set_key(data, key, value, f"--set {override!r}")
+        raise ConfigError(f"{flag} {override!r}: the value is not valid YAML ({problem})") from None
 
 
 def set_key(data: dict[str, Any], key: str, value: Any, source: str) -> None:

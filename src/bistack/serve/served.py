@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -60,4 +60,4 @@ def load_served(path: str | Path, threads: int | None = None) -> Served:
     opened = open_model(path, threads=threads)
     served = Served(opened, opened.info())
     served.warm()
-    return Served(opened, served.info, time.perf_counter() - started)
+    return replace(served, load_seconds=time.perf_counter() - started)

@@ -40,7 +40,7 @@ def serve(
     import uvicorn
 
     sock = listening_socket(host, port)
-    announce(sock, served.description, model, "")
+    announce(sock.getsockname()[:2], served.description, model, "")
     stopped: list[int] = []
     # uvicorn raises the signal again once it has shut down gracefully; for SIGTERM that is
     # then heard here, so a drained server exits 0 rather than dying of the signal.
@@ -61,17 +61,19 @@ def serve_in_workers(
     from bistack.serve.workers import serve_workers
 
     sock = listening_socket(host, port)
-    announce(sock, description, model, f", {workers} worker processes of {threads} threads")
+    where = sock.getsockname()[:2]
+    announce(where, description, model, f", {workers} worker processes of {threads} threads")
     serve_workers(sock, workers, factory)
     # The supervisor passes SIGTERM and Ctrl-C alike to the workers, and each drains.
     print("stopped: every request accepted was answered", file=sys.stderr)
 
 
-def announce(sock: socket.socket, description: str, model: str, processes: str) -> None:
-    bound_host, bound_port = sock.getsockname()[:2]
-    shown_host = f"[{bound_host}]" if ":" in bound_host else bound_host
+def announce(where: tuple[str, int], description: str, model: str, processes: str) -> None:
+    """Say on stdout where the server answers (its first line, which scripts read)."""
+    host, port = where
+    shown_host = f"[{host}]" if ":" in host else host
     print(
-        f"serving {description} from {model} on http://{shown_host}:{bound_port}{processes} "
+        f"serving {description} from {model} on http://{shown_host}:{port}{processes} "
         "(the page at /, the API docs at /docs); Ctrl-C or SIGTERM stops",
         flush=True,
     )
@@ -100,12 +102,7 @@ def serve_on_ray(
         ray_serve.start(http_options={"host": host, "port": port})
         ray_serve.run(deployment(model, replicas, threads, limits), name="bistack",
                       route_prefix="/")  # fmt: skip
-        shown_host = f"[{host}]" if ":" in host else host
-        print(
-            f"serving {description} from {model} on http://{shown_host}:{port}, {replicas} Ray "
-            "Serve replicas (the page at /, the API docs at /docs); Ctrl-C or SIGTERM stops",
-            flush=True,
-        )
+        announce((host, port), description, model, f", {replicas} Ray Serve replicas")
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: stop.set())

@@ -22,10 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
 from bistack.config import ExperimentConfig
-from bistack.config_files import build_config, key_hint, read_yaml, set_key
+from bistack.config_files import build_config, key_hint, parse_override, read_yaml, set_key
 from bistack.errors import ConfigError
 
 # Keys a search must not choose: what the verdict varies itself, and what changes the problem.
@@ -226,17 +224,12 @@ def verdict_config(
     searched = {p.key for p in space}
     values: dict[str, Any] = {}
     for override in overrides:
-        key, sep, raw = override.partition("=")
+        key, value = parse_override(override, "--verdict-set")
         source = f"--verdict-set {override!r}"
-        if not sep or not key:
-            raise ConfigError(f"{source}: expected key=value, e.g. train.max_epochs=40")
         if key in searched:
             raise ConfigError(f"{source}: {key} is searched; the verdict keeps the trial's value")
         if key in _NOT_SEARCHED or key.startswith("data."):
             raise ConfigError(f"{source}: {key} is the same for both configs in a verdict")
         key_hint(type(config), key, source)
-        try:
-            values[key] = yaml.safe_load(raw)
-        except yaml.YAMLError:
-            raise ConfigError(f"{source}: the value is not valid YAML") from None
+        values[key] = value
     return with_value(config, values, "--verdict-set") if values else config
