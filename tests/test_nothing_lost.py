@@ -195,6 +195,21 @@ def test_a_kill_during_the_swap_never_leaves_the_output_without_a_model(tmp_path
         assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
 
 
+def test_a_run_in_progress_is_named_before_the_model_it_has_already_written(tmp_path):
+    from bistack.runs.rundir import OutputError, RunDirectory, check_output
+
+    output = tmp_path / "run"
+    running = RunDirectory.open(output, overwrite=False)  # holds the lock, as a run does
+    try:
+        (output / "model").mkdir(parents=True)  # its first best model, already committed
+        with pytest.raises(OutputError, match="is in use by another training run"):
+            check_output(output, overwrite=False)  # not "give --overwrite"
+    finally:
+        running.close()
+    with pytest.raises(OutputError, match="already holds a model"):
+        check_output(output, overwrite=False)
+
+
 def test_a_second_run_into_the_same_output_fails_at_once_naming_the_first(trained, tmp_path):
     run = tmp_path / "run"
     first = start_slow(trained, run)

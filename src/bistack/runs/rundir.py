@@ -34,9 +34,11 @@ class OutputError(BistackError):
 
 
 def check_output(output: Path, overwrite: bool) -> None:
-    """Refuse an output that is a file, or that holds a model unless ``overwrite``."""
+    """Refuse an output that is a file, that another run is writing (said first: a running
+    run's model is no reason to overwrite it), or that holds a model unless ``overwrite``."""
     if output.exists() and not output.is_dir():
         raise OutputError(f"{output}: --output must be a folder, and this is a file")
+    refuse_if_in_use(output)
     if (output / MODEL).exists() and not overwrite:
         raise OutputError(
             f"{output} already holds a model; give --overwrite to replace it (the old one stays "
@@ -154,6 +156,28 @@ def exchange(source: Path, target: Path) -> None:
     os.rename(parked, source)
 
 
+def refuse_if_in_use(output: Path) -> None:
+    """Refuse ``output`` while another run holds its lock (a shared lock, taken and let go:
+    nothing of this run's is written)."""
+    path = output.parent / f".{output.name}.lock"
+    if not path.exists():
+        return
+    with open(path, encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise _in_use(output, handle) from None
+
+
+def _in_use(output: Path, handle: IO[str]) -> OutputError:
+    holder = _read_holder(handle)
+    return OutputError(
+        f"{output} is in use by another training run (pid {holder.get('pid', '?')}, "
+        f"started {holder.get('started', '?')}); wait for it to finish, or choose another "
+        "--output"
+    )
+
+
 def _lock(output: Path) -> tuple[IO[str], dict | None]:
     """Take ``.NAME.lock`` beside ``output``; returns it and what its previous holder wrote."""
     path = output.parent / f".{output.name}.lock"
@@ -161,13 +185,9 @@ def _lock(output: Path) -> tuple[IO[str], dict | None]:
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = _read_holder(handle)
+        error = _in_use(output, handle)
         handle.close()
-        raise OutputError(
-            f"{output} is in use by another training run (pid {holder.get('pid', '?')}, "
-            f"started {holder.get('started', '?')}); wait for it to finish, or choose another "
-            "--output"
-        ) from None
+        raise error from None
     previous = _read_holder(handle) or None
     handle.seek(0)
     handle.truncate()
