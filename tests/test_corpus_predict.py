@@ -265,8 +265,14 @@ def test_a_run_killed_at_random_points_resumes_to_the_same_bytes(small_tagger, t
     extra = ["--output", str(out)]
     progress = Path(f"{out}.progress.json")
     for _ in range(10):
+        before = out.stat().st_size if out.exists() else 0
         process = subprocess.Popen([*BISTACK, "predict", *args, *extra], stderr=subprocess.PIPE)
-        time.sleep(rng.uniform(1.5, 4.0))
+        deadline = time.monotonic() + 60  # kill once this run has written something of its own,
+        while process.poll() is None and time.monotonic() < deadline:  # at a random point after
+            if out.exists() and out.stat().st_size > before:
+                break
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0.0, 0.3))
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
             kills += 1
