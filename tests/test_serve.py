@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
 import signal
 import socket
@@ -31,6 +32,7 @@ from bistack.serve.served import Served, load_served
 from bistack.tasks import load_model
 
 LIMITS = Limits(max_body_bytes=4096, max_texts=5, max_chars=200)
+CPUS = len(os.sched_getaffinity(0))
 
 
 @pytest.fixture
@@ -358,7 +360,7 @@ def test_workers_serve_one_port_count_together_and_stop_on_sigterm(small_tagger)
     )  # fmt: skip
     try:
         line = server.stdout.readline()
-        assert "2 worker processes of 1 threads" in line, line
+        assert "2 worker processes of 1 thread each" in line, line
         url = re.search(r"http://[\d.]+:\d+", line).group(0)
         deadline = time.monotonic() + 120
         ready = 0
@@ -371,6 +373,8 @@ def test_workers_serve_one_port_count_together_and_stop_on_sigterm(small_tagger)
         workers = [p for p in children_of(server.pid) if "resource_tracker" not in
                    Path(f"/proc/{p}/cmdline").read_text()]  # fmt: skip
         assert len(workers) == 2, workers
+        # The supervisor checked the model in a process of its own: it holds no copy, no torch.
+        assert "libtorch" not in Path(f"/proc/{server.pid}/maps").read_text()
         texts = ["John visited Paris yesterday.", "Mary left New York ."]
         want = [json.loads(jsonl_line(p)) for p in load_model(small_tagger).predict(texts)]
         for _ in range(10):
@@ -389,7 +393,8 @@ def test_workers_serve_one_port_count_together_and_stop_on_sigterm(small_tagger)
     assert not [p for p in workers if Path(f"/proc/{p}").exists()]
 
 
-def test_a_model_that_does_not_load_stops_serve_before_it_binds(tmp_path):
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_model_that_does_not_load_stops_serve_before_it_binds(tmp_path, workers):
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "config.json").write_text("{not json")
@@ -397,7 +402,19 @@ def test_a_model_that_does_not_load_stops_serve_before_it_binds(tmp_path):
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     run = subprocess.run(
-        [sys.executable, "-m", "bistack.cli", "serve", str(broken), "--port", str(port)],
+        [
+            sys.executable,
+            "-m",
+            "bistack.cli",
+            "serve",
+            str(broken),
+            "--port",
+            str(port),
+            "--workers",
+            workers,
+            "--threads",
+            "1",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -430,6 +447,25 @@ def test_serve_binds_to_this_machine_only_by_default():
 
     args = build_parser().parse_args(["serve", "some/model"])
     assert args.host == "127.0.0.1"
+
+
+@pytest.mark.parametrize(
+    ("flags", "workers", "threads"),
+    [
+        ([], min(CPUS, 8), 1),  # the default: a process per CPU, one torch thread each
+        (["--workers", "1"], 1, 1),
+        (["--workers", "1", "--threads", "2"], 1, 2),
+        (["--ray", "--replicas", "2"], 1, 1),
+    ],
+)
+def test_serve_fits_the_machine_by_default(flags, workers, threads, monkeypatch):
+    from bistack.cli import build_parser, configure_threads
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr("torch.set_num_threads", lambda n: None)  # this process keeps its own
+    args = build_parser().parse_args(["serve", "some/model", *flags])
+    configure_threads(args)
+    assert (args.workers, args.threads) == (workers, threads)
 
 
 def test_an_exported_model_is_served_too(small_tagger, tmp_path):

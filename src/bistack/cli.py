@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import gc
 import json
 import os
 import shutil
@@ -281,10 +280,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--workers",
         type=ranged(int, 1),
-        default=1,
+        default=None,
         metavar="N",
-        help="model processes behind the one port (default 1), each with --threads threads "
-        "(default: the CPUs shared among them)",
+        help=f"model processes behind the one port, each with its own copy of the model and "
+        f"--threads threads (default: one per CPU, at most {SERVE_DEFAULT_MAX_WORKERS}, "
+        "one thread each)",
     )
     serve.add_argument(
         "--ray",
@@ -420,10 +420,16 @@ def configure_threads(args: argparse.Namespace) -> None:
     processes = int(devices) if devices.isdigit() and on_cpu else 1
     workers = getattr(args, "workers", 1) or 1
     tuning = args.command == "tune"
-    if tuning or args.command == "serve":  # each trial or server process has its share
+    if tuning:  # each trial process has its share
         processes, workers = workers, 1
-        if getattr(args, "ray", False):  # a local Ray's replicas share this machine
-            processes = args.replicas
+    if args.command == "serve":
+        if args.workers is None:
+            args.workers = 1 if args.ray else min(cpus, SERVE_DEFAULT_MAX_WORKERS)
+        # One thread per server process by default (cpus // cpus): a server process uses one
+        # core at most (its event loop and its model thread share the GIL: 0.98 cores measured
+        # under 32 clients), and a second torch thread spinning between small kernels takes
+        # that core from the event loop (benchmarks/results/serve-load.md has the rows).
+        processes, workers = cpus, 1
     try:
         threads = choose_threads(args.threads, os.environ.get("OMP_NUM_THREADS"), cpus, processes)
     except ValueError as error:
@@ -434,6 +440,8 @@ def configure_threads(args: argparse.Namespace) -> None:
     args.threads = threads  # an exported model's onnxruntime session takes it too
     if workers > 1:  # each worker process runs one thread (corpus prediction)
         processes, threads = workers, 1
+    if args.command == "serve":  # what runs: the server's processes or a local Ray's replicas
+        processes = args.replicas if args.ray else args.workers
     if tuning and args.worker_of is not None:  # its parent said it, for all its workers
         return
     if args.command in ("train", "ladder", "compare-poolers", "demo", "tune"):
@@ -778,17 +786,15 @@ def run_serve(args: argparse.Namespace) -> int:
         raise ConfigError(
             f"serving needs the serve extra ({error.name} is missing): pip install 'bistack[serve]'"
         ) from None
-    from bistack.serve.served import load_served
+    from bistack.serve.served import checked_apart, load_served
 
-    served = load_served(args.model, args.threads)  # one that does not load stops here
     limits = Limits(max_batch_texts=args.max_batch)
     where = (args.host, args.port, limits, args.model)
     if not args.ray and args.workers == 1:
-        serve(served, *where, args.access_log)
+        # One that does not load stops here, before the port is bound.
+        serve(load_served(args.model, args.threads), *where, args.access_log)
         return 0
-    description = served.description
-    del served  # each worker or replica opens its own
-    gc.collect()
+    description = checked_apart(args.model, args.threads)  # each worker or replica opens its own
     if args.ray:
         from bistack.serve.server import serve_on_ray
 
@@ -809,6 +815,7 @@ def run_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+SERVE_DEFAULT_MAX_WORKERS = 8  # each worker holds its own copy of the model
 SERVE_WORKER = "BISTACK_SERVE_WORKER"  # a serve --workers process's settings, as JSON
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from bistack.errors import BistackError
 from bistack.tasks import Opened, open_model
 
 
@@ -61,3 +62,25 @@ def load_served(path: str | Path, threads: int | None = None) -> Served:
     served = Served(opened, opened.info())
     served.warm()
     return replace(served, load_seconds=time.perf_counter() - started)
+
+
+def checked_apart(path: str | Path, threads: int) -> str:
+    """The description of the model at ``path``, after ``load_served`` opened and ran it in a
+    spawned process that then exits: a parent that serves it from other processes (its workers,
+    Ray replicas) learns that it loads, and what it is, without holding a copy of it (and of
+    torch) for as long as it serves. The error that stops the model is raised here."""
+    import multiprocessing
+
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        problem, description = pool.apply(_checked, (str(path), threads))
+    if problem:
+        raise BistackError(problem)
+    return description
+
+
+def _checked(path: str, threads: int) -> tuple[str, str]:
+    """In the checking process: (the error, "") or ("", the description)."""
+    try:
+        return "", load_served(path, threads).description
+    except BistackError as error:  # its message is what the user reads, whatever its class
+        return str(error), ""

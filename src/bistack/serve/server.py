@@ -62,7 +62,8 @@ def serve_in_workers(
 
     sock = listening_socket(host, port)
     where = sock.getsockname()[:2]
-    announce(where, description, model, f", {workers} worker processes of {threads} threads")
+    each = f"{threads} thread{'s' if threads != 1 else ''} each"
+    announce(where, description, model, f", {workers} worker processes of {each}")
     serve_workers(sock, workers, factory)
     # The supervisor passes SIGTERM and Ctrl-C alike to the workers, and each drains.
     print("stopped: every request accepted was answered", file=sys.stderr)
