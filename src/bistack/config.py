@@ -126,6 +126,12 @@ class BackboneConfig:
     lr: float = 2e-5  # backbone learning rate when fine-tuned (optimizer.lr is the head's)
     cache_dir: str = "runs/feature-cache"  # where the frozen backbone's vectors are cached
     batch_size: int = 32  # texts per backbone forward when computing cached vectors
+    # Taggers: subwords of the neighbouring sentences of the same document read on each side of
+    # a sentence (FLERT's document context), whose own words' states alone are kept; 0: alone.
+    context: int = 0
+    # Fine-tuned: each layer's learning rate is the one above it times this (the top layer
+    # backbone.lr, the embeddings the lowest); 1: one learning rate for the whole backbone.
+    layer_lr_decay: float = 1.0
 
 
 @dataclass
@@ -259,6 +265,8 @@ SHARED_RANGES: tuple[Range, ...] = (
     ("backbone.stride", 0, True, None),
     ("backbone.lr", 0.0, False, None),
     ("backbone.batch_size", 1, True, None),
+    ("backbone.context", 0, True, None),
+    ("backbone.layer_lr_decay", 0.0, False, 1.0),
     ("part_dropout.transformer", 0.0, True, 0.99),
     ("part_dropout.words", 0.0, True, 0.99),
     ("part_dropout.chars", 0.0, True, 0.99),

@@ -23,12 +23,17 @@ from bistack.schemes import split_tag
 
 @dataclass
 class Sentence:
-    """Tokens and their tags (empty when unlabelled); ``line`` is where it starts in its file."""
+    """Tokens and their tags (empty when unlabelled); ``line`` is where it starts in its file;
+    ``document`` numbers the document it belongs to in its file (a new one at each
+    ``-DOCSTART-`` in CoNLL columns, ``# newdoc`` in CoNLL-U, or change of a span record's
+    ``document`` field): taggers that read a document's other sentences as context (the
+    backbone's ``context``) keep to it."""
 
     tokens: list[str]
     tags: list[str] = field(default_factory=list)
     line: int = 0
     metadata: dict[str, str] = field(default_factory=dict)  # CoNLL-U comments: sent_id, text...
+    document: int = 0
 
 
 def read_conll(
@@ -37,7 +42,8 @@ def read_conll(
     """Read a CoNLL file. ``tag_column=None`` reads tokens only (for unlabelled input);
     ``plain`` takes tags as labels of their own (parts of speech), not entity tags."""
     sentences: list[Sentence] = []
-    current = Sentence([], [])
+    document = 0
+    current = Sentence([], [], document=document)
     lines = list(numbered_lines(path))
     expected_columns: tuple[int, int] | None = None  # (count, line where it was first seen)
     token_width = next(
@@ -48,9 +54,13 @@ def read_conll(
         if not columns:
             if current.tokens:
                 sentences.append(current)
-            current = Sentence([], [])
+            current = Sentence([], [], document=document)
             continue
         if columns[0] == "-DOCSTART-":
+            if current.tokens:  # no blank line before it: the sentence ends here all the same
+                sentences.append(current)
+            document += 1
+            current = Sentence([], [], document=document)
             continue
         starts = not current.tokens and columns[0].startswith("#")
         if starts and _is_comment(columns, token_width, tag_column, plain):

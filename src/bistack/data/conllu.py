@@ -78,6 +78,10 @@ def read_conllu(
         sentences.append(current)
     if not sentences:
         raise DataError(path, "no sentences found: the file is empty or holds only comments")
+    document = 0
+    for sentence in sentences:  # "# newdoc" (or "# newdoc id = ...") opens a document
+        document += any(key.split()[:1] == ["newdoc"] for key in sentence.metadata)
+        sentence.document = document
     if getter is not None and not plain:
         check_one_scheme(sentences, path)
     return sentences

@@ -49,8 +49,10 @@ def read_spans(
     tokenizer: Callable[[str], list[list[Token]]] = tokenize,
 ) -> list[Sentence]:
     """Tagged sentences (tags in ``scheme``) from span JSON lines; each ``Sentence.line`` is
-    its record's line, and its metadata holds the ``text``."""
+    its record's line, and its metadata holds the ``text``. A record is a document of its own,
+    unless consecutive records name the same ``document`` (any JSON value)."""
     sentences = []
+    document, previous = 0, None  # records of one "document" value in a row: one document
     for number, raw in numbered_lines(path):
         line = raw.rstrip("\r\n")
         if not line.strip():
@@ -68,12 +70,17 @@ def read_spans(
         tokens = [token for sentence in tokenizer(text) for token in sentence]
         aligned = [_align(s, tokens, text, path, number, misaligned, report) for s in spans]
         _check_overlaps(aligned, tokens, text, path, number)
+        named = record.get("document")
+        if named is None or named != previous or not sentences:
+            document += 1 if sentences else 0
+        previous = named
         sentences.append(
             Sentence(
                 [t.text for t in tokens],
                 tags_from_spans(aligned, len(tokens), scheme),
                 number,
                 {"text": text},
+                document,
             )
         )
     if not sentences:

@@ -5,7 +5,8 @@ tokenizer's own definition (the ``tokenizers`` library's ``Tokenizer``), as int6
 - Texts: each text one window, truncated to the limit, or cut into overlapping windows
   (``sliding``), each window knowing its text.
 - Words: sentences cut between words into rows that fit the limit (``word_rows``), with each
-  word's subwords located; a word without subwords is read as the unknown token.
+  word's subwords located; a word without subwords is read as the unknown token. A row may
+  also read the words around it in its document (``context``): read, never located.
 
 Rows are right-padded to the longest with the pad id; the attention mask is 1 at real subwords.
 """
@@ -18,19 +19,20 @@ from typing import Any
 
 import numpy as np
 
-from bistack.data.word_rows import locate_subwords, sentence_rows
+from bistack.data.word_rows import Context, locate_subwords, own_word_ids, sentence_rows
 
 
 @dataclass(frozen=True)
 class SubwordSettings:
     """What cutting needs of a tokenizer beside its definition: the window's length in
-    subwords (special tokens included), the special tokens a row adds, the unknown token and the
-    pad id."""
+    subwords (special tokens included), the special tokens a row adds, the unknown token, the
+    pad id, and how much document context a row reads."""
 
     limit: int
     special_tokens: int = 2
     unknown: str = "[UNK]"
     pad_id: int = 0
+    context: int = 0  # subwords of the words around a sentence read on each side, at most
 
 
 def padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
@@ -83,20 +85,33 @@ class WordPieceArrays:
 
 
 def word_pieces(
-    tokenizer: Any, sentences: Sequence[Sequence[str]], settings: SubwordSettings
+    tokenizer: Any,
+    sentences: Sequence[Sequence[str]],
+    settings: SubwordSettings,
+    contexts: Sequence[Context] | None = None,
 ) -> WordPieceArrays:
     """Subword rows of pre-tokenised ``sentences``: a sentence longer than the limit is cut
-    between words into rows that each fit, so no word is ever cut or dropped."""
+    between words into rows that each fit, so no word is ever cut or dropped. With
+    ``contexts`` (one per sentence), each row also reads up to ``settings.context`` subwords of
+    the words around it, whose states are not kept."""
     tokenizer.no_padding()
     tokenizer.no_truncation()
     words = [w for sentence in sentences for w in sentence]
-    counts = [len(e.ids) for e in tokenizer.encode_batch(words, add_special_tokens=False)]
+    if contexts is not None:
+        words += [w for c in contexts for w in (*c.before, *c.after)]
+    unique = list(dict.fromkeys(words))
+    encoded = tokenizer.encode_batch(unique, add_special_tokens=False)
+    counts = {word: len(e.ids) for word, e in zip(unique, encoded, strict=True)}
     budget = settings.limit - settings.special_tokens
-    rows, row_first_word = sentence_rows(sentences, counts, budget, settings.unknown)
+    context = settings.context if contexts is not None else 0
+    rows = sentence_rows(sentences, counts, budget, settings.unknown, contexts, context)
     tokenizer.enable_truncation(settings.limit, strategy="longest_first")
-    encodings = tokenizer.encode_batch(rows, is_pretokenized=True)
+    encodings = tokenizer.encode_batch(rows.words, is_pretokenized=True)
     ids, mask = padded([e.ids for e in encodings], settings.pad_id)
-    located = locate_subwords(
-        [e.word_ids for e in encodings], row_first_word, ids.shape[1], len(words)
-    )
+    word_ids = [
+        own_word_ids(e.word_ids, offset, size)
+        for e, offset, size in zip(encodings, rows.offsets, rows.sizes, strict=True)
+    ]
+    total = sum(len(s) for s in sentences)
+    located = locate_subwords(word_ids, rows.first_word, ids.shape[1], total)
     return WordPieceArrays(ids, mask, *located, [len(s) for s in sentences])

@@ -4,7 +4,9 @@ limit, and each sentence's words located in the batch's flat word numbering."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -22,26 +24,100 @@ def split_into_chunks(pieces: Sequence[int], budget: int) -> list[tuple[int, int
     return chunks
 
 
-def sentence_rows(
-    sentences: Sequence[Sequence[str]], counts: Sequence[int], budget: int, unknown: str
-) -> tuple[list[list[str]], list[int]]:
-    """The rows of words a transformer reads, and the flat number of each row's first word.
+@dataclass(frozen=True)
+class Context:
+    """The words around a sentence in its document: ``before`` it (in order, so the nearest
+    last) and ``after`` it (the nearest first)."""
 
-    ``counts``: subwords per word (all sentences' words in order); a word without subwords is
-    read as ``unknown`` and counts one; a sentence whose subwords exceed ``budget`` (the model's
-    limit less its special tokens) is cut between words into rows that fit.
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+
+
+def document_contexts(
+    sentences: Sequence[Sequence[str]], documents: Sequence[Any], words: int
+) -> list[Context]:
+    """Up to ``words`` words on each side of every sentence, from the sentences next to it in
+    the same document: ``documents[i]`` names sentence i's, and a document's sentences come in
+    order, one after the other; a neighbour of another document ends the context there."""
+    contexts = []
+    for index, document in enumerate(documents):
+        before: list[str] = []
+        other = index - 1
+        while other >= 0 and documents[other] == document and len(before) < words:
+            before[:0] = sentences[other]
+            other -= 1
+        after: list[str] = []
+        other = index + 1
+        while other < len(sentences) and documents[other] == document and len(after) < words:
+            after.extend(sentences[other])
+            other += 1
+        contexts.append(Context(tuple(before[len(before) - min(words, len(before)) :]),
+                                tuple(after[:words])))  # fmt: skip
+    return contexts
+
+
+@dataclass(frozen=True)
+class Rows:
+    """The rows of words a transformer reads: ``words[r]`` is row r's, of which ``sizes[r]``
+    words from ``offsets[r]`` on are its sentence's own (flat word number ``first_word[r]``
+    on); the others are context, read but not located."""
+
+    words: list[list[str]]
+    first_word: list[int]
+    offsets: list[int]
+    sizes: list[int]
+
+
+def sentence_rows(
+    sentences: Sequence[Sequence[str]],
+    counts: Mapping[str, int],
+    budget: int,
+    unknown: str,
+    contexts: Sequence[Context] | None = None,
+    context: int = 0,
+) -> Rows:
+    """The rows of words a transformer reads.
+
+    ``counts``: subwords per word; a word without subwords is read as ``unknown`` and counts
+    one; a sentence whose subwords exceed ``budget`` (the model's limit less its special tokens)
+    is cut between words into rows that fit. With ``contexts``, each row also reads up to
+    ``context`` subwords on each side (never more than the row leaves free, shared evenly): the
+    sentence's own words outside the row, then its context's, whole words only.
     """
-    rows: list[list[str]] = []
-    row_first_word: list[int] = []
+    rows = Rows([], [], [], [])
     position = 0
-    for sentence in sentences:
-        pieces = counts[position : position + len(sentence)]
-        fixed = [w if c else unknown for w, c in zip(sentence, pieces, strict=True)]
-        for start, end in split_into_chunks([max(c, 1) for c in pieces], budget):
-            rows.append(fixed[start:end])
-            row_first_word.append(position + start)
+    for number, sentence in enumerate(sentences):
+        fixed = [w if counts[w] else unknown for w in sentence]
+        sizes = [max(counts[w], 1) for w in sentence]
+        around = contexts[number] if contexts is not None else Context()
+        for start, end in split_into_chunks(sizes, budget):
+            side = min(context, (budget - sum(sizes[start:end])) // 2) if contexts else 0
+            before = _within([*around.before, *sentence[:start]][::-1], counts, side)[::-1]
+            after = _within([*sentence[end:], *around.after], counts, side)
+            rows.words.append([*(w if counts[w] else unknown for w in before), *fixed[start:end],
+                               *(w if counts[w] else unknown for w in after)])  # fmt: skip
+            rows.first_word.append(position + start)
+            rows.offsets.append(len(before))
+            rows.sizes.append(end - start)
         position += len(sentence)
-    return rows, row_first_word
+    return rows
+
+
+def _within(words: Sequence[str], counts: Mapping[str, int], budget: int) -> list[str]:
+    """The leading ``words`` whose subwords fit ``budget``."""
+    taken, used = [], 0
+    for word in words:
+        used += max(counts[word], 1)
+        if used > budget:
+            break
+        taken.append(word)
+    return taken
+
+
+def own_word_ids(word_ids: Sequence[int | None], offset: int, size: int) -> list[int | None]:
+    """A row's subword-to-word map numbered within its sentence's own words, None for context
+    and special tokens."""
+    return [w - offset if w is not None and offset <= w < offset + size else None for w in word_ids]
 
 
 def locate_subwords(

@@ -11,6 +11,7 @@ reported, never hidden. Nothing is downloaded: folders are opened with ``local_f
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from bistack.data.subwords import SubwordSettings, text_windows, word_pieces
+from bistack.data.word_rows import Context
 from bistack.errors import ModelFileError
 from bistack.models.mode import evaluating
 
@@ -108,14 +110,16 @@ class TransformerBackbone(nn.Module):
 
         self.subwords = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
 
-    def subword_settings(self, max_length: int | None) -> SubwordSettings:
-        """What cutting needs beside the tokenizer, for a config's ``max_length``."""
+    def subword_settings(self, max_length: int | None, context: int = 0) -> SubwordSettings:
+        """What cutting needs beside the tokenizer, for a config's ``max_length`` and
+        ``context``."""
         tokenizer = self.tokenizer
         return SubwordSettings(
             limit=self.limit(max_length),
             special_tokens=tokenizer.num_special_tokens_to_add(),
             unknown=tokenizer.unk_token or "[UNK]",
             pad_id=tokenizer.pad_token_id or 0,
+            context=context,
         )
 
     def limit(self, max_length: int | None) -> int:
@@ -299,11 +303,42 @@ class WordPieces:
         )
 
 
+LAYER_NUMBER = re.compile(r"\.(?:layer|layers|h|block|blocks)\.(\d+)\.")  # encoder.layer.3.
+
+
+def backbone_parameter_groups(
+    backbone: TransformerBackbone, lr: float, layer_lr_decay: float = 1.0
+) -> list[dict[str, Any]]:
+    """Optimizer groups of a fine-tuned backbone with layer-wise learning-rate decay (as in
+    ELECTRA and BEiT fine-tuning): the top layer (and what sits above it) at ``lr``, each layer
+    below at the rate above it times ``layer_lr_decay``, the embeddings lowest. A decay of 1 is
+    one group at ``lr``."""
+    parameters = [(n, p) for n, p in backbone.named_parameters() if p.requires_grad]
+    if layer_lr_decay == 1.0:
+        return [{"params": [p for _, p in parameters], "lr": lr}]
+    top = backbone.num_layers  # embeddings 0, layer i at depth i + 1, the rest above the last
+    by_depth: dict[int, list[nn.Parameter]] = {}
+    for name, parameter in parameters:
+        found = LAYER_NUMBER.search(name)
+        depth = int(found.group(1)) + 1 if found else (0 if "embed" in name else top)
+        by_depth.setdefault(min(depth, top), []).append(parameter)
+    return [
+        {"params": params, "lr": lr * layer_lr_decay ** (top - depth)}
+        for depth, params in sorted(by_depth.items())
+    ]
+
+
 def tokenize_words(
-    backbone: TransformerBackbone, sentences: Sequence[Sequence[str]], max_length: int | None
+    backbone: TransformerBackbone,
+    sentences: Sequence[Sequence[str]],
+    max_length: int | None,
+    contexts: Sequence[Context] | None = None,
+    context: int = 0,
 ) -> WordPieces:
-    """Subwords of pre-tokenised ``sentences`` (``bistack.data.subwords.word_pieces``)."""
-    arrays = word_pieces(backbone.subwords, sentences, backbone.subword_settings(max_length))
+    """Subwords of pre-tokenised ``sentences`` (``bistack.data.subwords.word_pieces``), each
+    row reading up to ``context`` subwords of the words around it (``contexts``) when given."""
+    settings = backbone.subword_settings(max_length, context)
+    arrays = word_pieces(backbone.subwords, sentences, settings, contexts if context else None)
     return WordPieces(
         torch.from_numpy(arrays.input_ids),
         torch.from_numpy(arrays.attention_mask),

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from bistack.crf_kernels import log_partition, viterbi_best, viterbi_top_k
+from bistack.crf_kernels import IMPOSSIBLE, log_partition, viterbi_best, viterbi_top_k
 from bistack.schemes import PLAIN
 from bistack.taggers.confidence import (
     CRFScores,
@@ -51,6 +51,10 @@ class TagDecoder:
     labels: list[str]
     scheme: str
     crf: CRFScores | None = None
+    # Confidences from scores divided by this (fitted on dev after training: see
+    # bistack.taggers.calibration). Every path's score is divided alike, so the best path and the
+    # order of the k best do not change; only how sure the tagger says it is.
+    temperature: float = 1.0
 
     def analyse(
         self,
@@ -65,9 +69,23 @@ class TagDecoder:
         if top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
         lengths = np.asarray(lengths, dtype=np.int64)
+        if self.temperature != 1.0:
+            emissions = emissions / np.float32(self.temperature)
         if self.crf is None:
             return self._independent(emissions, lengths, confidence, top_k)
-        return self._crf(self.crf, emissions, lengths, confidence, top_k)
+        return self._crf(self._tempered(self.crf), emissions, lengths, confidence, top_k)
+
+    def _tempered(self, crf: CRFScores) -> CRFScores:
+        """The CRF's scores divided by the temperature; forbidden moves stay forbidden."""
+        if self.temperature == 1.0:
+            return crf
+        divisor = np.float32(self.temperature)
+        return CRFScores(
+            *(
+                np.where(scores <= IMPOSSIBLE, scores, scores / divisor).astype(scores.dtype)
+                for scores in (crf.transitions, crf.start, crf.end)
+            )
+        )
 
     def _crf(
         self,
@@ -147,7 +165,8 @@ class TagDecoder:
                 "start": self.crf.start.tolist(),
                 "end": self.crf.end.tolist(),
             }
-        return {"labels": list(self.labels), "scheme": self.scheme, "crf": crf}
+        written = {"labels": list(self.labels), "scheme": self.scheme, "crf": crf}
+        return written | ({"temperature": self.temperature} if self.temperature != 1.0 else {})
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TagDecoder:
@@ -158,4 +177,5 @@ class TagDecoder:
             scores = CRFScores(
                 *(np.asarray(crf[key], dtype=np.float32) for key in ("transitions", "start", "end"))
             )
-        return cls(list(data["labels"]), str(data["scheme"]), scores)
+        temperature = float(data.get("temperature", 1.0))  # absent: written uncalibrated
+        return cls(list(data["labels"]), str(data["scheme"]), scores, temperature)

@@ -53,6 +53,7 @@ def layer_tagger_plan(tagger: Any) -> ExportPlan:
             "unk_token": tokenizer.unk_token or "[UNK]",
             "pad_id": tokenizer.pad_token_id,
             "batch_size": options.batch_size,
+            "context": options.context,  # the document context each row reads
         },
     }
     words = vocabulary_words(vocabularies) if vocabularies is not None else ["word", "Paris", "."]

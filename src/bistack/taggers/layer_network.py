@@ -22,7 +22,12 @@ from bistack.data.features import TokenVocabularies
 from bistack.dropout import Dropout, part_dropout
 from bistack.encoders import SequenceEncoder
 from bistack.layer_pooling import build_layer_pooler
-from bistack.models.backbone import TransformerBackbone, WordPieces, word_layer_states
+from bistack.models.backbone import (
+    TransformerBackbone,
+    WordPieces,
+    backbone_parameter_groups,
+    word_layer_states,
+)
 from bistack.models.builders import build_embedder, build_encoder
 from bistack.models.embeddings import TokenEmbedder
 from bistack.taggers.config import LayerPoolingTaggerConfig
@@ -84,6 +89,7 @@ class LayerTagger(nn.Module):
         alignment: Literal["first", "mean", "last"],
         backbone: TransformerBackbone | None = None,
         backbone_lr: float = 2e-5,
+        layer_lr_decay: float = 1.0,
         embedder: TokenEmbedder | None = None,
         part_dropout: dict[str, float] | None = None,
     ) -> None:
@@ -97,13 +103,16 @@ class LayerTagger(nn.Module):
         self.alignment = alignment
         self.backbone = backbone
         self.backbone_lr = backbone_lr
+        self.layer_lr_decay = layer_lr_decay
 
     def parameter_groups(self, lr: float) -> list[dict]:
         """The tagger at ``lr``; a fine-tuned backbone at its own rate."""
         own = [p for name, p in self.named_parameters() if not name.startswith("backbone.")]
         groups: list[dict] = [{"params": own, "lr": lr}]
         if self.backbone is not None:
-            groups.append({"params": list(self.backbone.parameters()), "lr": self.backbone_lr})
+            groups += backbone_parameter_groups(
+                self.backbone, self.backbone_lr, self.layer_lr_decay
+            )
         return groups
 
     def word_layers(self, batch: WordLayerBatch) -> Tensor:
@@ -181,6 +190,7 @@ def build_layer_tagger(
         alignment=config.subwords,
         backbone=backbone if config.backbone.finetune else None,
         backbone_lr=config.backbone.lr,
+        layer_lr_decay=config.backbone.layer_lr_decay,
         embedder=embedder,
         part_dropout=config.part_dropout.rates(),
     )

@@ -19,6 +19,7 @@ from bistack.config import FeaturesConfig
 from bistack.data.batching import PAD_TAG, collate_tokens
 from bistack.data.conll import Sentence
 from bistack.data.features import EncodedSentence, TokenVocabularies, tag_order
+from bistack.data.word_rows import Context, document_contexts
 from bistack.feature_cache import cached_tensors, model_fingerprint
 from bistack.metrics.dev import Evaluation
 from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
@@ -29,10 +30,25 @@ from bistack.schemes import PLAIN, convert_tags
 from bistack.taggers.config import LayerPoolingTaggerConfig
 from bistack.taggers.layer_network import WordLayerBatch, build_layer_tagger, pad_words
 from bistack.taggers.layer_tagger import LayerPoolingTagger
-from bistack.taggers.recipe import TaggingData, load_tagging_data, tagging_evaluation
-from bistack.taggers.tagging import check_gold_tags
+from bistack.taggers.recipe import (
+    TaggingData,
+    finish_tagger,
+    load_tagging_data,
+    tagging_evaluation,
+)
+from bistack.taggers.tagging import Emitter, check_gold_tags
 
 WORD_SEPARATOR = "\x1f"  # joins a sentence's words into one cache-key text
+
+
+def sentence_contexts(sentences: Sequence[Sentence], context: int) -> list[Context] | None:
+    """The words around each sentence in its document, for a backbone that reads ``context``
+    subwords a side (None when it reads none)."""
+    if not context:
+        return None
+    return document_contexts(
+        [s.tokens for s in sentences], [s.document for s in sentences], context
+    )
 
 
 def cached_word_states(
@@ -44,6 +60,7 @@ def cached_word_states(
     """Flat word states ``(total_words, num_layers, hidden_size)`` float16, from the cache."""
     options = config.backbone
     limit = backbone.limit(options.max_length)
+    contexts = sentence_contexts(sentences, options.context)
 
     def compute() -> dict[str, Tensor]:
         # Batches of similar length (little padding), written back in sentence order.
@@ -52,18 +69,27 @@ def cached_word_states(
         with torch.inference_mode():
             for start in range(0, len(order), options.batch_size):
                 chosen = order[start : start + options.batch_size]
-                pieces = tokenize_words(backbone, [sentences[i].tokens for i in chosen], limit)
+                around = None if contexts is None else [contexts[i] for i in chosen]
+                tokens = [sentences[i].tokens for i in chosen]
+                pieces = tokenize_words(backbone, tokens, limit, around, options.context)
                 words = word_layer_states(backbone, pieces, config.subwords).half()
                 for i, part in zip(chosen, words.split(pieces.lengths), strict=True):
                     per_sentence[i] = part
         return {"words": torch.cat(per_sentence)}
 
     started = time.perf_counter()
+    texts = [WORD_SEPARATOR.join(s.tokens) for s in sentences]
+    settings: dict[str, object] = {"max_length": limit, "subwords": config.subwords}
+    if contexts is not None:  # each sentence's states depend on its document's other sentences
+        texts = [
+            f"{s.document}{WORD_SEPARATOR}{text}" for s, text in zip(sentences, texts, strict=True)
+        ]
+        settings["context"] = options.context
     cached = cached_tensors(
         options.cache_dir,
         model_fingerprint(backbone.folder),
-        [WORD_SEPARATOR.join(s.tokens) for s in sentences],
-        {"max_length": limit, "subwords": config.subwords, "kind": "word_states"},
+        texts,
+        settings | {"kind": "word_states"},
         compute,
     )
     verb = "computed and cached" if cached.computed else "read from the cache"
@@ -91,6 +117,7 @@ class WordLayerTask:
         self.encoded = encoded  # the training sentences' token features, when stacked
         self.train_states = train_states
         self.dev_states = dev_states
+        self.contexts = sentence_contexts(data.train, tagger.config.backbone.context)
         self.starts = [0]
         for sentence in data.train:
             self.starts.append(self.starts[-1] + len(sentence.tokens))
@@ -111,8 +138,10 @@ class WordLayerTask:
             tokens = collate_tokens([self.encoded[i] for i in indices], vocabularies)
         if self.train_states is None:
             chosen = [self.data.train[i].tokens for i in indices]
+            options = self.tagger.config.backbone
+            around = None if self.contexts is None else [self.contexts[i] for i in indices]
             pieces = tokenize_words(
-                self.tagger.backbone, chosen, self.tagger.config.backbone.max_length
+                self.tagger.backbone, chosen, options.max_length, around, options.context
             )
             return WordLayerBatch(mask, pieces=pieces, tags=tags, tokens=tokens)
         words = torch.cat([self.train_states[self.starts[i] : self.starts[i + 1]] for i in indices])
@@ -167,6 +196,11 @@ def prepare_layer_tagger(config: LayerPoolingTaggerConfig, run: Run) -> Prepared
     if not config.backbone.finetune:
         train_states = cached_word_states(backbone, config, data.train, run.say)
         dev_states = cached_word_states(backbone, config, data.dev, run.say)
+    dev_tokens = [s.tokens for s in data.dev]
+
+    def cached_dev(best: LayerPoolingTagger) -> Emitter | None:
+        return None if dev_states is None else best.cached(dev_tokens, dev_states)
+
     index = {label: i for i, label in enumerate(labels)}
     tag_ids = [[index[t] for t in tags] for tags in train_tags]
     mode = "fine-tuned" if config.backbone.finetune else "frozen"
@@ -174,6 +208,7 @@ def prepare_layer_tagger(config: LayerPoolingTaggerConfig, run: Run) -> Prepared
         model=tagger,
         network=model,
         loop=WordLayerTask(tagger, data, tag_ids, run, train_states, dev_states, encoded),
+        finish=lambda run: finish_tagger(LayerPoolingTagger.load, data, run, cached_dev),
         summary=(
             f"train: {len(data.train)} sentences ({data.input_scheme}, trained as "
             f"{config.data.scheme}); dev: {len(data.dev)} from {data.dev_source}; backbone "

@@ -19,6 +19,7 @@ from bistack.config_files import build_config
 from bistack.data.batching import TokenBatch, collate_tokens
 from bistack.data.conll import Sentence
 from bistack.data.features import TokenVocabularies
+from bistack.data.word_rows import Context
 from bistack.metrics.entities import EntityScores
 from bistack.modeldir import (
     checked_output_scheme,
@@ -43,7 +44,7 @@ from bistack.taggers.layer_network import (
     build_layer_tagger,
     pad_words,
 )
-from bistack.taggers.tagging import Emitter, Tagging, score_sentences
+from bistack.taggers.tagging import Emitter, Tagging, context_emitter, score_sentences
 
 KIND = "layer_tagger"
 
@@ -61,6 +62,7 @@ class LayerPoolingTagger(Tagging):
         config: LayerPoolingTaggerConfig,
         output_scheme: str,
         vocabularies: TokenVocabularies | None = None,
+        calibration: dict[str, Any] | None = None,
     ) -> None:
         self.model = model.eval()
         self.backbone = backbone.eval()
@@ -68,6 +70,7 @@ class LayerPoolingTagger(Tagging):
         self.config = config
         self.output_scheme = output_scheme
         self.vocabularies = vocabularies  # of the stacked token features, if any
+        self.calibration = dict(calibration or {})
 
     @classmethod
     def load(cls, path: str | Path, device: str | torch.device = "cpu") -> LayerPoolingTagger:
@@ -94,7 +97,9 @@ class LayerPoolingTagger(Tagging):
             model.to(device)
             backbone.to(device)
             scheme = checked_output_scheme(directory, meta)
-            return cls(model, backbone, labels, config, scheme, vocabularies)
+            return cls(
+                model, backbone, labels, config, scheme, vocabularies, meta.get("calibration")
+            )
 
     def save(self, path: str | Path) -> None:
         self.save_metadata(path)
@@ -108,14 +113,21 @@ class LayerPoolingTagger(Tagging):
             self.vocabularies.to_json() if self.vocabularies else {"tags": self._labels},
             output_scheme=self.output_scheme,
             backbone=backbone_record(self.backbone),
+            **({"calibration": self.calibration} if self.calibration else {}),
         )
 
     def save_weights(self, path: str | Path) -> None:
         save_head_and_backbone(path, self.model, self.backbone, self.config.backbone.finetune)
 
-    def word_states(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
-        """Flat word states ``(total_words, num_layers, hidden_size)`` of ``sentences``."""
-        pieces = tokenize_words(self.backbone, sentences, self.config.backbone.max_length)
+    def word_states(
+        self, sentences: Sequence[Sequence[str]], contexts: Sequence[Context] | None = None
+    ) -> torch.Tensor:
+        """Flat word states ``(total_words, num_layers, hidden_size)`` of ``sentences``, each
+        read with the words around it (``contexts``) when the backbone reads context."""
+        options = self.config.backbone
+        pieces = tokenize_words(
+            self.backbone, sentences, options.max_length, contexts, options.context
+        )
         pieces = pieces.to(next(self.backbone.parameters()).device)
         with torch.no_grad():
             return word_layer_states(self.backbone, pieces, self.config.subwords)
@@ -131,7 +143,7 @@ class LayerPoolingTagger(Tagging):
 
     @property
     def decoder(self) -> TagDecoder:
-        return self.model.head.decoder()
+        return self.calibrated(self.model.head.decoder())
 
     @property
     def batch_size(self) -> int:
@@ -142,6 +154,18 @@ class LayerPoolingTagger(Tagging):
 
     def emissions(self, indices: Sequence[int], sentences: Sequence[Sequence[str]]) -> np.ndarray:
         return self.emissions_of(self.word_states(sentences), sentences)
+
+    def emitter_of(
+        self, sentences: Sequence[Sequence[str]], documents: Sequence[Any] | None
+    ) -> Emitter:
+        context = self.config.backbone.context
+        if not context:
+            return self.emissions
+
+        def emit(chosen: Sequence[Sequence[str]], contexts: Sequence[Context]) -> np.ndarray:
+            return self.emissions_of(self.word_states(chosen, contexts), chosen)
+
+        return context_emitter(emit, sentences, documents, context)
 
     def emissions_of(self, words: torch.Tensor, sentences: Sequence[Sequence[str]]) -> np.ndarray:
         """Emissions of ``sentences`` whose flat word states ``(total_words, num_layers,
@@ -171,6 +195,7 @@ class LayerPoolingTagger(Tagging):
         self,
         sentences: Sequence[Sequence[str]],
         batch_size: int | None = None,
+        documents: Sequence[Any] | None = None,
         states: torch.Tensor | None = None,
     ) -> list[list[str]]:
         """Tags for pre-tokenised sentences, in the output scheme, in input order.
@@ -178,7 +203,9 @@ class LayerPoolingTagger(Tagging):
         ``states``: the sentences' flat word states when already known (the feature cache).
         """
         emitter = None if states is None else self.cached(sentences, states)
-        analyses = self._analyse(sentences, batch_size, confidence=False, emitter=emitter)
+        analyses = self._analyse(
+            sentences, batch_size, confidence=False, emitter=emitter, documents=documents
+        )
         return [a.tags for a in analyses]
 
     def score(
@@ -189,7 +216,9 @@ class LayerPoolingTagger(Tagging):
     ) -> EntityScores:
         """Score against gold tags; ``states``: the sentences' cached word states, if known."""
 
-        def tag_tokens(tokens: Sequence[Sequence[str]]) -> list[list[str]]:
-            return self.tag_tokens(tokens, states=states)
+        def tag_tokens(
+            tokens: Sequence[Sequence[str]], documents: Sequence[Any] | None = None
+        ) -> list[list[str]]:
+            return self.tag_tokens(tokens, documents=documents, states=states)
 
         return score_sentences(tag_tokens, self.labels, self.output_scheme, sentences, path)

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from bistack.data.batching import TaggingBatch, collate_tagging
 from bistack.data.conll import Sentence
@@ -18,10 +19,13 @@ from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run
 from bistack.runs.vocabularies import build_vocabularies, initialise_words, singleton_mask
 from bistack.schemes import PLAIN, convert_tags, detect_scheme
+from bistack.taggers.calibration import calibrate
 from bistack.taggers.config import LayerPoolingTaggerConfig, TaggerConfig
 from bistack.taggers.network import build_tagger
 from bistack.taggers.tagger import Tagger
-from bistack.taggers.tagging import check_gold_tags
+from bistack.taggers.tagging import Emitter, Tagging, check_gold_tags
+
+T = TypeVar("T", bound=Tagging)
 
 
 @dataclass
@@ -96,6 +100,28 @@ class TaggingTask:
         self.tagger.save_weights(directory)
 
 
+def finish_tagger(
+    load: Callable[[Path], T],
+    data: TaggingData,
+    run: Run,
+    emitter: Callable[[T], Emitter | None] | None = None,
+) -> None:
+    """Fit the best model's temperature on dev (``bistack.taggers.calibration``) and keep it
+    with the model; ``emitter``: the best model's emissions from cached features, if any."""
+    best = load(run.model_dir)
+    fit = calibrate(best, data.dev, None if emitter is None else emitter(best))
+    if fit is None:
+        if best.output_scheme != PLAIN:  # plain tags have no entities to be sure of
+            run.say(
+                "entity confidences kept as trained: the entities predicted on dev are all "
+                "right (or all wrong, or none), so there is nothing to fit a temperature on"
+            )
+        return
+    best.calibration = fit.to_json()
+    best.save_metadata(run.model_dir)
+    run.say(fit.summary())
+
+
 def prepare_tagger(config: TaggerConfig, run: Run) -> Prepared:
     """The recurrent tagger ``config`` describes, sized to its training data."""
     data = load_tagging_data(config)
@@ -118,6 +144,7 @@ def prepare_tagger(config: TaggerConfig, run: Run) -> Prepared:
         model=tagger,
         network=model,
         loop=TaggingTask(tagger, encoded, data, run),
+        finish=lambda run: finish_tagger(Tagger.load, data, run),
         summary=(
             f"train: {len(data.train)} sentences ({data.input_scheme}, trained as "
             f"{config.data.scheme}); dev: {len(data.dev)} from {data.dev_source}; "

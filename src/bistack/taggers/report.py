@@ -81,7 +81,9 @@ def tagger_report(model: Any, path: str | Path) -> dict[str, Any]:
     if model.output_scheme == PLAIN:
         section["notes"].append("plain tags (no entities): scored per tag, no entity errors")
         return section
-    analyses = model.analyse_tokens([s.tokens for s in sentences])
+    analyses = model.analyse_tokens(
+        [s.tokens for s in sentences], documents=[s.document for s in sentences]
+    )
     gold_scheme = model.output_scheme
     errors: list[SentenceErrors] = []
     confidences, correct, rows = [], [], []

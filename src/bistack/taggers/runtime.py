@@ -18,14 +18,14 @@ import numpy as np
 
 from bistack.config import ExperimentConfig
 from bistack.data.subwords import SubwordSettings, word_pieces
-from bistack.data.word_rows import flat_word_index
+from bistack.data.word_rows import Context, flat_word_index
 from bistack.errors import ConfigError, ModelFileError
 from bistack.onnx_session import TOKEN_INPUTS, WORD_INPUTS, ExportedFiles, token_feed
 from bistack.schemes import OUTPUT_SCHEMES
 from bistack.taggers.config import LayerPoolingTaggerConfig, TaggerConfig
 from bistack.taggers.decoding import Analysis, TagDecoder
 from bistack.taggers.records import SentenceAnalysis, TaggedText, in_output_scheme
-from bistack.taggers.tagging import Tagging
+from bistack.taggers.tagging import Emitter, Tagging, context_emitter
 
 
 class ExportedTagging(Tagging):
@@ -48,6 +48,7 @@ class ExportedTagging(Tagging):
             self._decoder = TagDecoder(self.format_1_labels(), self.output_scheme)
             outputs = {"tags": None}
         files.expect(self.INPUTS, outputs, ("lengths",))
+        self.calibration = {"temperature": self._decoder.temperature}  # kept in its decoder
 
     CONFIG: ClassVar[type[ExperimentConfig]]
     INPUTS: ClassVar[tuple[str, ...]]  # what its graph may read
@@ -83,9 +84,12 @@ class ExportedTagging(Tagging):
         top_k: int = 1,
         progress: bool = False,
         emitter: Any = None,
+        documents: Sequence[Any] | None = None,
     ) -> list[SentenceAnalysis]:
         if self.files.version >= 2:
-            return super()._analyse(sentences, batch_size, confidence, top_k, progress, emitter)
+            return super()._analyse(
+                sentences, batch_size, confidence, top_k, progress, emitter, documents
+            )
         self.offers(top_k=top_k)
         if any(not s for s in sentences):
             raise ValueError("cannot tag an empty sentence")
@@ -126,9 +130,12 @@ class ExportedTagging(Tagging):
         batch_size: int | None = None,
         top_k: int = 1,
         progress: bool = False,
+        documents: Sequence[Any] | None = None,
     ) -> list[TaggedText]:
         self.offers(min_confidence, top_k)
-        return super().predict_tokens(sentences, min_confidence, batch_size, top_k, progress)
+        return super().predict_tokens(
+            sentences, min_confidence, batch_size, top_k, progress, documents
+        )
 
 
 class ExportedTagger(ExportedTagging):
@@ -158,6 +165,7 @@ class ExportedLayerTagger(ExportedTagging):
             special_tokens=int(tokenizer["special_tokens"]),
             unknown=str(tokenizer["unk_token"]),
             pad_id=int(tokenizer["pad_id"] or 0),
+            context=int(tokenizer.get("context", 0)),  # absent: exported before it existed
         )
         self.pieces_per_batch = int(tokenizer["batch_size"])
         super().__init__(files)
@@ -169,8 +177,22 @@ class ExportedLayerTagger(ExportedTagging):
     def batch_size(self) -> int:
         return self.pieces_per_batch
 
-    def feed(self, sentences: Sequence[Sequence[str]]) -> dict[str, np.ndarray]:
-        pieces = word_pieces(self.tokenizer, sentences, self.settings)
+    def emitter_of(
+        self, sentences: Sequence[Sequence[str]], documents: Sequence[Any] | None
+    ) -> Emitter:
+        if not self.settings.context:
+            return self.emissions
+
+        def emit(chosen: Sequence[Sequence[str]], contexts: Sequence[Context]) -> np.ndarray:
+            (emissions,) = self.files.run(self.feed(chosen, contexts), ["emissions"])
+            return emissions
+
+        return context_emitter(emit, sentences, documents, self.settings.context)
+
+    def feed(
+        self, sentences: Sequence[Sequence[str]], contexts: Sequence[Context] | None = None
+    ) -> dict[str, np.ndarray]:
+        pieces = word_pieces(self.tokenizer, sentences, self.settings, contexts)
         feed = {
             "input_ids": pieces.input_ids,
             "attention_mask": pieces.attention_mask,

@@ -45,11 +45,13 @@ class Tagger(Tagging):
         vocabularies: TokenVocabularies,
         config: TaggerConfig,
         output_scheme: str,
+        calibration: dict[str, Any] | None = None,
     ) -> None:
         self.model = model.eval()
         self.vocabularies = vocabularies
         self.config = config
         self.output_scheme = output_scheme
+        self.calibration = dict(calibration or {})
 
     @classmethod
     def load(cls, path: str | Path, device: str | torch.device = "cpu") -> Tagger:
@@ -62,7 +64,8 @@ class Tagger(Tagging):
             vocabularies = TokenVocabularies.from_json(vocab)
             model = build_tagger(config, vocabularies)
             load_weights(path, model)
-            return cls(model.to(device), vocabularies, config, checked_output_scheme(path, meta))
+            scheme = checked_output_scheme(path, meta)
+            return cls(model.to(device), vocabularies, config, scheme, meta.get("calibration"))
 
     def save(self, path: str | Path) -> None:
         self.save_metadata(path)
@@ -78,11 +81,12 @@ class Tagger(Tagging):
             self.config.to_dict(),
             self.vocabularies.to_json(),
             output_scheme=self.output_scheme,
+            **({"calibration": self.calibration} if self.calibration else {}),
         )
 
     @property
     def decoder(self) -> TagDecoder:
-        return self.model.head.decoder()
+        return self.calibrated(self.model.head.decoder())
 
     @property
     def batch_size(self) -> int:

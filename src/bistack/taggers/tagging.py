@@ -6,9 +6,9 @@ gold tags, as conlleval computes them."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,7 @@ from bistack.data.buckets import bucket_batches
 from bistack.data.conll import Sentence
 from bistack.data.tagged import read_tagged
 from bistack.data.tokenize import tokenize
+from bistack.data.word_rows import Context, document_contexts
 from bistack.errors import DataError
 from bistack.formats import shown
 from bistack.inputs import texts_of, token_lists_of
@@ -37,6 +38,16 @@ from bistack.taggers.records import (
 Emitter = Callable[[Sequence[int], Sequence[Sequence[str]]], np.ndarray]
 
 
+@dataclass(frozen=True)
+class EmissionBatch:
+    """Emissions ``(batch, seq_len, num_tags)`` of the sentences at ``indices`` of a call, row b
+    real for its first ``lengths[b]`` positions."""
+
+    indices: list[int]
+    lengths: list[int]
+    emissions: np.ndarray
+
+
 class Tagging(ABC):
     """What every tagger does with its emissions: analyses in batches of similar length,
     predictions for raw text and pre-tokenised sentences, scores on a CoNLL file. A tagger
@@ -46,6 +57,9 @@ class Tagging(ABC):
 
     config: Any
     output_scheme: str
+    # The temperature fitted on dev after training and how it was measured
+    # (bistack.taggers.calibration); empty for a tagger trained before, or not calibrated.
+    calibration: dict[str, Any]
 
     @property
     @abstractmethod
@@ -67,6 +81,15 @@ class Tagging(ABC):
         return nullcontext()
 
     @property
+    def temperature(self) -> float:
+        """What its confidences divide its scores by (1: as trained)."""
+        return float(self.calibration.get("temperature", 1.0))
+
+    def calibrated(self, decoder: TagDecoder) -> TagDecoder:
+        """``decoder`` (its network's head's) with this tagger's temperature."""
+        return replace(decoder, temperature=self.temperature)
+
+    @property
     def labels(self) -> list[str]:
         """The tags it predicts, in the scheme it was trained in."""
         return list(self.decoder.labels)
@@ -86,12 +109,30 @@ class Tagging(ABC):
         top_k: int = 1,
         progress: bool = False,
         emitter: Emitter | None = None,
+        documents: Sequence[Any] | None = None,
     ) -> list[SentenceAnalysis]:
         """Analyses in input order; without ``confidence``, the tags alone. ``emitter``: where
-        the emissions come from, when not from the network's own pass (cached features)."""
-        emitter = emitter or self.emissions
+        the emissions come from, when not from the network's own pass (cached features);
+        ``documents``: the document of each sentence (see ``emitter_of``)."""
         decoder = self.decoder
         by_index: dict[int, SentenceAnalysis] = {}
+        batches = self.emission_batches(sentences, batch_size, progress, emitter, documents)
+        for batch in batches:
+            analyses = decoder.analyse(batch.emissions, batch.lengths, confidence, top_k)
+            for index, analysis in zip(batch.indices, analyses, strict=True):
+                by_index[index] = in_output_scheme(analysis, decoder.labels, self.output_scheme)
+        return [by_index[i] for i in range(len(sentences))]
+
+    def emission_batches(
+        self,
+        sentences: Sequence[Sequence[str]],
+        batch_size: int | None = None,
+        progress: bool = False,
+        emitter: Emitter | None = None,
+        documents: Sequence[Any] | None = None,
+    ) -> Iterator[EmissionBatch]:
+        """The network's emissions of ``sentences``, a batch of similar lengths at a time."""
+        emitter = emitter or self.emitter_of(sentences, documents)
         batches = bucket_batches(
             [len(s) for s in sentences], batch_size or self.batch_size, shuffle=False
         )
@@ -100,12 +141,17 @@ class Tagging(ABC):
                 chosen = [sentences[i] for i in indices]
                 if any(not sentence for sentence in chosen):
                     raise ValueError("cannot tag an empty sentence")
-                scores = emitter(indices, chosen)
                 lengths = [len(sentence) for sentence in chosen]
-                analyses = decoder.analyse(scores, lengths, confidence, top_k)
-                for index, analysis in zip(indices, analyses, strict=True):
-                    by_index[index] = in_output_scheme(analysis, decoder.labels, self.output_scheme)
-        return [by_index[i] for i in range(len(sentences))]
+                yield EmissionBatch(list(indices), lengths, emitter(indices, chosen))
+
+    def emitter_of(
+        self, sentences: Sequence[Sequence[str]], documents: Sequence[Any] | None
+    ) -> Emitter:
+        """Where the emissions of ``sentences`` come from: the network's pass over each batch.
+        A tagger that reads document context (its backbone's ``context``) reads each
+        sentence's neighbours in this call of the same document (``documents[i]``, in order;
+        None: each sentence alone)."""
+        return self.emissions
 
     def analyse_tokens(
         self,
@@ -113,19 +159,25 @@ class Tagging(ABC):
         batch_size: int | None = None,
         top_k: int = 1,
         progress: bool = False,
+        documents: Sequence[Any] | None = None,
     ) -> list[SentenceAnalysis]:
         """Tags of pre-tokenised sentences with each token's and each entity's confidence, and
-        the ``top_k`` best analyses of each sentence when ``top_k`` > 1."""
+        the ``top_k`` best analyses of each sentence when ``top_k`` > 1; ``documents``: each
+        sentence's document, for a tagger that reads document context."""
         if top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
         sentences = token_lists_of(sentences)
-        return self._analyse(sentences, batch_size, confidence=True, top_k=top_k, progress=progress)
+        return self._analyse(sentences, batch_size, True, top_k, progress, documents=documents)
 
     def tag_tokens(
-        self, sentences: Sequence[Sequence[str]], batch_size: int | None = None
+        self,
+        sentences: Sequence[Sequence[str]],
+        batch_size: int | None = None,
+        documents: Sequence[Any] | None = None,
     ) -> list[list[str]]:
         """Tags for pre-tokenised sentences, in the output scheme, in input order."""
-        return [a.tags for a in self._analyse(sentences, batch_size, confidence=False)]
+        analyses = self._analyse(sentences, batch_size, confidence=False, documents=documents)
+        return [a.tags for a in analyses]
 
     def score(self, sentences: Sequence[Sentence], path: str | Path = "<data>") -> EntityScores:
         """Entity scores against the sentences' gold tags, both written in the output scheme."""
@@ -144,8 +196,10 @@ class Tagging(ABC):
         below it; ``batch_size`` sentences per forward pass; ``top_k`` > 1 adds each sentence's
         ``top_k`` best analyses with their probabilities; ``progress`` shows a bar."""
 
-        def analyse(sentences: Sequence[Sequence[str]]) -> list[SentenceAnalysis]:
-            return self.analyse_tokens(sentences, batch_size, top_k, progress)
+        def analyse(
+            sentences: Sequence[Sequence[str]], documents: Sequence[int]
+        ) -> list[SentenceAnalysis]:
+            return self.analyse_tokens(sentences, batch_size, top_k, progress, documents)
 
         return self._placed(predict_texts(analyse, texts, min_confidence))
 
@@ -156,13 +210,20 @@ class Tagging(ABC):
         batch_size: int | None = None,
         top_k: int = 1,
         progress: bool = False,
+        documents: Sequence[Any] | None = None,
     ) -> list[TaggedText]:
         """Tag pre-tokenised sentences, one tag per given token (as ``predict`` does raw
         text); each result's text is its tokens joined by single spaces, which the offsets
-        index."""
+        index. ``documents``: each sentence's document, for a tagger that reads document
+        context (None: each sentence alone)."""
         sentences = token_lists_of(sentences)
-        words = [tokens for tokens in sentences if tokens]  # a blank line has no sentence
-        analyses = iter(self.analyse_tokens(words, batch_size, top_k, progress) if words else [])
+        kept = [i for i, tokens in enumerate(sentences) if tokens]  # a blank line: no sentence
+        words = [sentences[i] for i in kept]
+        given = None if documents is None else list(documents)
+        named = None if given is None else [given[i] for i in kept]
+        analyses = iter(
+            self.analyse_tokens(words, batch_size, top_k, progress, named) if words else []
+        )
         placed = [[spaced_tokens(tokens)] if tokens else [] for tokens in sentences]
         return self._placed(
             tagged_text(" ".join(tokens), sentence, analyses, min_confidence)
@@ -187,19 +248,36 @@ class Tagging(ABC):
         return self.score(read_tagged(path, self.config.data), path)
 
 
-AnalyseTokens = Callable[[Sequence[Sequence[str]]], list[SentenceAnalysis]]
-TagTokens = Callable[[Sequence[Sequence[str]]], list[list[str]]]
+# Analyses of pre-tokenised sentences, given the document of each.
+AnalyseTokens = Callable[[Sequence[Sequence[str]], Sequence[int]], list[SentenceAnalysis]]
+TagTokens = Callable[..., list[list[str]]]  # (sentences, documents=...) -> tags
+
+
+def context_emitter(
+    emit: Callable[[Sequence[Sequence[str]], Sequence[Context]], np.ndarray],
+    sentences: Sequence[Sequence[str]],
+    documents: Sequence[Any] | None,
+    context: int,
+) -> Emitter:
+    """An emitter whose batches ``emit`` each sentence with the words around it in its document
+    (``documents[i]``; None: each sentence its own): up to ``context`` words a side, which
+    bounds the ``context`` subwords a row reads."""
+    named = list(documents) if documents is not None else list(range(len(sentences)))
+    contexts = document_contexts(sentences, named, context)
+    return lambda indices, chosen: emit(chosen, [contexts[i] for i in indices])
 
 
 def predict_texts(
     analyse_tokens: AnalyseTokens, texts: Sequence[str], min_confidence: float | None = None
 ) -> list[TaggedText]:
-    """Tokenise raw ``texts`` and analyse every sentence in one batched call; a single string
-    is one text (a list of one result comes back), any iterable of strings is read once."""
+    """Tokenise raw ``texts`` and analyse every sentence in one batched call (the sentences of
+    one text are one document); a single string is one text (a list of one result comes back),
+    any iterable of strings is read once."""
     texts = texts_of(texts)
     tokenized = [tokenize(text) for text in texts]
     flat = [[token.text for token in sentence] for doc in tokenized for sentence in doc]
-    analyses = iter(analyse_tokens(flat) if flat else [])
+    documents = [number for number, doc in enumerate(tokenized) for _ in doc]
+    analyses = iter(analyse_tokens(flat, documents) if flat else [])
     return [
         tagged_text(text, doc, analyses, min_confidence)
         for text, doc in zip(texts, tokenized, strict=True)
@@ -233,9 +311,11 @@ def score_sentences(
     """Entity scores as conlleval computes them, gold and predicted tags both written in the
     output scheme; an entity type unseen in training is an error naming its line."""
     check_gold_tags(sentences, labels, output_scheme, path)
+    tokens = [s.tokens for s in sentences]
+    documents = [s.document for s in sentences]
     if output_scheme == PLAIN:
-        return score_labels([s.tags for s in sentences], tag_tokens([s.tokens for s in sentences]))
-    predicted = tag_tokens([s.tokens for s in sentences])
+        return score_labels([s.tags for s in sentences], tag_tokens(tokens, documents=documents))
+    predicted = tag_tokens(tokens, documents=documents)
     gold = [convert_tags(s.tags, output_scheme) for s in sentences]
     return score_entities(gold, predicted)
 

@@ -144,6 +144,11 @@ class LayerPoolingTextConfig(ExperimentConfig):
         super().validate(source)
         check_labels(self, source)
         check_layers(self.layer_pooling.layers, source)
+        if self.backbone.context:
+            raise ConfigError(
+                f"{source}: backbone.context is read by taggers (the sentences around each "
+                "sentence of a document); a text model reads each text whole: leave it 0"
+            )
         check_features(self.features, source)
         check_part_dropout(self.part_dropout, self.features, source)
 

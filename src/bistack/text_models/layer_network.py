@@ -28,7 +28,7 @@ from bistack.layer_pooling import (
     pooler_features,
     select_layers,
 )
-from bistack.models.backbone import SubwordBatch, TransformerBackbone
+from bistack.models.backbone import SubwordBatch, TransformerBackbone, backbone_parameter_groups
 from bistack.models.builders import build_embedder, build_encoder
 from bistack.models.embeddings import TokenEmbedder
 from bistack.text_models.config import LayerPoolingTextConfig
@@ -111,6 +111,7 @@ class LayerPoolingModel(nn.Module):
         regression: bool,
         backbone: TransformerBackbone | None = None,
         backbone_lr: float = 2e-5,
+        layer_lr_decay: float = 1.0,
         words: WordBranch | None = None,
         transformer_dropout: float = 0.0,
     ) -> None:
@@ -129,13 +130,16 @@ class LayerPoolingModel(nn.Module):
         self.regression = regression
         self.backbone = backbone
         self.backbone_lr = backbone_lr
+        self.layer_lr_decay = layer_lr_decay
 
     def parameter_groups(self, lr: float) -> list[dict[str, Any]]:
         """The head at ``lr``; a fine-tuned backbone at its own, usually much smaller, rate."""
         head = [p for name, p in self.named_parameters() if not name.startswith("backbone.")]
         groups: list[dict[str, Any]] = [{"params": head, "lr": lr}]
         if self.backbone is not None:
-            groups.append({"params": list(self.backbone.parameters()), "lr": self.backbone_lr})
+            groups += backbone_parameter_groups(
+                self.backbone, self.backbone_lr, self.layer_lr_decay
+            )
         return groups
 
     def outputs_from_layers(self, layers: Tensor, tokens: TokenBatch | None = None) -> Tensor:
@@ -213,6 +217,7 @@ def build_layer_pooling_model(
         regression=regression,
         backbone=backbone if config.backbone.finetune else None,
         backbone_lr=config.backbone.lr,
+        layer_lr_decay=config.backbone.layer_lr_decay,
         words=build_word_branch(config, vocabularies, singletons),
         transformer_dropout=config.part_dropout.transformer,
     )
