@@ -8,8 +8,11 @@ STAMP := $(VENV)/.installed
 # Benchmark peers (Flair needs transformers 4.x, bistack 5.x) live in their own environment.
 PEERS := .venv-peers
 PEERS_STAMP := $(PEERS)/.installed
+# The HuggingFace token-classification peer: transformers' Trainer needs accelerate.
+HF_PEER := .venv-hf-peer
+HF_PEER_STAMP := $(HF_PEER)/.installed
 
-.PHONY: test lint docs demo bench clean
+.PHONY: test lint docs demo bench hf-peer clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +25,14 @@ $(PEERS_STAMP): benchmarks/peers/requirements.txt
 	$(PEERS)/bin/python -m pip install -q torch==2.13.0
 	$(PEERS)/bin/python -m pip install -q -r benchmarks/peers/requirements.txt
 	touch $(PEERS_STAMP)
+
+$(HF_PEER_STAMP): pyproject.toml benchmarks/peers/hf-requirements.txt
+	test -x $(HF_PEER)/bin/python || $(PYTHON) -m venv $(HF_PEER)
+	$(HF_PEER)/bin/python -m pip install -q torch==2.13.0
+	$(HF_PEER)/bin/python -m pip install -q -e '.[transformers]' -r benchmarks/peers/hf-requirements.txt
+	touch $(HF_PEER_STAMP)
+
+hf-peer: $(HF_PEER_STAMP)
 
 demo: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/bistack demo
@@ -48,4 +59,4 @@ bench: $(STAMP) $(PEERS_STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/speed.py
 
 clean:
-	rm -rf $(VENV) $(PEERS) build src/*.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS) $(HF_PEER) build src/*.egg-info .pytest_cache .ruff_cache

@@ -2,7 +2,9 @@
 # Stacked features for tagging, 3 seeds per model (issue: stacked features):
 #   OMP_NUM_THREADS=1 bash benchmarks/stacked.sh conll03|wnut16|sst2 [MODEL ...] [-- SEEDS]
 # MODEL: scratch (the recurrent tagger: words, chars, casing), states (MiniLM's word states
-# alone; CoNLL-2003 only), stacked (both), stacked-dropout (both, each part dropped per token).
+# alone; CoNLL-2003 only), stacked (both), stacked-dropout (both, each part dropped per token),
+# stacked-context (stacked, each sentence read with 64 subwords a side of its document).
+# EPOCHS=N: a budget of N epochs, not the configs' own (runs in stacked-DATA-eN).
 # Runs go to runs/benchmarks/stacked-DATA/MODEL-seedN; a finished run is reused and a killed one
 # resumes from its checkpoint, so two processes can share the work (give each other MODELs).
 # The table: .venv/bin/python benchmarks/stacked_report.py DATA (benchmarks/results/).
@@ -42,6 +44,8 @@ for model in "${models[@]}"; do
     *:scratch) config="$prefix-bilstm-crf.yaml" ;;
     *:states) config="$prefix-minilm-layers-crf.yaml" ;;
     *:stacked) config="$prefix-stacked-minilm-crf.yaml" ;;
+    *:stacked-context)
+      config="$prefix-stacked-minilm-crf.yaml"; extra=(--set backbone.context=64) ;;
     *:stacked-dropout)
       config="$prefix-stacked-minilm-crf.yaml"
       extra=(--set part_dropout.transformer=0.2 --set part_dropout.words=0.2
@@ -49,13 +53,14 @@ for model in "${models[@]}"; do
     *) echo "unknown model $model" >&2; exit 2 ;;
   esac
   for seed in "${seeds[@]}"; do
-    out="runs/benchmarks/stacked-$data/$model-seed$seed"
+    out="runs/benchmarks/stacked-$data${EPOCHS:+-e$EPOCHS}/$model-seed$seed"
     if [[ -f "$out/model/model.safetensors" && ! -f "$out/checkpoint.safetensors" ]]; then
       echo "$out: finished"; continue
     fi
     resume=(); [[ -f "$out/checkpoint.safetensors" ]] && resume=(--resume)
     mkdir -p "$(dirname "$out")"
     .venv/bin/bistack train "$config" --output "$out" --set "train.seed=$seed" "${data_set[@]}" "${extra[@]}" \
+      ${EPOCHS:+--set "train.max_epochs=$EPOCHS"} \
       "${resume[@]}" --no-progress 2>&1 | tee -a "$out.log"
   done
 done

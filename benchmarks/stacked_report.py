@@ -27,6 +27,7 @@ MODELS = {
     "states": "MiniLM word states only",
     "stacked": "stacked: MiniLM word states + words, chars, casing",
     "stacked-dropout": "stacked, each part dropped per token (0.2 transformer/words/chars)",
+    "stacked-context": "stacked, each sentence read with 64 subwords a side of its document",
 }
 TEXT_MODELS = {
     "scratch": "from scratch: BiLSTM + additive attention over words",
@@ -69,7 +70,8 @@ def unseen_recall(run: Path) -> dict:
     model = tasks.load_model(run / "model")
     data = load_tagging_data(model.config)
     known = {text for text, _ in entity_surfaces(data.train)}
-    predicted = model.tag_tokens([s.tokens for s in data.dev])
+    documents = [s.document for s in data.dev]  # for a tagger that reads document context
+    predicted = model.tag_tokens([s.tokens for s in data.dev], documents=documents)
     counts = {"seen": [0, 0], "unseen": [0, 0]}  # [found, gold]
     for sentence, tags in zip(data.dev, predicted, strict=True):
         guessed = set(spans_from_tags(tags))
@@ -84,6 +86,20 @@ def unseen_recall(run: Path) -> dict:
     } | {"unseen_entities": counts["unseen"][1], "seen_entities": counts["seen"][1]}
 
 
+def calibration(run: Path) -> dict:
+    """The entity-confidence temperature ``bistack train`` fitted, and its held-out ECE (fitted
+    on one half of dev, measured on the other, both ways), when the run kept one."""
+    kept = json.loads((run / "model" / "config.json").read_text()).get("calibration")
+    if not kept:
+        return {}
+    held_out = kept["held_out"]
+    return {
+        "temperature": kept["temperature"],
+        "held_out_ece_before": sum(h["ece_before"] for h in held_out) / len(held_out),
+        "held_out_ece_after": sum(h["ece_after"] for h in held_out) / len(held_out),
+    }
+
+
 def mean_std(values: list[float]) -> tuple[float, float]:
     return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
 
@@ -91,11 +107,15 @@ def mean_std(values: list[float]) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("data", choices=["conll03", "wnut16", "sst2"])
+    parser.add_argument(
+        "--epochs", type=int, help="the runs of EPOCHS=N bash benchmarks/stacked.sh"
+    )
     args = parser.parse_args()
+    name = f"{args.data}-e{args.epochs}" if args.epochs else args.data
     tagging = args.data != "sst2"
     models, column = (MODELS, "dev_f1") if tagging else (TEXT_MODELS, "dev_accuracy")
     keys = ["score", "seconds_per_epoch"] + (["seen_recall", "unseen_recall"] if tagging else [])
-    base = Path("runs/benchmarks") / f"stacked-{args.data}"
+    base = Path("runs/benchmarks") / f"stacked-{name}"
     table: dict[str, dict] = {}
     for model, description in models.items():
         runs = sorted(
@@ -108,7 +128,9 @@ def main() -> None:
         if not runs:
             continue
         per_seed = [
-            run_summary(r, column) | (unseen_recall(r) if tagging else {}) | {"run": r.name}
+            run_summary(r, column)
+            | (unseen_recall(r) | calibration(r) if tagging else {})
+            | {"run": r.name}
             for r in runs
         ]
         table[model] = {"description": description, "seeds": per_seed}
@@ -116,19 +138,27 @@ def main() -> None:
             mean, std = mean_std([s[key] for s in per_seed])
             table[model][key] = {"mean": mean, "std": std}
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / f"stacked-{args.data}.json").write_text(json.dumps(table, indent=2) + "\n")
-    (RESULTS / f"stacked-{args.data}.md").write_text(markdown(args.data, table, tagging))
-    print(markdown(args.data, table, tagging))
+    (RESULTS / f"stacked-{name}.json").write_text(json.dumps(table, indent=2) + "\n")
+    (RESULTS / f"stacked-{name}.md").write_text(markdown(args.data, table, tagging, args.epochs))
+    print(markdown(args.data, table, tagging, args.epochs))
 
 
-def markdown(data: str, table: dict[str, dict], tagging: bool) -> str:
+def markdown(data: str, table: dict[str, dict], tagging: bool, epochs: int | None = None) -> str:
     metric = "entity-level micro F1 as conlleval scores it" if tagging else "accuracy"
     recall = " recall, entities seen in train | recall, unseen |" if tagging else ""
     lines = [
         f"# Stacked features, {data} dev ({metric})",
         "",
-        "Reproduce: `OMP_NUM_THREADS=1 bash benchmarks/stacked.sh "
-        f"{data}` then `.venv/bin/python benchmarks/stacked_report.py {data}`.",
+        "Reproduce: `"
+        + (f"EPOCHS={epochs} " if epochs else "")
+        + f"OMP_NUM_THREADS=1 bash benchmarks/stacked.sh {data}` then "
+        f"`.venv/bin/python benchmarks/stacked_report.py {data}"
+        + (f" --epochs {epochs}`" if epochs else "`")
+        + (
+            f"; every run at a budget of {epochs} epochs (the configs' own is 40)."
+            if epochs
+            else "."
+        ),
         "",
         f"| model | seeds | dev score (mean ± std) | per seed (best epoch) |{recall}"
         " s / epoch | cache build |",
@@ -156,7 +186,9 @@ def markdown(data: str, table: dict[str, dict], tagging: bool) -> str:
             "| comparison | gain | noise (2·sqrt(s_a²/n + s_b²/n)) | real? |",
             "|---|---:|---:|---|",
         ]
-        for a, b in [("scratch", "stacked"), ("states", "stacked"), ("stacked", "stacked-dropout")]:
+        pairs = [("scratch", "stacked"), ("states", "stacked"), ("stacked", "stacked-dropout"),
+                 ("stacked", "stacked-context")]  # fmt: skip
+        for a, b in pairs:
             if a in seeds_of and b in seeds_of:
                 (ma, sa), (mb, sb) = (mean_std([s["score"] for s in seeds_of[m]]) for m in (a, b))
                 gain = mb - ma
@@ -168,6 +200,24 @@ def markdown(data: str, table: dict[str, dict], tagging: bool) -> str:
                     f"| {a} -> {b} | {gain:+.2f} | {noise:.2f} | "
                     f"{'yes' if abs(gain) > noise else 'no'} |"
                 )
+    calibrated = [
+        (r["description"], s) for r in table.values() for s in r["seeds"] if "temperature" in s
+    ]
+    if calibrated:
+        lines += [
+            "",
+            "Entity confidences: the temperature `bistack train` fitted on dev, and the expected "
+            "calibration error held out (fitted on one half of dev, measured on the other, both "
+            "ways, mean).",
+            "",
+            "| model | run | temperature | held-out ECE before | after |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for description, s in calibrated:
+            lines.append(
+                f"| {description} | {s['run']} | {s['temperature']:.3f} | "
+                f"{s['held_out_ece_before']:.4f} | {s['held_out_ece_after']:.4f} |"
+            )
     lines.append("")
     return "\n".join(lines)
 
