@@ -37,5 +37,5 @@ def test_a_decay_outside_zero_to_one_is_refused(decay, tmp_path):
         "data": {"train": str(tmp_path / "train.txt")},
         "backbone": {"finetune": True, "layer_lr_decay": decay},
     }
-    with pytest.raises(ConfigError, match="backbone.layer_lr_decay"):
+    with pytest.raises(ConfigError, match=r"backbone\.layer_lr_decay"):
         tasks.config_from_dict(raw)

@@ -18,25 +18,19 @@ from bistack import tasks
 from bistack.crf import CRF
 from bistack.schemes import allowed_transitions
 from bistack.taggers.calibration import DevEmissions, fit_temperature
-from bistack.taggers.confidence import CRFScores, spans_of
+from bistack.taggers.confidence import spans_of
 from bistack.taggers.decoding import TagDecoder
 from bistack.taggers.tagging import EmissionBatch
 from bistack.tasks import load_model, open_model
 from tests.conftest import tiny_config, tiny_sentences, train_quietly, write_conll
-from tests.test_confidence import LABELS, path_probabilities
+from tests.test_confidence import LABELS, make_crf, path_probabilities, scores_of
 
 TEMPERATURES = (0.3, 1.7, 6.0)
 
 
 def crf_decoder(scheme: str, seed: int) -> tuple[TagDecoder, CRF]:
-    torch.manual_seed(seed)
-    labels = LABELS[scheme]
-    crf = CRF(len(labels), allowed_transitions(scheme, labels), names=labels)
-    with torch.no_grad():
-        for parameter in crf.parameters():
-            parameter.normal_()
-    scores = CRFScores(*(s.detach().numpy() for s in crf.constrained_scores()))
-    return TagDecoder(labels, scheme, scores), crf
+    crf, _ = make_crf(scheme, seed)
+    return TagDecoder(LABELS[scheme], scheme, scores_of(crf)), crf
 
 
 @pytest.mark.parametrize("scheme", ["BIOES", "BIO"])
