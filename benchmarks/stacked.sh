@@ -3,7 +3,8 @@
 #   OMP_NUM_THREADS=1 bash benchmarks/stacked.sh conll03|wnut16|sst2 [MODEL ...] [-- SEEDS]
 # MODEL: scratch (the recurrent tagger: words, chars, casing), states (MiniLM's word states
 # alone; CoNLL-2003 only), stacked (both), stacked-dropout (both, each part dropped per token),
-# stacked-context (stacked, each sentence read with 64 subwords a side of its document).
+# stacked-context (stacked, each sentence read with 64 subwords a side of its document),
+# stacked-finetune (stacked, MiniLM fine-tuned at 5e-5 with layer-wise decay 0.9; slow on CPU).
 # EPOCHS=N: a budget of N epochs, not the configs' own (runs in stacked-DATA-eN).
 # Runs go to runs/benchmarks/stacked-DATA/MODEL-seedN; a finished run is reused and a killed one
 # resumes from its checkpoint, so two processes can share the work (give each other MODELs).
@@ -46,6 +47,9 @@ for model in "${models[@]}"; do
     *:stacked) config="$prefix-stacked-minilm-crf.yaml" ;;
     *:stacked-context)
       config="$prefix-stacked-minilm-crf.yaml"; extra=(--set backbone.context=64) ;;
+    *:stacked-finetune)
+      config="$prefix-stacked-minilm-crf.yaml"
+      extra=(--set backbone.finetune=true --set backbone.lr=5e-5 --set backbone.layer_lr_decay=0.9) ;;
     *:stacked-dropout)
       config="$prefix-stacked-minilm-crf.yaml"
       extra=(--set part_dropout.transformer=0.2 --set part_dropout.words=0.2

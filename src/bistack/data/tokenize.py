@@ -7,6 +7,9 @@ clitics the way CoNLL-2003 and the Penn Treebank do.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+import types
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
@@ -32,14 +35,33 @@ class Token:
 
 @cache
 def _tokenizers() -> tuple[PunktSentenceTokenizer, NLTKWordTokenizer]:
-    # Imported on first use: NLTK takes most of a second to import, which every command
-    # (even one that never tokenises raw text) would otherwise pay at start-up.
-    from nltk.tokenize import NLTKWordTokenizer
-    from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
-
-    parameters = PunktParameters()
+    parameters_class, sentence_class, word_class = _nltk_tokenizer_classes()
+    parameters = parameters_class()
     parameters.abbrev_types = set(_ABBREVIATIONS.split())
-    return PunktSentenceTokenizer(parameters), NLTKWordTokenizer()
+    return sentence_class(parameters), word_class()
+
+
+def _nltk_tokenizer_classes() -> tuple[type, type, type]:
+    """NLTK's Punkt parameters and sentence splitter, and its word tokenizer, imported on first
+    use. ``nltk/__init__`` imports the whole of NLTK (its classifiers pull in scikit-learn,
+    pandas and SciPy: 2-5 s, more than torch, paid by every raw-text ``predict``), and these
+    modules need none of it: unless NLTK is already imported, they load under a bare namespace
+    for the package, and every ``nltk`` module is then dropped from ``sys.modules``, so that a
+    later ``import nltk`` imports the whole package afresh, as if this had never happened."""
+    if "nltk" not in sys.modules and (spec := importlib.util.find_spec("nltk")) is not None:
+        namespace = types.ModuleType("nltk")
+        namespace.__path__ = list(spec.submodule_search_locations or [])
+        sys.modules["nltk"] = namespace
+        try:
+            from nltk.tokenize.destructive import NLTKWordTokenizer
+            from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+        finally:
+            for name in [m for m in sys.modules if m == "nltk" or m.startswith("nltk.")]:
+                del sys.modules[name]
+    else:
+        from nltk.tokenize import NLTKWordTokenizer
+        from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+    return PunktParameters, PunktSentenceTokenizer, NLTKWordTokenizer
 
 
 def tokenize(text: str) -> list[list[Token]]:
