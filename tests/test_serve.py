@@ -390,6 +390,9 @@ def test_workers_serve_one_port_count_together_and_stop_on_sigterm(small_tagger)
         server.kill()
     assert server.returncode == 0, stderr
     assert "every request accepted was answered" in stderr
+    # Nothing left behind for the resource tracker (the model check's pool and the workers'
+    # progress-bar locks each left a named semaphore, warned of at shutdown).
+    assert "leaked" not in stderr, stderr
     assert not [p for p in workers if Path(f"/proc/{p}").exists()]
 
 

@@ -21,10 +21,14 @@ class Prediction(Protocol):
 
 
 def shown(batches: Iterable[T], show: bool) -> Iterable[T]:
-    """``batches``, with a progress bar (batches per second) when ``show``."""
+    """``batches``, with a progress bar (batches per second) when ``show``. Without one, no
+    tqdm at all: even a disabled bar makes tqdm's lock, a named semaphore that a server process
+    ended by a signal leaves behind (and the resource tracker warns of at shutdown)."""
+    if not show:
+        return batches
     from tqdm import tqdm
 
-    return tqdm(batches, desc="predicting", unit="batch", disable=not show, leave=False)
+    return tqdm(batches, desc="predicting", unit="batch", leave=False)
 
 
 def json_line(record: dict[str, Any]) -> str:

@@ -68,14 +68,36 @@ def checked_apart(path: str | Path, threads: int) -> str:
     """The description of the model at ``path``, after ``load_served`` opened and ran it in a
     spawned process that then exits: a parent that serves it from other processes (its workers,
     Ray replicas) learns that it loads, and what it is, without holding a copy of it (and of
-    torch) for as long as it serves. The error that stops the model is raised here."""
+    torch) for as long as it serves. The error that stops the model is raised here. A process
+    and a pipe, not a pool: a pool's queues hold named semaphores that the parent would leave
+    behind when a signal ends it."""
     import multiprocessing
 
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        problem, description = pool.apply(_checked, (str(path), threads))
+    context = multiprocessing.get_context("spawn")
+    answers, sender = context.Pipe(duplex=False)
+    checker = context.Process(target=_check_into, args=(str(path), threads, sender))
+    checker.start()
+    sender.close()  # the child holds the only writing end: its exit ends the pipe
+    try:
+        problem, description = answers.recv()
+    except EOFError:
+        checker.join()
+        raise BistackError(
+            f"{path}: the process that loads the model ended without an answer "
+            f"(exit code {checker.exitcode})"
+        ) from None
+    finally:
+        answers.close()
+    checker.join()
     if problem:
         raise BistackError(problem)
     return description
+
+
+def _check_into(path: str, threads: int, answer: Any) -> None:
+    """In the checking process: ``_checked``'s answer, sent down the pipe."""
+    answer.send(_checked(path, threads))
+    answer.close()
 
 
 def _checked(path: str, threads: int) -> tuple[str, str]:
