@@ -42,14 +42,13 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check src tests benchmarks examples
 
 # The API reference, generated from the docstrings into docs/api (open docs/api/index.html).
-# make test builds it too, with warnings as errors, so it cannot rot.
+# The suite builds it too, with warnings as errors, so it cannot rot (tests/test_api_docs.py).
 docs: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -W error -m pdoc bistack -o docs/api
 
 # The suite runs one pytest-xdist worker per CPU, each with one thread: workers of several
 # threads each on the same cores would wait for each other several times over.
 test: lint
-	HF_HUB_OFFLINE=1 $(BIN)/python -W error -m pdoc bistack -o $$(mktemp -d)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n auto --dist worksteal
 
 # Speed against the bare nn.LSTM, pytorch-crf, Flair and spaCy: benchmarks/results/speed.md

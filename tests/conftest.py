@@ -15,6 +15,20 @@ from bistack.training import train_config
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests marked slow first, the README's commands (the longest, minutes) first of all:
+    pytest-xdist's work stealing hands each worker a contiguous share and takes from a queue's
+    tail, so a long test left near the end of the order would run alone while the other
+    workers sit idle."""
+
+    def order(item: pytest.Item) -> int:
+        if item.get_closest_marker("slow") is None:
+            return 2
+        return 0 if item.path.name == "test_readme_commands.py" else 1
+
+    items.sort(key=order)  # stable: the rest keep their order
+
+
 def shared_file(*parts: str) -> Path:
     """A file under ../shared/data, or a skip saying it is absent."""
     path = SHARED_DATA.joinpath(*parts)

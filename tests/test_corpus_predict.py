@@ -196,6 +196,7 @@ def without_confidences(output: bytes) -> list[dict]:
     return records
 
 
+@pytest.mark.slow
 def test_two_workers_predict_what_one_process_predicts_in_order(small_tagger, tmp_path):
     source = corpus(tmp_path / "in.txt", 3000)
     args = [str(small_tagger), "--input", str(source), "--format", "jsonl", "--chunk-size", "100"]
@@ -245,6 +246,7 @@ def peak_rss_mb(args: list[str]) -> float:
     return usage.ru_maxrss / 1024
 
 
+@pytest.mark.slow
 def test_memory_does_not_grow_with_the_input(small_tagger, tmp_path):
     rss = {}
     for count in (2_000, 30_000):
@@ -255,6 +257,7 @@ def test_memory_does_not_grow_with_the_input(small_tagger, tmp_path):
     assert rss[30_000] - rss[2_000] < 10, rss
 
 
+@pytest.mark.slow
 def test_a_run_killed_at_random_points_resumes_to_the_same_bytes(small_tagger, tmp_path):
     source = corpus(tmp_path / "in.txt", 6000, seed=1)
     args = [str(small_tagger), "--input", str(source), "--format", "jsonl", "--chunk-size", "64"]

@@ -150,6 +150,7 @@ def test_a_retrain_stopped_before_its_first_best_model_leaves_the_old_one(traine
         assert f"interrupted: no model was saved, and {run} is as it was" in out
 
 
+@pytest.mark.slow
 def test_kills_at_random_points_always_leave_a_whole_loadable_model(trained, tmp_path):
     run = copy_of(trained, tmp_path)
     old = snapshot(run / "model")

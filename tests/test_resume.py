@@ -94,6 +94,7 @@ def test_a_run_killed_after_an_epoch_resumes_to_the_same_weights(
     assert not checkpoint.exists()
 
 
+@pytest.mark.slow
 def test_resume_refuses_what_it_cannot_continue(config, uninterrupted, tmp_path):
     nothing = bistack("train", str(config), "--output", str(tmp_path / "new"), "--resume")
     assert nothing.returncode == 2

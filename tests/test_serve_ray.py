@@ -29,6 +29,7 @@ REQUESTS = [
 ]
 
 
+@pytest.mark.slow
 def test_two_ray_serve_replicas_answer_what_bistack_serve_answers(small_tagger):
     command = [sys.executable, "-m", "bistack.cli", "serve", str(small_tagger), "--ray"]
     server = subprocess.Popen(

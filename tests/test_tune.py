@@ -199,6 +199,7 @@ def test_a_killed_search_resumes_without_rerunning_finished_trials(tagger_yaml, 
     assert log.read_text().count("trial 0 started") == 1
 
 
+@pytest.mark.slow
 def test_two_processes_on_one_study_neither_lose_nor_repeat_a_trial(tagger_yaml, tmp_path):
     import optuna
 
