@@ -42,9 +42,10 @@ CACHE_LINE = re.compile(r"word states of (\d+) sentences computed and cached in 
 
 
 def run_summary(run: Path, column: str) -> dict:
-    """Best dev score, its epoch, the epochs run, seconds per epoch, and the cache's build
-    time (taggers' word states; the log says it)."""
+    """Best dev score, its epoch, the epochs run, seconds per epoch (the median), and the
+    cache's build time (taggers' word states; the log says it)."""
     rows = list(csv.DictReader((run / "metrics.csv").open()))
+    seconds = [float(r["seconds"]) for r in rows]  # since the run started, at each epoch's end
     best = max(rows, key=lambda r: float(r[column]))
     log = run.with_name(run.name + ".log")
     cache = [int(s) for _, s in CACHE_LINE.findall(log.read_text())] if log.exists() else []
@@ -52,7 +53,10 @@ def run_summary(run: Path, column: str) -> dict:
         "score": float(best[column]),
         "best_epoch": int(best["epoch"]),
         "epochs": len(rows),
-        "seconds_per_epoch": float(rows[-1]["seconds"]) / len(rows),
+        # The median epoch: a run paused or crowded for a while does not move it.
+        "seconds_per_epoch": statistics.median(
+            b - a for a, b in zip([0.0, *seconds], seconds, strict=False)
+        ),
         "cache_build_seconds": sum(cache) if cache else None,
     }
 
@@ -152,12 +156,15 @@ def main() -> None:
 def markdown(data: str, table: dict[str, dict], tagging: bool, epochs: int | None = None) -> str:
     metric = "entity-level micro F1 as conlleval scores it" if tagging else "accuracy"
     recall = " recall, entities seen in train | recall, unseen |" if tagging else ""
+    rerun = [name for name, row in table.items() if not row.get("earlier")]
+    seeds = sorted({int(s["run"].rpartition("seed")[2]) for n in rerun for s in table[n]["seeds"]})
+    which = " ".join(rerun) + ("" if seeds == [1, 2, 3] else " -- " + " ".join(map(str, seeds)))
     lines = [
         f"# Stacked features, {data} dev ({metric})",
         "",
         "Reproduce: `"
         + (f"EPOCHS={epochs} " if epochs else "")
-        + f"OMP_NUM_THREADS=1 bash benchmarks/stacked.sh {data}` then "
+        + f"OMP_NUM_THREADS=1 bash benchmarks/stacked.sh {data} {which}` then "
         f"`.venv/bin/python benchmarks/stacked_report.py {data}"
         + (f" --epochs {epochs}`" if epochs else "`")
         + (
@@ -167,7 +174,7 @@ def markdown(data: str, table: dict[str, dict], tagging: bool, epochs: int | Non
         ),
         "",
         f"| model | seeds | dev score (mean ± std) | per seed (best epoch) |{recall}"
-        " s / epoch | cache build |",
+        " s / epoch (median) | cache build |",
         "|---|---:|---:|---|" + ("---:|---:|" if tagging else "") + "---:|---:|",
     ]
     for row in table.values():
