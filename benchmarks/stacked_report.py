@@ -21,6 +21,7 @@ from pathlib import Path
 
 from bistack import tasks
 from bistack.schemes import spans_from_tags
+from bistack.taggers.layer_recipe import cached_word_states
 from bistack.taggers.recipe import load_tagging_data
 
 MODELS = {
@@ -77,7 +78,14 @@ def unseen_recall(run: Path) -> dict:
     data = load_tagging_data(model.config)
     known = {text for text, _ in entity_surfaces(data.train)}
     documents = [s.document for s in data.dev]  # for a tagger that reads document context
-    predicted = model.tag_tokens([s.tokens for s in data.dev], documents=documents)
+    tokens = [s.tokens for s in data.dev]
+    if model.config.kind == "layer_tagger" and not model.config.backbone.finetune:
+        # The frozen backbone's word states from the feature cache its training filled (the
+        # ones its dev scores came from), not a second pass of the transformer over dev.
+        states = cached_word_states(model.backbone, model.config, data.dev, print)
+        predicted = model.tag_tokens(tokens, documents=documents, states=states)
+    else:
+        predicted = model.tag_tokens(tokens, documents=documents)
     counts = {"seen": [0, 0], "unseen": [0, 0]}  # [found, gold]
     for sentence, tags in zip(data.dev, predicted, strict=True):
         guessed = set(spans_from_tags(tags))
