@@ -3,9 +3,12 @@ calibration error of the entity confidences measured on the other half, both way
 
     .venv/bin/python benchmarks/tagger_calibration.py NAME=MODEL_DIR [NAME=MODEL_DIR ...]
 
-e.g. ``bilstm-crf=runs/benchmarks/tune-conll03/verdict/start/seed1/model`` (the shipped
-BiLSTM-CRF config at its full budget) and ``stacked=runs/benchmarks/stacked-calibration/model``
-(``bistack train configs/conll03-stacked-minilm-crf.yaml --output ...``). Each model is measured
+e.g. ``bilstm-crf=runs/benchmarks/calibration/bilstm-crf/model`` (the shipped config at its
+full budget: ``bistack train configs/conll03-bilstm-crf.yaml --set train.seed=1 --output
+runs/benchmarks/calibration/bilstm-crf``) and
+``stacked=runs/benchmarks/stacked-conll03/stacked-context-seed1/model`` (``bash
+benchmarks/stacked.sh conll03 stacked-context``; benchmarks/results/stacked-conll03.md has its
+held-out ECE per seed too). Each model is measured
 as trained (temperature 1, whatever it keeps), by ``bistack.taggers.calibration.calibrate``, the
 code ``bistack train`` runs after training: the halves are dev's first and second halves
 (different documents). An entity counts as right when its span and type match a gold entity
