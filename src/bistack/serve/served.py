@@ -79,16 +79,18 @@ def checked_apart(path: str | Path, threads: int) -> str:
     checker.start()
     sender.close()  # the child holds the only writing end: its exit ends the pipe
     try:
-        problem, description = answers.recv()
+        answer = answers.recv()
     except EOFError:
+        answer = None
+    finally:
+        answers.close()
         checker.join()
+    if answer is None:
         raise BistackError(
             f"{path}: the process that loads the model ended without an answer "
             f"(exit code {checker.exitcode})"
-        ) from None
-    finally:
-        answers.close()
-    checker.join()
+        )
+    problem, description = answer
     if problem:
         raise BistackError(problem)
     return description
