@@ -14,10 +14,16 @@ HF_PEER_STAMP := $(HF_PEER)/.installed
 
 .PHONY: test lint docs demo bench hf-peer clean
 
+# The project goes in with uv: the same packages pip resolves (checked: one freeze), in 46 s
+# against pip's 150 (parallel downloads and bytecode compiled in parallel; compiled, since
+# PYTHONDONTWRITEBYTECODE here would make every test process compile torch's sources again).
+# uv reads no pip.conf, so torch is named again at its pin: it stays the one installed.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[dev,demo,transformers,plots,serve,onnx,parquet,datasets,spacy,ray,ray-serve,tune,browser]'
+	$(BIN)/python -m pip install -q 'uv>=0.4'
+	$(BIN)/python -m uv pip install -q --python $(BIN)/python --compile-bytecode torch==2.13.0 \
+	  -e '.[dev,demo,transformers,plots,serve,onnx,parquet,datasets,spacy,ray,ray-serve,tune,browser]'
 	touch $(STAMP)
 
 $(PEERS_STAMP): benchmarks/peers/requirements.txt
