@@ -58,3 +58,29 @@ def test_an_exported_directory_predicts_and_scores_as_it_did(name, tmp_path, cap
     expected = json.loads((FIXTURES / "exports" / f"{name}.expected.json").read_text())
     check_prints_the_same(capsys, exported, expected)
     assert {p.name: p.read_bytes() for p in exported.iterdir()} == before
+
+
+@pytest.mark.parametrize("name", ["layer_tagger", "layer_classifier", "layer_regressor"])
+def test_a_frozen_backbone_the_caller_holds_is_joined_only_when_it_is_the_one_named(name, tmp_path):
+    """A study or a run that holds the frozen backbone a model names loads the model around it
+    (no second copy read from disk) and predicts alike; a backbone with other files is refused
+    as the one named would be when changed."""
+    needs_backbone(name)
+    from bistack.errors import ModelFileError
+    from bistack.models.backbone import TransformerBackbone
+    from bistack.tasks import task_of_directory
+    from tests.fixtures.written_models.make_fixtures import tiny_transformer
+
+    directory = FIXTURES / "models" / name
+    loader = task_of_directory(directory).loader_class
+    texts = json.loads((FIXTURES / "models" / f"{name}.expected.json").read_text())["texts"]
+    held = TransformerBackbone.load("default")
+    joined = loader.load(directory, backbone=held)
+    assert joined.backbone is held
+    alone = loader.load(directory)
+    assert alone.backbone is not held
+    assert_same([p.to_json() for p in joined.predict(texts)],
+                [p.to_json() for p in alone.predict(texts)])  # fmt: skip
+    other = TransformerBackbone.load(str(tiny_transformer(tmp_path / "other")))
+    with pytest.raises(ModelFileError, match="has changed since training"):
+        loader.load(directory, backbone=other)

@@ -54,12 +54,17 @@ def save_backbone(backbone: TransformerBackbone, target: Path) -> None:
 
 
 def load_saved_backbone(
-    directory: Path, options: BackboneConfig, meta: dict[str, Any]
+    directory: Path,
+    options: BackboneConfig,
+    meta: dict[str, Any],
+    loaded: TransformerBackbone | None = None,
 ) -> TransformerBackbone:
-    """The tuned backbone saved with a model, or the frozen one it names, checked unchanged."""
+    """The tuned backbone saved with a model, or the frozen one it names, checked unchanged.
+    ``loaded``: that frozen backbone, already in memory (a run's own, a study's shared one), so
+    that it is not read again; a fine-tuned backbone is always read from ``directory``."""
     if options.finetune:
         return TransformerBackbone.load(str(directory / BACKBONE_DIR))
-    backbone = TransformerBackbone.load(options.path)
+    backbone = loaded if loaded is not None else TransformerBackbone.load(options.path)
     if meta.get("backbone", {}).get("fingerprint") != model_fingerprint(backbone.folder):
         raise ModelFileError(
             f"{directory}: its backbone {backbone.folder} has changed since training "

@@ -244,7 +244,9 @@ def _train_or_reuse(
             data=data,
             vectors_of=None if tuned else vectors,
         )
-        model: LayerPoolingTextModel = task_of(config.kind).loader_class.load(trained.model_dir)
+        model: LayerPoolingTextModel = task_of(config.kind).loader_class.load(
+            trained.model_dir, backbone=backbone
+        )
         if tuned:
             scores = model.score(held_out, config.data.train)
         else:

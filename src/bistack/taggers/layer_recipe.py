@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -208,7 +209,10 @@ def prepare_layer_tagger(config: LayerPoolingTaggerConfig, run: Run) -> Prepared
         model=tagger,
         network=model,
         loop=WordLayerTask(tagger, data, tag_ids, run, train_states, dev_states, encoded),
-        finish=lambda run: finish_tagger(LayerPoolingTagger.load, data, run, cached_dev),
+        # A frozen backbone is this run's own, unchanged: the best head joins it (not a copy).
+        finish=lambda run: finish_tagger(
+            partial(LayerPoolingTagger.load, backbone=backbone), data, run, cached_dev
+        ),
         summary=(
             f"train: {len(data.train)} sentences ({data.input_scheme}, trained as "
             f"{config.data.scheme}); dev: {len(data.dev)} from {data.dev_source}; backbone "

@@ -73,9 +73,16 @@ class LayerPoolingTagger(Tagging):
         self.calibration = dict(calibration or {})
 
     @classmethod
-    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> LayerPoolingTagger:
+    def load(
+        cls,
+        path: str | Path,
+        device: str | torch.device = "cpu",
+        backbone: TransformerBackbone | None = None,
+    ) -> LayerPoolingTagger:
         """Load a model directory written by ``bistack train`` (no unpickling), onto
-        ``device`` (predictions build their batches there)."""
+        ``device`` (predictions build their batches there). ``backbone``: the frozen backbone
+        the directory names, when the caller holds it already (checked by its fingerprint, and
+        moved to ``device``); a fine-tuned one always comes from the directory."""
         device = checked_device(device)  # a device this machine lacks: said as such
         with reading_model(path):
             directory = Path(path)
@@ -83,7 +90,7 @@ class LayerPoolingTagger(Tagging):
             config = build_config(
                 LayerPoolingTaggerConfig, meta["config"], source=f"{directory}/config.json"
             )
-            backbone = load_saved_backbone(directory, config.backbone, meta)
+            backbone = load_saved_backbone(directory, config.backbone, meta, backbone)
             vocabularies = (
                 TokenVocabularies.from_json(vocab) if config.features is not None else None
             )

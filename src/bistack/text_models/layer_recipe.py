@@ -152,7 +152,8 @@ class LayerTextTask:
 
     def finish(self, run: Run) -> None:
         """Calibrate the best model on dev; save its dev metrics."""
-        best = type(self.model).load(run.model_dir)
+        # A frozen backbone is this run's own, unchanged: the best head joins it (not a copy).
+        best = type(self.model).load(run.model_dir, backbone=self.model.backbone)
         finish_on_dev(best, self.data, self.dev_outputs(best), self.calibrate, run)
 
 

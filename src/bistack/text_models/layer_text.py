@@ -68,15 +68,22 @@ class LayerPoolingTextModel(TextModelBase):
         self.vocabularies = vocabularies  # of the stacked token features, if any
 
     @classmethod
-    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> LayerPoolingTextModel:
+    def load(
+        cls,
+        path: str | Path,
+        device: str | torch.device = "cpu",
+        backbone: TransformerBackbone | None = None,
+    ) -> LayerPoolingTextModel:
         """Load a model directory written by ``bistack train`` (no unpickling), onto
-        ``device`` (predictions build their batches there)."""
+        ``device`` (predictions build their batches there). ``backbone``: the frozen backbone
+        the directory names, when the caller holds it already (checked by its fingerprint, and
+        moved to ``device``); a fine-tuned one always comes from the directory."""
         device = checked_device(device)  # a device this machine lacks: said as such
         with reading_model(path):
             directory = Path(path)
             meta, vocab = load_metadata(directory, cls.KIND)
             config = build_config(cls.CONFIG, meta["config"], source=f"{directory}/config.json")
-            backbone = load_saved_backbone(directory, config.backbone, meta)
+            backbone = load_saved_backbone(directory, config.backbone, meta, backbone)
             outputs = cls.OUTPUTS(meta["outputs"])
             vocabularies = (
                 TokenVocabularies.from_json(vocab) if config.features is not None else None
