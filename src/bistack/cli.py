@@ -804,31 +804,17 @@ def run_serve(args: argparse.Namespace) -> int:
         serve_on_ray(description, *where, args.replicas, args.threads)
         return 0
     settings = {"model": args.model, "threads": args.threads, "access_log": args.access_log}
-    os.environ[SERVE_WORKER] = json.dumps(settings | {"limits": dataclasses.asdict(limits)})
+    settings["limits"] = dataclasses.asdict(limits)
     metrics = tempfile.mkdtemp(prefix="bistack-serve-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics  # where the workers' metrics meet
     try:
-        serve_in_workers(description, args.host, args.port, args.model, args.workers,
-                         args.threads, "bistack.cli:serve_worker")  # fmt: skip
+        serve_in_workers(description, args.host, args.port, args.workers, settings)
     finally:
         shutil.rmtree(metrics, ignore_errors=True)
     return 0
 
 
 SERVE_DEFAULT_MAX_WORKERS = 8  # each worker holds its own copy of the model
-SERVE_WORKER = "BISTACK_SERVE_WORKER"  # a serve --workers process's settings, as JSON
-
-
-def serve_worker() -> Any:
-    """The app of one ``serve --workers`` process (uvicorn's factory, called in each): the
-    settings its parent left in the environment, its threads set before torch starts."""
-    from bistack.serve.workers import worker_app
-
-    settings = json.loads(os.environ[SERVE_WORKER])
-    os.environ["OMP_NUM_THREADS"] = str(settings["threads"])
-    if "torch" in sys.modules:
-        sys.modules["torch"].set_num_threads(settings["threads"])
-    return worker_app(settings)
 
 
 def run_explain(args: argparse.Namespace) -> int:

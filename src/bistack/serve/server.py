@@ -7,30 +7,14 @@ from __future__ import annotations
 
 import logging
 import signal
-import socket
 import sys
 import threading
+from typing import Any
 
-from bistack.errors import ConfigError
 from bistack.serve.app import Limits, create_app
 from bistack.serve.served import Served
+from bistack.serve.sockets import listening_socket
 from bistack.serve.telemetry import log_access
-
-
-def listening_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound to ``host:port`` and listening; a clear error when it cannot be."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP named, not left 0: asyncio turns Nagle's algorithm off only on sockets that
-    # say they are TCP, and with it on every keep-alive response waited ~40 ms for an ACK.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(2048)  # connections wait in the backlog until the server accepts them
-    except OSError as error:
-        sock.close()
-        raise ConfigError(f"cannot listen on {host}:{port}: {error.strerror}") from None
-    return sock
 
 
 def serve(
@@ -54,18 +38,20 @@ def serve(
 
 
 def serve_in_workers(
-    description: str, host: str, port: int, model: str, workers: int, threads: int, factory: str
+    description: str, host: str, port: int, workers: int, settings: dict[str, Any]
 ) -> None:
-    """Serve ``model`` from ``workers`` processes of ``threads`` threads on ``host:port``, each
-    process's app made by ``factory`` (an import string)."""
+    """Serve the model ``settings`` names from ``workers`` processes on ``host:port``, each
+    with ``settings["threads"]`` threads (``bistack.serve.workers``)."""
     from bistack.serve.workers import serve_workers
 
-    sock = listening_socket(host, port)
-    where = sock.getsockname()[:2]
+    threads = settings["threads"]
     each = f"{threads} thread{'s' if threads != 1 else ''} each"
-    announce(where, description, model, f", {workers} worker processes of {each}")
-    serve_workers(sock, workers, factory)
-    # The supervisor passes SIGTERM and Ctrl-C alike to the workers, and each drains.
+    processes = f", {workers} worker processes of {each}"
+    serve_workers(
+        host, port, workers, settings,
+        lambda where: announce(where, description, settings["model"], processes),
+    )  # fmt: skip
+    # SIGTERM and Ctrl-C reach every worker, and each drains.
     print("stopped: every request accepted was answered", file=sys.stderr)
 
 

@@ -1,25 +1,49 @@
-"""``bistack serve --workers N``: N model processes behind one port.
+"""``bistack serve --workers N``: N model processes behind one port, sharing the connections.
 
-The parent binds the socket and has uvicorn's process supervisor start N workers on it (spawned,
-not forked: a fork of a process that has run torch inherits its thread pools' locks); the
-kernel hands each new connection to one of them. Each worker opens the model itself with its
-own threads and runs the same app as a single process does, its metrics shared with the others.
-On SIGTERM the supervisor passes the signal to every worker, each drains as ``bistack serve``
-does alone, and the parent returns once all have. A worker that dies is restarted; one that
-cannot start stops the server.
+Each worker listens on a socket of its own, bound to the same port with SO_REUSEPORT, so the
+kernel spreads new connections over the workers (by the connection's addresses). A single
+listening socket shared by every worker, as uvicorn's process supervisor shares it, let whichever
+worker woke first accept every connection then waiting: under 32 keep-alive clients one of two
+workers answered all 4,577 requests and the other none, so a second worker added nothing.
 
-A worker's settings reach it in the environment, which spawned processes inherit: the command
-line sets them (``bistack.cli.serve_worker`` is the factory each worker calls).
+The parent holds the port (bound, not listening: no connection may wait where no worker accepts
+it) and starts the workers, spawned rather than forked (a fork of a process that has run torch
+inherits its thread pools' locks). Each listens at once, then loads its model with its own
+threads, so connections made meanwhile wait in its backlog; the parent says where it serves
+once every worker listens. It then watches them: a worker that dies is started again, one that
+dies before it serves stops the server with an error. SIGTERM or Ctrl-C is passed on to every
+worker, each drains as ``bistack serve`` does alone, and the parent returns once all have.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
+import signal
 import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
 from typing import Any
 
+from bistack.errors import BistackError
 from bistack.serve.app import Limits, create_app
 from bistack.serve.served import load_served
+from bistack.serve.sockets import BACKLOG, port_socket
 from bistack.serve.telemetry import log_access
+
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def held_port(host: str, port: int) -> socket.socket:
+    """The port the workers will share, bound for them (``port`` 0: a free one). It is first
+    bound alone: a port that anything holds, another server's workers included (they would
+    otherwise share their connections with ours), is refused here."""
+    with port_socket(host, port) as alone:
+        port = alone.getsockname()[1]
+    return port_socket(host, port, shared=True)
 
 
 def worker_app(settings: dict[str, Any]) -> Any:
@@ -31,13 +55,106 @@ def worker_app(settings: dict[str, Any]) -> Any:
     return create_app(served, Limits(**settings["limits"]), shared_metrics=True)
 
 
-def serve_workers(sock: socket.socket, workers: int, factory: str) -> None:
-    """Run ``workers`` processes on ``sock``, each serving the app ``factory`` makes, until
-    SIGTERM or Ctrl-C."""
+def run_worker(settings: dict[str, Any], host: str, port: int, says: Connection) -> None:
+    """One worker process: listen, say so, load the model, say so, serve until SIGTERM."""
     import uvicorn
-    from uvicorn.supervisors import Multiprocess
 
-    config = uvicorn.Config(
-        factory, factory=True, workers=workers, log_level="warning", access_log=False
-    )
-    Multiprocess(config, sockets=[sock]).run()
+    # uvicorn drains on SIGTERM or Ctrl-C, then raises the signal again: heard here, it ends
+    # the worker with status 0; before uvicorn runs (the model loading), at once.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: sys.exit(0))
+    sock = port_socket(host, port, shared=True)
+    sock.listen(BACKLOG)
+    says.send("listening")
+    app = worker_app(settings)  # OMP_NUM_THREADS, set by the command line, came with the spawn
+    says.send("serving")
+    says.close()
+    config = uvicorn.Config(app, log_level="warning", access_log=False)
+    uvicorn.Server(config).run(sockets=[sock])
+
+
+@dataclass
+class Worker:
+    process: BaseProcess
+    says: Connection | None  # what it says until it serves: "listening", then "serving"
+    serving: bool = False
+
+    def heard(self) -> str | None:
+        """What it said next; None once it has stopped saying (its end of the pipe closed)."""
+        assert self.says is not None
+        try:
+            word = self.says.recv()
+        except EOFError:
+            word = None
+        if word in (None, "serving"):
+            self.says.close()
+            self.says = None
+            self.serving = word == "serving"
+        return word
+
+    def died(self, when: str) -> str:
+        self.process.join()
+        return f"a serve worker process ended {when} (exit code {self.process.exitcode})"
+
+
+def serve_workers(
+    host: str,
+    port: int,
+    workers: int,
+    settings: dict[str, Any],
+    announce: Callable[[tuple[str, int]], None],
+) -> None:
+    """Serve from ``workers`` processes on ``host:port`` until SIGTERM or Ctrl-C; ``announce``
+    hears the address once every worker listens."""
+    held = held_port(host, port)
+    where = held.getsockname()[:2]
+    stopping = False
+
+    def start() -> Worker:
+        ours, theirs = SPAWN.Pipe(duplex=False)
+        process = SPAWN.Process(target=run_worker, args=(settings, where[0], where[1], theirs))
+        process.start()
+        theirs.close()  # the worker holds the only writing end: its exit ends the pipe
+        return Worker(process, ours)
+
+    def stop(*_: Any) -> None:
+        nonlocal stopping
+        stopping = True
+        for worker in running:
+            if worker.process.is_alive():
+                os.kill(worker.process.pid, signal.SIGTERM)
+
+    running: list[Worker] = []
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while len(running) < workers and not stopping:
+            running.append(start())
+        if stopping:  # a signal while the last one started: that one hears it too
+            stop()
+        for worker in running:
+            if worker.heard() != "listening" and not stopping:
+                raise BistackError(worker.died("before it listened"))
+        if not stopping:
+            announce(where)
+        while running:
+            listened = [w.says for w in running if w.says is not None]
+            ended = wait([w.process.sentinel for w in running] + listened, 1.0)
+            for worker in list(running):
+                if worker.says is not None and worker.says in ended:
+                    worker.heard()
+                if worker.process.sentinel not in ended:
+                    continue
+                worker.process.join()
+                running.remove(worker)
+                if stopping:
+                    continue
+                if not worker.serving:
+                    raise BistackError(worker.died("before it served"))
+                running.append(start())  # died while serving: another takes its place
+    finally:
+        stop()
+        for worker in running:
+            worker.process.join()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        held.close()
