@@ -21,7 +21,6 @@ import multiprocessing
 import os
 import signal
 import socket
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -59,18 +58,29 @@ def run_worker(settings: dict[str, Any], host: str, port: int, says: Connection)
     """One worker process: listen, say so, load the model, say so, serve until SIGTERM."""
     import uvicorn
 
-    # uvicorn drains on SIGTERM or Ctrl-C, then raises the signal again: heard here, it ends
-    # the worker with status 0; before uvicorn runs (the model loading), at once.
+    server: uvicorn.Server | None = None
+    asked = False
+
+    def stop(*_: Any) -> None:
+        # Heard while the model loads, the worker stops once it has loaded (exiting from here,
+        # wherever the loading stood, once left a worker that never ended); while it serves,
+        # uvicorn hears it instead, drains, then raises it again here.
+        nonlocal asked
+        asked = True
+        if server is not None:
+            server.should_exit = True
+
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: sys.exit(0))
+        signal.signal(sig, stop)
     sock = port_socket(host, port, shared=True)
     sock.listen(BACKLOG)
     says.send("listening")
     app = worker_app(settings)  # OMP_NUM_THREADS, set by the command line, came with the spawn
     says.send("serving")
     says.close()
-    config = uvicorn.Config(app, log_level="warning", access_log=False)
-    uvicorn.Server(config).run(sockets=[sock])
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+    if not asked:
+        server.run(sockets=[sock])
 
 
 @dataclass
