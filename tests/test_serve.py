@@ -417,10 +417,21 @@ def test_workers_serve_one_port_count_together_and_stop_on_sigterm(small_tagger)
         ok = {"method": "POST", "route": "/predict", "status": "200"}
         assert samples[("bistack_requests_total", tuple(sorted(ok.items())))] == 10  # both
         assert samples[("bistack_pass_texts_sum", ())] == 20  # the warm-ups are not traffic
+        # Where the workers' metrics meet; a worker's live queue depth is a file of its own.
+        environ = Path(f"/proc/{workers[1]}/environ").read_bytes().split(b"\0")
+        folder = Path(
+            next(v for v in environ if v.startswith(b"PROMETHEUS_MULTIPROC_DIR="))
+            .decode()
+            .split("=", 1)[1]
+        )
+        depth_file = folder / f"gauge_livesum_{workers[0]}.db"
+        assert depth_file.exists()
         os.kill(workers[0], signal.SIGKILL)  # a worker that dies is replaced, the port kept
         while workers[0] in (live := worker_processes(server.pid)) or len(live) < 2:
             assert time.monotonic() < deadline, live
             time.sleep(0.1)
+        # The dead worker's queue depth no longer counts in /metrics' sum of live workers.
+        assert not depth_file.exists()
         served_by = set()
         while len(served_by) < 2 and time.monotonic() < deadline:  # once the new one serves
             served_by |= {health_worker(url, sock) for sock in connected(url, 8)}

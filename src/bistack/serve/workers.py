@@ -10,8 +10,9 @@ The parent holds the port (bound, not listening: no connection may wait where no
 it) and starts the workers, spawned rather than forked (a fork of a process that has run torch
 inherits its thread pools' locks). Each listens at once, then loads its model with its own
 threads, so connections made meanwhile wait in its backlog; the parent says where it serves
-once every worker listens. It then watches them: a worker that dies is started again, one that
-dies before it serves stops the server with an error. SIGTERM or Ctrl-C is passed on to every
+once every worker listens. It then watches them: a worker that dies is started again (its
+live gauges taken out of the shared metrics), one that dies before it serves stops the server
+with an error. SIGTERM or Ctrl-C is passed on to every
 worker, each drains as ``bistack serve`` does alone, and the parent returns once all have.
 """
 
@@ -26,6 +27,8 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any
+
+from prometheus_client.multiprocess import mark_process_dead
 
 from bistack.errors import BistackError
 from bistack.serve.app import Limits, create_app
@@ -155,6 +158,7 @@ def serve_workers(
                 if worker.process.sentinel not in ended:
                     continue
                 worker.process.join()
+                mark_process_dead(worker.process.pid)  # its queue depth is no longer live
                 running.remove(worker)
                 if stopping:
                     continue
