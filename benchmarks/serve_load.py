@@ -5,16 +5,20 @@
     .venv/bin/python benchmarks/serve_load.py runs/benchmarks/serve-tagger/model
 
 The model is served as it is (PyTorch) and exported (``bistack export``, onnxruntime), each with
-``--workers 1`` (all threads) and ``--workers 2`` (one thread each), to 1, 8 and 32 clients
+``--workers 1`` and ``--workers 2`` (one thread each, serve's default), to 1, 8 and 32 clients
 sending one text per request, then 16. The texts are CoNLL-2003 dev sentences as raw text. The
 load comes from wrk (Debian's ``wrk``: a C load generator, one thread, so the clients take little
 of the CPU the server needs); it shares this machine's cores with the server, so the figures are
 what one machine serving itself gets, and the ratios are the point. Each level runs ``SECONDS``.
 
 Beside each server row, in this process and with the same runtime: the median time of one text
-alone (the floor of a lone client's latency) and the throughput of ``predict`` at the batch size
-the server's passes reached (its 0.8x target) and at batches of 256. Peak RSS of every server
-process is read from /proc. Writes benchmarks/results/serve-load.{md,json}.
+alone over the same texts (the floor of a lone client's latency), and again with the core left
+idle for ``IDLE_GAP`` between texts, as a server's model thread is between one client's requests;
+the throughput of ``predict`` at the batch size the server's passes reached (its 0.8x target)
+and at batches of 256. From the server's ``/metrics``: the mean time of its forward passes in
+the row, so a lone client's p50 splits into the model's time in the server and the rest (HTTP,
+validation, the hand-over to the model's thread, JSON). Peak RSS of every server process is
+read from /proc. Writes benchmarks/results/serve-load.{md,json}.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ DEV = ROOT.parent / "shared" / "data" / "conll2003" / "dev.txt"
 RESULTS = ROOT / "benchmarks" / "results"
 TEXTS = 800  # distinct texts, sent in turn
 SECONDS = 10.0  # per load level
+IDLE_GAP = 0.002  # seconds between texts: about a lone client's turn-around
 CLIENTS = (1, 8, 32)
 PER_REQUEST = (1, 16)
 WORKERS = (1, 2)
@@ -82,13 +87,15 @@ end
 """
 
 
-def passes(address: str) -> tuple[float, float]:
-    """Forward passes run and texts in them so far, over all workers (``/metrics``)."""
+def passes(address: str) -> tuple[float, float, float]:
+    """Forward passes run, texts in them and their seconds so far, over all workers
+    (``/metrics``)."""
     found = {}
     for family in text_string_to_metric_families(httpx.get(f"{address}/metrics").text):
         for sample in family.samples:
             found[sample.name] = sample.value
-    return found["bistack_pass_texts_count"], found["bistack_pass_texts_sum"]
+    names = ("bistack_pass_texts_count", "bistack_pass_texts_sum", "bistack_pass_seconds_sum")
+    return tuple(found[name] for name in names)
 
 
 def drive(address: str, corpus: list[str], clients: int, per_request: int) -> dict[str, float]:
@@ -100,13 +107,13 @@ def drive(address: str, corpus: list[str], clients: int, per_request: int) -> di
         "[==[" + json.dumps({"texts": group}, ensure_ascii=False) + "]==]" for group in groups
     )
     httpx.post(f"{address}/predict", json={"texts": groups[0]}).raise_for_status()
-    count, total = passes(address)
+    count, total, seconds = passes(address)
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
         script.write(LUA % bodies)
     command = ["wrk", "-t1", f"-c{clients}", f"-d{SECONDS:.0f}s", "--latency", "-s", script.name]
     output = subprocess.run([*command, address], capture_output=True, text=True, check=True).stdout
     Path(script.name).unlink()
-    after_count, after_total = passes(address)
+    after_count, after_total, after_seconds = passes(address)
     requests_per_s = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))
     return {
         "clients": clients,
@@ -116,6 +123,7 @@ def drive(address: str, corpus: list[str], clients: int, per_request: int) -> di
         "p50_ms": wrk_ms(output, "50%"),
         "p99_ms": wrk_ms(output, "99%"),
         "mean_texts_per_pass": (after_total - total) / max(after_count - count, 1),
+        "mean_pass_ms": 1000 * (after_seconds - seconds) / max(after_count - count, 1),
     }
 
 
@@ -149,10 +157,13 @@ class InProcess:
         self.corpus = corpus
         self.model.predict(corpus[:64])
 
-    def single_ms(self) -> float:
-        """Median time of one text alone."""
+    def single_ms(self, idle: float = 0.0) -> float:
+        """Median time of one text alone, over the texts the server is sent, the core left
+        idle for ``idle`` seconds before each."""
         times = []
-        for text in self.corpus[:300]:
+        for text in self.corpus:
+            if idle:
+                time.sleep(idle)
             started = time.perf_counter()
             self.model.predict([text])
             times.append(time.perf_counter() - started)
@@ -183,7 +194,8 @@ def main(model_dir: str) -> None:
     rows, singles = [], {}
     for runtime, directory in runtimes.items():
         local = InProcess(directory, corpus)
-        singles[runtime] = local.single_ms()
+        local.single_ms()  # every length seen once: the kernels the server has warm too
+        singles[runtime] = local.single_ms(), local.single_ms(IDLE_GAP)
         for workers in WORKERS:
             process, address = start_server(directory, workers)
             try:
@@ -196,7 +208,8 @@ def main(model_dir: str) -> None:
                             "workers": workers,
                             "in_process_at_pass_size": local.texts_per_s(batch),
                             "in_process_at_256": local.texts_per_s(256),
-                            "in_process_single_ms": singles[runtime],
+                            "in_process_single_ms": singles[runtime][0],
+                            "in_process_single_after_idle_ms": singles[runtime][1],
                         }
                         rows.append(row)
                         print(json.dumps(row), flush=True)
@@ -237,9 +250,10 @@ def report(result: dict) -> str:
         "texts/s across runs.",
         "",
         "| runtime | workers | texts/request | clients | texts/s | texts/pass | in-process "
-        "at that size | ratio | ratio to batches of 256 | p50 ms | p99 ms | one text alone ms "
-        "| peak RSS MB (the server process; under --workers 2, then each worker) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "at that size | ratio | ratio to batches of 256 | p50 ms | p99 ms | pass ms in the "
+        "server | one text alone ms | the same after 2 ms idle | peak RSS MB (the server "
+        "process; under --workers 2, then each worker) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for row in result["rows"]:
         rss = ", ".join(f"{value:.0f}" for value in row.get("peak_rss_mb", []))
@@ -249,8 +263,30 @@ def report(result: dict) -> str:
             f"{row['in_process_at_pass_size']:.0f} | "
             f"{row['texts_per_s'] / row['in_process_at_pass_size']:.2f}x | "
             f"{row['texts_per_s'] / row['in_process_at_256']:.2f}x | {row['p50_ms']:.2f} | "
-            f"{row['p99_ms']:.2f} | {row['in_process_single_ms']:.2f} | {rss} |"
+            f"{row['p99_ms']:.2f} | {row['mean_pass_ms']:.2f} | "
+            f"{row['in_process_single_ms']:.2f} | "
+            f"{row['in_process_single_after_idle_ms']:.2f} | {rss} |"
         )
+    lines += [
+        "",
+        "Where a lone client's time goes (one text per request): its p50 is the model's pass in "
+        "the server plus the rest (HTTP, validation, the hand-over to the model's thread, JSON), "
+        "and the pass in the server is compared with one text alone in this process, in a "
+        "tight loop and after the core idled for 2 ms as the server's model thread does between "
+        "one client's requests.",
+        "",
+        "| runtime | workers | p50 ms | pass in the server ms | the rest ms | alone, tight "
+        "loop ms | alone, after 2 ms idle ms |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in result["rows"]:
+        if row["clients"] == 1 and row["texts_per_request"] == 1:
+            lines.append(
+                f"| {row['runtime']} | {row['workers']} | {row['p50_ms']:.2f} | "
+                f"{row['mean_pass_ms']:.2f} | {row['p50_ms'] - row['mean_pass_ms']:.2f} | "
+                f"{row['in_process_single_ms']:.2f} | "
+                f"{row['in_process_single_after_idle_ms']:.2f} |"
+            )
     lines.append("")
     return "\n".join(lines)
 

@@ -239,11 +239,16 @@ def test_metrics_parse_and_move_and_every_answer_carries_a_request_id(tagger_cli
     unmatched = {"method": "GET", "route": "unmatched", "status": "404"}
     assert after[("bistack_requests_total", tuple(sorted(unmatched.items())))] == 1
     assert after[("bistack_request_seconds_count", tuple(sorted(ok.items())))] >= 4
-    passes, texts = (
+    passes, texts, timed, pass_seconds = (
         after[(name, ())] - before.get((name, ()), 0)
-        for name in ("bistack_pass_texts_count", "bistack_pass_texts_sum")
-    )
+        for name in (
+            "bistack_pass_texts_count", "bistack_pass_texts_sum",
+            "bistack_pass_seconds_count", "bistack_pass_seconds_sum",
+        )
+    )  # fmt: skip
     assert passes == 4 and texts == 7  # sequential requests: a pass each
+    request_seconds = after[("bistack_request_seconds_sum", tuple(sorted(ok.items())))]
+    assert timed == 4 and 0 < pass_seconds < request_seconds  # the model's part of their time
     assert after[("bistack_queue_depth", ())] == 0
     assert after[("bistack_model_load_seconds", ())] > 0
     lines = [json.loads(r.getMessage()) for r in caplog.records if r.name.endswith("access")]

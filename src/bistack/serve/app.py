@@ -90,7 +90,7 @@ def create_app(served: Served, limits: Limits = Limits(), shared_metrics: bool =
     ``shared_metrics``: one of ``serve --workers``' processes, counting with the others."""
     metrics = Metrics(served.load_seconds, shared_metrics)
     batcher = ContinuousBatcher(
-        served.predict, limits.max_batch_texts, metrics.pass_texts.observe, metrics.depth.set
+        served.predict, limits.max_batch_texts, metrics.ran_pass, metrics.depth.set
     )
     warmed = asyncio.Event()
 

@@ -13,6 +13,7 @@ pass that fails is rerun request by request, so one bad request fails only itsel
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -31,14 +32,15 @@ class Pending:
 
 class ContinuousBatcher:
     """Group concurrent ``submit`` calls into calls of ``run(texts, options)``. For the
-    server's metrics, ``on_pass`` hears the texts of every pass run and ``on_depth`` the
+    server's metrics, ``on_pass`` hears the texts and the seconds of every pass run (timed on
+    the model's thread: the model's own time, without the hand-over) and ``on_depth`` the
     requests waiting whenever that changes."""
 
     def __init__(
         self,
         run: Run,
         max_texts: int = 64,
-        on_pass: Callable[[int], None] = lambda texts: None,
+        on_pass: Callable[[int, float], None] = lambda texts, seconds: None,
         on_depth: Callable[[int], None] = lambda waiting: None,
     ) -> None:
         self.run = run
@@ -113,7 +115,9 @@ class ContinuousBatcher:
         texts = [text for pending in group for text in pending.texts]
         try:
             loop = asyncio.get_running_loop()
-            results = await loop.run_in_executor(self.executor, self.run, texts, group[0].options)
+            results, seconds = await loop.run_in_executor(
+                self.executor, self._timed, texts, group[0].options
+            )
         except Exception as error:  # the callers report it; the worker carries on
             if len(group) > 1:  # one request's texts must not fail the others: run each alone
                 for pending in group:
@@ -124,10 +128,16 @@ class ContinuousBatcher:
             return
         self.batches += 1
         self.texts += len(texts)
-        self.on_pass(len(texts))
+        self.on_pass(len(texts), seconds)
         start = 0
         for pending in group:
             end = start + len(pending.texts)
             if not pending.done.done():  # a caller that went away has cancelled its future
                 pending.done.set_result(results[start:end])
             start = end
+
+    def _timed(self, texts: Sequence[str], options: dict[str, Any]) -> tuple[list[Any], float]:
+        """On the model's thread: ``run``'s results and the seconds it took."""
+        started = time.perf_counter()
+        results = self.run(texts, options)
+        return results, time.perf_counter() - started

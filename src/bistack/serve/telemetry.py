@@ -10,6 +10,8 @@ names (set by the command line) and whichever worker answers ``/metrics`` report
   histogram), by the route's template (``/predict``), never the raw path, so a scan of random
   URLs cannot grow the label set (those count as ``route="unmatched"``);
 - ``bistack_pass_texts``: a histogram of the texts in each forward pass;
+- ``bistack_pass_seconds``: a histogram of each forward pass's time on the model's thread (a
+  request's latency less this is what the server itself and the wait for a pass cost);
 - ``bistack_queue_depth``: requests waiting for a pass (in all workers);
 - ``bistack_model_load_seconds``: how long opening the model (and its first pass) took (the
   slowest worker's).
@@ -58,6 +60,10 @@ class Metrics:
             "bistack_pass_texts", "Texts in each forward pass of the model",
             buckets=PASS_BUCKETS, registry=self.registry,
         )  # fmt: skip
+        self.pass_seconds = Histogram(
+            "bistack_pass_seconds", "Time of each forward pass on the model's thread",
+            buckets=LATENCY_BUCKETS, registry=self.registry,
+        )  # fmt: skip
         self.depth = Gauge(
             "bistack_queue_depth", "Requests waiting for a forward pass",
             multiprocess_mode="livesum", registry=self.registry,
@@ -67,6 +73,10 @@ class Metrics:
             multiprocess_mode="max", registry=self.registry,
         )  # fmt: skip
         load.set(load_seconds)
+
+    def ran_pass(self, texts: int, seconds: float) -> None:
+        self.pass_texts.observe(texts)
+        self.pass_seconds.observe(seconds)
 
     def answered(self, route: str, method: str, status: int, seconds: float) -> None:
         labels = (route, method, str(status))
