@@ -30,7 +30,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from functools import cache
 from pathlib import Path
 
 import httpx
@@ -169,9 +168,10 @@ class InProcess:
             times.append(time.perf_counter() - started)
         return statistics.median(times) * 1000
 
-    @cache  # noqa: B019 (one instance per runtime, alive for the run)
     def texts_per_s(self, batch: int) -> float:
-        """Throughput over the corpus in batches of ``batch`` texts (the best of two)."""
+        """Throughput over the corpus in batches of ``batch`` texts (the best of two), measured
+        anew beside each row: the shared cores' speed drifts within a run (one figure kept for
+        the whole run once made the same batch size 847 and 1,733 texts/s in two runs)."""
         best = 0.0
         for _ in range(2):
             started = time.perf_counter()
@@ -191,25 +191,26 @@ def exported(model_dir: str) -> str:
 def main(model_dir: str) -> None:
     corpus = texts()
     runtimes = {"PyTorch": model_dir, "exported": exported(model_dir)}
-    rows, singles = [], {}
+    rows = []
     for runtime, directory in runtimes.items():
         local = InProcess(directory, corpus)
         local.single_ms()  # every length seen once: the kernels the server has warm too
-        singles[runtime] = local.single_ms(), local.single_ms(IDLE_GAP)
         for workers in WORKERS:
             process, address = start_server(directory, workers)
             try:
                 for per_request in PER_REQUEST:
                     for clients in CLIENTS:
                         row = drive(address, corpus, clients, per_request)
+                        if clients == 1 and per_request == 1:  # beside the lone client's row
+                            singles = local.single_ms(), local.single_ms(IDLE_GAP)
                         batch = max(1, round(row["mean_texts_per_pass"]))
                         row |= {
                             "runtime": runtime,
                             "workers": workers,
                             "in_process_at_pass_size": local.texts_per_s(batch),
                             "in_process_at_256": local.texts_per_s(256),
-                            "in_process_single_ms": singles[runtime][0],
-                            "in_process_single_after_idle_ms": singles[runtime][1],
+                            "in_process_single_ms": singles[0],
+                            "in_process_single_after_idle_ms": singles[1],
                         }
                         rows.append(row)
                         print(json.dumps(row), flush=True)
