@@ -12,8 +12,8 @@ inherits its thread pools' locks). Each listens at once, then loads its model wi
 threads, so connections made meanwhile wait in its backlog; the parent says where it serves
 once every worker listens. It then watches them: a worker that dies is started again (its
 live gauges taken out of the shared metrics), one that dies before it serves stops the server
-with an error. SIGTERM or Ctrl-C is passed on to every
-worker, each drains as ``bistack serve`` does alone, and the parent returns once all have.
+with an error. SIGTERM or Ctrl-C is passed on to every worker, each drains as ``bistack serve``
+does alone, and the parent returns once all have.
 """
 
 from __future__ import annotations
