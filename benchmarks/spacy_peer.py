@@ -166,7 +166,7 @@ def medians(runs: list[dict]) -> dict:
     """One runtime's measures over the rounds: the median of each (words/s per batch size,
     latency p50 and p99, peak RSS), each round's p50 beside them, and the first round's tags
     (prediction is deterministic)."""
-    result = {
+    return {
         "tags": runs[0]["tags"],
         "words_per_s": {
             size: statistics.median(run["words_per_s"][size] for run in runs)
@@ -179,7 +179,6 @@ def medians(runs: list[dict]) -> dict:
         "peak_rss_mb": statistics.median(run["peak_rss_mb"] for run in runs),
         "p50_ms_each_round": [run["latency_ms"]["p50"] for run in runs],
     }
-    return result
 
 
 def conlleval_f1(dev, tags: list[list[str]]) -> float:
