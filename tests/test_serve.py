@@ -557,8 +557,12 @@ def test_an_exported_model_is_served_too(small_tagger, tmp_path):
         (["--ray", "--workers", "2"], "--workers is for serving here; on Ray Serve say --replicas"),
     ],
 )
-def test_flags_of_the_other_way_to_scale_are_refused_before_the_model_loads(flags, message, capsys):
+def test_flags_of_the_other_way_to_scale_are_refused_before_the_model_loads(
+    flags, message, capsys, monkeypatch
+):
     from bistack.cli import main
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # as `make test` runs: no warning of threads
 
     assert main(["serve", "no/such/model", *flags]) == 2  # the model is not even looked at
     assert capsys.readouterr().err == f"error: {message}\n"

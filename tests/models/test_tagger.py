@@ -50,7 +50,8 @@ def pad_further(batch: TaggingBatch, extra: int, tag: int) -> TaggingBatch:
         batch.char_lengths,
         widen(batch.char_index, 0),
         widen(batch.mask, False),
-        widen(tags, tag),
+        spellings=batch.spellings,
+        tags=widen(tags, tag),
     )
 
 

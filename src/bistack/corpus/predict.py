@@ -28,6 +28,7 @@ from bistack.corpus.sources import Record
 from bistack.errors import BistackError, DataError
 from bistack.formats import FORMATS
 from bistack.inputs import Input, described, unicode_problem
+from bistack.models.spelling_cache import each_batch_alone
 from bistack.processes import die_with
 from bistack.tasks import Opened, open_model
 
@@ -80,7 +81,13 @@ def load_model(spec: Spec) -> Opened:
 
 def predict_records(opened: Opened, spec: Spec, records: list[Record]) -> list[Outcome]:
     """Each record's formatted prediction, or why it has none, in order. Records are predicted
-    together by the input of the model's card that takes them (texts, token lists...)."""
+    together by the input of the model's card that takes them (texts, token lists...), and
+    from this chunk alone: a resumed run writes each chunk's bytes as the first run did."""
+    with each_batch_alone():
+        return _predict_records(opened, spec, records)
+
+
+def _predict_records(opened: Opened, spec: Spec, records: list[Record]) -> list[Outcome]:
     write = FORMATS[spec.fmt]
     outcomes: list[Outcome] = [Failed(r.error) if r.error is not None else "" for r in records]
     groups: dict[str, tuple[Input, list[int]]] = {}

@@ -24,7 +24,9 @@ class TokenBatch:
 
     words, casing: ``(batch, seq_len)`` long, 0 at padding. chars: ``(unique_words,
     max_chars)`` char ids of each distinct token in the batch; char_index ``(batch, seq_len)``
-    maps each position to its row of ``chars``. mask: ``(batch, seq_len)`` bool.
+    maps each position to its row of ``chars``. mask: ``(batch, seq_len)`` bool. spellings:
+    the token each row of ``chars`` spells (empty when unknown), which lets prediction reuse a
+    word's character encoding (:class:`bistack.models.spelling_cache.SpellingCache`).
     """
 
     words: Tensor
@@ -33,10 +35,13 @@ class TokenBatch:
     char_lengths: Tensor
     char_index: Tensor
     mask: Tensor
+    spellings: tuple[str, ...] = ()
 
     def to(self, device: torch.device | str) -> Self:
         moved = {f.name: getattr(self, f.name) for f in fields(self)}
-        return type(self)(**{k: v.to(device) if v is not None else None for k, v in moved.items()})
+        return type(self)(
+            **{k: v.to(device) if isinstance(v, Tensor) else v for k, v in moved.items()}
+        )
 
 
 @dataclass
@@ -75,6 +80,7 @@ def collate_tokens(
         char_lengths=torch.tensor(rows.char_lengths),
         char_index=torch.tensor(rows.char_index),
         mask=torch.arange(len(rows.words[0])) < lengths.unsqueeze(1),
+        spellings=rows.spellings,
     )
 
 

@@ -123,7 +123,8 @@ class TokenVocabularies:
 class TokenRows:
     """A batch's token features as right-padded lists (what the tensors of a ``TokenBatch`` are
     made of; the ONNX runtime makes arrays of them): words, casing, char_index ``[batch][seq]``
-    (0 at padding), chars ``[unique_words][max_chars]`` with char_lengths, and lengths."""
+    (0 at padding), chars ``[unique_words][max_chars]`` with char_lengths, and lengths;
+    spellings: the token each row of chars spells."""
 
     words: list[list[int]]
     casing: list[list[int]]
@@ -131,6 +132,7 @@ class TokenRows:
     char_lengths: list[int]
     char_index: list[list[int]]
     lengths: list[int]
+    spellings: tuple[str, ...]
 
 
 def padded_rows(rows: Sequence[Sequence[int]], width: int, fill: int = 0) -> list[list[int]]:
@@ -152,6 +154,7 @@ def token_rows(sentences: Sequence[EncodedSentence], vocabularies: TokenVocabula
         char_lengths=[len(token) for token in spelled],
         char_index=padded_rows(positions, seq_len),
         lengths=[len(s.words) for s in sentences],
+        spellings=tuple(unique),
     )
 
 

@@ -9,6 +9,7 @@ from bistack.data.batching import TokenBatch
 from bistack.data.features import CASINGS
 from bistack.encoders import RecurrentEncoder
 from bistack.masking import lengths_to_mask
+from bistack.models.spelling_cache import SpellingCache, spelling_cache_on
 
 
 class CharLSTMEncoder(nn.Module):
@@ -67,6 +68,8 @@ class TokenEmbedder(nn.Module):
 
     ``unk_replace``: in training, a word seen once in the training data is replaced by
     ``<unk>`` with this probability, so the unknown embedding is learnt (Lample et al. 2016).
+    In prediction (evaluation mode, no gradients) each spelling's character encoding is
+    computed once and reused (:class:`SpellingCache`).
     """
 
     def __init__(
@@ -89,6 +92,7 @@ class TokenEmbedder(nn.Module):
             singletons = torch.zeros(words, dtype=torch.bool)
         # Only needed while training, so not saved with the weights.
         self.register_buffer("singletons", singletons, persistent=False)
+        self.spelling_cache = SpellingCache()
         self.output_size = (
             (word_embedding.embedding_dim if word_embedding is not None else 0)
             + casing_dim
@@ -110,9 +114,23 @@ class TokenEmbedder(nn.Module):
         if self.casing_embedding is not None:
             parts.append(("casing", self.casing_embedding(batch.casing)))
         if self.char_encoder is not None:
-            per_word = self.char_encoder(batch.chars, batch.char_lengths)  # (unique, char_out)
-            parts.append(("chars", per_word[batch.char_index]))  # (batch, seq_len, char_out)
+            parts.append(("chars", self.spelled(batch)[batch.char_index]))
         return parts
+
+    def spelled(self, batch: TokenBatch) -> Tensor:
+        """The character encoding of each distinct token ``(unique_words, char_out)``: from
+        the cache in prediction, computed while training (or wherever gradients flow)."""
+        assert self.char_encoder is not None
+        if (
+            self.training
+            or torch.is_grad_enabled()
+            or not batch.spellings
+            or not spelling_cache_on()
+        ):
+            return self.char_encoder(batch.chars, batch.char_lengths)
+        return self.spelling_cache.encode(
+            self.char_encoder, batch.spellings, batch.chars, batch.char_lengths
+        )
 
     def forward(self, batch: TokenBatch) -> Tensor:
         return torch.cat([vectors for _, vectors in self.parts(batch)], dim=-1)
