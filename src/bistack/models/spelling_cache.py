@@ -82,17 +82,16 @@ class SpellingCache:
             if weights != self._weights:
                 self._clear()
                 self._weights = weights
-            slots = self._slots
-            missing = [i for i, spelling in enumerate(spellings) if spelling not in slots]
+            found = [self._slots.get(spelling) for spelling in spellings]  # its slot, or None
+            missing = [i for i, slot in enumerate(found) if slot is None]
             if not missing:
-                return self._table[[slots[s] for s in spellings]]  # type: ignore[index]
+                return self._table[found]  # type: ignore[index]
             fresh = encoder(chars[missing], lengths[missing])
-            known = [i for i, spelling in enumerate(spellings) if spelling in slots]
+            known = [i for i, slot in enumerate(found) if slot is not None]
             encoded = fresh.new_empty(len(spellings), fresh.size(1))
             encoded[missing] = fresh
             if known:  # read before storing: storing may forget a spelling of this batch
-                rows = [slots[spellings[i]] for i in known]
-                encoded[known] = self._table[rows]  # type: ignore[index]
+                encoded[known] = self._table[[found[i] for i in known]]  # type: ignore[index]
             kept = missing[-self.capacity :]
             self._store([spellings[i] for i in kept], fresh[len(missing) - len(kept) :])
             return encoded
