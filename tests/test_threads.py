@@ -33,27 +33,48 @@ def test_oversubscription_is_said_only_when_threads_outnumber_cpus():
     assert "4 threads" in oversubscription(threads=2, processes=2, cpus=2, others_running=0)
 
 
-def test_the_cli_applies_the_count_and_warns_a_run_that_cannot_fit(tmp_path, capsys):
+def test_the_cli_applies_the_count_and_warns_a_run_that_cannot_fit(tmp_path, capsys, monkeypatch):
+    import bistack.cli
+
+    seen: list[tuple[int, str | None]] = []  # (torch's threads, OMP_NUM_THREADS) in each run
+    evaluate = bistack.cli.run_evaluate
+
+    def watched(args):
+        seen.append((torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")))
+        return evaluate(args)
+
+    monkeypatch.setattr(bistack.cli, "run_evaluate", watched)
     before, environment = torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
-    try:
-        train = write_conll(tmp_path / "train.txt", tiny_sentences(20, seed=0))
-        path = tmp_path / "config.yaml"
-        path.write_text(yaml.safe_dump(tiny_config(train, None, train={"max_epochs": 1})))
-        output = tmp_path / "run"
-        assert main(["train", str(path), "--output", str(output), "--threads", "1"]) == 0
-        assert torch.get_num_threads() == 1 and os.environ["OMP_NUM_THREADS"] == "1"
-        cpus = len(os.sched_getaffinity(0))
-        args = ["evaluate", str(output / "model"), str(train), "--threads", str(cpus + 1)]
-        assert main(args) == 0
-        captured = capsys.readouterr()
-        assert torch.get_num_threads() == cpus + 1
-        assert f"{cpus + 1} threads of this run" in captured.err  # beside the scores on stdout
-        with pytest.raises(SystemExit) as stopped:  # a usage error, as argparse says it
-            main(["evaluate", str(output / "model"), str(train), "--threads", "0"])
-        assert stopped.value.code == 2
-        assert "argument --threads: must be >= 1, got 0" in capsys.readouterr().err
-    finally:
-        torch.set_num_threads(before)
-        os.environ.pop("OMP_NUM_THREADS", None)
-        if environment is not None:
-            os.environ["OMP_NUM_THREADS"] = environment
+    train = write_conll(tmp_path / "train.txt", tiny_sentences(20, seed=0))
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(tiny_config(train, None, train={"max_epochs": 1})))
+    output = tmp_path / "run"
+    assert main(["train", str(path), "--output", str(output), "--threads", "1"]) == 0
+    assert main(["evaluate", str(output / "model"), str(train), "--threads", "1"]) == 0
+    cpus = len(os.sched_getaffinity(0))
+    args = ["evaluate", str(output / "model"), str(train), "--threads", str(cpus + 1)]
+    assert main(args) == 0
+    assert seen == [(1, "1"), (cpus + 1, str(cpus + 1))]
+    assert f"{cpus + 1} threads of this run" in capsys.readouterr().err  # beside the scores
+    # Called from Python, the command leaves the process as it found it.
+    assert torch.get_num_threads() == before
+    assert os.environ.get("OMP_NUM_THREADS") == environment
+    with pytest.raises(SystemExit) as stopped:  # a usage error, as argparse says it
+        main(["evaluate", str(output / "model"), str(train), "--threads", "0"])
+    assert stopped.value.code == 2
+    assert "argument --threads: must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_main_called_from_python_puts_back_the_environment_it_set(tmp_path, monkeypatch):
+    from bistack.process_environment import MODEL_PROCESS_ENVIRONMENT
+
+    for name in (*MODEL_PROCESS_ENVIRONMENT, "OMP_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # the user's own value, kept as it was
+    train = write_conll(tmp_path / "train.txt", tiny_sentences(10, seed=0))
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(tiny_config(train, None, train={"max_epochs": 1})))
+    assert main(["train", str(path), "--output", str(tmp_path / "run"), "--threads", "1"]) == 0
+    assert os.environ["HF_HUB_OFFLINE"] == "0"
+    left = [n for n in (*MODEL_PROCESS_ENVIRONMENT, "OMP_NUM_THREADS") if n in os.environ]
+    assert left == ["HF_HUB_OFFLINE"]

@@ -7,13 +7,14 @@ made here and nowhere else."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,36 @@ from bistack.studies.pooler_variants import POOLER_VARIANTS
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    for name, value in MODEL_PROCESS_ENVIRONMENT.items():  # offline, quiet, a bounded cache
-        os.environ.setdefault(name, value)
+    """Run one command. Called from Python (a notebook, a test), it leaves the process as it
+    found it: the environment variables the command sets for its own run and a running torch's
+    thread count are put back when it returns."""
+    with settings_put_back():
+        for name, value in MODEL_PROCESS_ENVIRONMENT.items():  # offline, quiet, a bounded cache
+            os.environ.setdefault(name, value)
+        return run_command(argv)
+
+
+@contextlib.contextmanager
+def settings_put_back() -> Iterator[None]:
+    """Restore the variables ``main`` may set, and torch's thread count when torch was
+    running before it (one imported by the command keeps the count it started with)."""
+    names = (*MODEL_PROCESS_ENVIRONMENT, "OMP_NUM_THREADS")
+    before = {name: os.environ.get(name) for name in names}
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if threads is not None and torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+
+
+def run_command(argv: Sequence[str] | None) -> int:
     args = build_parser().parse_args(argv)
     try:
         configure_threads(args)
