@@ -4,7 +4,12 @@
 # MODEL: scratch (the recurrent tagger: words, chars, casing), states (MiniLM's word states
 # alone; CoNLL-2003 only), stacked (both), stacked-dropout (both, each part dropped per token),
 # stacked-context (stacked, each sentence read with 64 subwords a side of its document),
-# stacked-finetune (stacked, MiniLM fine-tuned at 5e-5 with layer-wise decay 0.9; slow on CPU).
+# stacked-finetune (stacked, MiniLM fine-tuned at 5e-5 with layer-wise decay 0.9; slow on CPU);
+# context-mean (stacked-context, each word's state the mean of its subwords': the CoNLL-2003
+# config since it won). One change each past that config, not measured yet: context-lstm-mix
+# (each word's 6 layers mixed by a BiLSTM over them), context-2-layers (a second BiLSTM layer),
+# context-128 (128 subwords a side, in windows of 256), context-80-epochs (80 epochs, not 40),
+# context-char-50 (a char BiLSTM of 50 a direction, not 25).
 # EPOCHS=N: a budget of N epochs, not the configs' own (runs in stacked-DATA-eN).
 # Runs go to runs/benchmarks/stacked-DATA/MODEL-seedN; a finished run is reused and a killed one
 # resumes from its checkpoint, so two processes can share the work (give each other MODELs).
@@ -32,6 +37,8 @@ if [[ ${#models[@]} -eq 0 ]]; then
   models=(scratch stacked stacked-dropout)
   [[ "$data" == wnut16 ]] || models+=(states)
 fi
+# The rows measured before the CoNLL-2003 config read each word's subword mean read its first.
+first=(--set subwords=first)
 for model in "${models[@]}"; do
   extra=()
   case "$data:$model" in
@@ -44,18 +51,37 @@ for model in "${models[@]}"; do
       extra=(--set part_dropout.transformer=0.2 --set part_dropout.words=0.2) ;;
     *:scratch) config="$prefix-bilstm-crf.yaml" ;;
     *:states) config="$prefix-minilm-layers-crf.yaml" ;;
-    # The CoNLL-2003 config reads document context (64) since it was measured to win; every
-    # model but stacked-context is measured without it, as its rows were.
-    *:stacked) config="$prefix-stacked-minilm-crf.yaml"; extra=(--set backbone.context=0) ;;
+    # The CoNLL-2003 config reads document context (64) since it was measured to win; stacked,
+    # stacked-dropout and stacked-finetune are measured without it, as their rows were.
+    *:stacked)
+      config="$prefix-stacked-minilm-crf.yaml"; extra=(--set backbone.context=0 "${first[@]}") ;;
     *:stacked-context)
-      config="$prefix-stacked-minilm-crf.yaml"; extra=(--set backbone.context=64) ;;
+      config="$prefix-stacked-minilm-crf.yaml"
+      extra=(--set backbone.context=64 "${first[@]}") ;;
+    *:context-lstm-mix)
+      config="$prefix-stacked-minilm-crf.yaml"
+      extra=(--set layer_mix.type=lstm) ;;
+    *:context-2-layers)
+      config="$prefix-stacked-minilm-crf.yaml"
+      extra=(--set encoder.num_layers=2) ;;
+    *:context-128)
+      config="$prefix-stacked-minilm-crf.yaml"
+      extra=(--set backbone.context=128 --set backbone.max_length=256) ;;
+    *:context-mean)
+      config="$prefix-stacked-minilm-crf.yaml"; extra=(--set backbone.context=64 --set subwords=mean) ;;
+    *:context-80-epochs)
+      config="$prefix-stacked-minilm-crf.yaml"
+      extra=(--set train.max_epochs=80) ;;
+    *:context-char-50)
+      config="$prefix-stacked-minilm-crf.yaml"
+      extra=(--set features.char_hidden=50) ;;
     *:stacked-finetune)
       config="$prefix-stacked-minilm-crf.yaml"
-      extra=(--set backbone.context=0 --set backbone.finetune=true --set backbone.lr=5e-5
-             --set backbone.layer_lr_decay=0.9) ;;
+      extra=(--set backbone.context=0 "${first[@]}" --set backbone.finetune=true
+             --set backbone.lr=5e-5 --set backbone.layer_lr_decay=0.9) ;;
     *:stacked-dropout)
       config="$prefix-stacked-minilm-crf.yaml"
-      extra=(--set backbone.context=0 --set part_dropout.transformer=0.2
+      extra=(--set backbone.context=0 "${first[@]}" --set part_dropout.transformer=0.2
              --set part_dropout.words=0.2 --set part_dropout.chars=0.2) ;;
     *) echo "unknown model $model" >&2; exit 2 ;;
   esac

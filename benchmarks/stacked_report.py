@@ -31,6 +31,12 @@ MODELS = {
     "stacked-dropout": "stacked, each part dropped per token (0.2 transformer/words/chars)",
     "stacked-context": "stacked, each sentence read with 64 subwords a side of its document",
     "stacked-finetune": "stacked, MiniLM fine-tuned (lr 5e-5, layer-wise decay 0.9)",
+    "context-mean": "stacked with context, a word's state the mean of its subwords'",
+    "context-lstm-mix": "the subword mean, each word's layers mixed by a BiLSTM over them",
+    "context-2-layers": "the subword mean, a second BiLSTM layer",
+    "context-128": "the subword mean, 128 subwords a side (windows of 256)",
+    "context-80-epochs": "the subword mean, a budget of 80 epochs (not 40)",
+    "context-char-50": "the subword mean, a char BiLSTM of 50 a direction (not 25)",
 }
 TEXT_MODELS = {
     "scratch": "from scratch: BiLSTM + additive attention over words",
@@ -210,6 +216,9 @@ def markdown(data: str, table: dict[str, dict], tagging: bool, epochs: int | Non
         ]
         pairs = [("scratch", "stacked"), ("states", "stacked"), ("stacked", "stacked-dropout"),
                  ("stacked", "stacked-context"), ("stacked", "stacked-finetune")]  # fmt: skip
+        pairs.append(("stacked-context", "context-mean"))
+        steps = [m for m in MODELS if m.startswith("context-") and m != "context-mean"]
+        pairs += [("context-mean", m) for m in steps]  # one change each past the config
         for a, b in pairs:
             if a in seeds_of and b in seeds_of:
                 (ma, sa), (mb, sb) = (mean_std([s["score"] for s in seeds_of[m]]) for m in (a, b))
