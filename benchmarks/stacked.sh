@@ -7,10 +7,9 @@
 # stacked-finetune (stacked, MiniLM fine-tuned at 5e-5 with layer-wise decay 0.9; slow on CPU);
 # context-mean (stacked-context, each word's state the mean of its subwords': the CoNLL-2003
 # config since it won). One change each past that config (one seed each so far, the table):
-# context-lstm-mix
-# (each word's 6 layers mixed by a BiLSTM over them), context-2-layers (a second BiLSTM layer),
-# context-128 (128 subwords a side, in windows of 256), context-80-epochs (80 epochs, not 40),
-# context-char-50 (a char BiLSTM of 50 a direction, not 25).
+# context-lstm-mix (each word's 6 layers mixed by a BiLSTM over them), context-2-layers (a
+# second BiLSTM layer), context-128 (128 subwords a side, in windows of 256), context-80-epochs
+# (80 epochs, not 40), context-char-50 (a char BiLSTM of 50 a direction, not 25).
 # EPOCHS=N: a budget of N epochs, not the configs' own (runs in stacked-DATA-eN).
 # Runs go to runs/benchmarks/stacked-DATA/MODEL-seedN; a finished run is reused and a killed one
 # resumes from its checkpoint, so two processes can share the work (give each other MODELs).
