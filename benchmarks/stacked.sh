@@ -5,11 +5,13 @@
 # alone; CoNLL-2003 only), stacked (both), stacked-dropout (both, each part dropped per token),
 # stacked-context (stacked, each sentence read with 64 subwords a side of its document),
 # stacked-finetune (stacked, MiniLM fine-tuned at 5e-5 with layer-wise decay 0.9; slow on CPU);
-# context-mean (stacked-context, each word's state the mean of its subwords': the CoNLL-2003
-# config since it won). One change each past that config (one seed each so far, the table):
-# context-lstm-mix (each word's 6 layers mixed by a BiLSTM over them), context-2-layers (a
-# second BiLSTM layer), context-128 (128 subwords a side, in windows of 256), context-80-epochs
-# (80 epochs, not 40), context-char-50 (a char BiLSTM of 50 a direction, not 25).
+# context-mean (stacked-context, each word's state the mean of its subwords'). One change each
+# past context-mean: context-lstm-mix (each word's 6 layers mixed by a BiLSTM over them),
+# context-concat4 (its last 4 layers side by side, not mixed: the CoNLL-2003 config since it
+# won), context-2-layers (a second BiLSTM layer), context-128 (128 subwords a side, in windows
+# of 256), context-80-epochs (80 epochs, not 40), context-char-50 (a char BiLSTM of 50 a
+# direction, not 25). One change past context-concat4: concat4-lr-half (a learning rate of
+# 0.001, not 0.002), concat4-char-50 (a char BiLSTM of 50 a direction).
 # EPOCHS=N: a budget of N epochs, not the configs' own (runs in stacked-DATA-eN).
 # Runs go to runs/benchmarks/stacked-DATA/MODEL-seedN; a finished run is reused and a killed one
 # resumes from its checkpoint, so two processes can share the work (give each other MODELs).
@@ -37,8 +39,10 @@ if [[ ${#models[@]} -eq 0 ]]; then
   models=(scratch stacked stacked-dropout)
   [[ "$data" == wnut16 ]] || models+=(states)
 fi
-# The rows measured before the CoNLL-2003 config read each word's subword mean read its first.
-first=(--set subwords=first)
+# The rows measured before the CoNLL-2003 config read each word's subword mean read its first,
+# and every row measured before it took their last 4 layers side by side mixed the layers.
+weighted=(--set layer_mix.type=weighted)
+first=(--set subwords=first "${weighted[@]}")
 for model in "${models[@]}"; do
   extra=()
   case "$data:$model" in
@@ -61,20 +65,30 @@ for model in "${models[@]}"; do
     *:context-lstm-mix)
       config="$prefix-stacked-minilm-crf.yaml"
       extra=(--set layer_mix.type=lstm) ;;
+    *:context-concat4)
+      config="$prefix-stacked-minilm-crf.yaml"
+      extra=(--set layer_mix.type=concat_last4) ;;
+    *:concat4-lr-half)  # one change past context-concat4
+      config="$prefix-stacked-minilm-crf.yaml"
+      extra=(--set layer_mix.type=concat_last4 --set optimizer.lr=0.001) ;;
+    *:concat4-char-50)  # one change past context-concat4
+      config="$prefix-stacked-minilm-crf.yaml"
+      extra=(--set layer_mix.type=concat_last4 --set features.char_hidden=50) ;;
     *:context-2-layers)
       config="$prefix-stacked-minilm-crf.yaml"
-      extra=(--set encoder.num_layers=2) ;;
+      extra=(--set encoder.num_layers=2 "${weighted[@]}") ;;
     *:context-128)
       config="$prefix-stacked-minilm-crf.yaml"
-      extra=(--set backbone.context=128 --set backbone.max_length=256) ;;
+      extra=(--set backbone.context=128 --set backbone.max_length=256 "${weighted[@]}") ;;
     *:context-mean)
-      config="$prefix-stacked-minilm-crf.yaml"; extra=(--set backbone.context=64 --set subwords=mean) ;;
+      config="$prefix-stacked-minilm-crf.yaml"
+      extra=(--set backbone.context=64 --set subwords=mean "${weighted[@]}") ;;
     *:context-80-epochs)
       config="$prefix-stacked-minilm-crf.yaml"
-      extra=(--set train.max_epochs=80) ;;
+      extra=(--set train.max_epochs=80 "${weighted[@]}") ;;
     *:context-char-50)
       config="$prefix-stacked-minilm-crf.yaml"
-      extra=(--set features.char_hidden=50) ;;
+      extra=(--set features.char_hidden=50 "${weighted[@]}") ;;
     *:stacked-finetune)
       config="$prefix-stacked-minilm-crf.yaml"
       extra=(--set backbone.context=0 "${first[@]}" --set backbone.finetune=true

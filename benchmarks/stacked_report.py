@@ -33,10 +33,13 @@ MODELS = {
     "stacked-finetune": "stacked, MiniLM fine-tuned (lr 5e-5, layer-wise decay 0.9)",
     "context-mean": "stacked with context, a word's state the mean of its subwords'",
     "context-lstm-mix": "the subword mean, each word's layers mixed by a BiLSTM over them",
+    "context-concat4": "the subword mean, its last 4 layers side by side (not mixed)",
     "context-2-layers": "the subword mean, a second BiLSTM layer",
     "context-128": "the subword mean, 128 subwords a side (windows of 256)",
     "context-80-epochs": "the subword mean, a budget of 80 epochs (not 40)",
     "context-char-50": "the subword mean, a char BiLSTM of 50 a direction (not 25)",
+    "concat4-lr-half": "the last 4 layers side by side, a learning rate of 0.001 (not 0.002)",
+    "concat4-char-50": "the last 4 layers side by side, a char BiLSTM of 50 a direction",
 }
 TEXT_MODELS = {
     "scratch": "from scratch: BiLSTM + additive attention over words",
@@ -170,15 +173,22 @@ def main() -> None:
 def markdown(data: str, table: dict[str, dict], tagging: bool, epochs: int | None = None) -> str:
     metric = "entity-level micro F1 as conlleval scores it" if tagging else "accuracy"
     recall = " recall, entities seen in train | recall, unseen |" if tagging else ""
-    rerun = [name for name, row in table.items() if not row.get("earlier")]
-    seeds = sorted({int(s["run"].rpartition("seed")[2]) for n in rerun for s in table[n]["seeds"]})
-    which = " ".join(rerun) + ("" if seeds == [1, 2, 3] else " -- " + " ".join(map(str, seeds)))
+    # One command per set of seeds, so a one-seed screen is not rerun with three.
+    by_seeds: dict[tuple[int, ...], list[str]] = {}
+    for name, row in table.items():
+        if not row.get("earlier"):
+            seeds = tuple(sorted(int(s["run"].rpartition("seed")[2]) for s in row["seeds"]))
+            by_seeds.setdefault(seeds, []).append(name)
+    runs = " && ".join(
+        (f"EPOCHS={epochs} " if epochs else "")
+        + f"OMP_NUM_THREADS=1 bash benchmarks/stacked.sh {data} {' '.join(names)}"
+        + ("" if seeds == (1, 2, 3) else " -- " + " ".join(map(str, seeds)))
+        for seeds, names in by_seeds.items()
+    )
     lines = [
         f"# Stacked features, {data} dev ({metric})",
         "",
-        "Reproduce: `"
-        + (f"EPOCHS={epochs} " if epochs else "")
-        + f"OMP_NUM_THREADS=1 bash benchmarks/stacked.sh {data} {which}` then "
+        f"Reproduce: `{runs}` then "
         f"`.venv/bin/python benchmarks/stacked_report.py {data}"
         + (f" --epochs {epochs}`" if epochs else "`")
         + (
@@ -219,6 +229,7 @@ def markdown(data: str, table: dict[str, dict], tagging: bool, epochs: int | Non
         pairs.append(("stacked-context", "context-mean"))
         steps = [m for m in MODELS if m.startswith("context-") and m != "context-mean"]
         pairs += [("context-mean", m) for m in steps]  # one change each past the config
+        pairs += [("context-concat4", m) for m in MODELS if m.startswith("concat4-")]
         for a, b in pairs:
             if a in seeds_of and b in seeds_of:
                 (ma, sa), (mb, sb) = (mean_std([s["score"] for s in seeds_of[m]]) for m in (a, b))

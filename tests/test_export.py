@@ -365,8 +365,9 @@ def test_a_model_over_transformer_layers_exports_with_its_backbone(tmp_path, nam
 
 LAYER_TAGGERS = {
     "first subword, weighted mix, softmax": {"subwords": "first"},
-    "mean subword, crf, 24-subword rows": {
+    "mean subword, last 4 layers concatenated, crf, 24-subword rows": {
         "subwords": "mean",
+        "layer_mix": {"type": "concat_last4"},
         "head": {"type": "crf"},
         "backbone": {"max_length": 24},
     },

@@ -130,6 +130,11 @@ def test_every_pooler_takes_a_batch_of_one_and_reports_its_output_size(name):
     torch.testing.assert_close(single, pooler(layers)[:1], atol=1e-6, rtol=1e-5)
 
 
+def test_concatenating_the_last_four_needs_four_layers():
+    with pytest.raises(ValueError, match="concat_last4 reads the last 4 layers; it is given 3"):
+        build_layer_pooler("concat_last4", 3, HIDDEN)
+
+
 def test_layer_selection():
     assert select_layers(6, "all") == [1, 2, 3, 4, 5, 6]
     assert select_layers(6, "every_other") == [2, 4, 6]

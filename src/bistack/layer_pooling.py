@@ -224,5 +224,7 @@ def build_layer_pooler(
     if name in ("cls", "mean"):
         return LastLayerPooling(hidden_size)
     if name == "concat_last4":
+        if num_layers < 4:
+            raise ValueError(f"concat_last4 reads the last 4 layers; it is given {num_layers}")
         return ConcatLastLayersPooling(hidden_size, 4)
     raise ValueError(f"unknown layer pooler {name!r} (expected one of {', '.join(LAYER_POOLERS)})")

@@ -193,6 +193,33 @@ def test_bad_backbone_settings_are_clear_errors(sentiment, tmp_path, capsys):
     path.write_text(yaml.safe_dump(config))
     assert main(["train", str(path), "--output", str(tmp_path / "run")]) == 2
     assert "x: no such model folder" in capsys.readouterr().err
+    config = layer_config(
+        train, dev, tmp_path / "cache", layer_pooling={"type": "concat_last4", "layers": [2, 4]}
+    )
+    path.write_text(yaml.safe_dump(config))
+    assert main(["train", str(path), "--output", str(tmp_path / "run")]) == 2
+    assert "concat_last4 reads the last 4 layers; it is given 2" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_layer_mix_the_backbone_cannot_feed_is_a_clear_error(tmp_path, capsys):
+    """Concatenating the last 4 layers of a 2-layer transformer: the error names the setting,
+    and no run folder is left behind."""
+    from tests.fixtures.written_models.make_fixtures import tiny_transformer
+
+    from ..conftest import tiny_sentences, write_conll
+
+    train = write_conll(tmp_path / "train.txt", tiny_sentences(8, seed=0))
+    config = tagger_config(train, train, tmp_path / "cache")
+    config["backbone"]["path"] = str(tiny_transformer(tmp_path / "tiny-bert"))
+    config["layer_mix"] = {"type": "concat_last4"}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["train", str(path), "--output", str(tmp_path / "run"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "layer_mix.type: concat_last4 reads the last 4 layers; it is given 2" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "run").exists()
 
 
 def tagger_config(train, dev, cache, **backbone):
@@ -217,11 +244,11 @@ STACKED = {
     "settings",
     [
         {"subwords": "first"},
-        {"subwords": "mean"},
+        {"subwords": "mean", "layer_mix": {"type": "concat_last4"}},
         {"subwords": "last", "layer_mix": {"type": "lstm", "lstm_hidden": 8}},
         {"subwords": "first", **STACKED},
     ],
-    ids=["first", "mean", "last-lstm-mix", "stacked"],
+    ids=["first", "mean-concat-last4", "last-lstm-mix", "stacked"],
 )
 def test_frozen_layer_tagger_trains_saves_loads_and_tags_raw_text(tmp_path, settings):
     from bistack.api import LayerPoolingTagger

@@ -51,8 +51,9 @@ class LayerMixConfig:
     """How a word's states in every transformer layer become one vector."""
 
     # weighted: a learned softmax mix of the layers (ScalarMix, the same for every word);
-    # lstm: a BiLSTM over the word's layers, shallow to deep, its two final states.
-    type: Literal["weighted", "lstm"] = "weighted"
+    # lstm: a BiLSTM over the word's layers, shallow to deep, its two final states;
+    # concat_last4: the last four layers side by side (4 x hidden; BERT paper, Table 7).
+    type: Literal["weighted", "lstm", "concat_last4"] = "weighted"
     lstm_hidden: int = 128  # lstm: hidden size per direction
 
 

@@ -21,6 +21,7 @@ from bistack.data.batching import TokenBatch
 from bistack.data.features import TokenVocabularies
 from bistack.dropout import Dropout, part_dropout
 from bistack.encoders import SequenceEncoder
+from bistack.errors import ConfigError
 from bistack.layer_pooling import build_layer_pooler
 from bistack.models.backbone import (
     TransformerBackbone,
@@ -167,13 +168,16 @@ def build_layer_tagger(
     """The tagger a config describes, for a backbone of ``num_layers`` x ``hidden_size``;
     ``vocabularies`` (and ``singletons``, see ``build_embedder``) when it stacks the words' own
     features (``config.features``)."""
-    mix = build_layer_pooler(
-        config.layer_mix.type,
-        num_layers,
-        hidden_size,
-        lstm_hidden=config.layer_mix.lstm_hidden,
-        dropout=0.0,
-    )
+    try:
+        mix = build_layer_pooler(
+            config.layer_mix.type,
+            num_layers,
+            hidden_size,
+            lstm_hidden=config.layer_mix.lstm_hidden,
+            dropout=0.0,
+        )
+    except ValueError as error:  # a mix the backbone cannot feed (too few layers)
+        raise ConfigError(f"layer_mix.type: {error}") from None
     embedder = None
     if config.features is not None:
         if vocabularies is None:
