@@ -40,6 +40,8 @@ MODELS = {
     "context-char-50": "the subword mean, a char BiLSTM of 50 a direction (not 25)",
     "concat4-lr-half": "the last 4 layers side by side, a learning rate of 0.001 (not 0.002)",
     "concat4-char-50": "the last 4 layers side by side, a char BiLSTM of 50 a direction",
+    "concat4-context-128": "the last 4 layers side by side, 128 subwords a side (windows of 256)",
+    "concat4-80-epochs": "the last 4 layers side by side, a budget of 80 epochs (not 40)",
 }
 TEXT_MODELS = {
     "scratch": "from scratch: BiLSTM + additive attention over words",
