@@ -12,7 +12,8 @@
 # of 256), context-80-epochs (80 epochs, not 40), context-char-50 (a char BiLSTM of 50 a
 # direction, not 25). One change past context-concat4: concat4-lr-half (a learning rate of
 # 0.001, not 0.002), concat4-char-50 (a char BiLSTM of 50 a direction), concat4-context-128
-# (128 subwords a side, in windows of 256), concat4-80-epochs (80 epochs, not 40).
+# (128 subwords a side, in windows of 256), concat4-longer (80 epochs and a patience of 16, not
+# 40 and 8: seeds 2 and 3 were still improving at epoch 34).
 # EPOCHS=N: a budget of N epochs, not the configs' own (runs in stacked-DATA-eN).
 # Runs go to runs/benchmarks/stacked-DATA/MODEL-seedN; a finished run is reused and a killed one
 # resumes from its checkpoint, so two processes can share the work (give each other MODELs).
@@ -79,9 +80,9 @@ for model in "${models[@]}"; do
       config="$prefix-stacked-minilm-crf.yaml"
       extra=(--set layer_mix.type=concat_last4 --set backbone.context=128
              --set backbone.max_length=256) ;;
-    *:concat4-80-epochs)  # one change past context-concat4
+    *:concat4-longer)  # one change past context-concat4: a budget of 80 epochs, patience 16
       config="$prefix-stacked-minilm-crf.yaml"
-      extra=(--set layer_mix.type=concat_last4 --set train.max_epochs=80) ;;
+      extra=(--set layer_mix.type=concat_last4 --set train.max_epochs=80 --set train.patience=16) ;;
     *:context-2-layers)
       config="$prefix-stacked-minilm-crf.yaml"
       extra=(--set encoder.num_layers=2 "${weighted[@]}") ;;

@@ -41,7 +41,7 @@ MODELS = {
     "concat4-lr-half": "the last 4 layers side by side, a learning rate of 0.001 (not 0.002)",
     "concat4-char-50": "the last 4 layers side by side, a char BiLSTM of 50 a direction",
     "concat4-context-128": "the last 4 layers side by side, 128 subwords a side (windows of 256)",
-    "concat4-80-epochs": "the last 4 layers side by side, a budget of 80 epochs (not 40)",
+    "concat4-longer": "the last 4 layers side by side, 80 epochs and a patience of 16",
 }
 TEXT_MODELS = {
     "scratch": "from scratch: BiLSTM + additive attention over words",
