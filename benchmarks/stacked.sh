@@ -45,8 +45,10 @@ fi
 # and every row measured before it took their last 4 layers side by side mixed the layers.
 weighted=(--set layer_mix.type=weighted)
 first=(--set subwords=first "${weighted[@]}")
+concat4=(--set layer_mix.type=concat_last4)  # the steps past it keep it, as measured
 for model in "${models[@]}"; do
-  extra=()
+  # the stacked tagger's config unless a model names another
+  config="$prefix-stacked-minilm-crf.yaml"; extra=()
   case "$data:$model" in
     sst2:scratch) config=configs/sst2-bilstm-attention.yaml ;;
     sst2:states)  # the best frozen pooler of the layer-pooling benchmark
@@ -60,50 +62,36 @@ for model in "${models[@]}"; do
     # The CoNLL-2003 config reads document context (64) since it was measured to win; stacked,
     # stacked-dropout and stacked-finetune are measured without it, as their rows were.
     *:stacked)
-      config="$prefix-stacked-minilm-crf.yaml"; extra=(--set backbone.context=0 "${first[@]}") ;;
+      extra=(--set backbone.context=0 "${first[@]}") ;;
     *:stacked-context)
-      config="$prefix-stacked-minilm-crf.yaml"
       extra=(--set backbone.context=64 "${first[@]}") ;;
     *:context-lstm-mix)
-      config="$prefix-stacked-minilm-crf.yaml"
       extra=(--set layer_mix.type=lstm) ;;
     *:context-concat4)
-      config="$prefix-stacked-minilm-crf.yaml"
-      extra=(--set layer_mix.type=concat_last4) ;;
+      extra=("${concat4[@]}") ;;
     *:concat4-lr-half)  # one change past context-concat4
-      config="$prefix-stacked-minilm-crf.yaml"
-      extra=(--set layer_mix.type=concat_last4 --set optimizer.lr=0.001) ;;
+      extra=("${concat4[@]}" --set optimizer.lr=0.001) ;;
     *:concat4-char-50)  # one change past context-concat4
-      config="$prefix-stacked-minilm-crf.yaml"
-      extra=(--set layer_mix.type=concat_last4 --set features.char_hidden=50) ;;
+      extra=("${concat4[@]}" --set features.char_hidden=50) ;;
     *:concat4-context-128)  # one change past context-concat4
-      config="$prefix-stacked-minilm-crf.yaml"
-      extra=(--set layer_mix.type=concat_last4 --set backbone.context=128
+      extra=("${concat4[@]}" --set backbone.context=128
              --set backbone.max_length=256) ;;
     *:concat4-longer)  # one change past context-concat4: a budget of 80 epochs, patience 16
-      config="$prefix-stacked-minilm-crf.yaml"
-      extra=(--set layer_mix.type=concat_last4 --set train.max_epochs=80 --set train.patience=16) ;;
+      extra=("${concat4[@]}" --set train.max_epochs=80 --set train.patience=16) ;;
     *:context-2-layers)
-      config="$prefix-stacked-minilm-crf.yaml"
       extra=(--set encoder.num_layers=2 "${weighted[@]}") ;;
     *:context-128)
-      config="$prefix-stacked-minilm-crf.yaml"
       extra=(--set backbone.context=128 --set backbone.max_length=256 "${weighted[@]}") ;;
     *:context-mean)
-      config="$prefix-stacked-minilm-crf.yaml"
       extra=(--set backbone.context=64 --set subwords=mean "${weighted[@]}") ;;
     *:context-80-epochs)
-      config="$prefix-stacked-minilm-crf.yaml"
       extra=(--set train.max_epochs=80 "${weighted[@]}") ;;
     *:context-char-50)
-      config="$prefix-stacked-minilm-crf.yaml"
       extra=(--set features.char_hidden=50 "${weighted[@]}") ;;
     *:stacked-finetune)
-      config="$prefix-stacked-minilm-crf.yaml"
       extra=(--set backbone.context=0 "${first[@]}" --set backbone.finetune=true
              --set backbone.lr=5e-5 --set backbone.layer_lr_decay=0.9) ;;
     *:stacked-dropout)
-      config="$prefix-stacked-minilm-crf.yaml"
       extra=(--set backbone.context=0 "${first[@]}" --set part_dropout.transformer=0.2
              --set part_dropout.words=0.2 --set part_dropout.chars=0.2) ;;
     *) echo "unknown model $model" >&2; exit 2 ;;
