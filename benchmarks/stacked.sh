@@ -13,7 +13,9 @@
 # direction, not 25). One change past context-concat4: concat4-lr-half (a learning rate of
 # 0.001, not 0.002), concat4-char-50 (a char BiLSTM of 50 a direction), concat4-context-128
 # (128 subwords a side, in windows of 256), concat4-longer (80 epochs and a patience of 16, not
-# 40 and 8: seeds 2 and 3 were still improving at epoch 34).
+# 40 and 8: seeds 2 and 3 were still improving at epoch 34), concat4-wide (a BiLSTM of 400 a
+# direction, not 200: it reads 1,696 inputs a word), concat4-2-layers (a second BiLSTM layer, as
+# the BERT paper's feature-based NER has).
 # EPOCHS=N: a budget of N epochs, not the configs' own (runs in stacked-DATA-eN).
 # Runs go to runs/benchmarks/stacked-DATA/MODEL-seedN; a finished run is reused and a killed one
 # resumes from its checkpoint, so two processes can share the work (give each other MODELs).
@@ -78,6 +80,10 @@ for model in "${models[@]}"; do
              --set backbone.max_length=256) ;;
     *:concat4-longer)  # one change past context-concat4: a budget of 80 epochs, patience 16
       extra=("${concat4[@]}" --set train.max_epochs=80 --set train.patience=16) ;;
+    *:concat4-wide)  # one change past context-concat4
+      extra=("${concat4[@]}" --set encoder.hidden_size=400) ;;
+    *:concat4-2-layers)  # one change past context-concat4
+      extra=("${concat4[@]}" --set encoder.num_layers=2) ;;
     *:context-2-layers)
       extra=(--set encoder.num_layers=2 "${weighted[@]}") ;;
     *:context-128)
