@@ -15,7 +15,8 @@
 # (128 subwords a side, in windows of 256), concat4-longer (80 epochs and a patience of 16, not
 # 40 and 8: seeds 2 and 3 were still improving at epoch 34), concat4-wide (a BiLSTM of 400 a
 # direction, not 200: it reads 1,696 inputs a word), concat4-2-layers (a second BiLSTM layer, as
-# the BERT paper's feature-based NER has).
+# the BERT paper's feature-based NER has), concat4-average (dev scored and the model kept with
+# an exponential moving average of the weights, decay 0.999 a step: about the last 2 epochs).
 # EPOCHS=N: a budget of N epochs, not the configs' own (runs in stacked-DATA-eN).
 # Runs go to runs/benchmarks/stacked-DATA/MODEL-seedN; a finished run is reused and a killed one
 # resumes from its checkpoint, so two processes can share the work (give each other MODELs).
@@ -84,6 +85,8 @@ for model in "${models[@]}"; do
       extra=("${concat4[@]}" --set encoder.hidden_size=400) ;;
     *:concat4-2-layers)  # one change past context-concat4
       extra=("${concat4[@]}" --set encoder.num_layers=2) ;;
+    *:concat4-average)  # one change past context-concat4
+      extra=("${concat4[@]}" --set train.weight_average=0.999) ;;
     *:context-2-layers)
       extra=(--set encoder.num_layers=2 "${weighted[@]}") ;;
     *:context-128)

@@ -44,6 +44,7 @@ MODELS = {
     "concat4-longer": "the last 4 layers side by side, 80 epochs and a patience of 16",
     "concat4-wide": "the last 4 layers side by side, a BiLSTM of 400 a direction (not 200)",
     "concat4-2-layers": "the last 4 layers side by side, a second BiLSTM layer",
+    "concat4-average": "the last 4 layers side by side, a moving average of the weights kept",
 }
 TEXT_MODELS = {
     "scratch": "from scratch: BiLSTM + additive attention over words",

@@ -114,6 +114,10 @@ class TrainConfig:
     # Write a checkpoint (weights, optimizer, generators, epoch, early stopping) every this many
     # epochs, for ``bistack train --resume``; 0: none.
     checkpoint_every: int = 1
+    # Score dev and save the best model with an exponential moving average of the trained
+    # weights, this decay per step (e.g. 0.999: about the last 1,000 steps); 0: the weights
+    # of the last step, as trained (``bistack.runs.averaging``).
+    weight_average: float = 0.0
 
 
 @dataclass
@@ -260,6 +264,7 @@ SHARED_RANGES: tuple[Range, ...] = (
     ("train.max_epochs", 1, True, None),
     ("train.patience", 1, True, None),
     ("train.checkpoint_every", 0, True, None),
+    ("train.weight_average", 0.0, True, 0.9999),
     ("train.eval_batch_size", 1, True, None),
     ("backbone.max_length", 8, True, None),
     ("backbone.stride", 0, True, None),

@@ -1,9 +1,10 @@
 """The state a training run needs to go on after a stop: written each epoch, read by ``--resume``.
 
 One file, ``checkpoint.safetensors`` in the run's output, beside (never inside) the best model.
-Its tensors: the network's current trained weights and buffers, the optimizer's state, and the
-random generators' states. Its metadata (JSON): the epoch, the early-stopping state, the elapsed
-time, the optimizer's settings and the run's config. Nothing is unpickled. It is written to a
+Its tensors: the network's current trained weights and buffers, the optimizer's state, the
+random generators' states, and the running weight average when ``train.weight_average`` keeps
+one. Its metadata (JSON): the epoch, the early-stopping state, the elapsed time, the
+optimizer's settings and the run's config. Nothing is unpickled. It is written to a
 temporary file and renamed, so a kill leaves the previous checkpoint or the new one, whole.
 With the same config, a resumed run then computes exactly what the uninterrupted run would
 have: the batches of an epoch depend only on the seed and the epoch, and dropout draws from the
@@ -25,6 +26,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from bistack.errors import BistackError
+from bistack.runs.averaging import WeightAverage
 
 CHECKPOINT = "checkpoint.safetensors"
 
@@ -53,10 +55,13 @@ def save_checkpoint(
     state: LoopState,
     config: dict[str, Any],
     inputs: dict[str, str] | None = None,
+    average: WeightAverage | None = None,
 ) -> None:
     """Write ``directory/checkpoint.safetensors`` atomically (temporary file, then rename);
     ``inputs``: the digests of the files the run reads (``bistack.fingerprints``)."""
     tensors = {f"model.{name}": value for name, value in changing_state(model).items()}
+    averaged, updates = average.state() if average is not None else ({}, 0)
+    tensors.update({f"average.{name}": value for name, value in averaged.items()})
     optimizer_state = optimizer.state_dict()
     scalars: dict[str, dict[str, Any]] = {}
     for parameter, values in optimizer_state["state"].items():
@@ -73,6 +78,7 @@ def save_checkpoint(
         "state": asdict(state),
         "config": config,
         "inputs": inputs or {},
+        "average_updates": updates,
         "param_groups": optimizer_state["param_groups"],
         "optimizer_scalars": scalars,
         "rng_python": [python_state[0], list(python_state[1]), python_state[2]],
@@ -108,11 +114,25 @@ class Checkpoint:
         kept)."""
         return dict(self.meta.get("inputs", {}))
 
-    def restore(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
-        """Put the weights, the optimizer's state and the generators' states back; what does
-        not fit is a CheckpointError naming the file, never torch's own."""
+    def restore(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        average: WeightAverage | None = None,
+    ) -> None:
+        """Put the weights, the optimizer's state, the generators' states and the weight
+        average back; what does not fit is a CheckpointError naming the file, never torch's."""
         try:
             self._restore(model, optimizer)
+            if average is not None:
+                average.load(
+                    {
+                        name.removeprefix("average."): value
+                        for name, value in self.tensors.items()
+                        if name.startswith("average.")
+                    },
+                    self.meta.get("average_updates", 0),
+                )
         except CheckpointError:
             raise
         except (KeyError, ValueError, TypeError, RuntimeError, IndexError) as error:

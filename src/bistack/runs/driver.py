@@ -22,7 +22,8 @@ import torch
 from torch import nn
 
 from bistack.config import ExperimentConfig
-from bistack.errors import BistackError
+from bistack.config_files import build_config
+from bistack.errors import BistackError, ConfigError
 from bistack.fingerprints import changed as changed_content
 from bistack.fingerprints import digests
 from bistack.metrics.dev import Metric
@@ -101,6 +102,16 @@ class TrainedModel:
 Prepare = Callable[..., Prepared]
 
 
+def recorded_config(recorded: dict[str, Any], config: ExperimentConfig) -> dict[str, Any]:
+    """A checkpoint's config as this version reads it: a key added since it was written has its
+    default, so a run checkpointed before an upgrade resumes after it. One this version cannot
+    read is compared as written (what differs is then named key by key)."""
+    try:
+        return build_config(type(config), recorded, "checkpoint").to_dict()
+    except ConfigError:
+        return recorded
+
+
 def train_model(
     config: ExperimentConfig,
     output: str | Path,
@@ -124,7 +135,7 @@ def train_model(
     checkpoint = None
     if options.resume:  # before any work, in every process alike
         checkpoint = load_checkpoint(Path(output))
-        changed = differences(checkpoint.config, config.to_dict())
+        changed = differences(recorded_config(checkpoint.config, config), config.to_dict())
         if changed:
             raise CheckpointError(
                 f"{output}: the checkpoint was trained with another config; --resume needs the "

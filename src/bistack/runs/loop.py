@@ -14,6 +14,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -24,6 +25,7 @@ from tqdm import tqdm
 from bistack.config import OptimizerConfig, TrainConfig
 from bistack.errors import BistackError, ConfigError
 from bistack.metrics.dev import Evaluation
+from bistack.runs.averaging import WeightAverage
 from bistack.runs.checkpoint import Checkpoint, LoopState, save_checkpoint
 from bistack.runs.rundir import RunDirectory
 
@@ -234,9 +236,10 @@ def fit(
     log = MetricsLog(run) if fabric.is_global_zero else None
     optimizer = build_optimizer(optimizer_config, model)
     wrapped, optimizer = fabric.setup(model, optimizer)
+    average = WeightAverage(model, train.weight_average) if train.weight_average else None
     best, best_epoch, stale, epoch, spent, first = float("-inf"), 0, 0, 0, 0.0, 1
     if resume is not None:
-        resume.restore(model, getattr(optimizer, "optimizer", optimizer))
+        resume.restore(model, getattr(optimizer, "optimizer", optimizer), average)
         state = resume.state
         best, best_epoch, stale, epoch, spent = (
             state.best,
@@ -274,8 +277,10 @@ def fit(
                 description,
                 progress and fabric.is_global_zero,
                 epoch,
+                average,
             )
-            evaluation = task.evaluate()
+            with averaged(average):  # dev scores the weights the best model would keep
+                evaluation = task.evaluate()
             improved = evaluation.score > best  # a NaN score never improves
             elapsed = time.monotonic() - started
             row = {
@@ -290,7 +295,8 @@ def fit(
             if improved:
                 best, best_epoch, stale = evaluation.score, epoch, 0
                 if fabric.is_global_zero:
-                    task.save_weights(run.model_dir)
+                    with averaged(average):
+                        task.save_weights(run.model_dir)
                     run.directory.commit()
             else:
                 stale += 1
@@ -306,7 +312,9 @@ def fit(
             every = train.checkpoint_every
             if fabric.is_global_zero and every and (epoch % every == 0 or stop):
                 state = LoopState(epoch, best, best_epoch, stale, elapsed, stopped=stop)
-                save_checkpoint(run.output, model, optimizer, state, config or {}, inputs or {})
+                save_checkpoint(
+                    run.output, model, optimizer, state, config or {}, inputs or {}, average
+                )
             if stop:
                 reason = halted or ("time budget reached" if out_of_time else "no dev improvement")
                 say(f"stopping after epoch {epoch}: {reason}")
@@ -317,6 +325,11 @@ def fit(
     except TrainingDiverged as error:
         raise TrainingDiverged(f"{error}; {kept(run, best, best_epoch)}") from None
     return FitResult(best, best_epoch, epoch)
+
+
+def averaged(average: WeightAverage | None) -> AbstractContextManager:
+    """The weight average in the network's place inside the block, when the run keeps one."""
+    return average.applied() if average is not None else nullcontext()
 
 
 class Interrupted(KeyboardInterrupt):
@@ -358,11 +371,13 @@ def run_epoch(
     description: str,
     show: bool,
     epoch: int = 0,
+    average: WeightAverage | None = None,
 ) -> float:
     """One pass over ``batches``; returns the mean training loss.
 
     ``lr_factor(step)`` scales each group's base rate at the epoch's ``step``-th batch. A loss
     or gradient norm that is not finite raises :class:`TrainingDiverged` before the step.
+    ``average``, when given, takes in the weights after every step.
     """
     model.train()
     total, count = 0.0, 0
@@ -388,6 +403,8 @@ def run_epoch(
             if not math.isfinite(norm):
                 raise diverged("gradient norm", norm, epoch, step + 1, optimizer)
         optimizer.step()
+        if average is not None:
+            average.update()
         total += value
         count += 1
         if count % 20 == 0:
