@@ -17,6 +17,9 @@
 # direction, not 200: it reads 1,696 inputs a word), concat4-2-layers (a second BiLSTM layer, as
 # the BERT paper's feature-based NER has), concat4-average (dev scored and the model kept with
 # an exponential moving average of the weights, decay 0.999 a step: about the last 2 epochs).
+# One change past concat4-average: average-patience-16 (a patience of 16, not 8: the average's
+# smoother dev curve let patience stop seed 2 at epoch 20; seed 1 never stopped early, so its
+# run would be concat4-average's own).
 # EPOCHS=N: a budget of N epochs, not the configs' own (runs in stacked-DATA-eN).
 # Runs go to runs/benchmarks/stacked-DATA/MODEL-seedN; a finished run is reused and a killed one
 # resumes from its checkpoint, so two processes can share the work (give each other MODELs).
@@ -87,6 +90,8 @@ for model in "${models[@]}"; do
       extra=("${concat4[@]}" --set encoder.num_layers=2) ;;
     *:concat4-average)  # one change past context-concat4
       extra=("${concat4[@]}" --set train.weight_average=0.999) ;;
+    *:average-patience-16)  # one change past concat4-average
+      extra=("${concat4[@]}" --set train.weight_average=0.999 --set train.patience=16) ;;
     *:context-2-layers)
       extra=(--set encoder.num_layers=2 "${weighted[@]}") ;;
     *:context-128)

@@ -45,6 +45,7 @@ MODELS = {
     "concat4-wide": "the last 4 layers side by side, a BiLSTM of 400 a direction (not 200)",
     "concat4-2-layers": "the last 4 layers side by side, a second BiLSTM layer",
     "concat4-average": "the last 4 layers side by side, a moving average of the weights kept",
+    "average-patience-16": "the moving average of the weights, a patience of 16 (not 8)",
 }
 TEXT_MODELS = {
     "scratch": "from scratch: BiLSTM + additive attention over words",
@@ -236,6 +237,7 @@ def markdown(data: str, table: dict[str, dict], tagging: bool, epochs: int | Non
         steps = [m for m in MODELS if m.startswith("context-") and m != "context-mean"]
         pairs += [("context-mean", m) for m in steps]  # one change each past the config
         pairs += [("context-concat4", m) for m in MODELS if m.startswith("concat4-")]
+        pairs.append(("concat4-average", "average-patience-16"))
         for a, b in pairs:
             if a in seeds_of and b in seeds_of:
                 (ma, sa), (mb, sb) = (mean_std([s["score"] for s in seeds_of[m]]) for m in (a, b))
