@@ -16,7 +16,12 @@
 # 40 and 8: seeds 2 and 3 were still improving at epoch 34), concat4-wide (a BiLSTM of 400 a
 # direction, not 200: it reads 1,696 inputs a word), concat4-2-layers (a second BiLSTM layer, as
 # the BERT paper's feature-based NER has), concat4-average (dev scored and the model kept with
-# an exponential moving average of the weights, decay 0.999 a step: about the last 2 epochs).
+# an exponential moving average of the weights, decay 0.999 a step: about the last 2 epochs),
+# concat4-batch-16 (batches of 16 sentences, not 32: twice the steps an epoch), concat-all
+# (all 6 layers side by side, not the last 4: 2,304 inputs from MiniLM, not 1,536),
+# concat4-lr-up (a learning rate of 0.003, not 0.002: halving it lost on seed 1),
+# concat4-dropout-0.6 (dropout of 0.6 on the BiLSTM's inputs and outputs, not 0.5: the training
+# loss nears 0 while dev still climbs).
 # One change past concat4-average: average-patience-16 (a patience of 16, not 8: the average's
 # smoother dev curve let patience stop seed 2 at epoch 20; seed 1 never stopped early, so its
 # run would be concat4-average's own).
@@ -90,6 +95,14 @@ for model in "${models[@]}"; do
       extra=("${concat4[@]}" --set encoder.num_layers=2) ;;
     *:concat4-average)  # one change past context-concat4
       extra=("${concat4[@]}" --set train.weight_average=0.999) ;;
+    *:concat-all)  # one change past context-concat4: all 6 layers side by side, not the last 4
+      extra=(--set layer_mix.type=concat_all) ;;
+    *:concat4-lr-up)  # one change past context-concat4: halving the rate lost on seed 1
+      extra=("${concat4[@]}" --set optimizer.lr=0.003) ;;
+    *:concat4-dropout-0.6)  # one change past context-concat4
+      extra=("${concat4[@]}" --set encoder.outer_dropout=0.6) ;;
+    *:concat4-batch-16)  # one change past context-concat4
+      extra=("${concat4[@]}" --set train.batch_size=16) ;;
     *:average-patience-16)  # one change past concat4-average
       extra=("${concat4[@]}" --set train.weight_average=0.999 --set train.patience=16) ;;
     *:context-2-layers)

@@ -45,6 +45,10 @@ MODELS = {
     "concat4-wide": "the last 4 layers side by side, a BiLSTM of 400 a direction (not 200)",
     "concat4-2-layers": "the last 4 layers side by side, a second BiLSTM layer",
     "concat4-average": "the last 4 layers side by side, a moving average of the weights kept",
+    "concat4-batch-16": "the last 4 layers side by side, batches of 16 sentences (not 32)",
+    "concat-all": "all 6 layers side by side (not the last 4)",
+    "concat4-lr-up": "the last 4 layers side by side, a learning rate of 0.003 (not 0.002)",
+    "concat4-dropout-0.6": "the last 4 layers side by side, dropout 0.6 (not 0.5)",
     "average-patience-16": "the moving average of the weights, a patience of 16 (not 8)",
 }
 TEXT_MODELS = {
@@ -236,7 +240,8 @@ def markdown(data: str, table: dict[str, dict], tagging: bool, epochs: int | Non
         pairs.append(("stacked-context", "context-mean"))
         steps = [m for m in MODELS if m.startswith("context-") and m != "context-mean"]
         pairs += [("context-mean", m) for m in steps]  # one change each past the config
-        pairs += [("context-concat4", m) for m in MODELS if m.startswith("concat4-")]
+        past_concat4 = [m for m in MODELS if m.startswith("concat4-") or m == "concat-all"]
+        pairs += [("context-concat4", m) for m in past_concat4]
         pairs.append(("concat4-average", "average-patience-16"))
         for a, b in pairs:
             if a in seeds_of and b in seeds_of:

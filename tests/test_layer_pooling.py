@@ -118,6 +118,9 @@ def test_last_layer_and_concatenated_last_four():
     concat = ConcatLastLayersPooling(HIDDEN, 4)(layers)
     expected = torch.cat([layers[:, 5], layers[:, 4], layers[:, 3], layers[:, 2]], dim=-1)
     torch.testing.assert_close(concat, expected)
+    every = build_layer_pooler("concat_all", LAYERS, HIDDEN)(layers)
+    assert every.shape == (layers.shape[0], LAYERS * HIDDEN)
+    torch.testing.assert_close(every, layers.flip(1).flatten(1))
 
 
 @pytest.mark.parametrize("name", LAYER_POOLERS)

@@ -187,6 +187,7 @@ LAYER_POOLERS: tuple[str, ...] = (
     "cls",
     "mean",
     "concat_last4",
+    "concat_all",
 )
 
 
@@ -227,4 +228,6 @@ def build_layer_pooler(
         if num_layers < 4:
             raise ValueError(f"concat_last4 reads the last 4 layers; it is given {num_layers}")
         return ConcatLastLayersPooling(hidden_size, 4)
+    if name == "concat_all":
+        return ConcatLastLayersPooling(hidden_size, num_layers)
     raise ValueError(f"unknown layer pooler {name!r} (expected one of {', '.join(LAYER_POOLERS)})")

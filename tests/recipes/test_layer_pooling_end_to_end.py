@@ -246,9 +246,9 @@ STACKED = {
         {"subwords": "first"},
         {"subwords": "mean", "layer_mix": {"type": "concat_last4"}},
         {"subwords": "last", "layer_mix": {"type": "lstm", "lstm_hidden": 8}},
-        {"subwords": "first", **STACKED},
+        {"subwords": "first", "layer_mix": {"type": "concat_all"}, **STACKED},
     ],
-    ids=["first", "mean-concat-last4", "last-lstm-mix", "stacked"],
+    ids=["first", "mean-concat-last4", "last-lstm-mix", "stacked-concat-all"],
 )
 def test_frozen_layer_tagger_trains_saves_loads_and_tags_raw_text(tmp_path, settings):
     from bistack.api import LayerPoolingTagger

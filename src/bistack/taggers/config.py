@@ -52,8 +52,9 @@ class LayerMixConfig:
 
     # weighted: a learned softmax mix of the layers (ScalarMix, the same for every word);
     # lstm: a BiLSTM over the word's layers, shallow to deep, its two final states;
-    # concat_last4: the last four layers side by side (4 x hidden; BERT paper, Table 7).
-    type: Literal["weighted", "lstm", "concat_last4"] = "weighted"
+    # concat_last4: the last four layers side by side (4 x hidden; BERT paper, Table 7);
+    # concat_all: every layer side by side (num_layers x hidden).
+    type: Literal["weighted", "lstm", "concat_last4", "concat_all"] = "weighted"
     lstm_hidden: int = 128  # lstm: hidden size per direction
 
 

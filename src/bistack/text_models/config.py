@@ -64,14 +64,17 @@ class PoolingConfig:
 @dataclass
 class LayerPoolingConfig:
     # lstm/gru: recurrent pooling over depth; weighted: ScalarMix; attention: learned query;
-    # cls / mean: the last layer's CLS vector / masked token mean; concat_last4: last 4 CLS.
-    type: Literal["lstm", "gru", "weighted", "attention", "cls", "mean", "concat_last4"] = "lstm"
+    # cls / mean: the last layer's CLS vector / masked token mean; concat_last4 / concat_all:
+    # the last 4 / every selected layer's vectors side by side.
+    type: Literal[
+        "lstm", "gru", "weighted", "attention", "cls", "mean", "concat_last4", "concat_all"
+    ] = "lstm"
     layers: str | list[int] = "all"  # "all", "every_other", or 1-based layers, e.g. [2, 4, 6]
     lstm_hidden: int = 256  # lstm/gru: hidden size per direction
     summary: Literal["final_states", "last_output"] = "final_states"  # lstm/gru only
     dropout: float = 0.1  # on the pooled vector
     start_layer: int = 1  # weighted: first layer (within the selection) that gets a weight
-    # Per-layer vectors the lstm/gru/weighted/attention/concat_last4 poolers read: each layer's
+    # Per-layer vectors the lstm/gru/weighted/attention/concat poolers read: each layer's
     # CLS vector (the usual choice) or its masked token mean (for encoders trained with mean
     # pooling, such as all-MiniLM-L6-v2, whose CLS vectors are not trained as summaries). The
     # cls and mean poolers always read their own.
