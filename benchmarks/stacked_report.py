@@ -49,6 +49,7 @@ MODELS = {
     "concat-all": "all 6 layers side by side (not the last 4)",
     "concat4-lr-up": "the last 4 layers side by side, a learning rate of 0.003 (not 0.002)",
     "concat4-dropout-0.6": "the last 4 layers side by side, dropout 0.6 (not 0.5)",
+    "concat4-no-words": "the last 4 layers side by side, no word embedding (chars and casing kept)",
     "average-patience-16": "the moving average of the weights, a patience of 16 (not 8)",
 }
 TEXT_MODELS = {
