@@ -99,6 +99,7 @@ def render(trained: Trained, torch_version: str) -> str:
         f"at epoch {trained.best_epoch}, whose weights these are; {trained.parameters:,} trained "
         "parameters.",
         f"- **Dev scores** (epoch {trained.best_epoch}): {scores or 'none recorded'}.",
+        *consistency_note(config),
         f"- **Made with** bistack {__version__}, torch {torch_version}, Python "
         f"{platform.python_version()}.",
         "",
@@ -127,6 +128,20 @@ def render(trained: Trained, torch_version: str) -> str:
         "",
     ]
     return "\n".join(lines)
+
+
+def consistency_note(config: dict[str, Any]) -> list[str]:
+    """A tagger that keeps document consistency (its config's ``head.document_consistency``)
+    predicts otherwise than its dev scores read."""
+    threshold = (config.get("head") or {}).get("document_consistency")
+    if not threshold:
+        return []
+    return [
+        f"- **Document consistency** at {threshold:g}: an entity less sure than that takes the "
+        "type the same words carry, at least that sure, elsewhere in its document. The dev "
+        "scores above read each sentence alone; `bistack evaluate` and every prediction apply "
+        "it, and `config.json`'s `calibration.consistency_dev` says what it did to dev."
+    ]
 
 
 def write_card(directory: Path, trained: Trained, torch_version: str) -> None:

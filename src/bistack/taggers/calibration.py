@@ -16,6 +16,10 @@ probabilities, so each step reruns the output math alone on emissions computed o
 Dev is also what training early-stopped on, so an error measured on the data T was fitted on
 flatters it: ``calibrate`` also fits on each half of dev (its first and second halves: different
 documents) and measures the other half, and reports that held-out error beside the error before.
+
+Document consistency (``bistack.taggers.consistency``) reads these calibrated probabilities, so
+it is settled here too, after T: its threshold is the config's (not fitted on dev), and
+``check_consistency`` says what it does to dev (entities retyped, F1 before and after).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import Any
 from bistack.data.conll import Sentence
 from bistack.metrics.text import expected_calibration_error
 from bistack.schemes import PLAIN, spans_from_tags
+from bistack.taggers.consistency import consistent
 from bistack.taggers.decoding import TagDecoder
 from bistack.taggers.tagging import EmissionBatch, Emitter, Tagging
 
@@ -102,10 +107,12 @@ class TemperatureFit:
 def dev_emissions(
     tagging: Tagging, sentences: Sequence[Sentence], emitter: Emitter | None = None
 ) -> DevEmissions:
-    """The emissions of ``sentences`` (from ``emitter`` when given: cached features) and their
-    gold entities, read from their tags as conlleval reads them."""
+    """The emissions of ``sentences`` (from ``emitter`` when given: cached features; else each
+    read with its document's context, as the tagger predicts) and their gold entities, read
+    from their tags as conlleval reads them."""
     tokens = [s.tokens for s in sentences]
-    batches = list(tagging.emission_batches(tokens, emitter=emitter))
+    documents = [s.document for s in sentences]
+    batches = list(tagging.emission_batches(tokens, emitter=emitter, documents=documents))
     gold = [{(s.start, s.end, s.label) for s in spans_from_tags(s.tags)} for s in sentences]
     return DevEmissions(batches, gold)
 
@@ -151,16 +158,19 @@ def ece(
 
 
 def calibrate(
-    tagging: Tagging, sentences: Sequence[Sentence], emitter: Emitter | None = None
+    tagging: Tagging,
+    sentences: Sequence[Sentence],
+    emitter: Emitter | None = None,
+    dev: DevEmissions | None = None,
 ) -> TemperatureFit | None:
-    """Fit the tagger's temperature on dev ``sentences``, with its held-out measure. None
-    where dev cannot say how sure to be: a tagger of plain tags (no entities), or one whose
-    predicted dev entities are all right (or all wrong), where the log-loss falls without end
-    as the confidences go to 1 (or 0)."""
-    decoder = replace(tagging.decoder, temperature=1.0)
+    """Fit the tagger's temperature on dev ``sentences`` (their emissions ``dev``, when already
+    computed), with its held-out measure. None where dev cannot say how sure to be: a tagger of
+    plain tags (no entities), or one whose predicted dev entities are all right (or all wrong),
+    where the log-loss falls without end as the confidences go to 1 (or 0)."""
+    decoder = replace(tagging.decoder, temperature=1.0, consistency=0.0)
     if decoder.scheme == PLAIN:  # tags of their own (parts of speech): no entities
         return None
-    dev = dev_emissions(tagging, sentences, emitter)
+    dev = dev or dev_emissions(tagging, sentences, emitter)
     confidences, correct = dev.outcomes(decoder)
     if len(set(correct)) < 2:
         return None
@@ -184,3 +194,100 @@ def calibrate(
         ece_after=ece(dev, decoder, temperature, None),
         held_out=held_out,
     )
+
+
+@dataclass(frozen=True)
+class ConsistencyCheck:
+    """What document consistency at ``threshold`` does to dev: entity F1 (0-100) before and
+    after, the entities it retyped, how many of them were right before and are after, and the
+    expected calibration error of the entity confidences before and after."""
+
+    threshold: float
+    f1_before: float
+    f1_after: float
+    retyped: int
+    right_before: int
+    right_after: int
+    ece_before: float
+    ece_after: float
+
+    def to_json(self) -> dict[str, Any]:
+        """What the model keeps (config.json's ``calibration``): the threshold its decoder
+        uses, and this measure of it."""
+        measured = {
+            "f1_before": self.f1_before,
+            "f1_after": self.f1_after,
+            "retyped": self.retyped,
+            "right_before": self.right_before,
+            "right_after": self.right_after,
+            "ece_before": self.ece_before,
+            "ece_after": self.ece_after,
+        }
+        return {"consistency": self.threshold, "consistency_dev": measured}
+
+    def summary(self) -> str:
+        return (
+            f"document consistency: entities under {self.threshold:g} sure take the type of the "
+            f"same words at least as sure in their document; on dev {self.retyped} retyped "
+            f"({self.right_before} right before, {self.right_after} after), entity F1 "
+            f"{self.f1_before:.2f} -> {self.f1_after:.2f}, expected calibration error "
+            f"{self.ece_before:.4f} -> {self.ece_after:.4f}"
+        )
+
+
+def check_consistency(
+    dev: DevEmissions,
+    decoder: TagDecoder,
+    sentences: Sequence[Sentence],
+    threshold: float,
+) -> ConsistencyCheck:
+    """Dev entity F1 of ``decoder`` (calibrated) each sentence alone, and with document
+    consistency at ``threshold`` (each sentence's document: ``Sentence.document``)."""
+    alone = replace(decoder, consistency=0.0)
+    analyses: list[Any] = [None] * len(sentences)
+    emissions = {}  # each sentence's own ``(length, num_tags)``
+    for batch in dev.batches:
+        found = alone.analyse(batch.emissions, batch.lengths, confidence=True)
+        for row, (index, analysis) in enumerate(zip(batch.indices, found, strict=True)):
+            analyses[index] = analysis
+            emissions[index] = batch.emissions[row, : batch.lengths[row]]
+    tokens = [s.tokens for s in sentences]
+    documents = [s.document for s in sentences]
+    rule = replace(alone, consistency=threshold)
+    after = consistent(rule, analyses, tokens, documents, emissions)
+    before_spans = [set(a.entities) for a in analyses]
+    after_spans = [set(a.entities) for a in after]
+    retyped = [  # (sentence, its span before, after)
+        (index, old, new)
+        for index, (a, b) in enumerate(zip(analyses, after, strict=True))
+        for old, new in zip(a.entities, b.entities, strict=True)
+        if old != new
+    ]
+    return ConsistencyCheck(
+        threshold,
+        _entity_f1(before_spans, dev.gold),
+        _entity_f1(after_spans, dev.gold),
+        len(retyped),
+        sum(old in dev.gold[index] for index, old, _ in retyped),
+        sum(new in dev.gold[index] for index, _, new in retyped),
+        _entity_ece(analyses, dev.gold),
+        _entity_ece(after, dev.gold),
+    )
+
+
+def _entity_ece(analyses: Sequence[Any], gold: Sequence[set[Any]]) -> float:
+    """Expected calibration error of the analyses' entity confidences against ``gold``."""
+    pairs = [
+        (confidence, span in gold[index])
+        for index, analysis in enumerate(analyses)
+        for span, confidence in analysis.entities.items()
+    ]
+    return expected_calibration_error([c for c, _ in pairs], [r for _, r in pairs])
+
+
+def _entity_f1(predicted: Sequence[set[Any]], gold: Sequence[set[Any]]) -> float:
+    """Micro-averaged entity F1 (0-100), as conlleval counts: exact span and type."""
+    found = sum(len(p) for p in predicted)
+    expected = sum(len(g) for g in gold)
+    right = sum(len(p & g) for p, g in zip(predicted, gold, strict=True))
+    return 200.0 * right / (found + expected) if found + expected else 0.0

@@ -25,6 +25,7 @@ from bistack.errors import ConfigError
 RANGES: tuple[Range, ...] = (
     *SHARED_RANGES,
     ("head.stream_lag", 0, True, None),
+    ("head.document_consistency", 0.0, True, 1.0),
     ("layer_mix.lstm_hidden", 1, True, None),
 )
 
@@ -64,6 +65,10 @@ class HeadConfig:
     # Streaming (``bistack predict --stream``), CRF only: commit each tag this many tokens after
     # its token arrives; 0 is greedy, and a lag at least the sentence length is exact Viterbi.
     stream_lag: int = 0
+    # Document consistency, entity schemes only (bistack.taggers.consistency): after training,
+    # an entity the tagger is less than this sure of (its calibrated probability) takes the type
+    # that the same words carry, at least this sure, elsewhere in its document. 0: off.
+    document_consistency: float = 0.0
 
 
 @dataclass

@@ -55,6 +55,9 @@ class TagDecoder:
     # bistack.taggers.calibration). Every path's score is divided alike, so the best path and the
     # order of the k best do not change; only how sure the tagger says it is.
     temperature: float = 1.0
+    # Document-level type consistency (bistack.taggers.consistency): an entity less sure than
+    # this takes the type its words carry, at least this sure, elsewhere in its document. 0: off.
+    consistency: float = 0.0
 
     def analyse(
         self,
@@ -104,7 +107,6 @@ class TagDecoder:
         paths = [ranked[row, 0, :length].tolist() for row, length in enumerate(lengths)]
         if not confidence:
             return [Analysis(path, [], {}) for path in paths]
-        marginals = crf_marginals(crf, emissions, lengths)  # (batch, seq_len, num_tags)
         alternatives: list[list[tuple[list[int], float]]] = [[] for _ in paths]
         if path_scores is not None:
             log_z, _, _ = log_partition(emissions, lengths, *scores)
@@ -114,6 +116,18 @@ class TagDecoder:
                     if chances[row][rank] > 0:  # a path that does not exist scores -inf
                         path = ranked[row, rank, :length].tolist()
                         alternatives[row].append((path, chances[row][rank]))
+        return self._crf_confidences(crf, emissions, lengths, paths, alternatives)
+
+    def _crf_confidences(
+        self,
+        crf: CRFScores,
+        emissions: np.ndarray,
+        lengths: np.ndarray,
+        paths: list[list[int]],
+        alternatives: list[list[tuple[list[int], float]]],
+    ) -> list[Analysis]:
+        """Analyses of ``paths``: each token's marginal of its tag, each entity's probability."""
+        marginals = crf_marginals(crf, emissions, lengths)  # (batch, seq_len, num_tags)
         spans = [self._spans(path) for path in paths]
         events = [
             [span_event(s, path, self.labels, self.scheme) for s in row_spans]
@@ -133,25 +147,55 @@ class TagDecoder:
         if not confidence:
             best = emissions.argmax(axis=-1)
             return [Analysis(best[row, :n].tolist(), [], {}) for row, n in enumerate(lengths)]
-        shifted = np.exp(emissions - emissions.max(axis=-1, keepdims=True))
-        probabilities = shifted / shifted.sum(axis=-1, keepdims=True)  # (batch, seq, num_tags)
+        probabilities = _softmax(emissions)  # (batch, seq_len, num_tags)
         best = probabilities.argmax(axis=-1)
-        confidences = probabilities.max(axis=-1)
+        paths = [best[row, :length].tolist() for row, length in enumerate(lengths.tolist())]
+        alternatives: list[list[tuple[list[int], float]]] = [[] for _ in paths]
+        if top_k > 1:
+            with np.errstate(divide="ignore"):  # a probability of 0 is a log of -inf
+                log_probabilities = np.log(probabilities)
+            alternatives = [
+                independent_best_paths(log_probabilities[row, : len(path)], top_k)
+                for row, path in enumerate(paths)
+            ]
+        return self._independent_confidences(probabilities, paths, alternatives)
+
+    def _independent_confidences(
+        self,
+        probabilities: np.ndarray,
+        paths: list[list[int]],
+        alternatives: list[list[tuple[list[int], float]]],
+    ) -> list[Analysis]:
+        """Analyses of ``paths`` from token ``probabilities`` ``(batch, seq_len, num_tags)``."""
         results = []
-        for row, length in enumerate(lengths.tolist()):
-            path = best[row, :length].tolist()
+        for row, path in enumerate(paths):
             spans = self._spans(path)
             events = [span_event(s, path, self.labels, self.scheme) for s in spans]
-            chances = independent_span_probabilities(probabilities[row], length, events)
-            alternatives = []
-            if top_k > 1:
-                with np.errstate(divide="ignore"):  # a probability of 0 is a log of -inf
-                    log_probabilities = np.log(probabilities[row, :length])
-                alternatives = independent_best_paths(log_probabilities, top_k)
+            chances = independent_span_probabilities(probabilities[row], len(path), events)
             entities = dict(zip(spans, chances, strict=True))
-            token = confidences[row, :length].tolist()
-            results.append(Analysis(path, token, entities, alternatives))
+            token = probabilities[row, np.arange(len(path)), path].tolist()
+            results.append(Analysis(path, token, entities, alternatives[row]))
         return results
+
+    def analyse_paths(
+        self,
+        emissions: np.ndarray,
+        lengths: Sequence[int],
+        paths: Sequence[Sequence[int]],
+        alternatives: Sequence[list[tuple[list[int], float]]] | None = None,
+    ) -> list[Analysis]:
+        """Analyses of given ``paths`` (tag ids, one per real position), not of the best ones:
+        each token's probability of its tag in the path and each of the path's entities'
+        probability, as ``analyse`` gives for the best path. ``alternatives``: each sentence's k
+        best analyses, kept as they are."""
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if self.temperature != 1.0:
+            emissions = emissions / np.float32(self.temperature)
+        chosen = [list(path) for path in paths]
+        kept = [list(a) for a in alternatives] if alternatives is not None else [[] for _ in chosen]
+        if self.crf is None:
+            return self._independent_confidences(_softmax(emissions), chosen, kept)
+        return self._crf_confidences(self._tempered(self.crf), emissions, lengths, chosen, kept)
 
     def _spans(self, path: Sequence[int]) -> list[Span]:
         return [] if self.scheme == PLAIN else spans_of(path, self.labels)
@@ -166,7 +210,11 @@ class TagDecoder:
                 "end": self.crf.end.tolist(),
             }
         written = {"labels": list(self.labels), "scheme": self.scheme, "crf": crf}
-        return written | ({"temperature": self.temperature} if self.temperature != 1.0 else {})
+        if self.temperature != 1.0:
+            written["temperature"] = self.temperature
+        if self.consistency:
+            written["consistency"] = self.consistency
+        return written
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TagDecoder:
@@ -178,4 +226,11 @@ class TagDecoder:
                 *(np.asarray(crf[key], dtype=np.float32) for key in ("transitions", "start", "end"))
             )
         temperature = float(data.get("temperature", 1.0))  # absent: written uncalibrated
-        return cls(list(data["labels"]), str(data["scheme"]), scores, temperature)
+        consistency = float(data.get("consistency", 0.0))  # absent: each sentence alone
+        return cls(list(data["labels"]), str(data["scheme"]), scores, temperature, consistency)
+
+
+def _softmax(emissions: np.ndarray) -> np.ndarray:
+    """Per-token tag probabilities of ``emissions`` ``(batch, seq_len, num_tags)``."""
+    shifted = np.exp(emissions - emissions.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)

@@ -19,7 +19,7 @@ from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run
 from bistack.runs.vocabularies import build_vocabularies, initialise_words, singleton_mask
 from bistack.schemes import PLAIN, convert_tags, detect_scheme
-from bistack.taggers.calibration import calibrate
+from bistack.taggers.calibration import calibrate, check_consistency, dev_emissions
 from bistack.taggers.config import LayerPoolingTaggerConfig, TaggerConfig
 from bistack.taggers.network import build_tagger
 from bistack.taggers.tagger import Tagger
@@ -106,20 +106,30 @@ def finish_tagger(
     run: Run,
     emitter: Callable[[T], Emitter | None] | None = None,
 ) -> None:
-    """Fit the best model's temperature on dev (``bistack.taggers.calibration``) and keep it
-    with the model; ``emitter``: the best model's emissions from cached features, if any."""
+    """Fit the best model's temperature on dev (``bistack.taggers.calibration``), then, where
+    the config asks for it, measure document consistency over the calibrated confidences, and
+    keep both with the model; ``emitter``: the best model's emissions from cached features, if
+    any."""
     best = load(run.model_dir)
-    fit = calibrate(best, data.dev, None if emitter is None else emitter(best))
-    if fit is None:
-        if best.output_scheme != PLAIN:  # plain tags have no entities to be sure of
-            run.say(
-                "entity confidences kept as trained: the entities predicted on dev are all "
-                "right (or all wrong, or none), so there is nothing to fit a temperature on"
-            )
+    if best.output_scheme == PLAIN:  # plain tags have no entities to be sure of
         return
-    best.calibration = fit.to_json()
-    best.save_metadata(run.model_dir)
-    run.say(fit.summary())
+    dev = dev_emissions(best, data.dev, None if emitter is None else emitter(best))
+    fit = calibrate(best, data.dev, dev=dev)
+    if fit is None:
+        run.say(
+            "entity confidences kept as trained: the entities predicted on dev are all "
+            "right (or all wrong, or none), so there is nothing to fit a temperature on"
+        )
+    else:
+        best.calibration = fit.to_json()
+        run.say(fit.summary())
+    threshold = best.config.head.document_consistency
+    if threshold:
+        check = check_consistency(dev, best.decoder, data.dev, threshold)
+        best.calibration = best.calibration | check.to_json()
+        run.say(check.summary())
+    if best.calibration:
+        best.save_metadata(run.model_dir)
 
 
 def prepare_tagger(config: TaggerConfig, run: Run) -> Prepared:

@@ -48,7 +48,11 @@ class ExportedTagging(Tagging):
             self._decoder = TagDecoder(self.format_1_labels(), self.output_scheme)
             outputs = {"tags": None}
         files.expect(self.INPUTS, outputs, ("lengths",))
-        self.calibration = {"temperature": self._decoder.temperature}  # kept in its decoder
+        # kept in its decoder
+        self.calibration = {
+            "temperature": self._decoder.temperature,
+            "consistency": self._decoder.consistency,
+        }
 
     CONFIG: ClassVar[type[ExperimentConfig]]
     INPUTS: ClassVar[tuple[str, ...]]  # what its graph may read

@@ -24,7 +24,8 @@ from bistack.formats import shown
 from bistack.inputs import texts_of, token_lists_of
 from bistack.metrics.entities import EntityScores, score_entities, score_labels
 from bistack.schemes import PLAIN, convert_tags
-from bistack.taggers.decoding import TagDecoder
+from bistack.taggers.consistency import consistent
+from bistack.taggers.decoding import Analysis, TagDecoder
 from bistack.taggers.records import (
     SentenceAnalysis,
     TaggedText,
@@ -57,8 +58,9 @@ class Tagging(ABC):
 
     config: Any
     output_scheme: str
-    # The temperature fitted on dev after training and how it was measured
-    # (bistack.taggers.calibration); empty for a tagger trained before, or not calibrated.
+    # What was settled on dev after training (bistack.taggers.calibration): the temperature and
+    # how it was measured, the document consistency threshold and what it did to dev; empty for
+    # a tagger trained before, or not calibrated.
     calibration: dict[str, Any]
 
     @property
@@ -85,9 +87,15 @@ class Tagging(ABC):
         """What its confidences divide its scores by (1: as trained)."""
         return float(self.calibration.get("temperature", 1.0))
 
+    @property
+    def consistency(self) -> float:
+        """The document consistency threshold it keeps (0: each sentence alone)."""
+        return float(self.calibration.get("consistency", 0.0))
+
     def calibrated(self, decoder: TagDecoder) -> TagDecoder:
-        """``decoder`` (its network's head's) with this tagger's temperature."""
-        return replace(decoder, temperature=self.temperature)
+        """``decoder`` (its network's head's) with what was settled on dev after training: the
+        temperature, and the document consistency threshold."""
+        return replace(decoder, temperature=self.temperature, consistency=self.consistency)
 
     @property
     def labels(self) -> list[str]:
@@ -99,6 +107,8 @@ class Tagging(ABC):
         labels = self.labels
         info: dict[str, Any] = {"labels": labels, "scheme": self.output_scheme}
         info["entity_types"] = sorted({label.partition("-")[2] for label in labels} - {""})
+        if self.consistency:
+            info["document_consistency"] = self.consistency
         return info
 
     def _analyse(
@@ -113,15 +123,29 @@ class Tagging(ABC):
     ) -> list[SentenceAnalysis]:
         """Analyses in input order; without ``confidence``, the tags alone. ``emitter``: where
         the emissions come from, when not from the network's own pass (cached features);
-        ``documents``: the document of each sentence (see ``emitter_of``)."""
+        ``documents``: the document of each sentence (see ``emitter_of``; None: each sentence
+        its own). A decoder with document consistency retypes unsure entities by the sure
+        ones of their document (``bistack.taggers.consistency``)."""
         decoder = self.decoder
-        by_index: dict[int, SentenceAnalysis] = {}
+        documentwise = decoder.consistency > 0 and decoder.scheme != PLAIN
+        by_index: dict[int, Analysis] = {}
+        unsure: dict[int, np.ndarray] = {}  # emissions of sentences the rule may change
         batches = self.emission_batches(sentences, batch_size, progress, emitter, documents)
         for batch in batches:
-            analyses = decoder.analyse(batch.emissions, batch.lengths, confidence, top_k)
-            for index, analysis in zip(batch.indices, analyses, strict=True):
-                by_index[index] = in_output_scheme(analysis, decoder.labels, self.output_scheme)
-        return [by_index[i] for i in range(len(sentences))]
+            analyses = decoder.analyse(
+                batch.emissions, batch.lengths, confidence or documentwise, top_k
+            )
+            for row, (index, analysis) in enumerate(zip(batch.indices, analyses, strict=True)):
+                by_index[index] = analysis
+                if documentwise and min(analysis.entities.values(), default=1.0) < (
+                    decoder.consistency
+                ):
+                    unsure[index] = batch.emissions[row, : batch.lengths[row]]
+        ordered = [by_index[i] for i in range(len(sentences))]
+        if documentwise:
+            named = list(documents) if documents is not None else list(range(len(sentences)))
+            ordered = consistent(decoder, ordered, sentences, named, unsure)
+        return [in_output_scheme(a, decoder.labels, self.output_scheme) for a in ordered]
 
     def emission_batches(
         self,
