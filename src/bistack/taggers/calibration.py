@@ -26,10 +26,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from bistack.data.conll import Sentence
+from bistack.metrics.entities import PRF
 from bistack.metrics.text import expected_calibration_error
 from bistack.schemes import PLAIN, spans_from_tags
 from bistack.taggers.consistency import consistent
@@ -214,15 +215,7 @@ class ConsistencyCheck:
     def to_json(self) -> dict[str, Any]:
         """What the model keeps (config.json's ``calibration``): the threshold its decoder
         uses, and this measure of it."""
-        measured = {
-            "f1_before": self.f1_before,
-            "f1_after": self.f1_after,
-            "retyped": self.retyped,
-            "right_before": self.right_before,
-            "right_after": self.right_after,
-            "ece_before": self.ece_before,
-            "ece_after": self.ece_after,
-        }
+        measured = {key: value for key, value in asdict(self).items() if key != "threshold"}
         return {"consistency": self.threshold, "consistency_dev": measured}
 
     def summary(self) -> str:
@@ -287,7 +280,5 @@ def _entity_ece(analyses: Sequence[Any], gold: Sequence[set[Any]]) -> float:
 
 def _entity_f1(predicted: Sequence[set[Any]], gold: Sequence[set[Any]]) -> float:
     """Micro-averaged entity F1 (0-100), as conlleval counts: exact span and type."""
-    found = sum(len(p) for p in predicted)
-    expected = sum(len(g) for g in gold)
     right = sum(len(p & g) for p, g in zip(predicted, gold, strict=True))
-    return 200.0 * right / (found + expected) if found + expected else 0.0
+    return PRF.from_counts(sum(map(len, gold)), sum(map(len, predicted)), right).f1
