@@ -231,7 +231,7 @@ def test_export_refuses_what_it_cannot_do_and_leaves_nothing(tmp_path, tiny_conl
     before = {p.name: p.read_bytes() for p in output.iterdir()}
     # An existing output stays as it was unless --overwrite.
     assert main(["export", str(model_dir), "--output", str(output)]) == 2
-    assert "already exists" in capsys.readouterr().err
+    assert "give --overwrite to replace it" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in output.iterdir()} == before
     # Every option of the PyTorch model is the exported model's too, with the same output.
     for options in (["--min-confidence", "0.5"], ["--top-k", "3"], []):

@@ -331,7 +331,7 @@ def test_the_python_api_checks_its_arguments(small_tagger, small_classifier, tmp
                 model.predict(["fine", bad])
     with pytest.raises(TypeError, match="sentence 0 is str"):
         tagger.predict_tokens(["John left"])
-    with pytest.raises(TypeError, match="predict_tokens takes a list of sentences"):
+    with pytest.raises(TypeError, match="pre-tokenised input is a list of sentences"):
         tagger.predict_tokens("John left")
     config = tiny_config("a.txt", None)
     with pytest.raises(TypeError, match="overrides: expected a dict"):

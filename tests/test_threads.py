@@ -28,7 +28,7 @@ def test_oversubscription_is_said_only_when_threads_outnumber_cpus():
     assert oversubscription(threads=2, processes=1, cpus=2, others_running=0) is None
     assert oversubscription(threads=1, processes=1, cpus=2, others_running=1) is None
     said = oversubscription(threads=2, processes=1, cpus=2, others_running=1)
-    assert said is not None and "2 CPUs for 1 other running process, 2 threads" in said
+    assert said is not None and "2 CPUs for 1 running thread of other programs, 2 threads" in said
     assert "--threads 1" in said
     assert "4 threads" in oversubscription(threads=2, processes=2, cpus=2, others_running=0)
 
@@ -78,3 +78,23 @@ def test_main_called_from_python_puts_back_the_environment_it_set(tmp_path, monk
     assert os.environ["HF_HUB_OFFLINE"] == "0"
     left = [n for n in (*MODEL_PROCESS_ENVIRONMENT, "OMP_NUM_THREADS") if n in os.environ]
     assert left == ["HF_HUB_OFFLINE"]
+
+
+def test_only_running_threads_of_other_programs_count_not_the_kernels(tmp_path):
+    """A fake /proc: this process's own threads, a kernel thread, a sleeping one and two
+    running threads of another program; only the last two count."""
+    from bistack.threads import PF_KTHREAD, threads_running_elsewhere
+
+    def task(pid: int, tid: int, state: str, flags: int = 0) -> None:
+        folder = tmp_path / str(pid) / "task" / str(tid)
+        folder.mkdir(parents=True)
+        # pid (comm) state ppid pgrp session tty tpgid flags ...
+        (folder / "stat").write_text(f"{tid} (a (b) c) {state} 1 1 1 0 -1 {flags} 0 0\n")
+
+    task(os.getpid(), os.getpid(), "R")
+    task(2, 2, "S", PF_KTHREAD)
+    task(17, 17, "R", PF_KTHREAD)  # a kernel worker, running
+    task(100, 100, "S")
+    task(200, 200, "R")
+    task(200, 201, "R")
+    assert threads_running_elsewhere(tmp_path) == 2

@@ -218,3 +218,28 @@ def test_two_processes_on_one_study_neither_lose_nor_repeat_a_trial(tagger_yaml,
     assert sorted(
         t["number"] for t in json.loads((output / "tune.json").read_text())["trials"]
     ) == list(range(6))
+
+
+def test_a_seeded_search_that_goes_on_draws_new_values_not_its_first_trials_again(
+    tagger_yaml, tmp_path
+):
+    """A seeded sampler starts its draws over in each process: going on from a stopped search,
+    it proposed the values of the search's first trials again."""
+    from bistack.metrics.dev import Metric
+    from bistack.studies.search_space import read_space
+    from bistack.studies.tune import TuneSettings, open_study
+    from bistack.tasks import load_config
+
+    config = load_config(tagger_yaml, [])
+    space = read_space(space_file(tmp_path, {"optimizer.lr": {"log": [1e-4, 1e-1]}}), config)
+    settings = TuneSettings(trials=10, sampler_seed=7)
+    metric = Metric("dev_f1", "dev F1", higher_is_better=True)
+    first = open_study(tmp_path, settings, config, space, metric)
+    drawn = []
+    for _ in range(3):
+        trial = first.ask()
+        drawn.append(space[0].suggest(trial))
+        first.tell(trial, 0.5)
+    again = open_study(tmp_path, settings, config, space, metric)  # as a new process would
+    proposed = space[0].suggest(again.ask())
+    assert proposed not in drawn

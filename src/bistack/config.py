@@ -12,6 +12,7 @@ business (``bistack.tasks``): nothing here decides a kind.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
 
@@ -118,6 +119,10 @@ class TrainConfig:
     # weights, this decay per step (e.g. 0.999: about the last 1,000 steps); 0: the weights
     # of the last step, as trained (``bistack.runs.averaging``).
     weight_average: float = 0.0
+    # Step the optimizer once every this many batches, their gradients summed (each batch's loss
+    # divided by it): steps of batch_size x this examples, for a large encoder whose batch of
+    # that size does not fit in memory. 1: a step per batch.
+    accumulate_batches: int = 1
 
 
 @dataclass
@@ -136,6 +141,20 @@ class BackboneConfig:
     # Fine-tuned: each layer's learning rate is the one above it times this (the top layer
     # backbone.lr, the embeddings the lowest); 1: one learning rate for the whole backbone.
     layer_lr_decay: float = 1.0
+    # Fine-tuned: recompute each layer's activations in the backward pass instead of keeping
+    # them (HuggingFace's gradient checkpointing): far less memory for a large encoder, at
+    # about a third more compute.
+    gradient_checkpointing: bool = False
+
+    def check(self, source: str) -> None:
+        """Settings of a fine-tuned backbone are refused for a frozen one: they would do
+        nothing."""
+        if self.gradient_checkpointing and not self.finetune:
+            raise ConfigError(
+                f"{source}: backbone.gradient_checkpointing saves a fine-tuned backbone's "
+                "memory; this backbone is frozen (backbone.finetune: false), so it would do "
+                "nothing"
+            )
 
 
 @dataclass
@@ -265,6 +284,7 @@ SHARED_RANGES: tuple[Range, ...] = (
     ("train.patience", 1, True, None),
     ("train.checkpoint_every", 0, True, None),
     ("train.weight_average", 0.0, True, 0.9999),
+    ("train.accumulate_batches", 1, True, None),
     ("train.eval_batch_size", 1, True, None),
     ("backbone.max_length", 8, True, None),
     ("backbone.stride", 0, True, None),
@@ -280,7 +300,11 @@ SHARED_RANGES: tuple[Range, ...] = (
 
 
 def check_ranges(config: ExperimentConfig, source: str) -> None:
-    """Reject values that would only fail later, deep inside torch."""
+    """Reject values that would only fail later, deep inside torch: any number that is not
+    finite (NaN passes every comparison), then each key outside its range."""
+    for key, value in numbers_of(config):
+        if not math.isfinite(value):
+            raise ConfigError(f"{source}: {key} must be a finite number, got {value!r}")
     for key, low, inclusive, high in type(config).RANGES:
         section, name = key.split(".")
         value = getattr(getattr(config, section, None), name, None)
@@ -290,3 +314,20 @@ def check_ranges(config: ExperimentConfig, source: str) -> None:
         if too_low or (high is not None and value > high):
             bound = f"{'>=' if inclusive else '>'} {low}" + (f" and <= {high}" if high else "")
             raise ConfigError(f"{source}: {key} must be {bound}, got {value!r}")
+
+
+def numbers_of(section: Any, prefix: str = "") -> list[tuple[str, float]]:
+    """Every float setting of a config (or section), by its dotted key, nested sections and
+    lists included."""
+    if dataclasses.is_dataclass(section):
+        items = [(f.name, getattr(section, f.name)) for f in dataclasses.fields(section)]
+    elif isinstance(section, dict):
+        items = list(section.items())
+    elif isinstance(section, list | tuple):
+        items = [(str(i), value) for i, value in enumerate(section)]
+    else:
+        return [(prefix, section)] if isinstance(section, float) else []
+    found = []
+    for name, value in items:
+        found += numbers_of(value, f"{prefix}.{name}" if prefix else str(name))
+    return found

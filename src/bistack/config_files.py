@@ -13,6 +13,7 @@ import copy
 import dataclasses
 import types
 import typing
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -35,6 +36,28 @@ _LEGACY_KINDS = {
 }
 
 
+class DuplicateKey(yaml.YAMLError):
+    """A mapping that gives one key twice: YAML would keep the last silently."""
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (with its line)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            line = key_node.start_mark.line + 1
+            if isinstance(key, Hashable) and key in seen:
+                raise DuplicateKey(
+                    f"line {line}: {key!r} is given twice (first on line {seen[key]}); "
+                    "give each key once"
+                )
+            if isinstance(key, Hashable):
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def read_yaml(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
     """A YAML config file as a mapping, with ``key.sub=value`` overrides applied (values parsed
     as YAML); earlier versions' layouts are read when it is built (:func:`build_config`)."""
@@ -50,7 +73,9 @@ def read_yaml(path: str | Path, overrides: list[str] | None = None) -> dict[str,
             f"{error.start}); expected a YAML config file"
         ) from None
     try:
-        data = yaml.safe_load(text) or {}
+        data = yaml.load(text, Loader=UniqueKeyLoader) or {}
+    except DuplicateKey as error:
+        raise ConfigError(f"{path}: {error}") from None
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not valid YAML: {error}") from None
     if not isinstance(data, dict):

@@ -78,7 +78,7 @@ def token_lists_of(sentences: Any) -> list[list[str]]:
     belongs (it would be tagged character by character) is a TypeError naming its index."""
     if isinstance(sentences, str | bytes) or not isinstance(sentences, Iterable):
         raise TypeError(
-            "predict_tokens takes a list of sentences, each a list of tokens "
+            "pre-tokenised input is a list of sentences, each a list of tokens "
             "([['John', 'left']]); for raw text use predict"
         )
     chosen = []

@@ -85,9 +85,7 @@ def load_metadata(directory: str | Path, kind: str) -> tuple[dict, dict]:
     """Read config.json and vocab.json, checking the directory holds a model of ``kind``."""
     directory = Path(directory)
     for name in (CONFIG, VOCAB, WEIGHTS):
-        if not (directory / name).is_file():
-            _check_is_model_directory(directory)
-            raise ModelFileError(f"{directory}: missing {name}; is this a bistack model directory?")
+        require_readable(directory, name)
     meta = read_config(directory)
     if meta["kind"] != kind:
         raise ModelFileError(
@@ -95,6 +93,23 @@ def load_metadata(directory: str | Path, kind: str) -> tuple[dict, dict]:
             "bistack.load_model loads any kind"
         )
     return meta, _read_json(directory / VOCAB)
+
+
+def require_readable(directory: Path, name: str) -> None:
+    """ModelFileError unless ``directory/name`` is a file this process may read: a missing
+    file, a folder or broken link in its place, and a file it may not read are each said as
+    what they are."""
+    path = directory / name
+    if path.is_file():
+        if not os.access(path, os.R_OK):
+            raise ModelFileError(f"{path}: not readable by this user (permission denied)")
+        return
+    if path.is_symlink() and not path.exists():
+        raise ModelFileError(f"{path}: a link to {os.readlink(path)}, which is not there")
+    if path.exists():
+        raise ModelFileError(f"{path}: not a file; expected the model's {name}")
+    _check_is_model_directory(directory)
+    raise ModelFileError(f"{directory}: missing {name}; is this a bistack model directory?")
 
 
 def read_config(directory: str | Path) -> dict[str, Any]:

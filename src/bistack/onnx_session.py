@@ -130,6 +130,7 @@ class ExportedFiles:
         self.session = open_session(self.path / MODEL_FILE, threads)
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
+        self.sizes: dict[str, int] = {}  # each output's last dimension, as export.json says
 
     def expect(
         self, inputs: Sequence[str], outputs: dict[str, int | None], required: Sequence[str]
@@ -155,13 +156,19 @@ class ExportedFiles:
                 f"{where}: not the graph of this {self.meta['kind']} export: it returns "
                 f"{', '.join(self.output_names)}, expected {', '.join(outputs)}"
             )
+        self.expect_columns({name: size for name, size in outputs.items() if size is not None})
+
+    def expect_columns(self, sizes: dict[str, int]) -> None:
+        """Each named output's last dimension (the labels' count, as export.json says): checked
+        now where the graph fixes it, else on the graph's first answer (``run``)."""
+        self.sizes = dict(sizes)
         shapes = {o.name: o.shape for o in self.session.get_outputs()}
-        for name, size in outputs.items():
-            last = shapes[name][-1] if shapes[name] else None
-            if size is not None and isinstance(last, int) and last != size:
+        for name, size in sizes.items():
+            last = shapes[name][-1] if shapes.get(name) else None
+            if isinstance(last, int) and last != size:
                 raise ModelFileError(
-                    f"{where}: its {name} has {last} columns, but {EXPORT_FILE} names {size} "
-                    "labels: the files are of two different exports"
+                    f"{self.path}/{MODEL_FILE}: its {name} has {last} columns, but "
+                    f"{EXPORT_FILE} names {size} labels: the files are of two different exports"
                 )
 
     def setting(self, key: str) -> Any:
@@ -174,7 +181,17 @@ class ExportedFiles:
         """The graph's ``outputs`` (default all) for ``feed``; only the inputs the graph has are
         fed (a graph without a char encoder has no ``chars`` input)."""
         inputs = {name: feed[name] for name in self.input_names}
-        return self.session.run(list(outputs) if outputs else None, inputs)
+        names = list(outputs) if outputs else self.output_names
+        results = self.session.run(names, inputs)
+        for name, result in zip(names, results, strict=True):
+            # A graph whose last dimension is symbolic is checked on its first answer.
+            size = self.sizes.get(name)
+            if size is not None and result.ndim and result.shape[-1] != size:
+                raise ModelFileError(
+                    f"{self.path}/{MODEL_FILE}: its {name} has {result.shape[-1]} columns, but "
+                    f"{EXPORT_FILE} names {size} labels: the files are of two different exports"
+                )
+        return results
 
     def token_vocabularies(self) -> TokenVocabularies:
         if self.vocabularies is None:

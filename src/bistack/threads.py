@@ -10,6 +10,11 @@ only decides.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+PF_KTHREAD = 0x00200000  # a task's flags (the 9th field of /proc/PID/stat): a kernel thread
+
 
 def choose_threads(
     requested: int | None, environment: str | None, cpus: int, processes: int = 1
@@ -31,10 +36,38 @@ def oversubscription(threads: int, processes: int, cpus: int, others_running: in
     ours = threads * processes
     if ours + others_running <= cpus:
         return None
-    busy = f"{others_running} other running process{'es' if others_running != 1 else ''}, "
+    busy = (
+        f"{others_running} running thread{'s' if others_running != 1 else ''} of other programs, "
+    )
     return (
         f"{cpus} CPU{'s' if cpus != 1 else ''} for {busy if others_running else ''}"
         f"{ours} thread{'s' if ours != 1 else ''} of this run: threads that wait for a CPU "
         "slow every run on the machine several times over; give each run --threads so that "
         "together they fit (e.g. --threads 1 for two runs on two CPUs)"
     )
+
+
+def threads_running_elsewhere(root: Path = Path("/proc")) -> int:
+    """Threads of other programs on a CPU right now (Linux's ``/proc``; 0 elsewhere): every
+    task in the running state but this process's own and the kernel's own threads, which
+    /proc/loadavg counts too."""
+    own = str(os.getpid())
+    count = 0
+    try:
+        processes = [e for e in os.scandir(root) if e.name.isdigit() and e.name != own]
+    except OSError:
+        return 0
+    for process in processes:
+        try:
+            tasks = list(os.scandir(Path(process.path) / "task"))
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+        for task in tasks:
+            try:
+                stat = (Path(task.path) / "stat").read_text()
+            except OSError:
+                continue
+            fields = stat[stat.rfind(")") + 2 :].split()  # after the command's name
+            if len(fields) > 6 and fields[0] == "R" and not int(fields[6]) & PF_KTHREAD:
+                count += 1
+    return count

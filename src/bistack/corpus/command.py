@@ -12,6 +12,7 @@ from bistack.cards import Card
 from bistack.corpus.outputs import FileOutput, StdoutOutput
 from bistack.corpus.predict import Progress, Spec, load_model, predict_corpus
 from bistack.corpus.sources import (
+    PLACE_FIELDS,
     TOKEN_FORMATS,
     Record,
     count_records,
@@ -57,6 +58,11 @@ def check_request(request: CorpusRequest, spec: Spec) -> None:
         raise ConfigError("--workers runs processes on the CPU; use one process for --device")
     if request.resume and (not request.input or request.input == "-" or not request.output):
         raise ConfigError("--resume continues an --output file predicted from an --input file")
+    if request.id_field in PLACE_FIELDS:
+        raise ConfigError(
+            f"--id-field {request.id_field}: each output record keeps its input's "
+            f"{request.id_field} under that name; copy the id under another name"
+        )
     reads = [("the input", request.input), ("the model", spec.model)]
     if request.output:
         refuse_overlap(request.output, reads, "--output")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -62,9 +63,13 @@ class Record:
 
     @property
     def where(self) -> dict[str, int]:
-        """Its place, as the skipped-records file writes it."""
+        """Its place, as the skipped-records file and every output record write it (under the
+        names ``PLACE_FIELDS``)."""
         place = {"line": self.line, "row": self.row}
         return {name: value for name, value in place.items() if value is not None}
+
+
+PLACE_FIELDS = ("line", "row")  # the names a record's place is written under
 
 
 def input_format(source: str, chosen: str | None, tokenized: bool) -> str:
@@ -216,6 +221,9 @@ def with_id(record: Record, id_field: str | None, value: Any) -> Record:
     """``record`` carrying ``id_field``'s value, when one is named."""
     if id_field is None:
         return record
+    if isinstance(value, float) and not math.isfinite(value):  # JSON has no NaN to carry it in
+        error = f"its id field {id_field!r} is {value}, not a finite number or text"
+        return Record(error=error, line=record.line, row=record.row)
     return Record(record.value, record.error, record.what, record.line, record.row,
                   {id_field: value})  # fmt: skip
 

@@ -15,6 +15,8 @@ def bucket_batches(
     Shuffled: indices are shuffled, cut into pools of ``pool`` batches, each pool sorted by
     length and cut into batches, and the batches shuffled. Not shuffled: sorted by length.
     """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
     order = list(range(len(lengths)))
     rng = random.Random(seed)
     if not shuffle:

@@ -33,10 +33,17 @@ from bistack.onnx_session import (
     VOCAB_FILE,
     open_session,
 )
-from bistack.paths import refuse_overlap
+from bistack.paths import claim_folder, refuse_overlap
 from bistack.runs.card import CARD
 
 OPSET = 17
+
+
+def is_export_file(name: str) -> bool:
+    """Whether an exported folder's entry ``name`` is one an export writes."""
+    return name in (EXPORT_FILE, MODEL_FILE, f"{MODEL_FILE}.data", VOCAB_FILE, CARD) or (
+        name == "tokenizer.json"
+    )
 
 
 def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool = False) -> Path:
@@ -48,8 +55,8 @@ def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool =
     if card.export_plan is None:
         raise ConfigError(f"{model_dir} holds {card.description}: {card.export_hint}")
     output = Path(output)
-    if output.exists() and not overwrite and (not output.is_dir() or any(output.iterdir())):
-        raise ConfigError(f"{output} already exists; choose another --output or pass --overwrite")
+    claim = {"overwrite": overwrite, "signature": EXPORT_FILE, "ours": is_export_file}
+    claim_folder(output, "--output", **claim)
     opened = open_model(model_dir)
     if opened.exported:
         raise ConfigError(f"{model_dir} is an exported model already; export its model directory")
@@ -74,7 +81,7 @@ def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool =
             **plan.settings,
         }
         write_json(staging / EXPORT_FILE, meta)
-        if output.exists():
+        if claim_folder(output, "--output", **claim):  # checked again: it may have changed
             shutil.rmtree(output)
         os.replace(staging, output)
     finally:

@@ -3,6 +3,7 @@ read-only reports that print themselves (``str``) and serialise (``to_json``).""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -153,6 +154,29 @@ def expected_calibration_error(
         return 0.0
     found = reliability(confidences, correct, bins)
     return sum(b.count * abs(b.confidence - b.accuracy) for b in found) / len(confidences)
+
+
+# A temperature fitted on dev is kept only below this: above it the fit says the model is near
+# chance on dev (every probability pushed towards uniform, so ties give every text one label),
+# not how sure it should be.
+MAX_TEMPERATURE = 20.0
+
+
+def plausible_temperature(value: float) -> bool:
+    """Whether a fitted temperature is one to keep: finite, > 0, and under MAX_TEMPERATURE (a
+    search that ends on that bound was stopped by it)."""
+    return math.isfinite(value) and 0 < value < MAX_TEMPERATURE / 1.01
+
+
+def checked_temperature(value: Any) -> float:
+    """A temperature read from a model's files; ValueError unless a finite number > 0 (a
+    damaged file: NaN gives silent nonsense, 0 or a negative one flips or breaks every
+    probability)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"temperature must be a number, got {value!r}")
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"temperature must be a finite number > 0, got {value!r}")
+    return float(value)
 
 
 def attention_diagnostics(

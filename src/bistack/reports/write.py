@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bistack.paths import refuse_overlap
+from bistack.paths import claim_folder, refuse_overlap
 from bistack.reports.charts import draw
 from bistack.reports.page import page
 from bistack.tasks import Opened
+
+REPORT_JSON, REPORT_HTML = "report.json", "report.html"
 
 
 def scores_section(opened: Opened, path: str | Path) -> dict[str, Any]:
@@ -27,19 +30,29 @@ def report_sections(opened: Opened, data: Sequence[str]) -> list[dict[str, Any]]
     builder = opened.card.report_builder
     sections = []
     for path in data:
-        section = builder(opened.model, path) if builder else scores_section(opened, path)
+        section = (
+            builder(opened.model, path, opened.path) if builder else scores_section(opened, path)
+        )
         sections.append({"data": str(path), "kind": opened.card.kind, **section})
     return sections
 
 
+def is_report_file(name: str) -> bool:
+    """Whether a report folder's entry ``name`` is one :func:`write_report` writes."""
+    return name in (REPORT_JSON, REPORT_HTML) or re.fullmatch(r"\d+-[\w.-]+\.png", name) is not None
+
+
 def write_report(
-    opened: Opened, data: Sequence[str], directory: str | Path
+    opened: Opened, data: Sequence[str], directory: str | Path, *, overwrite: bool = False
 ) -> list[dict[str, Any]]:
     """The report of ``opened`` on each of ``data`` in ``directory`` (written whole beside it,
-    then renamed into place); returns its sections."""
+    then renamed into place); returns its sections. An earlier report there is replaced only
+    with ``overwrite``; a folder holding anything else is refused (see ``claim_folder``)."""
     directory = Path(directory)
     inputs = [("the model", opened.path), *((f"the data {p}", p) for p in data)]
     refuse_overlap(directory, inputs, "--report")
+    claim = {"overwrite": overwrite, "signature": REPORT_JSON, "ours": is_report_file}
+    claim_folder(directory, "--report", **claim)
     sections = report_sections(opened, data)
     staging = directory.parent / f".{directory.name}.report-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
@@ -54,10 +67,10 @@ def write_report(
                 names.append(name)
             images.append(names)
         record = {"model": str(opened.path), "kind": opened.card.kind, "sections": sections}
-        (staging / "report.json").write_text(json.dumps(record, indent=1, allow_nan=False))
+        (staging / REPORT_JSON).write_text(json.dumps(record, indent=1, allow_nan=False))
         title = f"{opened.description}: {opened.path}"
-        (staging / "report.html").write_text(page(title, sections, images), encoding="utf-8")
-        if directory.exists():
+        (staging / REPORT_HTML).write_text(page(title, sections, images), encoding="utf-8")
+        if claim_folder(directory, "--report", **claim):  # checked again: it may have changed
             shutil.rmtree(directory)
         os.replace(staging, directory)
     finally:

@@ -5,6 +5,7 @@ written when a run has its final model, and read back by ``bistack info``."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import platform
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 import yaml
 
 from bistack._version import __version__
+from bistack.errors import ModelFileError
 from bistack.modeldir import atomic_write
 
 CARD = "README.md"
@@ -35,6 +37,9 @@ class Trained:
     best_epoch: int
     metrics: dict[str, float]
     seconds: float
+    # A digest of each data file read ({"data.train": ...}, ``bistack.fingerprints``), so what
+    # reads the file again later (the report's seen and unseen entities) knows it is the same.
+    data_digests: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def best_metrics(metrics_csv: Path, epoch: int) -> tuple[dict[str, float], float]:
@@ -62,6 +67,8 @@ def front_matter(trained: Trained) -> dict[str, Any]:
     if "labels" in trained.outputs:
         header["labels"] = list(trained.outputs["labels"])
     header["data_files"] = files
+    if trained.data_digests:
+        header["data_digests"] = dict(trained.data_digests)
     header["metrics"] = {name: round(value, 4) for name, value in trained.metrics.items()}
     header["model-index"] = [
         {
@@ -154,7 +161,13 @@ def read_card(directory: str | Path) -> dict[str, Any] | None:
     path = Path(directory) / CARD
     if not path.is_file():
         return None
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise ModelFileError(
+            f"{path}: not UTF-8 text (byte {error.object[error.start]:#04x} at offset "
+            f"{error.start}); restore the card bistack wrote, or remove it"
+        ) from None
     if not text.startswith("---\n"):
         return None
     header, _, _ = text[4:].partition("\n---\n")

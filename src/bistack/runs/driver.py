@@ -27,6 +27,7 @@ from bistack.errors import BistackError, ConfigError
 from bistack.fingerprints import changed as changed_content
 from bistack.fingerprints import digests
 from bistack.metrics.dev import Metric
+from bistack.models.devices import MatmulPrecision
 from bistack.paths import refuse_overlap
 from bistack.runs.card import Trained, best_metrics, write_card
 from bistack.runs.checkpoint import CHECKPOINT, CheckpointError, differences, load_checkpoint
@@ -61,6 +62,7 @@ class RunOptions:
     strategy: str = "auto"
     accelerator: str = "cpu"
     precision: str | None = None  # Fabric's, e.g. bf16-mixed; None: 32-bit
+    matmul_precision: MatmulPrecision = "high"  # float32 products on CUDA: TF32 (see devices)
     progress: bool = True
     overwrite: bool = False
     resume: bool = False  # go on from the output's checkpoint (``bistack.runs.checkpoint``)
@@ -112,6 +114,14 @@ def recorded_config(recorded: dict[str, Any], config: ExperimentConfig) -> dict[
         return recorded
 
 
+def data_digests(config: ExperimentConfig, read: dict[str, str]) -> dict[str, str]:
+    """Digests of the data files the run read (from ``read``, the checkpoint's, where it
+    has them); tables handed over from Python have none."""
+    files = [(k, p) for k, p in config.input_paths() if k.startswith("data.")]
+    files = [(k, p) for k, p in files if not str(p).startswith("memory:")]
+    return {k: read.get(k) or digests([(k, p)])[k] for k, p in files}
+
+
 def train_model(
     config: ExperimentConfig,
     output: str | Path,
@@ -160,6 +170,7 @@ def train_model(
         strategy=options.strategy,
         accelerator=options.accelerator,
         precision=options.precision,
+        matmul_precision=options.matmul_precision,
         overwrite=options.overwrite,
         resume=options.resume,
         log_format=options.log_format,
@@ -197,6 +208,7 @@ def train_model(
             trained = Trained(
                 config.kind, description, prepared.model.describe(), config.to_dict(),
                 prepared.summary, parameters, result.epochs, result.best_epoch, metrics, seconds,
+                data_digests(config, read),
             )  # fmt: skip
             write_card(run.model_dir, trained, torch.__version__)
         if run.fabric.is_global_zero:  # finished: nothing left to resume

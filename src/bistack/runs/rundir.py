@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from bistack.errors import BistackError
+from bistack.paths import refuse_shared_folder
 
 MODEL = "model"
 METRICS = "metrics.csv"
@@ -38,11 +39,27 @@ def check_output(output: Path, overwrite: bool) -> None:
     run's model is no reason to overwrite it), or that holds a model unless ``overwrite``."""
     if output.exists() and not output.is_dir():
         raise OutputError(f"{output}: --output must be a folder, and this is a file")
+    refuse_shared_folder(output, "--output")
     refuse_if_in_use(output)
     if (output / MODEL).exists() and not overwrite:
         raise OutputError(
             f"{output} already holds a model; give --overwrite to replace it (the old one stays "
             "until the new run has its first best model), or choose another --output"
+        )
+    foreign = (
+        []
+        if not output.is_dir()
+        else sorted(
+            entry.name
+            for entry in output.iterdir()
+            if entry.name not in (MODEL, *STALE_WHEN_REPLACED)
+        )
+    )
+    if foreign and not (output / MODEL).exists() and not overwrite:
+        raise OutputError(
+            f"{output} holds files of its own ({', '.join(foreign[:3])}) and no model: a run "
+            "writes its model beside them (deleting none of them) only with --overwrite; or "
+            "choose a new or empty --output"
         )
 
 

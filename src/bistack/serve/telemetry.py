@@ -112,6 +112,9 @@ def request_id(headers: list[tuple[bytes, bytes]]) -> str:
     return uuid.uuid4().hex
 
 
+CLIENT_CLOSED = 499  # nginx's status for a request whose client closed it before the answer
+
+
 class Observed:
     """ASGI middleware around the whole app (size limits included): it gives each HTTP request
     an id, echoes it in ``X-Request-ID``, counts and times the answer in ``metrics``, and logs
@@ -129,18 +132,27 @@ class Observed:
         started = time.perf_counter()
         ident = request_id(scope.get("headers", []))
         status = 500  # what the client gets when the app fails before it answers
+        answered = gone = False
 
         async def send_with_id(message: dict[str, Any]) -> None:
-            nonlocal status
+            nonlocal status, answered
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, answered = message["status"], True
                 headers = [*message.get("headers", []), (b"x-request-id", ident.encode())]
                 message = {**message, "headers": headers}
             await send(message)
 
+        async def watched_receive() -> dict[str, Any]:
+            nonlocal gone
+            message = await receive()
+            gone = gone or message["type"] == "http.disconnect"
+            return message
+
         try:
-            await self.app(scope, receive, send_with_id)
+            await self.app(scope, watched_receive, send_with_id)
         finally:
+            if gone and not answered:  # the client left before its answer: not a server error
+                status = CLIENT_CLOSED
             seconds = time.perf_counter() - started
             route = getattr(scope.get("route"), "path", "unmatched")
             self.metrics.answered(route, scope["method"], status, seconds)

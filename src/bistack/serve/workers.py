@@ -22,6 +22,7 @@ import multiprocessing
 import os
 import signal
 import socket
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -31,12 +32,16 @@ from typing import Any
 from prometheus_client.multiprocess import mark_process_dead
 
 from bistack.errors import BistackError
+from bistack.processes import die_with
 from bistack.serve.app import Limits, create_app
 from bistack.serve.served import load_served
 from bistack.serve.sockets import BACKLOG, port_socket
 from bistack.serve.telemetry import log_access
 
 SPAWN = multiprocessing.get_context("spawn")
+# A worker stopped while its model loaded serves this long, for the requests that queued
+# meanwhile (its port was listening), then stops.
+DRAIN_SECONDS = 1.0
 
 
 def held_port(host: str, port: int) -> socket.socket:
@@ -58,8 +63,12 @@ def worker_app(settings: dict[str, Any]) -> Any:
 
 
 def run_worker(settings: dict[str, Any], host: str, port: int, says: Connection) -> None:
-    """One worker process: listen, say so, load the model, say so, serve until SIGTERM."""
+    """One worker process: listen, say so, load the model, say so, serve until SIGTERM; it
+    ends with its supervisor, however that ends (a ``kill -9`` of it left workers holding the
+    port under PID 1)."""
     import uvicorn
+
+    die_with(os.getppid())
 
     server: uvicorn.Server | None = None
     asked = False
@@ -82,8 +91,9 @@ def run_worker(settings: dict[str, Any], host: str, port: int, says: Connection)
     says.send("serving")
     says.close()
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
-    if not asked:
-        server.run(sockets=[sock])
+    if asked:  # stopped while the model loaded: answer what queued meanwhile, then stop
+        threading.Timer(DRAIN_SECONDS, lambda: setattr(server, "should_exit", True)).start()
+    server.run(sockets=[sock])
 
 
 @dataclass

@@ -161,14 +161,24 @@ def _range(key: str, bounds: Any, hint: Any, source: str, *, log: bool, step: An
     ):
         raise ConfigError(f"{source}: {key}: a range is [low, high] (two numbers), got {bounds!r}")
     low, high = bounds
+    if not all(math.isfinite(b) for b in bounds):
+        raise ConfigError(f"{source}: {key}: a range's bounds must be finite, got [{low}, {high}]")
     if not low < high:
         raise ConfigError(f"{source}: {key}: a range needs low < high, got [{low}, {high}]")
     if log and low <= 0:
         raise ConfigError(f"{source}: {key}: a log range needs low > 0, got {low}")
     if step is not None and (
-        not isinstance(step, int | float) or isinstance(step, bool) or step <= 0
+        not isinstance(step, int | float)
+        or isinstance(step, bool)
+        or not math.isfinite(step)
+        or step <= 0
     ):
         raise ConfigError(f"{source}: {key}: step must be a number > 0, got {step!r}")
+    if step is not None and step > high - low:
+        raise ConfigError(
+            f"{source}: {key}: step {step} is longer than the range [{low}, {high}]: it could "
+            "draw only the low bound"
+        )
     if number is int:
         if not all(isinstance(b, int) for b in bounds) or (step is not None and step != int(step)):
             raise ConfigError(

@@ -145,9 +145,7 @@ def open_study(
         storage = optuna.storages.RDBStorage(url, engine_kwargs=engine)
     except Exception as error:  # SQLAlchemy's or a missing driver's: the URL is the cause
         raise ConfigError(f"--storage {url}: {str(error).splitlines()[0]}") from None
-    sampler = optuna.samplers.TPESampler(
-        n_startup_trials=settings.startup, seed=settings.sampler_seed, constant_liar=True
-    )
+    sampler = tpe_sampler(settings, 0)
     pruner = (
         optuna.pruners.MedianPruner(n_startup_trials=settings.startup)
         if settings.prune
@@ -166,6 +164,10 @@ def open_study(
         "space": [p.to_dict() for p in space],
         "metric": metric.name,
     }
+    if study.trials and settings.sampler_seed is not None:
+        # A seeded sampler starts its draws over in each process: going on from the trials
+        # already run, it would propose their values again.
+        study.sampler = tpe_sampler(settings, len(study.trials))
     previous = study.user_attrs
     if not previous:
         for key, value in recorded.items():
@@ -179,6 +181,17 @@ def open_study(
             "(or --study-name) for a new search"
         )
     return study
+
+
+def tpe_sampler(settings: TuneSettings, done: int) -> Any:
+    """TPE for a study with ``done`` trials: seeded (``sampler_seed``) by how far it has come,
+    so a resumed search draws on where it stopped, as repeatably as the first run."""
+    import optuna
+
+    seed = None if settings.sampler_seed is None else settings.sampler_seed + done
+    return optuna.samplers.TPESampler(
+        n_startup_trials=settings.startup, seed=seed, constant_liar=True
+    )
 
 
 class Log:

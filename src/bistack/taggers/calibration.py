@@ -31,13 +31,17 @@ from typing import Any
 
 from bistack.data.conll import Sentence
 from bistack.metrics.entities import PRF
-from bistack.metrics.text import expected_calibration_error
+from bistack.metrics.text import (
+    MAX_TEMPERATURE,
+    expected_calibration_error,
+    plausible_temperature,
+)
 from bistack.schemes import PLAIN, spans_from_tags
 from bistack.taggers.consistency import consistent
 from bistack.taggers.decoding import TagDecoder
 from bistack.taggers.tagging import EmissionBatch, Emitter, Tagging
 
-LOG_BOUNDS = (math.log(0.05), math.log(20.0))  # the temperatures searched
+LOG_BOUNDS = (math.log(0.05), math.log(MAX_TEMPERATURE))  # the temperatures searched
 STEPS = 30  # golden-section steps: the bracket shrinks to 0.618**30 of its width (~2e-6)
 
 
@@ -78,6 +82,12 @@ class TemperatureFit:
     held_out: list[dict[str, float]]
 
     @property
+    def kept(self) -> bool:
+        """Whether the model keeps it: a fit that ran into the search's bounds says the tagger
+        is near chance on dev, or separates it perfectly, not how sure it should be."""
+        return plausible_temperature(self.temperature)
+
+    @property
     def held_out_before(self) -> float:
         return sum(h["ece_before"] for h in self.held_out) / len(self.held_out)
 
@@ -97,6 +107,11 @@ class TemperatureFit:
         }
 
     def summary(self) -> str:
+        if not self.kept:
+            return (
+                f"entity confidences kept as trained: the temperature fitted on dev reached "
+                f"{MAX_TEMPERATURE:g}, the most searched (a tagger near chance on dev)"
+            )
         return (
             f"entity confidences: temperature {self.temperature:.3f} fitted on dev "
             f"({self.entities} predicted entities); expected calibration error "
@@ -219,6 +234,11 @@ class ConsistencyCheck:
         return {"consistency": self.threshold, "consistency_dev": measured}
 
     def summary(self) -> str:
+        if not self.kept:
+            return (
+                f"entity confidences kept as trained: the temperature fitted on dev reached "
+                f"{MAX_TEMPERATURE:g}, the most searched (a tagger near chance on dev)"
+            )
         return (
             f"document consistency: entities under {self.threshold:g} sure take the type of the "
             f"same words at least as sure in their document; on dev {self.retyped} retyped "

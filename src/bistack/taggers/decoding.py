@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from bistack.crf_kernels import IMPOSSIBLE, log_partition, viterbi_best, viterbi_top_k
+from bistack.metrics.text import checked_temperature
 from bistack.schemes import PLAIN
 from bistack.taggers.confidence import (
     CRFScores,
@@ -225,7 +226,7 @@ class TagDecoder:
             scores = CRFScores(
                 *(np.asarray(crf[key], dtype=np.float32) for key in ("transitions", "start", "end"))
             )
-        temperature = float(data.get("temperature", 1.0))  # absent: written uncalibrated
+        temperature = checked_temperature(data.get("temperature", 1.0))  # absent: uncalibrated
         consistency = float(data.get("consistency", 0.0))  # absent: each sentence alone
         return cls(list(data["labels"]), str(data["scheme"]), scores, temperature, consistency)
 

@@ -121,7 +121,8 @@ def finish_tagger(
             "right (or all wrong, or none), so there is nothing to fit a temperature on"
         )
     else:
-        best.calibration = fit.to_json()
+        if fit.kept:
+            best.calibration = fit.to_json()
         run.say(fit.summary())
     threshold = best.config.head.document_consistency
     if threshold:

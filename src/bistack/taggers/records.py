@@ -198,6 +198,15 @@ def in_output_scheme(analysis: Analysis, labels: Sequence[str], scheme: str) -> 
     )
 
 
+def check_min_confidence(value: float | None) -> None:
+    """ValueError unless ``value`` is None or a probability (NaN, 2 or -1 would silently keep
+    every entity or none)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise ValueError(f"min_confidence must be a probability in [0, 1], got {value!r}")
+
+
 def tagged_text(
     text: str,
     sentences: Sequence[Sequence[Token]],

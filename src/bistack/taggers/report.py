@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bistack.data.tagged import read_tagged
+from bistack.fingerprints import content_digest
 from bistack.metrics.errors import (
     CLASSES,
     NONE,
@@ -20,6 +21,7 @@ from bistack.metrics.errors import (
     type_confusion,
 )
 from bistack.metrics.text import expected_calibration_error, reliability
+from bistack.runs.card import read_card
 from bistack.schemes import PLAIN, convert_tags, spans_from_tags
 
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
@@ -30,9 +32,10 @@ def spans_of(tags: list[str]) -> list[tuple[int, int, str]]:
     return [(s.start, s.end, s.label) for s in spans_from_tags(tags)]
 
 
-def seen_entities(model: Any) -> tuple[set[str] | None, str]:
-    """The entity texts (lowercased) of the file the model was trained on, and a note; None
-    when that file is not there to read."""
+def seen_entities(model: Any, model_dir: str | Path) -> tuple[set[str] | None, str]:
+    """The entity texts (lowercased) of the file the model in ``model_dir`` was trained on, and
+    a note; None when that file is not there to read, or is no longer the one it read (its
+    card's digest of it differs)."""
     data = model.config.data
     train = str(data.train)
     if not train or train.startswith("memory:") or not Path(train).is_file():
@@ -40,11 +43,18 @@ def seen_entities(model: Any) -> tuple[set[str] | None, str]:
             f"the training file ({train or 'not recorded'}) is not there to read: recall on "
             "entities seen in training and unseen ones is left out"
         )
+    recorded = ((read_card(model_dir) or {}).get("data_digests") or {}).get("data.train")
+    if recorded is not None and recorded != content_digest(train):
+        return None, (
+            f"the training file {train} has changed since the model was trained on it: recall "
+            "on entities seen in training and unseen ones is left out"
+        )
     seen = set()
     for sentence in read_tagged(train, data):
         for start, end, _ in spans_of(convert_tags(sentence.tags, "BIO")):
             seen.add(" ".join(sentence.tokens[start:end]).lower())
-    return seen, f"seen in training: an entity whose text occurs as an entity in {train}"
+    checked = "" if recorded else " (this model does not record which file it read: assumed)"
+    return seen, f"seen in training: an entity whose text occurs as an entity in {train}{checked}"
 
 
 def marked(tokens: list[str], spans: list[tuple[int, int, str]], confidences=None) -> list:
@@ -64,7 +74,7 @@ def marked(tokens: list[str], spans: list[tuple[int, int, str]], confidences=Non
     return segments
 
 
-def tagger_report(model: Any, path: str | Path) -> dict[str, Any]:
+def tagger_report(model: Any, path: str | Path, model_dir: str | Path) -> dict[str, Any]:
     """One section of the report: the scores ``evaluate`` gives, and what explains them."""
     sentences = read_tagged(path, model.config.data)
     scores = model.score(sentences, path)
@@ -115,7 +125,7 @@ def tagger_report(model: Any, path: str | Path) -> dict[str, Any]:
         "predicted type (columns); (none): missed or spurious", "rows": [*types, NONE],
         "columns": [*types, NONE], "values": confusion,
     })  # fmt: skip
-    seen, note = seen_entities(model)
+    seen, note = seen_entities(model, model_dir)
     section["notes"].append(note)
     if seen is not None:
         split = {"seen": [0, 0], "unseen": [0, 0]}  # [found, gold]

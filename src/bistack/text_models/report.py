@@ -38,7 +38,7 @@ def shaded(prediction: Any) -> list[dict[str, Any]]:
     return segments
 
 
-def classifier_report(model: Any, path: str | Path) -> dict[str, Any]:
+def classifier_report(model: Any, path: str | Path, model_dir: str | Path) -> dict[str, Any]:
     examples = examples_of(model, path)
     scores = model.score(examples, path)
     labels = model.labels
@@ -88,7 +88,7 @@ def classifier_report(model: Any, path: str | Path) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def regressor_report(model: Any, path: str | Path) -> dict[str, Any]:
+def regressor_report(model: Any, path: str | Path, model_dir: str | Path) -> dict[str, Any]:
     from bistack.data.tables import parse_targets
 
     examples = examples_of(model, path)

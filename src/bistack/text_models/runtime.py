@@ -65,6 +65,7 @@ class ExportedText(TextModelBase):
         self.outputs: Outputs = (
             self.OUTPUTS(info) if files.version >= 2 else final(self.OUTPUTS, info)
         )
+        files.expect_columns({files.output_names[0]: len(self.outputs)})  # scores (outputs)
 
     @classmethod
     def load(cls, path: str | Path, threads: int | None = None) -> ExportedText:
