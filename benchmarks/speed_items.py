@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from bistack.crf_scan import log_partition_scan
 from bistack.data.batching import collate_tagging
 from bistack.data.features import TokenVocabularies
 from bistack.runs.loop import build_optimizer
@@ -156,7 +157,7 @@ def ablation_item(plan: dict, quick: bool) -> list[dict]:
         "all changes",
         "char BiLSTM in one group",
         "Adam not fused",
-        "CRF partition in torch ops",
+        "CRF partition as a parallel scan",
         "torch's dropout (bernoulli_ mask)",
     ]
     setups = []
@@ -167,8 +168,8 @@ def ablation_item(plan: dict, quick: bool) -> list[dict]:
         else:
             optimizer = build_optimizer(config.optimizer, model)
         crf = model.head.crf
-        if variant == "CRF partition in torch ops":
-            crf._log_partition = crf._log_partition_tensor
+        if variant == "CRF partition as a parallel scan":
+            crf._log_partition = log_partition_scan
         if variant.startswith("torch's dropout"):
             for module in list(model.modules()):
                 for name, child in module.named_children():

@@ -7,6 +7,7 @@ import torch
 import torchcrf
 
 from bistack.crf import CRF
+from bistack.crf_scan import log_partition_scan, viterbi_scan
 from bistack.schemes import allowed_transitions
 
 LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
@@ -101,12 +102,14 @@ def test_decode_equals_brute_force_argmax_and_top_k(constrained):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("ties", [False, True])
-def test_compiled_cpu_decode_equals_the_tensor_decode(dtype, ties):
+def test_compiled_cpu_decode_equals_the_scan_decode(dtype, ties):
+    """The compiled kernel (CPU) and the parallel scan (GPU) find the same best paths; where
+    several paths tie, each finds one of them, with the best score."""
     allowed = allowed_transitions("BIOES", ["O", "B-X", "I-X", "E-X", "S-X"])
     crf = make_crf(5, allowed)
     generator = torch.Generator().manual_seed(3)
     emissions = torch.randn(40, 30, 5, generator=generator, dtype=dtype)
-    if ties:  # integer scores everywhere: many equal paths, broken the same way by both
+    if ties:  # integer scores everywhere: many equal paths
         emissions = emissions.round()
         with torch.no_grad():
             for parameter in crf.parameters():
@@ -116,15 +119,20 @@ def test_compiled_cpu_decode_equals_the_tensor_decode(dtype, ties):
     mask = torch.arange(30) < lengths.unsqueeze(1)
     transitions, start, end = (score.to(dtype) for score in crf.constrained_scores())
     compiled = crf.decode(emissions, mask)
-    tensor = crf._viterbi_best_tensor(emissions, mask, transitions, start, end)
-    assert torch.equal(compiled.tags, tensor.tags)
-    assert torch.equal(compiled.lengths, tensor.lengths)
-    torch.testing.assert_close(compiled.scores, tensor.scores)
-    assert compiled.scores.dtype == dtype
+    tags, best = viterbi_scan(emissions, mask, transitions, start, end)
+    torch.testing.assert_close(compiled.scores[:, 0], best)
+    assert compiled.scores.dtype == best.dtype == dtype
+    assert torch.all(tags[~mask] == 0)
+    if not ties:
+        assert torch.equal(compiled.tags[:, 0], tags)
+    for b, length in enumerate(lengths.tolist()):  # the scan's path scores what it says
+        path = tags[b, :length].tolist()
+        scored = path_score(crf, emissions[b].float(), path)
+        torch.testing.assert_close(scored.to(dtype), best[b], atol=1e-4, rtol=0)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_compiled_cpu_log_partition_equals_the_tensor_one_in_value_and_gradient(dtype):
+def test_compiled_cpu_log_partition_equals_the_scan_in_value_and_gradient(dtype):
     crf = make_crf(5, allowed_transitions("BIOES", ["O", "B-X", "I-X", "E-X", "S-X"]))
     generator = torch.Generator().manual_seed(4)
     emissions = torch.randn(30, 25, 5, generator=generator, dtype=dtype)
@@ -142,7 +150,7 @@ def test_compiled_cpu_log_partition_equals_the_tensor_one_in_value_and_gradient(
         return log_z, [inputs.grad] + [p.grad.clone() for p in crf.parameters()]
 
     compiled, compiled_grads = value_and_grads(crf._log_partition)
-    reference, reference_grads = value_and_grads(crf._log_partition_tensor)
+    reference, reference_grads = value_and_grads(log_partition_scan)
     assert compiled.dtype == dtype
     tolerance = 1e-4 if dtype == torch.float32 else 1e-9
     torch.testing.assert_close(compiled, reference, atol=tolerance, rtol=0)
@@ -166,7 +174,7 @@ def test_compiled_log_partition_falls_back_to_log_space_when_scaled_sums_underfl
         return log_z, inputs.grad
 
     compiled, compiled_grad = value_and_grad(crf._log_partition)
-    reference, reference_grad = value_and_grad(crf._log_partition_tensor)
+    reference, reference_grad = value_and_grad(log_partition_scan)
     assert torch.isfinite(compiled).all()
     torch.testing.assert_close(compiled, reference)
     torch.testing.assert_close(compiled_grad, reference_grad)
@@ -295,3 +303,61 @@ def test_a_forbidden_end_is_an_error():
     crf = CRF(len(labels), allowed_transitions("BIOES", labels), names=labels)
     with pytest.raises(ValueError, match="ends with I-PER"):
         crf.nll(torch.randn(1, 2, len(labels)), torch.tensor([[1, 2]]))
+
+
+@pytest.mark.parametrize("constrained", [False, True])
+def test_the_scan_equals_brute_force_in_float64(constrained):
+    """The GPU's path, forced on the CPU: log Z, its gradient (the tag marginals) and the best
+    path against enumeration of every path, in float64."""
+    labels = ["O", "B-X", "I-X", "E-X", "S-X"]
+    allowed = allowed_transitions("BIOES", labels) if constrained else None
+    crf = make_crf(5, allowed).double()
+    emissions, _, mask = make_batch(batch_size=4, seq_len=5, num_tags=5, lengths=(5, 3, 1, 4))
+    emissions = emissions.double().requires_grad_()
+    scores = crf.constrained_scores()
+    log_z = log_partition_scan(emissions, mask, *scores)
+    log_z.sum().backward()
+    tags, best = viterbi_scan(emissions.detach(), mask, *scores)
+    for b, length in enumerate(mask.sum(1).tolist()):
+        expected, paths, ranked = brute_force(crf, emissions[b].detach(), length)
+        torch.testing.assert_close(log_z[b], expected, atol=1e-9, rtol=0)
+        assert tags[b, :length].tolist() == list(paths[0])
+        torch.testing.assert_close(best[b], ranked[0], atol=1e-9, rtol=0)
+        # d log Z / d emissions[t, k] = P(tag t is k): the marginals from enumeration
+        probabilities = torch.softmax(torch.stack([path_score(crf, emissions[b].detach(), p)
+                                                   for p in paths]), 0)  # fmt: skip
+        for t in range(length):
+            for k in range(5):
+                marginal = sum(q for q, p in zip(probabilities, paths, strict=True) if p[t] == k)
+                torch.testing.assert_close(emissions.grad[b, t, k], marginal, atol=1e-9, rtol=0)
+    assert torch.all(emissions.grad[~mask] == 0)
+
+
+def operators_run(call) -> int:
+    """How many operators (a GPU kernel launch each, at least) ``call`` runs, as the profiler
+    counts them on the CPU."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as profiled:
+        call()
+    return sum(1 for event in profiled.events() if event.name.startswith("aten::"))
+
+
+def test_the_scan_runs_a_number_of_operators_that_grows_with_log_length_not_length():
+    crf = make_crf(9)
+
+    def training_step(seq_len):
+        emissions = torch.randn(8, seq_len, 9, dtype=torch.float64, requires_grad=True)
+        mask = torch.ones(8, seq_len, dtype=torch.bool)
+        scores = [s.double() for s in crf.constrained_scores()]
+        return lambda: log_partition_scan(emissions, mask, *scores).sum().backward()
+
+    short, long = operators_run(training_step(16)), operators_run(training_step(256))
+    # 4 levels against 8: the operators grow by about twice the first's levels, not 16-fold
+    assert long < 2.5 * short, (short, long)
+    scores = crf.constrained_scores()
+    decode = [
+        operators_run(lambda n=n: viterbi_scan(*make_batch(8, n, 9, [n] * 8)[::2], *scores))
+        for n in (16, 256)
+    ]
+    assert decode[1] < 2.5 * decode[0], decode

@@ -263,3 +263,17 @@ def test_the_recurrent_encoder_keeps_the_encoder_contract():
     encoder = RecurrentEncoder(4, 3, bidirectional=False)
     assert isinstance(encoder, SequenceEncoder)
     assert encoder.output_size == 3 and encoder.bidirectional is False
+
+
+@pytest.mark.parametrize(("cell", "bidirectional", "num_layers", "residual"), CONFIGS)
+def test_the_gpu_path_forced_on_the_cpu_equals_the_cpu_path(
+    cell, bidirectional, num_layers, residual
+):
+    """On CUDA the encoder runs its modules over packed sequences (cuDNN's own layout); the
+    states are the CPU path's, padding-exact alike."""
+    encoder = make_encoder(cell, bidirectional, num_layers, residual)
+    lengths = torch.tensor([7, 2, 5, 1, 7])
+    inputs = torch.randn(5, 9, 5)
+    mask = torch.arange(9) < lengths.unsqueeze(1)
+    packed = encoder._run_packed(inputs, lengths) * mask.unsqueeze(-1)
+    torch.testing.assert_close(packed, encoder(inputs, lengths=lengths).states, atol=1e-6, rtol=0)

@@ -22,7 +22,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "bistack"
 BLOCKS = [
     *("masking", "dropout", "encoders", "min_cells", "min_cell_kernels", "pooling"),
-    *("layer_pooling", "crf", "crf_kernels", "schemes", "streaming", "causality", "errors"),
+    *("layer_pooling", "crf", "crf_kernels", "crf_scan", "schemes", "streaming", "causality"),
+    "errors",
     "_version",
 ]
 SHARED = [

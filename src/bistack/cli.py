@@ -22,7 +22,9 @@ from bistack._version import __version__
 from bistack.corpus.predict import CHUNK_SIZE
 from bistack.corpus.sources import INPUT_FORMATS
 from bistack.errors import BistackError, ConfigError
-from bistack.paths import refuse_overlap
+from bistack.models.precision import INFERENCE_PRECISIONS, autocast_for
+from bistack.onnx_session import is_exported
+from bistack.paths import refuse_overlap, refuse_shared_folder
 from bistack.process_environment import MODEL_PROCESS_ENVIRONMENT
 from bistack.studies.pooler_variants import POOLER_VARIANTS
 
@@ -136,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     train.add_argument("--strategy", default="auto", help="Fabric strategy, e.g. ddp")
     train.add_argument("--accelerator", default="cpu", help="cpu, cuda, auto (default cpu)")
+    add_matmul_flag(train)
     add_progress_flags(train)
     add_log_format(train)
     add_threads_flag(train)
@@ -156,7 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="write DIR/report.html (offline), its charts and report.json: what the scores mean",
     )
+    evaluate.add_argument(
+        "--overwrite", action="store_true", help="replace the report an earlier --report wrote"
+    )
     evaluate.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
+    add_matmul_flag(evaluate)
+    add_inference_precision(evaluate)
     add_threads_flag(evaluate)
     evaluate.set_defaults(run=run_evaluate)
 
@@ -265,6 +273,8 @@ def build_parser() -> argparse.ArgumentParser:
         "sentence) and print each tag as soon as it is final",
     )
     add_progress_flags(predict)
+    add_matmul_flag(predict)
+    add_inference_precision(predict)
     add_threads_flag(predict)
     predict.set_defaults(run=run_predict)
 
@@ -426,6 +436,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def add_matmul_flag(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--matmul-precision",
+        choices=["highest", "high", "medium"],
+        default="high",
+        help="float32 matrix products on a CUDA GPU: high lets Ampere and later use TF32 "
+        "tensor cores (default), highest keeps full float32; the CPU is not affected",
+    )
+
+
+def on_device(name: str, args: argparse.Namespace) -> str:
+    """``--device`` checked (:func:`checked_device`), with ``--matmul-precision`` applied to
+    it."""
+    device = checked_device(name)
+    if device != "cpu":
+        from bistack.models.devices import set_matmul_precision
+
+        set_matmul_precision(device, args.matmul_precision)
+    return device
+
+
 def add_threads_flag(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--threads",
@@ -441,7 +472,7 @@ def configure_threads(args: argparse.Namespace) -> None:
     onnxruntime start, and warn a training command when the machine is oversubscribed."""
     if not hasattr(args, "threads"):
         return
-    from bistack.threads import choose_threads, oversubscription
+    from bistack.threads import choose_threads, oversubscription, threads_running_elsewhere
 
     cpus = len(os.sched_getaffinity(0))
     devices = str(getattr(args, "devices", "1"))
@@ -474,9 +505,8 @@ def configure_threads(args: argparse.Namespace) -> None:
     if tuning and args.worker_of is not None:  # its parent said it, for all its workers
         return
     if args.command in ("train", "ladder", "compare-poolers", "demo", "tune"):
-        # Said in the run's log (stdout), with what else runs now: the tasks running, less
-        # this one (the 4th field of /proc/loadavg counts it).
-        warning = oversubscription(threads, processes, cpus, max(0, running_tasks() - 1))
+        # Said in the run's log (stdout), with what else runs now.
+        warning = oversubscription(threads, processes, cpus, threads_running_elsewhere())
         if warning:
             say_as(getattr(args, "log_format", "text"))(f"warning: {warning}")
         return
@@ -484,15 +514,6 @@ def configure_threads(args: argparse.Namespace) -> None:
     warning = oversubscription(threads, processes, cpus, 0)
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
-
-
-def running_tasks() -> int:
-    """Tasks running on the machine right now, this one included (Linux; 1 elsewhere)."""
-    try:
-        with open("/proc/loadavg") as handle:
-            return int(handle.read().split()[3].split("/")[0])
-    except (OSError, ValueError, IndexError):
-        return 1
 
 
 def add_progress_flags(command: argparse.ArgumentParser) -> None:
@@ -557,6 +578,7 @@ def run_compare_poolers(args: argparse.Namespace) -> int:
     poolers = args.poolers.split(",") if args.poolers else list(POOLER_VARIANTS)
     output = args.output or str(Path("runs") / f"compare-{Path(args.config).stem}")
     refuse_overlap(output, [("the config", args.config)], "--output")
+    refuse_shared_folder(output, "--output")
     compare_poolers(
         config,  # type: ignore[arg-type]
         output,
@@ -580,6 +602,7 @@ def run_ladder(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.set)
     output = args.output or str(Path("runs") / f"ladder-{Path(args.config).stem}")
     refuse_overlap(output, [("the config", args.config)], "--output")
+    refuse_shared_folder(output, "--output")
     ladder(
         config,
         output,
@@ -674,6 +697,7 @@ def run_tune(args: argparse.Namespace) -> int:
     output = Path(args.output or Path("runs") / f"tune-{Path(args.config).stem}")
     inputs = [("the config", args.config), ("the space", args.space)]
     refuse_overlap(output, inputs, "--output")  # fmt: skip
+    refuse_shared_folder(output, "--output")
     settings = TuneSettings(
         trials=args.trials,
         seeds=args.seeds,
@@ -736,12 +760,14 @@ def run_train(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.set)
     output = args.output or str(Path("runs") / Path(args.config).stem)
     refuse_overlap(output, [("the config", args.config)], "--output")
+    refuse_shared_folder(output, "--output")
     options = RunOptions(
         devices=int(args.devices) if args.devices.isdigit() else args.devices,
         num_nodes=args.num_nodes,
         strategy=args.strategy,
         accelerator=args.accelerator,
         precision=args.precision,
+        matmul_precision=args.matmul_precision,
         progress=show_progress(args),
         overwrite=args.overwrite,
         resume=args.resume,
@@ -756,19 +782,13 @@ def run_train(args: argparse.Namespace) -> int:
 def run_evaluate(args: argparse.Namespace) -> int:
     from bistack.tasks import open_model
 
-    opened = open_model(args.model, checked_device(args.device), args.threads)
-    if args.report:
-        from bistack.reports.write import write_report
-
-        sections = write_report(opened, args.data, args.report)
-        found = {s["data"]: (s["scores"], s["summary"]) for s in sections}
-        print(f"wrote {Path(args.report) / 'report.html'}, its charts and report.json",
-              file=sys.stderr)  # fmt: skip
-    else:
-        found = {}
-        for path in args.data:
-            report = opened.evaluate(path)
-            found[path] = (report.to_json(), str(report))
+    if args.overwrite and not args.report:
+        raise ConfigError("--overwrite replaces an earlier --report; give --report DIR with it")
+    device = on_device(args.device, args)
+    opened = open_model(args.model, device, args.threads)
+    refuse_precision_of_export(opened, args.precision)
+    with autocast_for(device, args.precision):
+        found = evaluations(opened, args)
     if args.json:
         scores = {path: json_scores for path, (json_scores, _) in found.items()}
         print(json.dumps(scores[args.data[0]] if len(scores) == 1 else scores))
@@ -776,6 +796,42 @@ def run_evaluate(args: argparse.Namespace) -> int:
         for path, (_, report) in found.items():
             print(f"== {path}\n{report}" if len(found) > 1 else report)
     return 0
+
+
+def evaluations(opened: Any, args: argparse.Namespace) -> dict[str, tuple[Any, str]]:
+    """Each data file's scores, as JSON and as text; with ``--report``, the report written."""
+    if not args.report:
+        found = {}
+        for path in args.data:
+            report = opened.evaluate(path)
+            found[path] = (report.to_json(), str(report))
+        return found
+    from bistack.reports.write import write_report
+
+    sections = write_report(opened, args.data, args.report, overwrite=args.overwrite)
+    print(f"wrote {Path(args.report) / 'report.html'}, its charts and report.json",
+          file=sys.stderr)  # fmt: skip
+    return {s["data"]: (s["scores"], s["summary"]) for s in sections}
+
+
+def refuse_precision_of_export(opened: Any, precision: str) -> None:
+    """``--precision`` acts on a PyTorch model's passes; an exported model runs its graph as
+    exported."""
+    if precision != "32" and opened.exported:
+        raise ConfigError(
+            f"--precision {precision}: {opened.path} is an exported model, which runs its graph "
+            "in float32 on onnxruntime; give the PyTorch model directory for mixed precision"
+        )
+
+
+def add_inference_precision(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--precision",
+        choices=INFERENCE_PRECISIONS,
+        default="32",
+        help="a PyTorch model's passes: 32 (as trained), or bf16-mixed / 16-mixed (autocast: "
+        "faster on a GPU; the scores and probabilities may move in the last digits)",
+    )
 
 
 def run_info(args: argparse.Namespace) -> int:
@@ -869,9 +925,12 @@ def run_predict(args: argparse.Namespace) -> int:
     from bistack.tasks import open_model, task_of_directory
 
     card = task_of_directory(args.model)
-    device = checked_device(args.device)
+    device = on_device(args.device, args)
+    if args.precision != "32" and is_exported(args.model):
+        refuse_precision_of_export(open_model(args.model), args.precision)
     if args.stream:
-        return stream_tags(open_model(args.model, device).streamer())
+        with autocast_for(device, args.precision):
+            return stream_tags(open_model(args.model, device).streamer())
     if not card.predict_formats:
         return fail(card.predict_hint)
     fmt = args.format or card.predict_formats[0]
@@ -900,7 +959,10 @@ def run_predict(args: argparse.Namespace) -> int:
         log_every=args.log_every,
         progress=show_progress(args),
     )
-    spec = Spec(args.model, fmt, device=device, options=options, threads=args.threads)
+    spec = Spec(
+        args.model, fmt, device=device, options=options, threads=args.threads,
+        precision=args.precision,
+    )  # fmt: skip
     return predict_command(request, spec, card)
 
 

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from torch.autograd.function import FunctionCtx, once_differentiable
 
 from bistack.crf_kernels import IMPOSSIBLE, log_partition, viterbi_best
+from bistack.crf_scan import log_partition_scan, viterbi_scan
 from bistack.masking import check_mask
 from bistack.schemes import AllowedTransitions
 
@@ -216,61 +217,21 @@ class CRF(nn.Module):
     def _log_partition(
         self, emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor
     ) -> Tensor:
-        """log Z ``(batch,)``: compiled on CPU, tensor operations (and autograd) elsewhere."""
+        """log Z ``(batch,)``: compiled on CPU, a parallel scan (and autograd) elsewhere."""
         if runs_compiled(emissions):
             return LogPartitionCPU.apply(emissions, mask.sum(dim=1), transitions, start, end)
-        return self._log_partition_tensor(emissions, mask, transitions, start, end)
-
-    def _log_partition_tensor(
-        self, emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor
-    ) -> Tensor:
-        score = start + emissions[:, 0]  # (batch, num_tags)
-        for t in range(1, emissions.size(1)):
-            # (batch, from, 1) + (from, to) + (batch, 1, to) -> logsumexp over from
-            step = torch.logsumexp(
-                score.unsqueeze(2) + transitions + emissions[:, t].unsqueeze(1), dim=1
-            )
-            score = torch.where(mask[:, t].unsqueeze(1), step, score)
-        return torch.logsumexp(score + end, dim=1)  # (batch,)
+        return log_partition_scan(emissions, mask, transitions, start, end)
 
     def _viterbi_best(
         self, emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor
     ) -> CRFDecoding:
-        """The hot path (``top_k=1``): compiled on CPU, tensor operations elsewhere."""
+        """The hot path (``top_k=1``): compiled on CPU, a parallel scan elsewhere."""
         lengths = mask.sum(dim=1)
         if runs_compiled(emissions):
             tags, best = viterbi_best_cpu(emissions, lengths, transitions, start, end)
-            return CRFDecoding(tags=tags.unsqueeze(1), scores=best.unsqueeze(1), lengths=lengths)
-        return self._viterbi_best_tensor(emissions, mask, transitions, start, end)
-
-    def _viterbi_best_tensor(
-        self, emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor
-    ) -> CRFDecoding:
-        # Steps run over padding too, and each sequence's final score is read at its own last
-        # position, so the loop needs no per-step masking.
-        batch_size, seq_len, _ = emissions.shape
-        score = start + emissions[:, 0]  # (batch, num_tags)
-        scores, history = [score], []
-        for t in range(1, seq_len):
-            # (batch, from, 1) + (from, to) -> best previous tag for each next tag
-            score, index = (score.unsqueeze(2) + transitions).max(dim=1)  # (batch, to)
-            score = score + emissions[:, t]
-            scores.append(score)
-            history.append(index)
-        last = mask.sum(dim=1) - 1  # (batch,)
-        rows = torch.arange(batch_size, device=emissions.device)
-        final = torch.stack(scores, dim=1)[rows, last] + end  # (batch, num_tags)
-        best_score, best_last = final.max(dim=1)  # (batch,)
-        tags = torch.empty(batch_size, seq_len, dtype=torch.long, device=emissions.device)
-        current = best_last
-        for t in range(seq_len - 1, -1, -1):
-            # A sequence's path starts at its own last position; before that it is padding.
-            current = torch.where(last == t, best_last, current)
-            tags[:, t] = current
-            if t:
-                current = history[t - 1].gather(1, current.unsqueeze(1)).squeeze(1)
-        tags = (tags * mask).unsqueeze(1)  # (batch, 1, seq)
-        return CRFDecoding(tags=tags, scores=best_score.unsqueeze(1), lengths=last + 1)
+        else:
+            tags, best = viterbi_scan(emissions, mask, transitions, start, end)
+        return CRFDecoding(tags=tags.unsqueeze(1), scores=best.unsqueeze(1), lengths=lengths)
 
     def _viterbi(
         self,

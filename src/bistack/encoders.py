@@ -13,6 +13,10 @@ comes after every real token; the backward direction over each sequence reversed
 length*, so its padding also comes last, then reversed back. Outputs keep the padded width (the
 ``total_length`` of ``pad_packed_sequence``) and are zero at padding. Tests pin the result to
 the packed one.
+
+On a CUDA GPU the packed path itself runs (:func:`run_packed`): cuDNN reads packed sequences
+natively, and each module's weights stay in cuDNN's flat layout, where one direction's weights
+taken alone would be copied into that layout on every call.
 """
 
 from __future__ import annotations
@@ -114,12 +118,13 @@ def reverse_within_lengths(sequences: Tensor, index: Tensor) -> Tensor:
 
 
 @functools.cache
-def cpu_runs_bf16_recurrence() -> bool:
-    """Whether this CPU's oneDNN has bfloat16 LSTM kernels (AVX-512 BF16 or AMX); elsewhere
-    ``torch.lstm`` under bf16 autocast fails with "could not create a primitive descriptor"."""
+def cpu_runs_recurrence_in(dtype: torch.dtype) -> bool:
+    """Whether this CPU's oneDNN has LSTM kernels in ``dtype`` (bfloat16: AVX-512 BF16 or AMX;
+    float16: AMX-FP16); elsewhere ``torch.lstm`` under that autocast fails with "could not create
+    a primitive descriptor"."""
     probe = nn.LSTM(2, 2, batch_first=True)
     try:
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast("cpu", dtype=dtype):
             probe(torch.zeros(1, 2, 2))
     except RuntimeError:
         return False
@@ -130,18 +135,35 @@ def run_direction(rnn: nn.RNNBase, layer: int, reverse: bool, inputs: Tensor) ->
     """One direction of one layer of ``rnn`` over ``inputs`` ``(batch, seq_len, features)``.
 
     Calls the same fused kernel as ``nn.LSTM``/``nn.GRU`` with that direction's own weights, from
-    a zero state -> ``(batch, seq_len, hidden)``. Under bfloat16 autocast on a CPU without bf16
-    recurrent kernels, the recurrence runs in float32 (mixed precision: the rest stays bf16).
+    a zero state -> ``(batch, seq_len, hidden)``. Under CPU autocast without recurrent kernels in
+    its precision, the recurrence runs in float32 (mixed precision: the rest stays in it).
     """
-    if (
-        inputs.device.type == "cpu"
-        and torch.is_autocast_enabled("cpu")
-        and torch.get_autocast_dtype("cpu") == torch.bfloat16
-        and not cpu_runs_bf16_recurrence()
-    ):
+    if needs_float32_recurrence(inputs):
         with torch.autocast("cpu", enabled=False):
             return _run_direction(rnn, layer, reverse, inputs.float())
     return _run_direction(rnn, layer, reverse, inputs)
+
+
+def needs_float32_recurrence(inputs: Tensor) -> bool:
+    """Whether a recurrence over ``inputs`` must leave CPU autocast (bfloat16 or float16): on a
+    CPU without recurrent kernels in that precision (:func:`cpu_runs_recurrence_in`), where
+    ``torch.lstm`` fails."""
+    return (
+        inputs.device.type == "cpu"
+        and torch.is_autocast_enabled("cpu")
+        and not cpu_runs_recurrence_in(torch.get_autocast_dtype("cpu"))
+    )
+
+
+def run_packed(rnn: nn.RNNBase, inputs: Tensor, lengths: Tensor) -> Tensor:
+    """``rnn`` (all its layers and directions) over right-padded ``inputs`` ``(batch, seq_len,
+    features)`` of ``lengths`` (on the host), packed -> ``(batch, seq_len, D * hidden)``, zero
+    at padding."""
+    packed = nn.utils.rnn.pack_padded_sequence(
+        inputs, lengths, batch_first=True, enforce_sorted=False
+    )
+    out, _ = rnn(packed)
+    return nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=inputs.size(1))[0]
 
 
 def _run_direction(rnn: nn.RNNBase, layer: int, reverse: bool, inputs: Tensor) -> Tensor:
@@ -251,6 +273,8 @@ class RecurrentEncoder(nn.Module):
                         x = apply_dropout(x, self.layer_dropout, self.training)
                     x = layer(x, lengths)
             return self._output(x, lengths, mask)
+        if inputs.device.type == "cuda":
+            return self._output(self._run_packed(x, lengths), lengths, mask)
         index = reversal_index(lengths, inputs.size(1)) if self.bidirectional else None
         if self.residual:
             for rnn, projection in zip(self.layers, self.projections, strict=True):
@@ -269,6 +293,17 @@ class RecurrentEncoder(nn.Module):
         # forward half at length - 1, the backward half at 0 (the residual sum likewise).
         summary = last_real_states(states, lengths, self.bidirectional)
         return EncoderOutput(states=states, summary=summary, mask=mask)
+
+    def _run_packed(self, x: Tensor, lengths: Tensor) -> Tensor:
+        """Every layer as cuDNN runs a packed sequence: the modules' own flat weights (no copy
+        per call, as one direction's weights alone would need), each direction reading only
+        real positions -> ``(batch, seq_len, output_size)``."""
+        host_lengths = lengths.cpu()  # packing orders the batch on the host
+        if not self.residual:
+            return run_packed(self.rnn, x, host_lengths)
+        for rnn, projection in zip(self.layers, self.projections, strict=True):
+            x = self.dropout(run_packed(rnn, x, host_lengths)) + projection(x)
+        return x
 
     def _run_layer(self, rnn: nn.RNNBase, layer: int, x: Tensor, index: Tensor | None) -> Tensor:
         """Both directions of one layer -> ``(batch, seq_len, output_size)``."""
@@ -339,7 +374,8 @@ def check_lengths(lengths: Tensor, batch_size: int, seq_len: int) -> None:
         raise ValueError(f"lengths must have shape ({batch_size},), got {tuple(lengths.shape)}")
     if lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
         raise ValueError(f"lengths must be an integer tensor, got {lengths.dtype}")
-    if int(lengths.min()) < 1:
-        raise ValueError(f"lengths must be >= 1, got {int(lengths.min())}")
-    if int(lengths.max()) > seq_len:
-        raise ValueError(f"lengths must be <= seq_len={seq_len}, got {int(lengths.max())}")
+    low, high = torch.stack(torch.aminmax(lengths)).tolist()  # one wait for the device
+    if low < 1:
+        raise ValueError(f"lengths must be >= 1, got {low}")
+    if high > seq_len:
+        raise ValueError(f"lengths must be <= seq_len={seq_len}, got {high}")

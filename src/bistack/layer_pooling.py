@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from bistack.dropout import Dropout
+from bistack.encoders import needs_float32_recurrence
 from bistack.masking import masked_softmax
 
 RecurrentSummary = Literal["final_states", "last_output"]
@@ -94,7 +95,11 @@ class RecurrentLayerPooling(nn.Module):
         Every sequence has the same length (the number of layers), so nothing is padded or packed.
         """
         _check_layers(layers, self.hidden_size)
-        out, state = self.rnn(layers)  # out: (batch_size, num_layers, 2 * lstm_hidden)
+        if needs_float32_recurrence(layers):  # bf16 autocast on a CPU without bf16 LSTMs
+            with torch.autocast("cpu", enabled=False):
+                out, state = self.rnn(layers.float())
+        else:
+            out, state = self.rnn(layers)  # out: (batch_size, num_layers, 2 * lstm_hidden)
         if self.summary == "last_output":
             return self.dropout(out[:, -1, :])
         h_n = state[0] if isinstance(state, tuple) else state  # (2, batch_size, lstm_hidden)

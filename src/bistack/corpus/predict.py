@@ -28,6 +28,7 @@ from bistack.corpus.sources import Record
 from bistack.errors import BistackError, DataError
 from bistack.formats import FORMATS
 from bistack.inputs import Input, described, unicode_problem
+from bistack.models.precision import InferencePrecision, autocast_for
 from bistack.models.spelling_cache import each_batch_alone
 from bistack.processes import die_with
 from bistack.tasks import Opened, open_model
@@ -39,8 +40,9 @@ IDLE_SECONDS = 0.05  # a pipe that has said nothing for this long gets what came
 @dataclass(frozen=True)
 class Spec:
     """What to open and how to predict: the model directory (PyTorch or exported), the output
-    format (``jsonl``, ``conll``...), the device, the options its ``predict`` takes, and the
-    threads of an exported model's session (None: one per core)."""
+    format (``jsonl``, ``conll``...), the device, the options its ``predict`` takes, the
+    threads of an exported model's session (None: one per core), and the precision of a PyTorch
+    model's passes."""
 
     model: str
     fmt: str
@@ -49,6 +51,7 @@ class Spec:
     threads: int | None = None
     # Records of an --input file carry their place (line, row) and id into their predictions.
     placed: bool = False
+    precision: InferencePrecision = "32"  # a PyTorch model's forward passes (autocast)
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,7 @@ def predict_records(opened: Opened, spec: Spec, records: list[Record]) -> list[O
     """Each record's formatted prediction, or why it has none, in order. Records are predicted
     together by the input of the model's card that takes them (texts, token lists...), and
     from this chunk alone: a resumed run writes each chunk's bytes as the first run did."""
-    with each_batch_alone():
+    with each_batch_alone(), autocast_for(spec.device, spec.precision):
         return _predict_records(opened, spec, records)
 
 

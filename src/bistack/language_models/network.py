@@ -21,7 +21,7 @@ from bistack.language_models.config import LanguageModelConfig
 from bistack.models.builders import build_encoder
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen: mixed precision walks the batch (Fabric's convert_input)
 class LMBatch:
     """words: ``(batch_size, seq_len)`` input ids (0 at padding); targets: the next token at
     each position, -100 at padding; mask: True at real positions."""

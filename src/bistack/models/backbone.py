@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from bistack.config import BackboneConfig
 from bistack.data.subwords import SubwordSettings, text_windows, word_pieces
 from bistack.data.word_rows import Context
 from bistack.errors import ModelFileError
@@ -49,7 +50,7 @@ def resolve_backbone(path: str) -> Path:
     return folder
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen: mixed precision walks the batch (Fabric's convert_input)
 class SubwordBatch:
     """Tokenised texts, as windows.
 
@@ -273,7 +274,7 @@ class TransformerBackbone(nn.Module):
         return LayerVectors(torch.cat(cls_parts)[inverse], torch.cat(mean_parts)[inverse])
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen: mixed precision walks the batch (Fabric's convert_input)
 class WordPieces:
     """Pre-tokenised sentences as subword rows, with each word's subwords located.
 
@@ -376,3 +377,20 @@ def word_layer_states(
         0, pieces.subword_word[real], torch.ones_like(pieces.subword_word[real], dtype=flat.dtype)
     )
     return sums / counts[:, None, None]
+
+
+def trained_backbone(
+    backbone: TransformerBackbone | None, config: BackboneConfig
+) -> TransformerBackbone | None:
+    """The backbone a network trains, as ``config`` says: None when it is frozen (the network
+    reads cached vectors), else ``backbone``, recomputing its activations in the backward pass
+    when ``gradient_checkpointing`` is on."""
+    if not config.finetune or backbone is None:
+        return None
+    if config.gradient_checkpointing:
+        model = backbone.model
+        if hasattr(model, "activation_checkpointing_enable"):  # its name from transformers 5.2x
+            model.activation_checkpointing_enable({"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable({"use_reentrant": False})
+    return backbone

@@ -20,7 +20,8 @@ class CharLSTMEncoder(nn.Module):
     grows with the padded width. Three groups cut a CoNLL batch's char BiLSTM time by about a
     quarter (``benchmarks/results/speed.md``); a group has at least ``words_per_group`` words,
     so a single sentence's few words run in one call pair, not three (its latency is the
-    calls'). The result is the same whatever the grouping.
+    calls'). On a GPU the encoder reads packed sequences, which carry no padding, so all words
+    run in one call. The result is the same whatever the grouping.
     """
 
     length_groups = 3
@@ -37,6 +38,8 @@ class CharLSTMEncoder(nn.Module):
         order = torch.argsort(lengths)
         parts = []
         groups = min(self.length_groups, max(1, len(order) // self.words_per_group))
+        if chars.device.type == "cuda":  # packed there: padding costs nothing, calls do
+            groups = 1
         for group in order.chunk(groups):
             width = int(lengths[group].max())
             embedded = self.embedding(chars[group, :width])

@@ -25,9 +25,12 @@ from tqdm import tqdm
 from bistack.config import OptimizerConfig, TrainConfig
 from bistack.errors import BistackError, ConfigError
 from bistack.metrics.dev import Evaluation
+from bistack.models.devices import MatmulPrecision, set_matmul_precision
 from bistack.runs.averaging import WeightAverage
 from bistack.runs.checkpoint import Checkpoint, LoopState, save_checkpoint
 from bistack.runs.rundir import RunDirectory
+from bistack.runs.tensorboard import ScalarEvents
+from bistack.runs.tensorboard import installed as tensorboard_installed
 
 if TYPE_CHECKING:
     from lightning_fabric import Fabric
@@ -98,6 +101,7 @@ def start_run(
     num_nodes: int = 1,
     accelerator: str,
     precision: str | None = None,
+    matmul_precision: MatmulPrecision = "high",
     overwrite: bool = False,
     resume: bool = False,
     log_format: Literal["text", "json"] = "text",
@@ -106,6 +110,8 @@ def start_run(
     0) lock the output and start staging, or, to ``resume``, write into it directly."""
     from lightning_fabric import Fabric  # only training needs it: most of a second to import
 
+    if accelerator in ("cuda", "gpu", "auto") and torch.cuda.is_available():
+        set_matmul_precision("cuda", matmul_precision)  # before Fabric, which checks it
     try:
         fabric = Fabric(
             accelerator=accelerator,
@@ -136,10 +142,13 @@ def start_run(
     return run
 
 
-def build_optimizer(options: OptimizerConfig, model: torch.nn.Module) -> torch.optim.Optimizer:
+def build_optimizer(
+    options: OptimizerConfig, model: torch.nn.Module, *, fused: bool = True
+) -> torch.optim.Optimizer:
     """The optimizer the config names. A model with ``parameter_groups(lr)`` (e.g. a fine-tuned
     backbone under a head) gets one learning rate per group; each group keeps its base rate in
-    ``base_lr`` for the schedule."""
+    ``base_lr`` for the schedule. ``fused`` False: Adam's per-parameter loop, which a loss
+    scaler (float16 mixed precision) can unscale before clipping."""
     groups_of = getattr(model, "parameter_groups", None)
     groups = groups_of(options.lr) if groups_of else [{"params": list(model.parameters())}]
     for group in groups:
@@ -150,7 +159,17 @@ def build_optimizer(options: OptimizerConfig, model: torch.nn.Module) -> torch.o
     optimizer_class = torch.optim.Adam if options.name == "adam" else torch.optim.AdamW
     # fused: one kernel per step instead of a dozen passes over every parameter, 6x faster
     # on CPU for the dense update of a word-embedding table (benchmarks/results/speed.md).
-    return optimizer_class(groups, weight_decay=options.weight_decay, fused=True)
+    return optimizer_class(groups, weight_decay=options.weight_decay, fused=fused)
+
+
+def optimizer_for(
+    fabric: Fabric, options: OptimizerConfig, model: torch.nn.Module
+) -> torch.optim.Optimizer:
+    """The optimizer ``fit`` trains with: fused, unless a loss scaler (float16 mixed precision
+    on a GPU) must unscale the gradients before they are clipped, which a fused optimizer,
+    unscaling inside its own step, does not allow."""
+    scaled = getattr(fabric.strategy.precision, "scaler", None) is not None
+    return build_optimizer(options, model, fused=not scaled)
 
 
 @dataclass(frozen=True)
@@ -174,18 +193,14 @@ class Schedule:
 
 
 class MetricsLog:
-    """metrics.csv, one row per epoch, plus TensorBoard when it is installed; both in the run's
-    folder of the moment (staging, then the output)."""
+    """metrics.csv, one row per epoch, plus a TensorBoard event file when TensorBoard is
+    installed (``bistack.runs.tensorboard``); both in the run's folder of the moment (staging,
+    then the output)."""
 
     def __init__(self, run: Run) -> None:
         self.run = run
         run.output.mkdir(parents=True, exist_ok=True)
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError:  # tensorboard is optional
-            self.tensorboard = None
-        else:
-            self.tensorboard = SummaryWriter(str(run.output / "tensorboard"))
+        self.events = ScalarEvents() if tensorboard_installed() else None
 
     def keep_until(self, epoch: int) -> None:
         """Drop the rows after ``epoch`` (a resumed run computes them again)."""
@@ -205,11 +220,9 @@ class MetricsLog:
             if new:
                 writer.writeheader()
             writer.writerow(row)
-        if self.tensorboard is not None:
-            for key, value in row.items():
-                if key != "epoch":
-                    self.tensorboard.add_scalar(key, value, int(row["epoch"]))
-            self.tensorboard.flush()
+        if self.events is not None:
+            scalars = {key: value for key, value in row.items() if key != "epoch"}
+            self.events.write(self.run.output, scalars, int(row["epoch"]))
 
 
 def fit(
@@ -234,8 +247,7 @@ def fit(
     """
     fabric, say = run.fabric, run.say
     log = MetricsLog(run) if fabric.is_global_zero else None
-    optimizer = build_optimizer(optimizer_config, model)
-    wrapped, optimizer = fabric.setup(model, optimizer)
+    wrapped, optimizer = fabric.setup(model, optimizer_for(fabric, optimizer_config, model))
     average = WeightAverage(model, train.weight_average) if train.weight_average else None
     best, best_epoch, stale, epoch, spent, first = float("-inf"), 0, 0, 0, 0.0, 1
     if resume is not None:
@@ -278,8 +290,10 @@ def fit(
                 progress and fabric.is_global_zero,
                 epoch,
                 average,
+                train.accumulate_batches,
             )
-            with averaged(average):  # dev scores the weights the best model would keep
+            # dev scores the weights the best model would keep, at the training's precision
+            with averaged(average), fabric.autocast():
                 evaluation = task.evaluate()
             improved = evaluation.score > best  # a NaN score never improves
             elapsed = time.monotonic() - started
@@ -294,9 +308,11 @@ def fit(
                 log.write(row)
             if improved:
                 best, best_epoch, stale = evaluation.score, epoch, 0
-                if fabric.is_global_zero:
-                    with averaged(average):
+                with averaged(average):
+                    refuse_non_finite_weights(model, epoch, optimizer)
+                    if fabric.is_global_zero:
                         task.save_weights(run.model_dir)
+                if fabric.is_global_zero:
                     run.directory.commit()
             else:
                 stale += 1
@@ -372,26 +388,41 @@ def run_epoch(
     show: bool,
     epoch: int = 0,
     average: WeightAverage | None = None,
+    accumulate: int = 1,
 ) -> float:
     """One pass over ``batches``; returns the mean training loss.
 
-    ``lr_factor(step)`` scales each group's base rate at the epoch's ``step``-th batch. A loss
-    or gradient norm that is not finite raises :class:`TrainingDiverged` before the step.
-    ``average``, when given, takes in the weights after every step.
+    The optimizer steps once every ``accumulate`` batches (and after the last), on their
+    gradients summed, each batch's loss divided by how many its step takes; under DDP the
+    processes exchange gradients once per step. ``lr_factor(step)`` scales each group's base
+    rate at the step's first batch (``step`` counts batches). A loss or gradient norm that is
+    not finite raises :class:`TrainingDiverged` before the step. ``average``, when given, takes
+    in the weights after every step.
     """
     model.train()
     total, count = 0.0, 0
     bar = tqdm(batches, desc=description, disable=not show, leave=False, dynamic_ncols=True)
     for step, indices in enumerate(bar):
-        for group in optimizer.param_groups:
-            group["lr"] = group["base_lr"] * lr_factor(step)
+        first = step - step % accumulate  # the step's first batch
+        taken = min(accumulate, len(batches) - first)  # batches in this step
+        if step == first:
+            for group in optimizer.param_groups:
+                group["lr"] = group["base_lr"] * lr_factor(step)
+            optimizer.zero_grad(set_to_none=True)
+        last = step == first + taken - 1
         batch = task.collate(indices).to(fabric.device)
-        optimizer.zero_grad(set_to_none=True)
-        loss = model(batch)  # (), the mean loss per real token or example
-        value = loss.item()
-        if not math.isfinite(value):
-            raise diverged("loss", value, epoch, step + 1, optimizer)
-        fabric.backward(loss)
+        with fabric.no_backward_sync(model, enabled=not last):
+            loss = model(batch)  # (), the mean loss per real token or example
+            value = loss.item()
+            if not math.isfinite(value):
+                raise diverged("loss", value, epoch, step + 1, optimizer)
+            fabric.backward(loss / taken if taken > 1 else loss)
+        total += value
+        count += 1
+        if count % 20 == 0:
+            bar.set_postfix(loss=f"{total / count:.4f}")
+        if not last:
+            continue
         if grad_clip > 0:
             # The norm is checked here, so the divergence is named (epoch, step, what to do)
             # rather than ending in the clipping's own error.
@@ -405,11 +436,28 @@ def run_epoch(
         optimizer.step()
         if average is not None:
             average.update()
-        total += value
-        count += 1
-        if count % 20 == 0:
-            bar.set_postfix(loss=f"{total / count:.4f}")
     return total / max(count, 1)
+
+
+def refuse_non_finite_weights(
+    model: torch.nn.Module, epoch: int, optimizer: torch.optim.Optimizer
+) -> None:
+    """TrainingDiverged naming the first weight (or buffer) with a NaN or infinity, before a
+    model that could never predict is saved: a finite loss does not prove finite weights (a
+    weight average, or a step after the last loss, can still break them)."""
+    floats = {n: t for n, t in model.state_dict().items() if t.is_floating_point()}
+    if not floats:
+        return
+    finite = torch.stack([torch.isfinite(t).all() for t in floats.values()])
+    if bool(finite.all()):  # one wait for the device, not one per tensor
+        return
+    name = list(floats)[int((~finite).nonzero()[0])]
+    rate = optimizer.param_groups[0]["lr"]
+    raise TrainingDiverged(
+        f"training diverged by epoch {epoch}: the weights {name} are not finite, so they are "
+        f"not saved; lower optimizer.lr (now {rate:.3g}) or train.weight_average, and keep "
+        "optimizer.grad_clip on"
+    )
 
 
 def diverged(

@@ -121,6 +121,7 @@ class LayerPoolingTaggerConfig(ExperimentConfig):
         check_tagging_data(self.data, source)
         check_features(self.features, source)
         check_part_dropout(self.part_dropout, self.features, source)
+        self.backbone.check(source)
 
 
 def check_tagging_data(data: DataConfig, source: str) -> None:

@@ -29,7 +29,7 @@ def viterbi_tags(
 ) -> Tensor:
     """Best tag path ``(batch, seq)`` of ``emissions`` ``(batch, seq, num_tags)``, 0 at padding.
 
-    The same recurrence as ``CRF._viterbi_best_tensor``, written for TorchScript: steps run over
+    Viterbi's recurrence, written for TorchScript (the graph an export traces): steps run over
     padding too, each sequence's final score is read at its own last position, and its
     backtrace starts there.
     """

@@ -27,6 +27,7 @@ from bistack.models.backbone import (
     TransformerBackbone,
     WordPieces,
     backbone_parameter_groups,
+    trained_backbone,
     word_layer_states,
 )
 from bistack.models.builders import build_embedder, build_encoder
@@ -35,7 +36,7 @@ from bistack.taggers.config import LayerPoolingTaggerConfig
 from bistack.taggers.heads import CRFHead, SoftmaxHead, build_tagging_head
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen: mixed precision walks the batch (Fabric's convert_input)
 class WordLayerBatch:
     """Sentences as word states or as subwords.
 
@@ -192,7 +193,7 @@ def build_layer_tagger(
         build_tagging_head(config.head, encoder.output_size, labels, config.data.scheme),
         config.encoder.outer_dropout,
         alignment=config.subwords,
-        backbone=backbone if config.backbone.finetune else None,
+        backbone=trained_backbone(backbone, config.backbone),
         backbone_lr=config.backbone.lr,
         layer_lr_decay=config.backbone.layer_lr_decay,
         embedder=embedder,

@@ -24,6 +24,7 @@ from bistack.data.word_rows import Context, document_contexts
 from bistack.feature_cache import cached_tensors, model_fingerprint
 from bistack.metrics.dev import Evaluation
 from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
+from bistack.models.devices import placed
 from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run
 from bistack.runs.vocabularies import build_vocabularies, initialise_words, singleton_mask
@@ -57,8 +58,11 @@ def cached_word_states(
     config: LayerPoolingTaggerConfig,
     sentences: Sequence[Sentence],
     say: Callable[[str], None],
+    device: str | torch.device = "cpu",
 ) -> Tensor:
-    """Flat word states ``(total_words, num_layers, hidden_size)`` float16, from the cache."""
+    """Flat word states ``(total_words, num_layers, hidden_size)`` float16, from the cache,
+    computed on a miss on ``device`` (the run's: a GPU computes them at its own speed), each
+    batch's states brought to the host once."""
     options = config.backbone
     limit = backbone.limit(options.max_length)
     contexts = sentence_contexts(sentences, options.context)
@@ -67,13 +71,14 @@ def cached_word_states(
         # Batches of similar length (little padding), written back in sentence order.
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i].tokens))
         per_sentence: list[Tensor] = [torch.empty(0)] * len(sentences)
-        with torch.inference_mode():
+        with torch.inference_mode(), placed(backbone, device):
             for start in range(0, len(order), options.batch_size):
                 chosen = order[start : start + options.batch_size]
                 around = None if contexts is None else [contexts[i] for i in chosen]
                 tokens = [sentences[i].tokens for i in chosen]
                 pieces = tokenize_words(backbone, tokens, limit, around, options.context)
-                words = word_layer_states(backbone, pieces, config.subwords).half()
+                words = word_layer_states(backbone, pieces.to(device), config.subwords)
+                words = words.half().cpu()
                 for i, part in zip(chosen, words.split(pieces.lengths), strict=True):
                     per_sentence[i] = part
         return {"words": torch.cat(per_sentence)}
@@ -195,8 +200,9 @@ def prepare_layer_tagger(config: LayerPoolingTaggerConfig, run: Run) -> Prepared
     tagger = LayerPoolingTagger(model, backbone, labels, config, data.input_scheme, vocabularies)
     train_states = dev_states = None
     if not config.backbone.finetune:
-        train_states = cached_word_states(backbone, config, data.train, run.say)
-        dev_states = cached_word_states(backbone, config, data.dev, run.say)
+        device = run.fabric.device
+        train_states = cached_word_states(backbone, config, data.train, run.say, device)
+        dev_states = cached_word_states(backbone, config, data.dev, run.say, device)
     dev_tokens = [s.tokens for s in data.dev]
 
     def cached_dev(best: LayerPoolingTagger) -> Emitter | None:

@@ -193,7 +193,9 @@ class LayerPoolingTagger(Tagging):
         starts = np.cumsum([0, *(len(s) for s in sentences)]).tolist()
 
         def emit(indices: Sequence[int], chosen: Sequence[Sequence[str]]) -> np.ndarray:
-            words = torch.cat([states[starts[i] : starts[i + 1]] for i in indices])
+            # One gather by row number (a cat of the float16 slices fails under CPU autocast).
+            rows = torch.cat([torch.arange(starts[i], starts[i + 1]) for i in indices])
+            words = states[rows]
             return self.emissions_of(words, chosen)
 
         return emit

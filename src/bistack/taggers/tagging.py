@@ -23,12 +23,14 @@ from bistack.errors import DataError
 from bistack.formats import shown
 from bistack.inputs import texts_of, token_lists_of
 from bistack.metrics.entities import EntityScores, score_entities, score_labels
+from bistack.metrics.text import checked_temperature
 from bistack.schemes import PLAIN, convert_tags
 from bistack.taggers.consistency import consistent
 from bistack.taggers.decoding import Analysis, TagDecoder
 from bistack.taggers.records import (
     SentenceAnalysis,
     TaggedText,
+    check_min_confidence,
     in_output_scheme,
     spaced_tokens,
     tagged_text,
@@ -81,6 +83,25 @@ class Tagging(ABC):
     def predicting(self) -> AbstractContextManager[Any]:
         """What a prediction runs inside (PyTorch: no gradients, the network in eval mode)."""
         return nullcontext()
+
+    @property
+    def calibration(self) -> dict[str, Any]:
+        """What was settled on dev after training (``temperature``, document ``consistency``,
+        how they were measured), as config.json or export.json keeps it."""
+        return self._calibration
+
+    @calibration.setter
+    def calibration(self, settled: dict[str, Any]) -> None:
+        # Checked as it is set, so a damaged file is named when the model opens.
+        checked_temperature(settled.get("temperature", 1.0))
+        consistency = settled.get("consistency", 0.0)
+        if (
+            isinstance(consistency, bool)
+            or not isinstance(consistency, int | float)
+            or not (0 <= consistency <= 1)
+        ):
+            raise ValueError(f"consistency must be a probability in [0, 1], got {consistency!r}")
+        self._calibration = settled
 
     @property
     def temperature(self) -> float:
@@ -200,6 +221,7 @@ class Tagging(ABC):
         documents: Sequence[Any] | None = None,
     ) -> list[list[str]]:
         """Tags for pre-tokenised sentences, in the output scheme, in input order."""
+        sentences = token_lists_of(sentences)  # a token that is not a string: named
         analyses = self._analyse(sentences, batch_size, confidence=False, documents=documents)
         return [a.tags for a in analyses]
 
@@ -240,6 +262,7 @@ class Tagging(ABC):
         text); each result's text is its tokens joined by single spaces, which the offsets
         index. ``documents``: each sentence's document, for a tagger that reads document
         context (None: each sentence alone)."""
+        check_min_confidence(min_confidence)
         sentences = token_lists_of(sentences)
         kept = [i for i, tokens in enumerate(sentences) if tokens]  # a blank line: no sentence
         words = [sentences[i] for i in kept]
@@ -297,6 +320,7 @@ def predict_texts(
     """Tokenise raw ``texts`` and analyse every sentence in one batched call (the sentences of
     one text are one document); a single string is one text (a list of one result comes back),
     any iterable of strings is read once."""
+    check_min_confidence(min_confidence)
     texts = texts_of(texts)
     tokenized = [tokenize(text) for text in texts]
     flat = [[token.text for token in sentence] for doc in tokenized for sentence in doc]

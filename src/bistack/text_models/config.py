@@ -147,6 +147,7 @@ class LayerPoolingTextConfig(ExperimentConfig):
         super().validate(source)
         check_labels(self, source)
         check_layers(self.layer_pooling.layers, source)
+        self.backbone.check(source)
         if self.backbone.context:
             raise ConfigError(
                 f"{source}: backbone.context is read by taggers (the sentences around each "

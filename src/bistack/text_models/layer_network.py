@@ -28,14 +28,19 @@ from bistack.layer_pooling import (
     pooler_features,
     select_layers,
 )
-from bistack.models.backbone import SubwordBatch, TransformerBackbone, backbone_parameter_groups
+from bistack.models.backbone import (
+    SubwordBatch,
+    TransformerBackbone,
+    backbone_parameter_groups,
+    trained_backbone,
+)
 from bistack.models.builders import build_embedder, build_encoder
 from bistack.models.embeddings import TokenEmbedder
 from bistack.text_models.config import LayerPoolingTextConfig
 from bistack.text_models.network import build_text_pooling
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen: mixed precision walks the batch (Fabric's convert_input)
 class LayerBatch:
     """layers: ``(batch_size, num_layers, hidden_size)`` every layer's vector (1..N);
     targets: ``(batch_size,)`` class ids, ``(batch_size, num_targets)`` floats, or None;
@@ -51,7 +56,7 @@ class LayerBatch:
         return LayerBatch(self.layers.to(device), targets, tokens)
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen: mixed precision walks the batch (Fabric's convert_input)
 class StackedSubwords:
     """A fine-tuned stacked model's batch: the texts' subwords, and their token features."""
 
@@ -215,7 +220,7 @@ def build_layer_pooling_model(
         num_outputs,
         dropout=options.dropout,
         regression=regression,
-        backbone=backbone if config.backbone.finetune else None,
+        backbone=trained_backbone(backbone, config.backbone),
         backbone_lr=config.backbone.lr,
         layer_lr_decay=config.backbone.layer_lr_decay,
         words=build_word_branch(config, vocabularies, singletons),

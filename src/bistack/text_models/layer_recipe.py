@@ -21,6 +21,7 @@ from bistack.errors import ConfigError
 from bistack.feature_cache import cached_layer_vectors, model_fingerprint
 from bistack.metrics.dev import Evaluation
 from bistack.models.backbone import LayerVectors, SubwordBatch, TransformerBackbone
+from bistack.models.devices import placed
 from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run
 from bistack.runs.vocabularies import build_vocabularies, initialise_words, singleton_mask
@@ -52,8 +53,10 @@ def frozen_vectors(
     config: LayerPoolingTextConfig,
     examples: Sequence[Example],
     say: Callable[[str], None],
+    device: str | torch.device = "cpu",
 ) -> LayerVectors:
-    """Per-layer vectors of ``examples`` from the feature cache, computed on a miss."""
+    """Per-layer vectors of ``examples`` from the feature cache, computed on a miss on
+    ``device`` (the run's: a GPU computes them at its own speed)."""
     options = config.backbone
     texts = [e.text for e in examples]
     limit = backbone.limit(options.max_length)
@@ -68,13 +71,14 @@ def frozen_vectors(
         if long:
             action = "truncated" if options.long_texts == "truncate" else "cut into windows"
             say(f"{long} of {len(texts)} texts exceed {limit} subwords and are {action}")
-        return backbone.layer_vectors(
-            texts,
-            options.long_texts,
-            stride=options.stride,
-            max_length=limit,
-            batch_size=options.batch_size,
-        )
+        with placed(backbone, device):
+            return backbone.layer_vectors(
+                texts,
+                options.long_texts,
+                stride=options.stride,
+                max_length=limit,
+                batch_size=options.batch_size,
+            )
 
     cached = cached_layer_vectors(
         options.cache_dir, model_fingerprint(backbone.folder), texts, settings, compute
@@ -213,7 +217,7 @@ def prepare_layer_text_model(
     targets = torch.tensor(outputs.training_targets(data.train, config.data.train))
     if not config.backbone.finetune:
         vectors_of = vectors_of or (
-            lambda examples: frozen_vectors(backbone, config, examples, run.say)
+            lambda examples: frozen_vectors(backbone, config, examples, run.say, run.fabric.device)
         )
     task = LayerTextTask(
         model,

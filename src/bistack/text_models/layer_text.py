@@ -164,7 +164,7 @@ class LayerPoolingTextModel(TextModelBase):
                 tokens = self.token_features(texts[start : start + size])
                 chosen = layers[start : start + size].to(device)
                 moved = None if tokens is None else tokens.to(device)
-                parts.append(self.model.outputs_from_layers(chosen, moved).cpu())
+                parts.append(self.model.outputs_from_layers(chosen, moved).float().cpu())
         outputs = (
             as_array(torch.cat(parts)) if parts else np.zeros((0, len(self.outputs)), np.float32)
         )

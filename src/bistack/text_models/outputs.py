@@ -23,12 +23,15 @@ from bistack.data.tables import Example, class_ids, parse_targets, read_table
 from bistack.data.tokenize import Token
 from bistack.metrics.dev import Evaluation
 from bistack.metrics.text import (
+    MAX_TEMPERATURE,
     ClassificationScores,
     RegressionScores,
     Scores,
     attention_diagnostics,
+    checked_temperature,
     classification_scores,
     expected_calibration_error,
+    plausible_temperature,
     regression_scores,
 )
 from bistack.text_models.prediction import TextPrediction, with_blank_texts
@@ -65,6 +68,7 @@ class ClassOutputs:
 
     def __init__(self, info: dict[str, Any]) -> None:
         self.info = info  # {"labels": [...], "temperature"?: float}
+        checked_temperature(info.get("temperature", 1.0))  # a damaged file, named at open
 
     @classmethod
     def from_training(
@@ -110,6 +114,11 @@ class ClassOutputs:
         temperature = fit_temperature(raw.outputs.astype(np.float64), gold)
         if not math.isfinite(temperature):
             return "temperature scaling did not converge on dev; probabilities kept as trained"
+        if not plausible_temperature(temperature):
+            return (
+                f"temperature scaling fitted {temperature:.3g} on dev, above {MAX_TEMPERATURE:g} "
+                "(a model near chance on dev); probabilities kept as trained"
+            )
         self.info["temperature"] = temperature
         after = self._calibration_error(raw, gold)
         self.info["temperature_fit"] = {"ece_before": before, "ece_after": after}

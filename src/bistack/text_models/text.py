@@ -121,7 +121,7 @@ class RecurrentTextModel(TextModelBase):
                 if result.weights is not None:
                     padding_mass += float(result.weights[~batch.mask].sum())
                 for row, index in enumerate(indices):
-                    outputs[index] = result.outputs[row].cpu()
+                    outputs[index] = result.outputs[row].float().cpu()
                     if result.weights is not None:
                         weights[index] = result.weights[row, : len(tokens[index])].tolist()
         return RawOutputs(

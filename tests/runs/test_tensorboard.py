@@ -1,0 +1,48 @@
+"""A run into a new output with TensorBoard importable (as in most ML environments) keeps
+writing its curve after its first best model moves the staging folder into place; without
+TensorBoard the run is the same, minus the event files."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+import yaml
+
+from bistack.cli import main
+from tests.conftest import tiny_config
+
+EPOCHS = 4
+
+
+def train(tiny_conll, tmp_path, capsys) -> tuple[int, str]:
+    train_path, dev_path = tiny_conll
+    config = tiny_config(train_path, dev_path, train={"max_epochs": EPOCHS, "patience": EPOCHS})
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    code = main(["train", str(path), "--output", str(tmp_path / "run"), "--no-progress"])
+    return code, capsys.readouterr().err
+
+
+def test_with_tensorboard_every_epoch_reaches_the_output(tiny_conll, tmp_path, capsys):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    code, err = train(tiny_conll, tmp_path, capsys)
+    assert code == 0, err
+    assert "No such file or directory" not in err
+    events = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
+    events.Reload()
+    steps = [event.step for event in events.Scalars("dev_f1")]
+    assert steps == list(range(1, EPOCHS + 1))
+    assert not list(tmp_path.glob(".run.staging-*"))  # nothing left beside the output
+
+
+def test_without_tensorboard_the_run_is_the_same(tiny_conll, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tensorboard", None)  # import fails
+    with pytest.raises(ImportError):
+        import tensorboard.compat.proto.event_pb2  # noqa: F401
+    code, err = train(tiny_conll, tmp_path, capsys)
+    assert code == 0, err
+    assert not (tmp_path / "run" / "tensorboard").exists()
+    rows = (tmp_path / "run" / "metrics.csv").read_text().splitlines()
+    assert len(rows) == EPOCHS + 1
