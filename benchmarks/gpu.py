@@ -32,7 +32,9 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -377,60 +379,79 @@ def feature_cache_rows(train, backbone_dir: str, device) -> list[dict]:
 # ---- a large encoder, fine-tuned --------------------------------------------------------------
 
 
+@dataclass
+class FineTuning:
+    """A layer classifier over a large encoder, set up to train as ``bistack train`` would
+    (the recipe's own model, batches and optimizer, on Fabric at ``precision``)."""
+
+    run: Any
+    wrapped: Any
+    optimizer: Any
+    task: Any
+
+    def epoch(self, seed: int, limit: int | None = None) -> None:
+        """One pass of the training loop (its first ``limit`` batches)."""
+        lengths = self.task.train_lengths()
+        batches = bucket_batches(lengths, 16, shuffle=True, seed=seed, pool=50)[:limit]
+        fabric = self.run.fabric
+        run_epoch(fabric, self.wrapped, self.optimizer, self.task, batches, 1.0, lambda _: 1.0,
+                  "", False)  # fmt: skip
+
+
+def synthetic_table(large_dir: str, texts: int, folder: Path) -> Path:
+    """``texts`` rows of 300 random words of the encoder's vocabulary, with random labels."""
+    rng = random.Random(0)
+    words = (Path(large_dir) / "vocab.txt").read_text(encoding="utf-8").split()
+    vocabulary = [w for w in words if w.isalpha() and w.islower()][:5000]
+    rows = [
+        " ".join(rng.choices(vocabulary, k=300)) + f"\t{rng.randint(0, 1)}" for _ in range(texts)
+    ]
+    table = folder / "train.tsv"
+    table.write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
+    return table
+
+
+def fine_tuning(
+    large_dir: str, table: Path, device, precision: str | None, folder: Path
+) -> FineTuning:
+    """The large encoder under BiLSTM layer pooling, fine-tuned at 256 subwords, batch 16."""
+    from bistack.runs.loop import optimizer_for, start_run
+    from bistack.tasks import config_from_dict, task_of
+
+    data = {"train": str(table), "dev": str(table), "text_column": "sentence"}
+    config = config_from_dict(
+        {
+            "kind": "layer_classifier",
+            "data": data | {"label_columns": ["label"]},
+            "backbone": {"path": large_dir, "finetune": True, "max_length": 256},
+            "layer_pooling": {"type": "lstm", "lstm_hidden": 256},
+            "optimizer": {"name": "adamw", "lr": 1e-5},
+            "train": {"batch_size": 16},
+        }
+    )
+    run = start_run(folder / f"run-{precision}", 1, devices=1, strategy="auto",
+                    accelerator=device.type, precision=precision)  # fmt: skip
+    prepared = task_of(config.kind).prepare(config, run)
+    model = prepared.network
+    wrapped, optimizer = run.fabric.setup(model, optimizer_for(run.fabric, config.optimizer, model))
+    return FineTuning(run, wrapped, optimizer, prepared.loop)
+
+
 def large_encoder_rows(large_dir: str, device, texts: int) -> list[dict]:
     """A layer classifier over a BERT-large-shaped encoder, fine-tuned at 256 subwords a text:
     texts per second of the training loop's steps (the recipe's own batches and model, after a
     warm-up epoch; no dev scoring or saving timed), float32 and bf16-mixed."""
-    from bistack.runs.loop import optimizer_for, start_run
-    from bistack.tasks import config_from_dict, task_of
-
-    rng = random.Random(0)
-    words = (Path(large_dir) / "vocab.txt").read_text(encoding="utf-8").split()
-    vocabulary = [w for w in words if w.isalpha() and w.islower()][:5000]
     rows = []
     with tempfile.TemporaryDirectory() as work:
-        table = Path(work) / "train.tsv"
-        lines = ["sentence\tlabel"]
-        for _ in range(texts):
-            lines.append(" ".join(rng.choices(vocabulary, k=300)) + f"\t{rng.randint(0, 1)}")
-        table.write_text("\n".join(lines) + "\n")
+        table = synthetic_table(large_dir, texts, Path(work))
         for precision in (None, "bf16-mixed"):
-            config = config_from_dict(
-                {
-                    "kind": "layer_classifier",
-                    "data": {
-                        "train": str(table),
-                        "dev": str(table),
-                        "text_column": "sentence",
-                        "label_columns": ["label"],
-                    },
-                    "backbone": {"path": large_dir, "finetune": True, "max_length": 256},
-                    "layer_pooling": {"type": "lstm", "lstm_hidden": 256},
-                    "optimizer": {"name": "adamw", "lr": 1e-5},
-                    "train": {"batch_size": 16},
-                }
-            )
-            run = start_run(
-                Path(work) / f"run-{precision}", 1, devices=1, strategy="auto",
-                accelerator=device.type, precision=precision,
-            )  # fmt: skip
-            prepared = task_of(config.kind).prepare(config, run)
-            fabric = run.fabric
-            model = prepared.network
-            wrapped, optimizer = fabric.setup(model, optimizer_for(fabric, config.optimizer, model))
-            lengths = prepared.loop.train_lengths()
-
-            def epoch(seed, wrapped=wrapped, optimizer=optimizer, task=prepared.loop,
-                      fabric=fabric, lengths=lengths):  # fmt: skip
-                batches = bucket_batches(lengths, 16, shuffle=True, seed=seed, pool=50)
-                run_epoch(fabric, wrapped, optimizer, task, batches, 1.0, lambda _: 1.0, "", False)
-
-            epoch(1)  # warm-up
+            tuning = fine_tuning(large_dir, table, device, precision, Path(work))
+            tuning.epoch(1)  # warm-up
             if device.type == "cuda":
                 torch.cuda.reset_peak_memory_stats()
-            seconds = timed(device, lambda epoch=epoch: epoch(2))
+            seconds = timed(device, lambda tuning=tuning: tuning.epoch(2))
             peak = torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else 0.0
-            run.directory.close()
+            tuning.run.directory.close()
             rows.append(
                 {
                     "row": f"large-finetune-{precision or 'fp32'}",
@@ -440,7 +461,7 @@ def large_encoder_rows(large_dir: str, device, texts: int) -> list[dict]:
                     "peak_gib": peak,
                 }
             )
-            del wrapped, optimizer, model, prepared
+            del tuning
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     return rows

@@ -46,3 +46,25 @@ def test_without_tensorboard_the_run_is_the_same(tiny_conll, tmp_path, capsys, m
     assert not (tmp_path / "run" / "tensorboard").exists()
     rows = (tmp_path / "run" / "metrics.csv").read_text().splitlines()
     assert len(rows) == EPOCHS + 1
+
+
+def test_the_records_are_framed_as_tensorboards_own_writer_frames_them():
+    import random
+
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    from bistack.runs.tensorboard import tfrecord
+
+    class Collected:
+        def __init__(self) -> None:
+            self.data = b""
+
+        def write(self, data: bytes) -> None:
+            self.data += data
+
+    rng = random.Random(0)
+    for size in (0, 1, 7, 300):
+        data = bytes(rng.randrange(256) for _ in range(size))
+        theirs = Collected()
+        RecordWriter(theirs).write(data)
+        assert tfrecord(data) == theirs.data

@@ -234,11 +234,6 @@ class ConsistencyCheck:
         return {"consistency": self.threshold, "consistency_dev": measured}
 
     def summary(self) -> str:
-        if not self.kept:
-            return (
-                f"entity confidences kept as trained: the temperature fitted on dev reached "
-                f"{MAX_TEMPERATURE:g}, the most searched (a tagger near chance on dev)"
-            )
         return (
             f"document consistency: entities under {self.threshold:g} sure take the type of the "
             f"same words at least as sure in their document; on dev {self.retyped} retyped "
