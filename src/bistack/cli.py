@@ -786,7 +786,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         raise ConfigError("--overwrite replaces an earlier --report; give --report DIR with it")
     device = on_device(args.device, args)
     opened = open_model(args.model, device, args.threads)
-    refuse_precision_of_export(opened, args.precision)
+    refuse_precision_of_export(args.model, opened.exported, args.precision)
     with autocast_for(device, args.precision):
         found = evaluations(opened, args)
     if args.json:
@@ -814,13 +814,13 @@ def evaluations(opened: Any, args: argparse.Namespace) -> dict[str, tuple[Any, s
     return {s["data"]: (s["scores"], s["summary"]) for s in sections}
 
 
-def refuse_precision_of_export(opened: Any, precision: str) -> None:
+def refuse_precision_of_export(model: str, exported: bool, precision: str) -> None:
     """``--precision`` acts on a PyTorch model's passes; an exported model runs its graph as
     exported."""
-    if precision != "32" and opened.exported:
+    if precision != "32" and exported:
         raise ConfigError(
-            f"--precision {precision}: {opened.path} is an exported model, which runs its graph "
-            "in float32 on onnxruntime; give the PyTorch model directory for mixed precision"
+            f"--precision {precision}: {model} is an exported model, which runs its graph in "
+            "float32 on onnxruntime; give the PyTorch model directory for mixed precision"
         )
 
 
@@ -926,8 +926,7 @@ def run_predict(args: argparse.Namespace) -> int:
 
     card = task_of_directory(args.model)
     device = on_device(args.device, args)
-    if args.precision != "32" and is_exported(args.model):
-        refuse_precision_of_export(open_model(args.model), args.precision)
+    refuse_precision_of_export(args.model, is_exported(args.model), args.precision)
     if args.stream:
         with autocast_for(device, args.precision):
             return stream_tags(open_model(args.model, device).streamer())
