@@ -42,7 +42,7 @@ def write_lines(path: Path, count: int) -> Path:
 
 def predict(model: str, source: Path, output: Path, *extra: str) -> dict[str, float]:
     """One whole ``bistack predict`` run: seconds, lines/s and peak RSS (MiB)."""
-    command = [sys.executable, "-m", "bistack.cli", "predict", model, "--input", str(source),
+    command = [sys.executable, "-m", "bistack", "predict", model, "--input", str(source),
                "--output", str(output), "--overwrite", "--format", "jsonl", "--no-progress",
                *extra]  # fmt: skip
     started = time.perf_counter()

@@ -60,7 +60,7 @@ RUNS["sst2-stacked"] = "runs/benchmarks/stacked-sst2/stacked-seed1"
 def exported(run: str) -> tuple[object, object]:
     """The PyTorch model and its export, made with the command a user runs."""
     model_dir, output = ROOT / run / "model", ROOT / run / "onnx"
-    command = [sys.executable, "-m", "bistack.cli", "export", str(model_dir)]
+    command = [sys.executable, "-m", "bistack", "export", str(model_dir)]
     subprocess.run([*command, "--output", str(output), "--overwrite"], check=True)
     return load_model(model_dir), open_model(output).model
 

@@ -324,7 +324,7 @@ def profile_rows(device, built) -> list[dict]:
 def feature_cache_rows(train, backbone_dir: str, device) -> list[dict]:
     from transformers import AutoModel, AutoTokenizer
 
-    from bistack.config_files import build_config
+    from bistack.config.files import build_config
     from bistack.data.conll import Sentence
     from bistack.models.backbone import TransformerBackbone
     from bistack.taggers.config import LayerPoolingTaggerConfig

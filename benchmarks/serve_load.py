@@ -55,7 +55,7 @@ def texts() -> list[str]:
 
 
 def start_server(directory: str, workers: int) -> tuple[subprocess.Popen, str]:
-    command = [sys.executable, "-m", "bistack.cli", "serve", directory, "--port", "0"]
+    command = [sys.executable, "-m", "bistack", "serve", directory, "--port", "0"]
     command += ["--workers", str(workers), "--no-access-log"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     line = process.stdout.readline()
@@ -183,7 +183,7 @@ class InProcess:
 
 def exported(model_dir: str) -> str:
     output = ROOT / "runs" / "benchmarks" / "serve-load-onnx"
-    command = [sys.executable, "-m", "bistack.cli", "export", model_dir, "--output", str(output)]
+    command = [sys.executable, "-m", "bistack", "export", model_dir, "--output", str(output)]
     subprocess.run([*command, "--overwrite"], check=True, stdout=subprocess.DEVNULL)
     return str(output)
 

@@ -245,7 +245,7 @@ def main() -> None:
         )
     exported = str(RUNS / "bistack" / "onnx")
     subprocess.run(
-        [sys.executable, "-m", "bistack.cli", "export", bistack["model"], "--output", exported,
+        [sys.executable, "-m", "bistack", "export", bistack["model"], "--output", exported,
          "--overwrite"], check=True)  # fmt: skip
     measure = [sys.executable, __file__, "--measure-bistack"]
     commands = {

@@ -27,9 +27,9 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from bistack.crf_scan import log_partition_scan
 from bistack.data.batching import collate_tagging
 from bistack.data.features import TokenVocabularies
+from bistack.kernels.crf_scan import log_partition_scan
 from bistack.runs.loop import build_optimizer
 from bistack.runs.vocabularies import singleton_mask
 from bistack.schemes import convert_tags
@@ -417,8 +417,8 @@ def cache_item(plan: dict, quick: bool) -> list[dict]:
     for the seed's LSTM pooler (the costliest head) and for weighted layer pooling, on short
     texts (SST-2 sentences, classification) and long ones (CommonLit excerpts, regression).
     What the cache saves is the backbone's forward pass, which grows with text length."""
-    from bistack.feature_cache import cached_layer_vectors, model_fingerprint
     from bistack.models.backbone import TransformerBackbone
+    from bistack.models.feature_cache import cached_layer_vectors, model_fingerprint
     from bistack.text_models.layer_network import LayerBatch, build_layer_pooling_model
 
     backbone = TransformerBackbone.load("default")
@@ -461,9 +461,11 @@ def cache_item(plan: dict, quick: bool) -> list[dict]:
                         backbone.num_layers,
                         backbone.hidden_size,
                         num_outputs,
-                        regression=num_outputs == 1,
+                        loss="mse" if num_outputs == 1 else "cross_entropy",
                     )
-                    optimizer = build_optimizer(config.optimizer, head)
+                    optimizer = build_optimizer(
+                        config.optimizer, head, groups_of=head.parameter_groups
+                    )
                     for start in range(0, len(layers), 32):
                         optimizer.zero_grad()
                         batch = LayerBatch(layers[start : start + 32], targets[start : start + 32])

@@ -143,9 +143,9 @@ def pooler_profile(backbone, layers: torch.Tensor, targets: torch.Tensor, config
             backbone.num_layers,
             backbone.hidden_size,
             num_outputs,
-            regression=num_outputs == 1,
+            loss="mse" if num_outputs == 1 else "cross_entropy",
         )
-        optimizer = build_optimizer(config.optimizer, head)
+        optimizer = build_optimizer(config.optimizer, head, groups_of=head.parameter_groups)
         for start in range(0, len(layers), 32):
             batch = LayerBatch(layers[start : start + 32], targets[start : start + 32])
             with record_function("forward"):

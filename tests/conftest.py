@@ -107,7 +107,7 @@ def small_tagger(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def small_classifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small trained classifier with attention pooling, shared by the serving and corpus
     tests."""
-    from tests.recipes.test_text_end_to_end import sentiment_rows, text_config, write_tsv
+    from tests.text_models.test_end_to_end import sentiment_rows, text_config, write_tsv
 
     root = tmp_path_factory.mktemp("served-classifier")
     train = write_tsv(root / "train.tsv", sentiment_rows(200, 0))
@@ -119,7 +119,7 @@ def small_classifier(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def small_regressor(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A small trained regressor (values are the count of positive words), for corpus tests."""
-    from tests.recipes.test_text_end_to_end import sentiment_rows, text_config, write_tsv
+    from tests.text_models.test_end_to_end import sentiment_rows, text_config, write_tsv
 
     root = tmp_path_factory.mktemp("small-regressor")
     rows = [(text, float(sum(w in text for w in ("great", "lovely")))) for text, _ in

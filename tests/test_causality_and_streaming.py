@@ -15,7 +15,7 @@ from bistack.crf import CRF
 from bistack.data.batching import collate_tagging
 from bistack.data.features import TokenVocabularies
 from bistack.encoders import RecurrentEncoder
-from bistack.streaming import FixedLagDecoder, decode_with_lag
+from bistack.fixed_lag import FixedLagDecoder, decode_with_lag
 from bistack.taggers.network import build_tagger
 from bistack.taggers.streaming import StreamingTagger
 from bistack.taggers.tagger import Tagger

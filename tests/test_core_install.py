@@ -39,7 +39,7 @@ def test_a_tagger_trains_and_predicts_without_the_extras(tmp_path):
 
 def test_what_needs_an_extra_names_it(monkeypatch, tmp_path):
     from bistack.models.backbone import TransformerBackbone
-    from bistack.studies.report import chart
+    from bistack.studies.seed_table import chart
 
     for name in EXTRAS:
         monkeypatch.setitem(sys.modules, name, None)

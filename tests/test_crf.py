@@ -7,7 +7,7 @@ import torch
 import torchcrf
 
 from bistack.crf import CRF
-from bistack.crf_scan import log_partition_scan, viterbi_scan
+from bistack.kernels.crf_scan import log_partition_scan, viterbi_scan
 from bistack.schemes import allowed_transitions
 
 LABELS = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]

@@ -1,41 +1,40 @@
 """Dependencies flow one way, checked by walking every import in the package (module-level and
 inside functions; imports for type checking only are not dependencies) rather than by eye.
 
-The floors, lowest first: building blocks (tensors only) < shared machinery (config, data,
-metrics, runs, models, the output formats, cards, the exported-graph parts) < the kind
-families (taggers, text models, the language model; none imports another) < the task table <
-the studies and the outlets (serve, corpus, export, the Python faces) < the command line.
-Nothing imports from a floor above its own, and the exported runtimes and the table import no
-torch, so an exported model runs where torch is not installed.
+The floors are derived from the package layout, not listed here: each name at the top of the
+package (a module file such as ``bistack.crf``, or a package such as ``bistack.taggers``) is
+one unit, and a unit's floor is the length of the longest chain of units below it (0: it
+imports no other unit). That is only well defined while the units' imports form no circle, so
+an arrow running back up (``models`` importing a root module that imports ``models``) fails
+as a circle; circles between modules inside one unit fail too. What the layout promises on
+top of that:
+
+- a module file at the root is a building block (tensors only), unless it is the task table
+  or a face (:data:`TABLE_AND_FACES`): a building block reaches nothing but building blocks,
+  their kernels and the errors;
+- a kind family is a package with a ``cards.py``; none imports another, and each sits below
+  the task table, which sits below the outlets and the command line, which nothing imports;
+- the table and the exported runtimes import no torch.
 
 An edge goes from a module to the module it names (``from bistack.taggers.tagger import
-Tagger``: to ``bistack.taggers.tagger``; ``from bistack.api import Tagger``: to ``bistack.api``).
+Tagger``: to ``bistack.taggers.tagger``; ``from bistack.api import Tagger``: to
+``bistack.api``); a package naming its own submodules (``from bistack.cli import train``)
+depends on them, not on itself.
 """
 
 from __future__ import annotations
 
 import ast
+from functools import cache
 from pathlib import Path
 
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "bistack"
-BLOCKS = [
-    *("masking", "dropout", "encoders", "min_cells", "min_cell_kernels", "pooling"),
-    *("layer_pooling", "crf", "crf_kernels", "crf_scan", "schemes", "streaming", "causality"),
-    "errors",
-    "_version",
-]
-SHARED = [
-    *("config", "config_files", "data", "metrics", "runs", "models", "modeldir"),
-    *("feature_cache", "threads", "formats", "inputs", "cards", "graphs", "onnx_session"),
-    *("paths", "fingerprints", "processes", "process_environment"),
-]
-FAMILIES = ["taggers", "text_models", "language_models"]
-TABLE = ["tasks"]
-ABOVE = ["studies", "serve", "corpus", "export", "api", "training", "info", "reports"]
-CLI = ["cli", "__init__", "__main__"]
-FLOORS = [BLOCKS, SHARED, FAMILIES, TABLE, ABOVE, CLI]
+# The root's files that are not building blocks: the task table and the Python faces.
+TABLE_AND_FACES = {"tasks", "cards", "inputs", "training", "__init__", "__main__"}
+BELOW_BLOCKS = {"kernels", "errors", "_version"}  # what a building block may also import
+FAMILIES = sorted(p.parent.name for p in PACKAGE.glob("*/cards.py"))
 
 
 def module_name(path: Path) -> str:
@@ -47,8 +46,9 @@ def type_checking_only(node: ast.AST) -> bool:
     return isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
 
 
-def imports_of(path: Path) -> set[str]:
-    """Every module ``path`` imports, within bistack and outside it."""
+def imports_of(path: Path, for_types: bool = False) -> set[str]:
+    """Every module ``path`` imports, within bistack and outside it (``for_types``: those for
+    type checking only too)."""
     names: set[str] = set()
     package = (
         module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
@@ -56,7 +56,7 @@ def imports_of(path: Path) -> set[str]:
     stack: list[ast.AST] = [ast.parse(path.read_text())]
     while stack:
         node = stack.pop()
-        if type_checking_only(node):
+        if type_checking_only(node) and not for_types:
             stack.extend(node.orelse)
             continue
         stack.extend(ast.iter_child_nodes(node))
@@ -70,10 +70,11 @@ def imports_of(path: Path) -> set[str]:
             names.add(base)
             for alias in node.names:  # "from torch import nn", "from bistack.api import text"
                 names.add(f"{base}.{alias.name}")
-    return names
+    return names - {module_name(path)}
 
 
 GRAPH = {module_name(p): imports_of(p) for p in PACKAGE.rglob("*.py")}
+TYPED = {module_name(p): imports_of(p, for_types=True) for p in PACKAGE.rglob("*.py")}
 
 
 def internal(names: set[str]) -> set[str]:
@@ -90,49 +91,108 @@ def reachable(start: str) -> set[str]:
     return seen
 
 
-def top(module: str) -> str:
+def unit(module: str) -> str:
     """``bistack.taggers.tagger`` -> ``taggers``; the package itself -> ``__init__``."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def floor(module: str) -> int:
-    name = top(module)
-    for number, names in enumerate(FLOORS):
-        if name in names:
-            return number
-    raise AssertionError(f"{module} is on no floor: add its folder to this test's FLOORS")
+def is_block(name: str) -> bool:
+    return (PACKAGE / f"{name}.py").is_file() and name not in TABLE_AND_FACES | BELOW_BLOCKS
+
+
+UNITS = {
+    name: {unit(t) for m in GRAPH if unit(m) == name for t in internal(GRAPH[m])} - {name}
+    for name in {unit(m) for m in GRAPH}
+}
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's components of more than one node (or a node importing itself)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1 or node in graph[node]:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+@cache
+def floor(name: str) -> int:
+    """The longest chain of units below ``name`` (defined while the units form no circle)."""
+    return 1 + max((floor(below) for below in UNITS[name]), default=-1)
 
 
 def test_the_walk_sees_the_package():
     assert "bistack.encoders" in GRAPH and "bistack.tasks" in GRAPH
     assert "bistack.taggers.tagging" in internal(GRAPH["bistack.taggers.tagger"])
+    assert FAMILIES == ["language_models", "taggers", "text_models"]
+    assert is_block("crf") and not is_block("tasks") and "kernels" in UNITS["crf"]
 
 
-@pytest.mark.parametrize("module", sorted(GRAPH))
-def test_no_import_runs_back_up(module):
-    """Every module is on a floor, and imports nothing from a floor above its own."""
-    offenders = sorted(t for t in internal(GRAPH[module]) if floor(t) > floor(module))
-    assert not offenders, f"{module} (floor {floor(module)}) imports {offenders}"
+def test_no_arrow_runs_back_up():
+    """The units' imports form no circle, so each unit has a floor: an import from a floor
+    above would close one."""
+    circles = strongly_connected(UNITS)
+    assert not circles, f"units importing each other in a circle: {circles}"
+    floors: dict[int, list[str]] = {}
+    for name in UNITS:
+        floors.setdefault(floor(name), []).append(name)
+    assert floors[0] and max(floors) > 3, sorted(floors.items())
+
+
+def test_there_are_no_import_cycles():
+    """No two modules import each other, even inside one unit, and even for types only (a
+    module handing itself to another that imports it back for its type is a circle too)."""
+    graph = {module: internal(names) for module, names in TYPED.items()}
+    cycles = strongly_connected(graph)
+    assert not cycles, f"import cycles: {cycles}"
+
+
+@pytest.mark.parametrize("block", sorted(n for n in UNITS if is_block(n)))
+def test_building_blocks_depend_on_nothing_above_them(block):
+    allowed = {unit(m) for m in GRAPH if is_block(unit(m))} | BELOW_BLOCKS
+    offenders = {m for m in reachable(f"bistack.{block}") if unit(m) not in allowed}
+    assert not offenders, f"bistack.{block} reaches {sorted(offenders)}"
 
 
 @pytest.mark.parametrize("family", FAMILIES)
 def test_no_family_imports_another(family):
-    others = {f"bistack.{name}" for name in FAMILIES if name != family}
-    offenders = {
-        (m, t)
-        for m in GRAPH
-        if top(m) == family
-        for t in internal(GRAPH[m])
-        if any(t == o or t.startswith(f"{o}.") for o in others)
-    }
-    assert not offenders, offenders
+    others = set(FAMILIES) - {family}
+    assert not UNITS[family] & others, f"{family} imports {sorted(UNITS[family] & others)}"
 
 
-@pytest.mark.parametrize("block", BLOCKS)
-def test_building_blocks_depend_on_nothing_above_them(block):
-    offenders = {m for m in reachable(f"bistack.{block}") if floor(m) > 0}
-    assert not offenders, f"bistack.{block} reaches {sorted(offenders)}"
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_families_sit_below_the_table_and_the_table_below_the_faces(family):
+    assert floor(family) < floor("tasks") < floor("serve") < floor("cli")
+    assert floor("tasks") < floor("corpus") and floor("tasks") < floor("studies")
+    importing_cli = [name for name, below in UNITS.items() if "cli" in below]
+    assert importing_cli == ["__main__"]  # python -m bistack runs it; nothing else imports it
 
 
 @pytest.mark.parametrize(
@@ -142,7 +202,7 @@ def test_building_blocks_depend_on_nothing_above_them(block):
 def test_the_table_and_the_exported_runtimes_import_no_torch(module):
     """What opens a model's card and runs an exported model needs no torch: no module it
     reaches imports torch (a subprocess with torch made unimportable proves it again in
-    tests/test_export.py)."""
+    tests/export/test_onnx_export.py)."""
     torch_users = sorted(
         m
         for m in reachable(module) | {module}
@@ -158,46 +218,12 @@ def test_data_and_metrics_use_no_torch_nn(module):
     assert not {n for n in GRAPH[module] if n == "torch.nn" or n.startswith("torch.nn.")}
 
 
-def test_there_are_no_import_cycles():
-    """Tarjan's strongly connected components over the whole graph: each must be one module."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    cycles: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for target in internal(GRAPH[node]):
-            if target not in index:
-                visit(target)
-                low[node] = min(low[node], low[target])
-            elif target in on_stack:
-                low[node] = min(low[node], index[target])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1 or node in internal(GRAPH[node]):
-                cycles.append(sorted(component))
-
-    for node in sorted(GRAPH):
-        if node not in index:
-            visit(node)
-    assert not cycles, f"import cycles: {cycles}"
-
-
 def test_only_the_command_line_sets_process_wide_state():
     """os.environ, transformers' logging, matplotlib's backend and the csv field limit are set
-    in cli.py alone (the csv reader raises the limit for one read and puts it back)."""
+    in the command line alone (the csv reader raises the limit for one read and puts it
+    back)."""
     for path in PACKAGE.rglob("*.py"):
-        if path.name == "cli.py":
+        if unit(module_name(path)) == "cli":
             continue
         text = path.read_text()
         assert "os.environ" not in text, path
@@ -212,6 +238,6 @@ def test_no_module_keeps_state_that_another_caller_sees():
     for path in PACKAGE.rglob("*.py"):
         module = module_name(path)
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Global) and module != "bistack.cli":
+            if isinstance(node, ast.Global) and unit(module) != "cli":
                 for name in node.names:
                     assert (module, name) in allowed, f"{module} writes the global {name}"

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from bistack.encoders import RecurrentEncoder
-from bistack.min_cell_kernels import LinearScan
+from bistack.kernels.min_cells_compiled import LinearScan
 from bistack.min_cells import MinCell, candidate
 
 CELLS = ["mingru", "minlstm"]

@@ -12,3 +12,41 @@ def test_readme_building_blocks_example_runs():
     assert namespace["out"].states.shape == (2, 7, 256)
     assert namespace["pooled"].weights[1, 3:].abs().sum() == 0
     assert namespace["best"].shape == (2, 7)
+
+
+def documented_names(readme: str) -> set[str]:
+    """Every ``from bistack... import a, b`` in the README's code, and every dotted
+    ``bistack.x.y`` it names in backquotes."""
+    names = set()
+    for module, imported in re.findall(r"from (bistack[\w.]*) import ([\w, ]+)", readme):
+        names |= {f"{module}:{name.strip()}" for name in imported.split(",") if name.strip()}
+    for dotted in re.findall(r"`(bistack(?:\.\w+)+)", readme):
+        names.add(dotted)
+    return names
+
+
+def test_every_import_path_the_readme_documents_resolves():
+    """The regrouped package keeps every public path the README gives: a module, or a name in
+    one (``bistack.tasks.load_model``, ``from bistack.api import Tagger``)."""
+    import importlib
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    names = documented_names(readme)
+    assert "bistack.api:Tagger" in names and "bistack.encoders:RecurrentEncoder" in names
+    missing = []
+    for name in sorted(names):
+        module, _, attribute = name.partition(":")
+        parts = module.split(".")
+        for cut in range(len(parts), 0, -1):  # the longest prefix that is a module
+            try:
+                found = importlib.import_module(".".join(parts[:cut]))
+                break
+            except ModuleNotFoundError:
+                continue
+        rest = [*parts[cut:], *([attribute] if attribute else [])]
+        try:
+            for part in rest:
+                found = getattr(found, part)
+        except AttributeError:
+            missing.append(name)
+    assert not missing, f"the README names paths that do not resolve: {missing}"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import tiny_sentences, write_conll
-from tests.recipes.test_text_end_to_end import sentiment_rows, write_tsv
+from tests.text_models.test_end_to_end import sentiment_rows, write_tsv
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,13 +1,15 @@
 """A model kind's card: what every outlet needs to know of it, as plain data that imports no
 torch, and where its behaviour lives, reached only when used.
 
-The facts: its name and description, the inputs it takes, what ``predict --format`` and its
-options offer, how the served page shows a prediction, whether it samples text instead, the dev
-metric that picks its best epoch, its build-order ladder. The behaviour, as ``"module:name"``
-references (or the objects themselves): its config class, its recipe (``prepare``, run by the
-one training driver), the class that loads its model directory, its export plan and the
-runtime of its exported directory. Each family keeps its kinds' cards (``bistack.taggers.cards``
-...); the task table (``bistack.tasks``) holds them.
+The facts: its name and description, the inputs it takes, what ``predict --format`` and its options
+offer (each option declared once, as a :class:`PredictOption`: the command line's flags, the
+server's request fields and the Ray step's keywords are built from these, and one check,
+:meth:`Card.checked_request`, serves them all), how the served page shows a prediction, whether it
+samples text instead, the dev metric that picks its best epoch, its build-order ladder. The
+behaviour, as ``"module:name"`` references (or the objects themselves): its config class, its recipe
+(``prepare``, run by the one training driver), the class that loads its model directory, its export
+plan and the runtime of its exported directory. Each family keeps its kinds' cards
+(``bistack.taggers.cards`` ...); the task table (``bistack.tasks``) holds them.
 """
 
 from __future__ import annotations
@@ -17,10 +19,65 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from bistack.errors import ConfigError
 from bistack.inputs import TEXT, Input
 from bistack.metrics.dev import Metric
 
 Ref = Any  # an object, or "module:name" naming it
+
+
+class RequestError(ConfigError):
+    """A format or option a kind does not offer, or an option's value out of its range."""
+
+
+@dataclass(frozen=True)
+class PredictOption:
+    """One option of a kind's ``predict``, declared once.
+
+    name: the keyword of ``Model.predict`` (``top_k``; the command line spells it ``--top-k``);
+    kind: ``bool`` (a switch), ``int`` or ``float``; low, high: the values it may take
+    (inclusive; None: unbounded); default: the value that asks for nothing (a prediction
+    without the option); help: what it does, in a few words; metavar: how the command line
+    names its value; formats: the ``predict --format`` outputs that carry it (empty: every one).
+    Two kinds may offer an option of one name only as the same declaration.
+    """
+
+    name: str
+    kind: type
+    help: str
+    default: Any = None
+    low: float | None = None
+    high: float | None = None
+    metavar: str | None = None
+    formats: tuple[str, ...] = ()
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def checked(self, value: Any, spelled: str) -> Any:
+        """``value`` as this option takes it; RequestError naming ``spelled`` otherwise (a bool
+        is not a number here, and a number is not a switch)."""
+        if self.kind is bool:
+            if not isinstance(value, bool):
+                raise RequestError(f"{spelled}: true or false, not {value!r}")
+            return value
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if not number or (self.kind is int and not float(value).is_integer()):
+            raise RequestError(f"{spelled}: a{'n integer' if self.kind is int else ' number'}, "
+                               f"not {value!r}")  # fmt: skip
+        value = self.kind(value)
+        if value != value or not self.within(value):
+            raise RequestError(f"{spelled}: {self.bounds()}, not {value}")
+        return value
+
+    def within(self, value: float) -> bool:
+        return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+
+    def bounds(self) -> str:
+        if self.low is not None and self.high is not None:
+            return f"between {self.low:g} and {self.high:g}"
+        return f">= {self.low:g}" if self.low is not None else f"<= {self.high:g}"
 
 
 def resolve(ref: Ref) -> Any:
@@ -56,8 +113,7 @@ class Card:
     inputs: what it predicts from (the first that accepts a value takes it);
     predict_formats: what ``predict --format`` offers (first: the default; none: no predict, and
     ``predict_hint`` says what to use instead);
-    predict_options: the options its ``predict`` takes (``attention``: token attention weights,
-    which ``explain`` draws; ``min_confidence``; ``top_k``);
+    predict_options: the options its ``predict`` takes, declared (:class:`PredictOption`);
     view: how the served page shows a prediction (``entities`` inline, ``classes`` as
     probability bars, ``values`` in original units, a ``sample``d continuation);
     samples: whether it continues text (``sample``) instead of predicting;
@@ -81,7 +137,7 @@ class Card:
     inputs: tuple[Input, ...] = (TEXT,)
     predict_formats: tuple[str, ...] = ("jsonl",)
     predict_hint: str = ""
-    predict_options: frozenset[str] = frozenset()
+    predict_options: tuple[PredictOption, ...] = ()
     view: str = "classes"
     samples: bool = False
     streams: bool = False
@@ -98,6 +154,43 @@ class Card:
     def metric_for(self, config: Any) -> Metric:
         """The dev metric that picks the best epoch of a run of ``config``."""
         return self.metric_of(config) if self.metric_of is not None else self.metric
+
+    def offers(self, option: str) -> bool:
+        """Whether its ``predict`` takes the option named ``option``."""
+        return any(o.name == option for o in self.predict_options)
+
+    def checked_request(
+        self, fmt: str | None, options: dict[str, Any], spelled: Callable[[str], str] = str
+    ) -> tuple[str, dict[str, Any]]:
+        """The output format (None: the kind's default) and the options (``predict``'s
+        keywords) of a prediction request, checked: the format is one the kind writes, each
+        option one it takes, in range, carried by that format; an option at its default is
+        left out. RequestError otherwise, naming each as ``spelled`` does (``--top-k`` on the
+        command line, ``top_k`` in a request body). The command line, the server, corpus
+        prediction and the Ray step all ask this."""
+        if not self.predict_formats:
+            raise RequestError(self.predict_hint)
+        fmt = fmt or self.predict_formats[0]
+        if fmt not in self.predict_formats:
+            writes = " or ".join(self.predict_formats)
+            raise RequestError(f"{spelled('format')} {fmt} is not for {self.description}; it "
+                               f"writes {writes}")  # fmt: skip
+        declared = {o.name: o for o in self.predict_options}
+        chosen = {}
+        for name, value in options.items():
+            if name not in declared:
+                offered = ", ".join(spelled(o) for o in declared) or "none"
+                raise RequestError(f"{spelled(name)} is not an option of {self.description} "
+                                   f"(its options: {offered})")  # fmt: skip
+            option = declared[name]
+            if value is None or (value == option.default and type(value) is type(option.default)):
+                continue  # asks for nothing
+            chosen[name] = option.checked(value, spelled(name))
+            if option.formats and fmt not in option.formats:
+                carriers = " or ".join(f"{spelled('format')} {f}" for f in option.formats)
+                raise RequestError(f"{spelled(name)} is not carried by {spelled('format')} "
+                                   f"{fmt}; use {carriers}")  # fmt: skip
+        return fmt, chosen
 
     def takes(self, name: str) -> bool:
         """Whether it predicts from inputs named ``name`` ("text", "tokens")."""

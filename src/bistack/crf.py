@@ -16,8 +16,8 @@ import torch
 from torch import Tensor, nn
 from torch.autograd.function import FunctionCtx, once_differentiable
 
-from bistack.crf_kernels import IMPOSSIBLE, log_partition, viterbi_best
-from bistack.crf_scan import log_partition_scan, viterbi_scan
+from bistack.kernels.crf_compiled import IMPOSSIBLE, log_partition, viterbi_best
+from bistack.kernels.crf_scan import log_partition_scan, viterbi_scan
 from bistack.masking import check_mask
 from bistack.schemes import AllowedTransitions
 
@@ -269,8 +269,8 @@ class CRF(nn.Module):
 
 
 def runs_compiled(emissions: Tensor) -> bool:
-    """Whether the compiled kernels (``bistack.crf_kernels``) take ``emissions``: float32 or
-    float64 on the CPU."""
+    """Whether the compiled kernels (``bistack.kernels.crf_compiled``) take ``emissions``:
+    float32 or float64 on the CPU."""
     return emissions.device.type == "cpu" and emissions.dtype in (torch.float32, torch.float64)
 
 
@@ -291,7 +291,7 @@ def viterbi_best_cpu(
     emissions: Tensor, lengths: Tensor, transitions: Tensor, start: Tensor, end: Tensor
 ) -> tuple[Tensor, Tensor]:
     """Best paths ``(batch, seq_len)`` long (0 at padding) and their scores ``(batch,)``, from
-    the compiled kernel (arguments as ``bistack.crf_kernels`` describes them)."""
+    the compiled kernel (arguments as ``bistack.kernels.crf_compiled`` describes them)."""
     tags, best = viterbi_best(*kernel_inputs(emissions, lengths, transitions, start, end))
     return torch.from_numpy(tags), torch.from_numpy(best)
 

@@ -23,22 +23,21 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import Tensor, nn
 
+from bistack.cells import CELLS, MIN_CELLS, CellName
 from bistack.dropout import Dropout
 from bistack.dropout import dropout as apply_dropout
 from bistack.masking import check_mask, lengths_to_mask, reversal_index
 from bistack.min_cells import MinRecurrentLayer
 
-CellType = Literal["lstm", "gru", "mingru", "minlstm"]
 # What ``RecurrentEncoder.step`` carries: nn.LSTM's (h, c) or nn.GRU's h, one per residual layer,
 # or a min cell's h per layer.
 EncoderState = Any
-_CELLS: dict[str, type[nn.RNNBase]] = {"lstm": nn.LSTM, "gru": nn.GRU}
-MIN_CELLS = ("mingru", "minlstm")  # parallel-scan cells (``bistack.min_cells``)
+_CELLS: dict[str, type[nn.RNNBase]] = {"lstm": nn.LSTM, "gru": nn.GRU}  # bistack.cells' torch ones
 
 
 @dataclass(frozen=True)
@@ -192,24 +191,23 @@ class RecurrentEncoder(nn.Module):
         input_size: int,
         hidden_size: int,
         *,
-        cell: CellType = "lstm",
+        cell: CellName = "lstm",
         bidirectional: bool = True,
         num_layers: int = 1,
         dropout: float = 0.0,
         residual: bool = False,
     ) -> None:
         super().__init__()
-        if cell not in _CELLS and cell not in MIN_CELLS:
-            raise ValueError(
-                f"unknown cell: {cell!r} (expected 'lstm', 'gru', 'mingru' or 'minlstm')"
-            )
+        if cell not in CELLS:
+            expected = ", ".join(map(repr, CELLS[:-1])) + f" or {CELLS[-1]!r}"
+            raise ValueError(f"unknown cell: {cell!r} (expected {expected})")
         if num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.input_size = input_size
         self.hidden_size = hidden_size
-        self.cell: CellType = cell
+        self.cell: CellName = cell
         self.bidirectional = bidirectional
         self.num_layers = num_layers
         self.residual = residual

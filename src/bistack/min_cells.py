@@ -17,8 +17,8 @@ length, as the LSTM's does (``bistack.encoders``).
 
 Tests hold the scan to the recurrence written plainly, step by step (values and gradients, in
 float64), and ``step`` to the scan. On CPU the layer runs as one compiled kernel
-(``bistack.min_cell_kernels``), held to this log-space scan in the tests. Exported to ONNX, the
-recurrence is a TorchScript loop over positions (an ONNX ``Loop``), in linear space as the
+(``bistack.kernels.min_cells_compiled``), held to this log-space scan in the tests. Exported to
+ONNX, the recurrence is a TorchScript loop over positions (an ONNX ``Loop``), in linear space as the
 compiled kernel runs it: ONNX has no cumulative log-sum-exp.
 """
 
@@ -26,16 +26,16 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from bistack.cells import MinCellName
+from bistack.kernels.min_cells_compiled import LinearScan, runs_compiled
 from bistack.masking import reversal_index
-from bistack.min_cell_kernels import LinearScan, runs_compiled
 
-MinCellType = Literal["mingru", "minlstm"]
 _GATES = {"mingru": 2, "minlstm": 3}  # linear maps of the input per cell
 
 
@@ -74,11 +74,11 @@ class MinCell(nn.Module):
     """One direction of one minGRU or minLSTM layer: inputs ``(batch, seq, input_size)`` ->
     states ``(batch, seq, hidden_size)``, each a function of the inputs up to its position."""
 
-    def __init__(self, cell: MinCellType, input_size: int, hidden_size: int) -> None:
+    def __init__(self, cell: MinCellName, input_size: int, hidden_size: int) -> None:
         super().__init__()
         if cell not in _GATES:
             raise ValueError(f"unknown cell: {cell!r} (expected 'mingru' or 'minlstm')")
-        self.cell: MinCellType = cell
+        self.cell: MinCellName = cell
         self.hidden_size = hidden_size
         self.gates = nn.Linear(input_size, _GATES[cell] * hidden_size)
 
@@ -164,7 +164,7 @@ class MinRecurrentLayer(nn.Module):
     concatenated: forward ⊕ backward)."""
 
     def __init__(
-        self, cell: MinCellType, input_size: int, hidden_size: int, bidirectional: bool
+        self, cell: MinCellName, input_size: int, hidden_size: int, bidirectional: bool
     ) -> None:
         super().__init__()
         directions = 2 if bidirectional else 1

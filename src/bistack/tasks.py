@@ -15,14 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, Self
 
-from bistack.cards import Card
+from bistack.cards import Card, PredictOption
 from bistack.config import ExperimentConfig
-from bistack.config_files import build_config, kind_named, read_yaml
+from bistack.config.files import build_config, kind_named, read_yaml
 from bistack.errors import ConfigError, ModelFileError
+from bistack.files.modeldir import model_kind, reading_model
+from bistack.files.onnx_session import is_exported, read_export
 from bistack.inputs import Input, described, unicode_problem
 from bistack.language_models import cards as language_models
-from bistack.modeldir import model_kind, reading_model
-from bistack.onnx_session import is_exported, read_export
 from bistack.taggers import cards as taggers
 from bistack.text_models import cards as text_models
 
@@ -51,11 +51,54 @@ TASKS: dict[str, Card] = {}
 
 
 def register(card: Card) -> Card:
-    """Add a kind to the table (a kind registered twice is an error)."""
+    """Add a kind to the table (a kind registered twice is an error, and so is an option
+    another kind declares otherwise under the same name: the faces offer one of each)."""
     if card.kind in TASKS:
         raise ValueError(f"model kind {card.kind!r} is already registered")
+    for option in card.predict_options:
+        known = offered_options().get(option.name)
+        if known is not None and known != option:
+            raise ValueError(
+                f"model kind {card.kind!r}: option {option.name!r} is declared otherwise by "
+                "another kind; give it another name or the same declaration"
+            )
     TASKS[card.kind] = card
     return card
+
+
+def offered_options() -> dict[str, PredictOption]:
+    """Every predict option of the registered kinds, by name, in the order they were
+    registered: what the command line's flags and the server's request fields are built from."""
+    options: dict[str, PredictOption] = {}
+    for card in TASKS.values():
+        for option in card.predict_options:
+            options.setdefault(option.name, option)
+    return options
+
+
+def offered_formats() -> list[str]:
+    """Every ``predict --format`` of the registered kinds, each once, in registration order."""
+    return list(dict.fromkeys(f for card in TASKS.values() for f in card.predict_formats))
+
+
+def asked_options(values: dict[str, Any]) -> dict[str, Any]:
+    """Of the registered kinds' options as a face holds them all (a flag or a request field
+    for each), those that ask for something: not None and not at their declared default."""
+    offered = offered_options()
+    return {
+        name: value
+        for name, value in values.items()
+        if value is not None and not (name in offered and is_default(offered[name], value))
+    }
+
+
+def is_default(option: PredictOption, value: Any) -> bool:
+    return value == option.default and type(value) is type(option.default)
+
+
+def kinds_offering(option: str) -> list[Card]:
+    """The registered kinds whose ``predict`` takes ``option``."""
+    return [card for card in TASKS.values() if card.offers(option)]
 
 
 for _card in (*taggers.CARDS, *text_models.CARDS, *language_models.CARDS):
@@ -143,12 +186,12 @@ class Opened:
 
     def info(self) -> dict[str, Any]:
         """Kind, what it predicts, its training config's summary and data (``GET /info``)."""
-        data = self.model.config.to_dict()
+        config = self.model.config
+        data = config.to_dict()
         info = {"kind": self.card.kind, "description": self.description, "exported": self.exported}
         info |= self.model.describe()
         info["inputs"] = [i.name for i in self.card.inputs]
-        summary_keys = ("features", "encoder", "head", "pooling", "backbone", "layer_pooling")
-        info["config"] = {key: data[key] for key in summary_keys if key in data}
+        info["config"] = {key: data[key] for key in config.SUMMARY_KEYS if key in data}
         info["trained_on"] = {k: data.get("data", {}).get(k) for k in ("train", "dev")}
         return info
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bistack.config import ExperimentConfig
-from bistack.config_files import read_yaml, set_key
+from bistack.config.files import read_yaml, set_key
 from bistack.data.tables import memory_sources
 from bistack.errors import ConfigError
 from bistack.runs.driver import DEFAULT_OPTIONS, RunOptions, TrainedModel, train_model

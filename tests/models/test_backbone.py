@@ -90,7 +90,7 @@ def test_long_texts_are_counted_and_windows_see_the_end(minilm):
 
 
 def test_fingerprint_changes_with_the_weights(tmp_path: Path):
-    from bistack.feature_cache import model_fingerprint
+    from bistack.models.feature_cache import model_fingerprint
 
     (tmp_path / "config.json").write_text("{}")
     (tmp_path / "model.safetensors").write_bytes(b"1")

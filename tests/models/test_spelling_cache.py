@@ -12,7 +12,7 @@ from bistack.data.batching import collate_tagging
 from bistack.models.mode import predicting
 from bistack.models.spelling_cache import SpellingCache, each_batch_alone
 from bistack.runs.loop import build_optimizer
-from tests.models.test_tagger import make
+from tests.taggers.test_network import make
 
 SENTENCES = [
     ["Anna", "visited", "New", "York", "."],

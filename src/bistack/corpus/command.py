@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bistack.cards import Card
 from bistack.corpus.outputs import FileOutput, StdoutOutput
-from bistack.corpus.predict import Progress, Spec, load_model, predict_corpus
+from bistack.corpus.predict import Progress, Spec, open_spec, predict_corpus
 from bistack.corpus.sources import (
     PLACE_FIELDS,
     TOKEN_FORMATS,
@@ -20,8 +20,8 @@ from bistack.corpus.sources import (
     read_records,
 )
 from bistack.errors import ConfigError
-from bistack.fingerprints import content_digest
-from bistack.paths import refuse_overlap
+from bistack.files.fingerprints import content_digest
+from bistack.files.paths import refuse_overlap
 
 
 @dataclass(frozen=True)
@@ -112,10 +112,10 @@ def predict_command(request: CorpusRequest, spec: Spec, card: Card) -> int:
             "options": spec.options,
         }
         skipped = skipped or path.with_name(path.name + ".skipped.jsonl")
-        opened = load_model(spec)  # one that does not open stops here, before any output
+        opened = open_spec(spec)  # one that does not open stops here, before any output
         output = FileOutput(path, skipped, settings, request.resume, request.overwrite)
     else:
-        opened = load_model(spec)
+        opened = open_spec(spec)
         output = StdoutOutput(skipped)
     if request.workers > 1:
         del opened  # each worker opens its own; this one only proved that it opens

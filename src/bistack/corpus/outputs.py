@@ -20,7 +20,7 @@ from typing import Any, TextIO
 from bistack.errors import ConfigError
 
 PROGRESS_SUFFIX = ".progress.json"
-# Settings that are digests of content (``bistack.fingerprints``): what changed, said in words.
+# Settings that are digests of content (``bistack.files.fingerprints``): what changed, in words.
 CONTENT = {"model_content": "the model", "input_content": "the input"}
 
 

@@ -26,11 +26,11 @@ from typing import Any, Protocol
 
 from bistack.corpus.sources import Record
 from bistack.errors import BistackError, DataError
-from bistack.formats import FORMATS
+from bistack.files.formats import FORMATS
 from bistack.inputs import Input, described, unicode_problem
 from bistack.models.precision import InferencePrecision, autocast_for
 from bistack.models.spelling_cache import each_batch_alone
-from bistack.processes import die_with
+from bistack.system.processes import die_with
 from bistack.tasks import Opened, open_model
 
 CHUNK_SIZE = 1024
@@ -77,7 +77,7 @@ class Counts:
     skipped: int = 0
 
 
-def load_model(spec: Spec) -> Opened:
+def open_spec(spec: Spec) -> Opened:
     """The model ``spec`` names, opened once per process."""
     return open_model(spec.model, spec.device, spec.threads)
 
@@ -163,7 +163,7 @@ def predict_corpus(
     counts = Counts()
     chunks = chunked(records, chunk_size, skip=output.records_done)
     if workers == 1:
-        model = model if model is not None else load_model(spec)
+        model = model if model is not None else open_spec(spec)
         results: Iterator[tuple[list[Record], list[Outcome]]] = (
             (chunk, predict_records(model, spec, chunk)) for chunk in chunks if chunk
         )
@@ -244,7 +244,7 @@ def _start_worker(spec: Spec, parent: int) -> None:
     that run ends: killed too, it leaves no worker behind holding a model's memory."""
     global _WORKER_MODEL
     die_with(parent)
-    _WORKER_MODEL = load_model(replace(spec, threads=1))
+    _WORKER_MODEL = open_spec(replace(spec, threads=1))
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)

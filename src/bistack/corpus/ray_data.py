@@ -29,15 +29,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from bistack.corpus.predict import Failed, Spec, load_model, predict_records
+from bistack.corpus.predict import Failed, Spec, open_spec, predict_records
 from bistack.corpus.sources import Record, from_value
 from bistack.errors import ConfigError
 
 
 class Predictions:
     """Adds ``output_column`` (the prediction record as JSON, or None) and ``error_column``
-    (why a row has none, or None) to each batch; ``options`` are ``predict``'s keywords
-    (``min_confidence``, ``top_k``, ``attention``)."""
+    (why a row has none, or None) to each batch; ``options`` are ``predict``'s keywords, those
+    the model's kind declares (``min_confidence``, ``top_k``, ``attention``...), checked as the
+    command line checks them."""
 
     def __init__(
         self,
@@ -47,10 +48,9 @@ class Predictions:
         error_column: str = "prediction_error",
         **options: Any,
     ) -> None:
-        self.spec = Spec(model, "jsonl", options=options)
-        self.model = load_model(self.spec)
-        if not self.model.card.predict_formats:
-            raise ConfigError(self.model.card.predict_hint)
+        self.model = open_spec(Spec(model, "jsonl"))
+        fmt, checked = self.model.card.checked_request("jsonl", options)  # the kind's own
+        self.spec = Spec(model, fmt, options=checked)
         self.text_column, self.output_column = text_column, output_column
         self.error_column = error_column
 

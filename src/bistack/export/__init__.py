@@ -1,2 +1,2 @@
 """Export a trained model for machines without PyTorch (``bistack export``), and run what was
-exported (``bistack.onnx_session``, which imports no torch)."""
+exported (``bistack.files.onnx_session``, which imports no torch)."""

@@ -23,9 +23,8 @@ import torch
 
 from bistack._version import __version__
 from bistack.errors import ConfigError, ModelFileError
-from bistack.graphs import ExportPlan
-from bistack.modeldir import write_json
-from bistack.onnx_session import (
+from bistack.files.modeldir import write_json
+from bistack.files.onnx_session import (
     EXPORT_FILE,
     FORMAT,
     FORMAT_VERSION,
@@ -33,8 +32,9 @@ from bistack.onnx_session import (
     VOCAB_FILE,
     open_session,
 )
-from bistack.paths import claim_folder, refuse_overlap
-from bistack.runs.card import CARD
+from bistack.files.paths import claim_folder, refuse_overlap
+from bistack.models.graphs import ExportPlan
+from bistack.runs.model_card import CARD
 
 OPSET = 17
 

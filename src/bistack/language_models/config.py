@@ -35,6 +35,8 @@ class LanguageModelConfig(ExperimentConfig):
     """
 
     RANGES: ClassVar[tuple[Range, ...]] = (*SHARED_RANGES, ("data.max_length", 2, True, None))
+    SUMMARY_KEYS: ClassVar[tuple[str, ...]] = ("features", "encoder")
+    INPUT_KEYS: ClassVar[tuple[str, ...]] = (*ExperimentConfig.INPUT_KEYS, "features.pretrained")
 
     kind: Literal["language_model"] = "language_model"
     data: CorpusConfig = field(default_factory=CorpusConfig)

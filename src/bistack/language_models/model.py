@@ -9,16 +9,18 @@ from typing import Any
 
 import torch
 
-from bistack.config_files import build_config
 from bistack.data.corpus import read_corpus
 from bistack.data.tokenize import tokenize_text
 from bistack.data.vocab import Vocabulary
+from bistack.files.modeldir import (
+    save_metadata,
+    save_weights,
+)
 from bistack.language_models.config import LanguageModelConfig
 from bistack.language_models.network import LSTMLanguageModel, build_language_model, collate_lm
 from bistack.metrics.text import PerplexityScores
-from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata, save_weights
-from bistack.models.devices import checked_device
 from bistack.models.mode import evaluating
+from bistack.models.saved import opening
 
 KIND = "language_model"
 BOS, EOS = "<s>", "</s>"
@@ -40,15 +42,10 @@ class LanguageModel:
     def load(cls, path: str | Path, device: str | torch.device = "cpu") -> LanguageModel:
         """Load a model directory written by ``bistack train`` (no unpickling), onto
         ``device`` (predictions build their batches there)."""
-        device = checked_device(device)  # a device this machine lacks: said as such
-        with reading_model(path):
-            meta, vocab = load_metadata(path, KIND)
-            source = f"{path}/config.json"
-            config = build_config(LanguageModelConfig, meta["config"], source=source)
-            vocabulary = Vocabulary.from_json(vocab["words"])
-            model = build_language_model(config, len(vocabulary))
-            load_weights(path, model)
-            return cls(model.to(device), vocabulary, config)
+        with opening(path, KIND, LanguageModelConfig, device) as saved:
+            vocabulary = Vocabulary.from_json(saved.vocab["words"])
+            network = build_language_model(saved.config, len(vocabulary))
+            return cls(saved.weights_into(network), vocabulary, saved.config)
 
     def save(self, path: str | Path) -> None:
         self.save_metadata(path)

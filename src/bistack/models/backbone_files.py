@@ -16,9 +16,9 @@ import torch
 
 from bistack.config import BackboneConfig
 from bistack.errors import ModelFileError
-from bistack.feature_cache import model_fingerprint
-from bistack.modeldir import save_weights
+from bistack.files.modeldir import save_weights
 from bistack.models.backbone import TransformerBackbone
+from bistack.models.feature_cache import model_fingerprint
 
 BACKBONE_DIR = "backbone"
 

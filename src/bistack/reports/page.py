@@ -79,17 +79,6 @@ def section(number_: int, data: dict[str, Any], images: list[str]) -> str:
     parts = [f'<section id="section-{number_}"><h2>{escape(data["data"])}</h2>']
     parts.append(f"<pre>{escape(data['summary'])}</pre>")
     parts += [f"<p>{escape(note)}</p>" for note in data.get("notes", [])]
-    if "seen_unseen" in data:
-        rows = [[k, v["gold"], v["found"], v["recall"]] for k, v in data["seen_unseen"].items()]
-        parts.append(table({"title": "recall on entities seen in training and unseen ones",
-                            "columns": ["entities", "gold", "found", "recall"],
-                            "rows": rows}))  # fmt: skip
-    if "calibration" in data and "thresholds" in data["calibration"]:
-        rows = [[t["threshold"], t["kept"], t["precision"], t["recall"]]
-                for t in data["calibration"]["thresholds"]]  # fmt: skip
-        parts.append(table({"title": "entities kept at a confidence threshold",
-                            "columns": ["threshold", "kept", "precision", "recall"],
-                            "rows": rows}))  # fmt: skip
     parts += [table(t) for t in data.get("tables", [])]
     for image, spec in zip(images, data.get("figures", []), strict=True):
         parts.append(f'<img src="{escape(image)}" alt="{escape(spec["title"])}">')

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bistack.paths import claim_folder, refuse_overlap
+from bistack.files.paths import claim_folder, refuse_overlap
 from bistack.reports.charts import draw
 from bistack.reports.page import page
 from bistack.tasks import Opened

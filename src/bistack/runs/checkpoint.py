@@ -58,7 +58,7 @@ def save_checkpoint(
     average: WeightAverage | None = None,
 ) -> None:
     """Write ``directory/checkpoint.safetensors`` atomically (temporary file, then rename);
-    ``inputs``: the digests of the files the run reads (``bistack.fingerprints``)."""
+    ``inputs``: the digests of the files the run reads (``bistack.files.fingerprints``)."""
     tensors = {f"model.{name}": value for name, value in changing_state(model).items()}
     averaged, updates = average.state() if average is not None else ({}, 0)
     tensors.update({f"average.{name}": value for name, value in averaged.items()})

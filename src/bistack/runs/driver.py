@@ -22,25 +22,26 @@ import torch
 from torch import nn
 
 from bistack.config import ExperimentConfig
-from bistack.config_files import build_config
+from bistack.config.files import build_config
 from bistack.errors import BistackError, ConfigError
-from bistack.fingerprints import changed as changed_content
-from bistack.fingerprints import digests
+from bistack.files.fingerprints import changed as changed_content
+from bistack.files.fingerprints import digests
+from bistack.files.paths import refuse_overlap
 from bistack.metrics.dev import Metric
 from bistack.models.devices import MatmulPrecision
-from bistack.paths import refuse_overlap
-from bistack.runs.card import Trained, best_metrics, write_card
 from bistack.runs.checkpoint import CHECKPOINT, CheckpointError, differences, load_checkpoint
 from bistack.runs.loop import (
     EpochHook,
     FitResult,
     Interrupted,
     LoopTask,
+    ParameterGroups,
     Run,
     fit,
     kept,
     start_run,
 )
+from bistack.runs.model_card import Trained, best_metrics, write_card
 from bistack.runs.rundir import check_output
 
 
@@ -84,7 +85,10 @@ class Prepared:
     network: the module the loop trains (its parameters are counted);
     loop: batches, dev evaluation and weight saving for the loop;
     summary: one line on the data and the model;
-    finish: called on rank 0 after training, once the best weights are saved.
+    finish: called on rank 0 after training, once the best weights are saved;
+    notes: lines the model card adds about the model (what it does beyond its dev scores);
+    parameter_groups: the network's parameters in groups of their own learning rates, given
+    the base rate (a fine-tuned backbone's layers); None: one group.
     """
 
     model: Saved
@@ -92,6 +96,8 @@ class Prepared:
     loop: LoopTask
     summary: str
     finish: Callable[[Run], None] | None = None
+    notes: tuple[str, ...] = ()
+    parameter_groups: ParameterGroups | None = None
 
 
 @dataclass(frozen=True)
@@ -192,6 +198,7 @@ def train_model(
             inputs=read,
             resume=checkpoint,
             on_epoch=on_epoch,
+            groups_of=prepared.parameter_groups,
         )
         if result.best_epoch == 0:
             raise BistackError(
@@ -207,8 +214,8 @@ def train_model(
             metrics, seconds = best_metrics(run.output / "metrics.csv", result.best_epoch)
             trained = Trained(
                 config.kind, description, prepared.model.describe(), config.to_dict(),
-                prepared.summary, parameters, result.epochs, result.best_epoch, metrics, seconds,
-                data_digests(config, read),
+                config.SUMMARY_KEYS, prepared.summary, prepared.notes, parameters, result.epochs,
+                result.best_epoch, metrics, seconds, data_digests(config, read),
             )  # fmt: skip
             write_card(run.model_dir, trained, torch.__version__)
         if run.fabric.is_global_zero:  # finished: nothing left to resume

@@ -142,14 +142,21 @@ def start_run(
     return run
 
 
+ParameterGroups = Callable[[float], list[dict[str, Any]]]  # base lr -> torch's param groups
+
+
 def build_optimizer(
-    options: OptimizerConfig, model: torch.nn.Module, *, fused: bool = True
+    options: OptimizerConfig,
+    model: torch.nn.Module,
+    *,
+    fused: bool = True,
+    groups_of: ParameterGroups | None = None,
 ) -> torch.optim.Optimizer:
-    """The optimizer the config names. A model with ``parameter_groups(lr)`` (e.g. a fine-tuned
-    backbone under a head) gets one learning rate per group; each group keeps its base rate in
-    ``base_lr`` for the schedule. ``fused`` False: Adam's per-parameter loop, which a loss
-    scaler (float16 mixed precision) can unscale before clipping."""
-    groups_of = getattr(model, "parameter_groups", None)
+    """The optimizer the config names. ``groups_of(lr)``: the model's parameters in groups of
+    their own learning rates (a fine-tuned backbone under a head, its kind's recipe says);
+    without it, one group. Each group keeps its base rate in ``base_lr`` for the schedule.
+    ``fused`` False: Adam's per-parameter loop, which a loss scaler (float16 mixed precision)
+    can unscale before clipping."""
     groups = groups_of(options.lr) if groups_of else [{"params": list(model.parameters())}]
     for group in groups:
         group.setdefault("lr", options.lr)
@@ -163,13 +170,16 @@ def build_optimizer(
 
 
 def optimizer_for(
-    fabric: Fabric, options: OptimizerConfig, model: torch.nn.Module
+    fabric: Fabric,
+    options: OptimizerConfig,
+    model: torch.nn.Module,
+    groups_of: ParameterGroups | None = None,
 ) -> torch.optim.Optimizer:
     """The optimizer ``fit`` trains with: fused, unless a loss scaler (float16 mixed precision
     on a GPU) must unscale the gradients before they are clipped, which a fused optimizer,
     unscaling inside its own step, does not allow."""
     scaled = getattr(fabric.strategy.precision, "scaler", None) is not None
-    return build_optimizer(options, model, fused=not scaled)
+    return build_optimizer(options, model, fused=not scaled, groups_of=groups_of)
 
 
 @dataclass(frozen=True)
@@ -237,6 +247,7 @@ def fit(
     inputs: dict[str, str] | None = None,
     resume: Checkpoint | None = None,
     on_epoch: EpochHook | None = None,
+    groups_of: ParameterGroups | None = None,
 ) -> FitResult:
     """Train ``model`` (unwrapped) on ``task`` until patience, max_epochs or max_minutes, or
     until ``on_epoch(epoch, score)`` (after each dev evaluation) gives a reason to stop.
@@ -244,10 +255,12 @@ def fit(
     Rank 0 alone logs metrics (``run.output/metrics.csv``), saves the best weights, and every
     ``train.checkpoint_every`` epochs a checkpoint (with ``config`` and ``inputs``, the digests
     of the files it reads); ``resume`` goes on from one, as if the run had never stopped.
+    ``groups_of``: the model's parameter groups (:func:`build_optimizer`).
     """
     fabric, say = run.fabric, run.say
     log = MetricsLog(run) if fabric.is_global_zero else None
-    wrapped, optimizer = fabric.setup(model, optimizer_for(fabric, optimizer_config, model))
+    optimizer = optimizer_for(fabric, optimizer_config, model, groups_of)
+    wrapped, optimizer = fabric.setup(model, optimizer)
     average = WeightAverage(model, train.weight_average) if train.weight_average else None
     best, best_epoch, stale, epoch, spent, first = float("-inf"), 0, 0, 0, 0.0, 1
     if resume is not None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from bistack.errors import BistackError
-from bistack.paths import refuse_shared_folder
+from bistack.files.paths import refuse_shared_folder
 
 MODEL = "model"
 METRICS = "metrics.csv"

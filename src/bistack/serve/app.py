@@ -21,7 +21,6 @@ import json
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -29,35 +28,42 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi_offline import FastAPIOffline
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, create_model
 
 from bistack.errors import BistackError
 from bistack.inputs import unicode_problem
 from bistack.serve.batcher import ContinuousBatcher
 from bistack.serve.served import Served
+from bistack.serve.settings import Limits
 from bistack.serve.telemetry import Metrics, Observed
+from bistack.tasks import asked_options, kinds_offering, offered_options
 
 
-@dataclass(frozen=True)
-class Limits:
-    """What one request may carry, and how many texts a forward pass groups at most."""
-
-    max_body_bytes: int = 1 << 20
-    max_texts: int = 256
-    max_chars: int = 20_000
-    max_batch_texts: int = 64
-
-
-class PredictRequest(BaseModel):
-    """Texts to predict, and the options ``bistack predict`` has (each model kind takes some)."""
-
-    model_config = ConfigDict(extra="forbid")
-    texts: list[StrictStr] = Field(description="the texts, one prediction each")
-    attention: bool = Field(False, description="text models: each token's attention weight")
-    min_confidence: float | None = Field(
-        None, ge=0.0, le=1.0, description="taggers: leave out entities below this probability"
+def request_model() -> type[BaseModel]:
+    """``PredictRequest``: the texts to predict, and a field for each option the registered
+    kinds' cards declare (``bistack.tasks.offered_options``), with its range and help; which of
+    them the served kind takes is checked by its card."""
+    fields: dict[str, Any] = {
+        "texts": (list[StrictStr], Field(description="the texts, one prediction each"))
+    }
+    for option in offered_options().values():
+        kinds = ", ".join(card.kind for card in kinds_offering(option.name))
+        fields[option.name] = (
+            option.kind | None,
+            Field(
+                option.default,
+                ge=option.low,
+                le=option.high,
+                description=f"{option.help} (kinds {kinds})",
+            ),
+        )
+    return create_model(
+        "PredictRequest",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__="Texts to predict, and the options ``bistack predict`` has (each model kind "
+        "takes some).",
+        **fields,
     )
-    top_k: int = Field(1, ge=1, le=20, description="taggers: the K best analyses of a sentence")
 
 
 class PredictResponse(BaseModel):
@@ -84,10 +90,13 @@ class BadRequest(Exception):
         self.message = message
 
 
-def create_app(served: Served, limits: Limits = Limits(), shared_metrics: bool = False) -> FastAPI:
+def create_app(
+    served: Served, limits: Limits | None = None, shared_metrics: bool = False
+) -> FastAPI:
     """The app serving ``served``; its batcher starts with the app, and the app is ready once
     the model's thread has run the warm-up pass (requests that come first wait behind it).
     ``shared_metrics``: one of ``serve --workers``' processes, counting with the others."""
+    limits = limits or Limits()
     metrics = Metrics(served.load_seconds, shared_metrics)
     batcher = ContinuousBatcher(
         served.predict, limits.max_batch_texts, metrics.ran_pass, metrics.depth.set
@@ -153,12 +162,11 @@ def create_app(served: Served, limits: Limits = Limits(), shared_metrics: bool =
     async def info() -> dict[str, Any]:
         """The model's kind, labels, tagging scheme, training config summary, and what the
         page and ``/predict`` offer for it."""
-        offers = {"view": served.view, "options": sorted(served.options)}
+        offers = {"view": served.view, "options": sorted(o.name for o in served.options)}
         limits_info = {"max_texts": limits.max_texts, "max_chars": limits.max_chars}
         return served.info | offers | {"limits": limits_info}
 
-    @app.post("/predict", response_class=Response, responses={200: {"model": PredictResponse}})
-    async def predict(request: PredictRequest, http: Request) -> Response:
+    async def predict(request: BaseModel, http: Request) -> Response:
         """One record per text: what ``bistack predict --format jsonl`` writes."""
         if served.samples:
             raise BadRequest(400, f"{served.description} predicts no labels; POST /sample")
@@ -173,6 +181,12 @@ def create_app(served: Served, limits: Limits = Limits(), shared_metrics: bool =
         # more than the forward pass for a tagger's records.
         body = json.dumps({"predictions": records}, ensure_ascii=False, allow_nan=False)
         return Response(body.encode(), media_type="application/json")
+
+    # The request's model is built from the cards when the app is: FastAPI reads it from here.
+    predict.__annotations__ |= {"request": request_model(), "http": Request, "return": Response}
+    app.post("/predict", response_class=Response, responses={200: {"model": PredictResponse}})(
+        predict
+    )
 
     @app.post("/sample")
     async def sample(request: SampleRequest) -> dict[str, Any]:
@@ -189,22 +203,14 @@ def create_app(served: Served, limits: Limits = Limits(), shared_metrics: bool =
     return app
 
 
-def chosen_options(request: PredictRequest, served: Served) -> dict[str, Any]:
-    """The options a request set, as ``predict`` keywords; one its model lacks is refused."""
-    options: dict[str, Any] = {}
-    if request.attention:
-        options["attention"] = True
-    if request.min_confidence is not None:
-        options["min_confidence"] = request.min_confidence
-    if request.top_k != 1:
-        options["top_k"] = request.top_k
-    for name in options:
-        if name not in served.options:
-            offered = ", ".join(sorted(served.options)) or "none"
-            raise BadRequest(
-                400, f"{name}: not an option of {served.description} (its options: {offered})"
-            )
-    return options
+def chosen_options(request: BaseModel, served: Served) -> dict[str, Any]:
+    """The options a request set, as ``predict`` keywords, checked by the served kind's card
+    (one its model lacks is refused)."""
+    asked = asked_options({name: value for name, value in request if name != "texts"})
+    try:
+        return served.checked_options(asked)
+    except BistackError as error:
+        raise BadRequest(400, str(error)) from None
 
 
 def check_texts(texts: list[str], limits: Limits) -> None:

@@ -21,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from bistack.errors import ConfigError
-from bistack.process_environment import MODEL_PROCESS_ENVIRONMENT
-from bistack.serve.app import Limits, create_app
+from bistack.serve.app import create_app
 from bistack.serve.served import load_served
+from bistack.serve.settings import Limits
+from bistack.system.environment import MODEL_PROCESS_ENVIRONMENT
 
 # Requests a replica holds at once. Ray's default (5) would cap a pass at 5 requests; the
 # batcher queues the rest itself, so a replica takes many and batches what it has.

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from bistack.cards import PredictOption
 from bistack.errors import BistackError
 from bistack.tasks import Opened, open_model
 
@@ -31,8 +32,12 @@ class Served:
         return self.opened.card.view
 
     @property
-    def options(self) -> frozenset[str]:
+    def options(self) -> tuple[PredictOption, ...]:
         return self.opened.card.predict_options
+
+    def checked_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """``options`` as its card checks them for a JSON record (``bistack.cards``)."""
+        return self.opened.card.checked_request("jsonl", options, spelled=str)[1]
 
     @property
     def samples(self) -> bool:

@@ -1,20 +1,48 @@
 """``bistack serve``: bind the port, then run the app on uvicorn over that socket (in this
-process, or in ``--workers`` processes) until Ctrl-C or SIGTERM. On SIGTERM it stops accepting,
+process, or in ``--workers`` processes), or on Ray Serve's replicas, as :func:`launch` chooses
+from the settings, until Ctrl-C or SIGTERM. On SIGTERM it stops accepting,
 answers every request already accepted, and exits 0: uvicorn's graceful shutdown lets the
 connections finish before the app's shutdown stops the batcher."""
 
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
-from typing import Any
 
-from bistack.serve.app import Limits, create_app
-from bistack.serve.served import Served
+from bistack.errors import ConfigError
+from bistack.serve.app import create_app
+from bistack.serve.served import Served, checked_apart, load_served
+from bistack.serve.settings import Limits, ServeSettings
 from bistack.serve.sockets import listening_socket
 from bistack.serve.telemetry import log_access
+
+
+def launch(settings: ServeSettings) -> None:
+    """Serve as ``settings`` say: one worker here serves in this process (a model that does
+    not load stops before the port is bound); several workers, or Ray Serve's replicas, each
+    open their own copy, after a process that exits has checked that the model loads. The
+    process's environment is the command line's to set (``bistack.cli.serve``)."""
+    if settings.ray:
+        try:
+            import ray.serve  # noqa: F401 (only whether it is there)
+        except ImportError as error:
+            raise ConfigError(
+                f"serving on Ray needs the ray-serve extra ({error.name} is missing): "
+                "pip install 'bistack[ray-serve]'"
+            ) from None
+    workers = settings.processes(len(os.sched_getaffinity(0)))
+    where = (settings.host, settings.port, settings.limits, settings.model)
+    if not settings.ray and workers == 1:
+        serve(load_served(settings.model, settings.threads), *where, settings.access_log)
+        return
+    description = checked_apart(settings.model, settings.threads)
+    if settings.ray:
+        serve_on_ray(description, *where, settings.replicas, settings.threads)
+    else:  # the workers count together in the folder PROMETHEUS_MULTIPROC_DIR names
+        serve_in_workers(description, workers, settings)
 
 
 def serve(
@@ -37,19 +65,17 @@ def serve(
         print("stopped on SIGTERM: every request accepted was answered", file=sys.stderr)
 
 
-def serve_in_workers(
-    description: str, host: str, port: int, workers: int, settings: dict[str, Any]
-) -> None:
-    """Serve the model ``settings`` names from ``workers`` processes on ``host:port``, each
-    with ``settings["threads"]`` threads (``bistack.serve.workers``)."""
+def serve_in_workers(description: str, workers: int, settings: ServeSettings) -> None:
+    """Serve the model ``settings`` names from ``workers`` processes on its host and port,
+    each with its threads (``bistack.serve.workers``)."""
     from bistack.serve.workers import serve_workers
 
-    threads = settings["threads"]
+    threads = settings.threads
     each = f"{threads} thread{'s' if threads != 1 else ''} each"
     processes = f", {workers} worker processes of {each}"
     serve_workers(
-        host, port, workers, settings,
-        lambda where: announce(where, description, settings["model"], processes),
+        settings.host, settings.port, workers, settings,
+        lambda where: announce(where, description, settings.model, processes),
     )  # fmt: skip
     # SIGTERM and Ctrl-C reach every worker, and each drains.
     print("stopped: every request accepted was answered", file=sys.stderr)

@@ -32,11 +32,12 @@ from typing import Any
 from prometheus_client.multiprocess import mark_process_dead
 
 from bistack.errors import BistackError
-from bistack.processes import die_with
-from bistack.serve.app import Limits, create_app
+from bistack.serve.app import create_app
 from bistack.serve.served import load_served
+from bistack.serve.settings import ServeSettings
 from bistack.serve.sockets import BACKLOG, port_socket
 from bistack.serve.telemetry import log_access
+from bistack.system.processes import die_with
 
 SPAWN = multiprocessing.get_context("spawn")
 # A worker stopped while its model loaded serves this long, for the requests that queued
@@ -53,16 +54,16 @@ def held_port(host: str, port: int) -> socket.socket:
     return port_socket(host, port, shared=True)
 
 
-def worker_app(settings: dict[str, Any]) -> Any:
-    """The app of one worker process: ``settings`` has the model, its threads, the limits and
-    whether to log each request."""
-    if settings["access_log"]:
+def worker_app(settings: ServeSettings) -> Any:
+    """The app of one worker process: the model ``settings`` names, with its threads and
+    limits, each request logged when they say so."""
+    if settings.access_log:
         log_access()
-    served = load_served(settings["model"], settings["threads"])
-    return create_app(served, Limits(**settings["limits"]), shared_metrics=True)
+    served = load_served(settings.model, settings.threads)
+    return create_app(served, settings.limits, shared_metrics=True)
 
 
-def run_worker(settings: dict[str, Any], host: str, port: int, says: Connection) -> None:
+def run_worker(settings: ServeSettings, host: str, port: int, says: Connection) -> None:
     """One worker process: listen, say so, load the model, say so, serve until SIGTERM; it
     ends with its supervisor, however that ends (a ``kill -9`` of it left workers holding the
     port under PID 1)."""
@@ -124,7 +125,7 @@ def serve_workers(
     host: str,
     port: int,
     workers: int,
-    settings: dict[str, Any],
+    settings: ServeSettings,
     announce: Callable[[tuple[str, int]], None],
 ) -> None:
     """Serve from ``workers`` processes on ``host:port`` until SIGTERM or Ctrl-C; ``announce``

@@ -20,12 +20,12 @@ import torch
 from bistack.data.splits import kfold, split_off_dev
 from bistack.data.tables import Example, read_table
 from bistack.errors import ConfigError
+from bistack.files.paths import refuse_overlap
 from bistack.models.backbone import LayerVectors, TransformerBackbone
-from bistack.paths import refuse_overlap
 from bistack.runs.driver import RunOptions
 from bistack.studies.pooler_variants import POOLER_VARIANTS as VARIANTS
 from bistack.studies.repeated import RepeatedResult, finished_run, run_or_reuse
-from bistack.studies.report import Comparison, format_table, write_comparison
+from bistack.studies.seed_table import Comparison, format_table, write_comparison
 from bistack.tasks import task_of
 from bistack.text_models.config import LayerPoolingTextConfig
 from bistack.text_models.layer_recipe import frozen_vectors

@@ -10,7 +10,7 @@ from importlib import resources
 from pathlib import Path
 
 from bistack.api import Tagger
-from bistack.config_files import build_config
+from bistack.config.files import build_config
 from bistack.errors import DataError
 from bistack.runs.driver import RunOptions
 from bistack.taggers.config import TaggerConfig

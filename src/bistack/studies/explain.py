@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from bistack.errors import ConfigError
-from bistack.modeldir import atomic_write
+from bistack.files.modeldir import atomic_write
 from bistack.text_models.outputs import TextPrediction
 from bistack.text_models.text import RecurrentTextModel
 

@@ -24,12 +24,12 @@ from typing import Any, Literal
 
 from bistack.cards import Card
 from bistack.config import ExperimentConfig
-from bistack.config_files import build_config
+from bistack.config.files import build_config
 from bistack.errors import ConfigError
-from bistack.paths import refuse_overlap
+from bistack.files.paths import refuse_overlap
 from bistack.runs.driver import RunOptions
 from bistack.studies.repeated import RepeatedResult, run_or_reuse
-from bistack.studies.report import NOISE_RULE, Comparison, format_table, write_comparison
+from bistack.studies.seed_table import NOISE_RULE, Comparison, format_table, write_comparison
 from bistack.tasks import TASKS, task_of
 from bistack.training import train_config as train
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from bistack.config import ExperimentConfig
-from bistack.config_files import same_settings
-from bistack.modeldir import write_json
+from bistack.config.files import same_settings
+from bistack.files.modeldir import write_json
 
 RECORD = "result.json"
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from bistack.config import ExperimentConfig
-from bistack.config_files import build_config, key_hint, parse_override, read_yaml, set_key
+from bistack.config.files import build_config, key_hint, parse_override, read_yaml, set_key
 from bistack.errors import ConfigError
 
 # Keys a search must not choose: what the verdict varies itself, and what changes the problem.

@@ -41,14 +41,14 @@ import yaml
 
 from bistack.config import ExperimentConfig
 from bistack.errors import BistackError, ConfigError
+from bistack.files.modeldir import atomic_write
+from bistack.files.paths import refuse_overlap
 from bistack.metrics.dev import Metric
-from bistack.modeldir import atomic_write
-from bistack.paths import refuse_overlap
 from bistack.runs.driver import RunOptions
 from bistack.studies.repeated import RepeatedResult, run_or_reuse
-from bistack.studies.report import judge
 from bistack.studies.search_space import Parameter, verdict_config, with_value
-from bistack.studies.tune_report import TrialRow, Verdict, write_report
+from bistack.studies.seed_table import judge
+from bistack.studies.tune_results import TrialRow, Verdict, write_report
 from bistack.tasks import task_of
 from bistack.training import train_config as train
 
@@ -77,8 +77,34 @@ class TuneSettings:
     verdict_set: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class TuneFiles:
+    """The files a search was started from, which its worker processes read again: the
+    config, its ``--set`` overrides and the space."""
+
+    config: str
+    space: str
+    overrides: tuple[str, ...] = ()
+
+
 def storage_url(output: Path, storage: str | None) -> str:
     return storage or f"sqlite:///{(output / STUDY_FILE).resolve()}"
+
+
+def worker_argv(
+    files: TuneFiles, output: Path, settings: TuneSettings, threads: int, index: int
+) -> list[str]:
+    """The ``bistack tune`` arguments of worker process ``index`` of a search: the same study
+    (its database named outright), no verdict of its own, and a sampler seed of its own (one
+    seed for all would repeat values)."""
+    argv = ["tune", files.config, "--space", files.space, "--trials", str(settings.trials)]
+    argv += ["--output", str(output), "--storage", storage_url(output, settings.storage)]
+    argv += ["--study-name", settings.study_name, "--startup-trials", str(settings.startup)]
+    argv += ["--threads", str(threads)]
+    argv += [] if settings.prune else ["--no-prune"]
+    if settings.sampler_seed is not None:
+        argv += ["--sampler-seed", str(settings.sampler_seed + index)]
+    return argv + [item for override in files.overrides for item in ("--set", override)]
 
 
 def tune(
@@ -88,15 +114,16 @@ def tune(
     settings: TuneSettings,
     *,
     workers: int = 1,
-    worker_argv: Callable[[int], list[str]] | None = None,
+    files: TuneFiles | None = None,
+    threads: int = 1,
     report: bool = True,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Search ``space`` from ``config`` until ``settings.trials`` trials count, then (with
     ``report``) the verdict and ``tune.md``/``tune.json``/PNGs/``best.yaml`` in ``output``;
-    returns the report's data. ``workers`` > 1 runs that many processes of
-    ``worker_argv(index)`` (a ``bistack tune`` command line as a worker) on the study instead of
-    searching in this one."""
+    returns the report's data. ``workers`` > 1 runs that many ``bistack tune`` processes of
+    ``threads`` threads on the study, from ``files`` (:func:`worker_argv`), instead of searching
+    in this one."""
     output = Path(output)
     refuse_overlap(output, config.input_paths(), "tune's output")
     judged = verdict_config(config, list(settings.verdict_set), space)  # refused before trials
@@ -107,8 +134,9 @@ def tune(
         start_from_config(study, config, space)
     log = Log(output / LOG, say)
     if workers > 1:
-        assert worker_argv is not None
-        run_workers(worker_argv, workers, log)
+        if files is None:
+            raise ConfigError("tune: worker processes read the config and space from files")
+        run_workers(lambda i: worker_argv(files, output, settings, threads, i), workers, log)
     else:
         Search(study, config, space, output, settings, metric, log).run()
     if not report:

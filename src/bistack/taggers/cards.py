@@ -5,14 +5,32 @@ from __future__ import annotations
 
 from typing import Any
 
-from bistack.cards import Card, Ladder
+from bistack.cards import Card, Ladder, PredictOption
 from bistack.inputs import TEXT, TOKENS
 from bistack.metrics.dev import Metric
 
 DEV_F1 = Metric("dev_f1", "dev F1", higher_is_better=True)
 DEV_TAG_ACCURACY = Metric("dev_token_accuracy", "dev accuracy", higher_is_better=True)
 FORMATS = ("conll", "jsonl", "conllu", "doccano")
-OPTIONS = frozenset({"min_confidence", "top_k"})
+OPTIONS = (
+    PredictOption(
+        "min_confidence",
+        float,
+        "leave out entities whose probability is below P",
+        low=0.0,
+        high=1.0,
+        metavar="P",
+    ),
+    PredictOption(
+        "top_k",
+        int,
+        "also the K best analyses of each sentence, with their probabilities",
+        default=1,
+        low=1,
+        high=20,
+        metavar="K",
+    ),
+)
 
 
 def tagging_metric(config: Any) -> Metric:

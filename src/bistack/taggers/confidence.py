@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bistack.crf_kernels import IMPOSSIBLE, log_partition
+from bistack.kernels.crf_compiled import IMPOSSIBLE, log_partition
 from bistack.schemes import spans_from_tags
 
 Span = tuple[int, int, str]  # (start, end, type), end exclusive

@@ -76,6 +76,8 @@ class TaggerConfig(ExperimentConfig):
     """Everything needed to train (and rebuild) a sequence tagger."""
 
     RANGES: ClassVar[tuple[Range, ...]] = RANGES
+    SUMMARY_KEYS: ClassVar[tuple[str, ...]] = ("features", "encoder", "head")
+    INPUT_KEYS: ClassVar[tuple[str, ...]] = (*ExperimentConfig.INPUT_KEYS, "features.pretrained")
 
     kind: Literal["tagger"] = "tagger"
     data: DataConfig = field(default_factory=DataConfig)
@@ -98,6 +100,18 @@ class LayerPoolingTaggerConfig(ExperimentConfig):
     casing), then the recurrent encoder and the CRF of a recurrent tagger."""
 
     RANGES: ClassVar[tuple[Range, ...]] = RANGES
+    SUMMARY_KEYS: ClassVar[tuple[str, ...]] = (
+        "features",
+        "encoder",
+        "head",
+        "backbone",
+        "layer_mix",
+    )
+    INPUT_KEYS: ClassVar[tuple[str, ...]] = (
+        *ExperimentConfig.INPUT_KEYS,
+        "features.pretrained",
+        "backbone.path",
+    )
 
     kind: Literal["layer_tagger"] = "layer_tagger"
     data: DataConfig = field(default_factory=DataConfig)

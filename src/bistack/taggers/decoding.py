@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from bistack.crf_kernels import IMPOSSIBLE, log_partition, viterbi_best, viterbi_top_k
+from bistack.kernels.crf_compiled import IMPOSSIBLE, log_partition, viterbi_best, viterbi_top_k
 from bistack.metrics.text import checked_temperature
 from bistack.schemes import PLAIN
 from bistack.taggers.confidence import (

@@ -9,7 +9,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from bistack.graphs import (
+from bistack.files.onnx_session import WORD_INPUTS
+from bistack.models.backbone import tokenize_words
+from bistack.models.graphs import (
     DYNAMIC_AXES,
     INPUTS,
     ExportPlan,
@@ -19,8 +21,6 @@ from bistack.graphs import (
     token_plan,
     vocabulary_words,
 )
-from bistack.models.backbone import tokenize_words
-from bistack.onnx_session import WORD_INPUTS
 from bistack.taggers.graphs import (
     OUTPUT_AXES,
     WORD_DYNAMIC_AXES,

@@ -17,8 +17,8 @@ import torch
 from torch import Tensor, nn
 
 from bistack.data.word_rows import flat_word_index
-from bistack.graphs import token_vectors
 from bistack.masking import lengths_to_mask
+from bistack.models.graphs import token_vectors
 
 TAGGER_OUTPUTS = ("tags", "emissions")
 OUTPUT_AXES = {"tags": {0: "batch", 1: "seq"}, "emissions": {0: "batch", 1: "seq"}}

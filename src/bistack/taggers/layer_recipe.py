@@ -21,10 +21,10 @@ from bistack.data.batching import PAD_TAG, collate_tokens
 from bistack.data.conll import Sentence
 from bistack.data.features import EncodedSentence, TokenVocabularies, tag_order
 from bistack.data.word_rows import Context, document_contexts
-from bistack.feature_cache import cached_tensors, model_fingerprint
 from bistack.metrics.dev import Evaluation
 from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
 from bistack.models.devices import placed
+from bistack.models.feature_cache import cached_tensors, model_fingerprint
 from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run
 from bistack.runs.vocabularies import build_vocabularies, initialise_words, singleton_mask
@@ -34,6 +34,7 @@ from bistack.taggers.layer_network import WordLayerBatch, build_layer_tagger, pa
 from bistack.taggers.layer_tagger import LayerPoolingTagger
 from bistack.taggers.recipe import (
     TaggingData,
+    card_notes,
     finish_tagger,
     load_tagging_data,
     tagging_evaluation,
@@ -214,11 +215,13 @@ def prepare_layer_tagger(config: LayerPoolingTaggerConfig, run: Run) -> Prepared
     return Prepared(
         model=tagger,
         network=model,
+        parameter_groups=model.parameter_groups,
         loop=WordLayerTask(tagger, data, tag_ids, run, train_states, dev_states, encoded),
         # A frozen backbone is this run's own, unchanged: the best head joins it (not a copy).
         finish=lambda run: finish_tagger(
             partial(LayerPoolingTagger.load, backbone=backbone), data, run, cached_dev
         ),
+        notes=card_notes(config),
         summary=(
             f"train: {len(data.train)} sentences ({data.input_scheme}, trained as "
             f"{config.data.scheme}); dev: {len(data.dev)} from {data.dev_source}; backbone "

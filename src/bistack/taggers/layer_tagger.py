@@ -15,27 +15,23 @@ from typing import Any
 import numpy as np
 import torch
 
-from bistack.config_files import build_config
 from bistack.data.batching import TokenBatch, collate_tokens
 from bistack.data.conll import Sentence
 from bistack.data.features import TokenVocabularies
 from bistack.data.word_rows import Context
-from bistack.metrics.entities import EntityScores
-from bistack.modeldir import (
+from bistack.files.modeldir import (
     checked_output_scheme,
-    load_metadata,
-    load_weights,
-    reading_model,
     save_metadata,
 )
+from bistack.metrics.entities import EntityScores
 from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
 from bistack.models.backbone_files import (
     backbone_record,
     load_saved_backbone,
     save_head_and_backbone,
 )
-from bistack.models.devices import checked_device
 from bistack.models.mode import as_array, predicting
+from bistack.models.saved import opening
 from bistack.taggers.config import LayerPoolingTaggerConfig
 from bistack.taggers.decoding import TagDecoder
 from bistack.taggers.layer_network import (
@@ -83,30 +79,24 @@ class LayerPoolingTagger(Tagging):
         ``device`` (predictions build their batches there). ``backbone``: the frozen backbone
         the directory names, when the caller holds it already (checked by its fingerprint, and
         moved to ``device``); a fine-tuned one always comes from the directory."""
-        device = checked_device(device)  # a device this machine lacks: said as such
-        with reading_model(path):
-            directory = Path(path)
-            meta, vocab = load_metadata(directory, KIND)
-            config = build_config(
-                LayerPoolingTaggerConfig, meta["config"], source=f"{directory}/config.json"
-            )
-            backbone = load_saved_backbone(directory, config.backbone, meta, backbone)
+        with opening(path, KIND, LayerPoolingTaggerConfig, device) as saved:
+            config, vocab = saved.config, saved.vocab
+            backbone = load_saved_backbone(saved.path, config.backbone, saved.meta, backbone)
             vocabularies = (
                 TokenVocabularies.from_json(vocab) if config.features is not None else None
             )
             labels = vocabularies.tags.items if vocabularies else list(vocab["tags"])
-            model = build_layer_tagger(
-                config, backbone.num_layers, backbone.hidden_size, labels, None, vocabularies
+            model = saved.weights_into(
+                build_layer_tagger(
+                    config, backbone.num_layers, backbone.hidden_size, labels, None, vocabularies
+                )
             )
-            load_weights(directory, model)
             if config.backbone.finetune:
                 model.backbone = backbone
-            model.to(device)
-            backbone.to(device)
-            scheme = checked_output_scheme(directory, meta)
-            return cls(
-                model, backbone, labels, config, scheme, vocabularies, meta.get("calibration")
-            )
+            backbone.to(saved.device)
+            scheme = checked_output_scheme(saved.path, saved.meta)
+            calibration = saved.meta.get("calibration")
+            return cls(model, backbone, labels, config, scheme, vocabularies, calibration)
 
     def save(self, path: str | Path) -> None:
         self.save_metadata(path)

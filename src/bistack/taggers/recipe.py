@@ -100,6 +100,20 @@ class TaggingTask:
         self.tagger.save_weights(directory)
 
 
+def card_notes(config: TaggerConfig | LayerPoolingTaggerConfig) -> tuple[str, ...]:
+    """What the model card says of a tagger beyond its dev scores: one that keeps document
+    consistency (``head.document_consistency``) predicts otherwise than its dev scores read."""
+    threshold = config.head.document_consistency
+    if not threshold:
+        return ()
+    return (
+        f"**Document consistency** at {threshold:g}: an entity less sure than that takes the "
+        "type the same words carry, at least that sure, elsewhere in its document. The dev "
+        "scores above read each sentence alone; `bistack evaluate` and every prediction apply "
+        "it, and `config.json`'s `calibration.consistency_dev` says what it did to dev.",
+    )
+
+
 def finish_tagger(
     load: Callable[[Path], T],
     data: TaggingData,
@@ -156,6 +170,7 @@ def prepare_tagger(config: TaggerConfig, run: Run) -> Prepared:
         network=model,
         loop=TaggingTask(tagger, encoded, data, run),
         finish=lambda run: finish_tagger(Tagger.load, data, run),
+        notes=card_notes(config),
         summary=(
             f"train: {len(data.train)} sentences ({data.input_scheme}, trained as "
             f"{config.data.scheme}); dev: {len(data.dev)} from {data.dev_source}; "

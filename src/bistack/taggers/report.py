@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bistack.data.tagged import read_tagged
-from bistack.fingerprints import content_digest
+from bistack.files.fingerprints import content_digest
 from bistack.metrics.errors import (
     CLASSES,
     NONE,
@@ -21,7 +21,7 @@ from bistack.metrics.errors import (
     type_confusion,
 )
 from bistack.metrics.text import expected_calibration_error, reliability
-from bistack.runs.card import read_card
+from bistack.runs.model_card import read_card
 from bistack.schemes import PLAIN, convert_tags, spans_from_tags
 
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99)
@@ -125,6 +125,7 @@ def tagger_report(model: Any, path: str | Path, model_dir: str | Path) -> dict[s
         "predicted type (columns); (none): missed or spurious", "rows": [*types, NONE],
         "columns": [*types, NONE], "values": confusion,
     })  # fmt: skip
+    drawn: list[dict[str, Any]] = []  # tables shown above the counts
     seen, note = seen_entities(model, model_dir)
     section["notes"].append(note)
     if seen is not None:
@@ -139,6 +140,15 @@ def tagger_report(model: Any, path: str | Path, model_dir: str | Path) -> dict[s
             name: {"gold": g, "found": f, "recall": 100 * f / g if g else 0.0}
             for name, (f, g) in split.items()
         }
+        rows_seen = [[k, v["gold"], v["found"], v["recall"]]
+                     for k, v in section["seen_unseen"].items()]  # fmt: skip
+        drawn.append(
+            {
+                "title": "recall on entities seen in training and unseen ones",
+                "columns": ["entities", "gold", "found", "recall"],
+                "rows": rows_seen,
+            }
+        )
     gold_count = sum(len(g) for _, g, *_ in rows)
     bins = reliability(confidences, correct)
     section["calibration"] = {
@@ -147,6 +157,13 @@ def tagger_report(model: Any, path: str | Path, model_dir: str | Path) -> dict[s
         "bins": [b.__dict__ for b in bins],
         "thresholds": at_thresholds(confidences, correct, gold_count, THRESHOLDS),
     }
+    drawn.append({
+        "title": "entities kept at a confidence threshold",
+        "columns": ["threshold", "kept", "precision", "recall"],
+        "rows": [[t["threshold"], t["kept"], t["precision"], t["recall"]]
+                 for t in section["calibration"]["thresholds"]],
+    })  # fmt: skip
+    section["tables"] = [*drawn, *section["tables"]]  # in the order the page shows them
     section["figures"].append({
         "type": "reliability", "name": "reliability", "title": "entity confidence against "
         "the share right", "bins": [b.__dict__ for b in bins],

@@ -20,7 +20,7 @@ from bistack.config import ExperimentConfig
 from bistack.data.subwords import SubwordSettings, word_pieces
 from bistack.data.word_rows import Context, flat_word_index
 from bistack.errors import ConfigError, ModelFileError
-from bistack.onnx_session import TOKEN_INPUTS, WORD_INPUTS, ExportedFiles, token_feed
+from bistack.files.onnx_session import TOKEN_INPUTS, WORD_INPUTS, ExportedFiles, token_feed
 from bistack.schemes import OUTPUT_SCHEMES
 from bistack.taggers.config import LayerPoolingTaggerConfig, TaggerConfig
 from bistack.taggers.decoding import Analysis, TagDecoder

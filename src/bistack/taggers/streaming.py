@@ -7,8 +7,8 @@ at once, a CRF head with the fixed lag of the model's ``head.stream_lag`` (0: gr
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
@@ -16,18 +16,27 @@ from torch import Tensor
 from bistack.causality import require_causal
 from bistack.data.batching import collate_tagging, collate_tokens
 from bistack.encoders import EncoderState
+from bistack.fixed_lag import FixedLagDecoder, decode_with_lag
 from bistack.schemes import convert_tags
-from bistack.streaming import FixedLagDecoder, decode_with_lag
 from bistack.taggers.network import SequenceTagger
 
-if TYPE_CHECKING:  # the tagger makes its streamer (Tagger.streamer)
-    from bistack.taggers.tagger import Tagger
+
+class Streamable(Protocol):
+    """What streaming reads of a tagger (``bistack.taggers.tagger.Tagger`` has it): its
+    network, vocabularies, labels, the scheme its tags are written in, and its config (for
+    ``head.stream_lag``)."""
+
+    model: SequenceTagger
+    vocabularies: Any
+    labels: list[str]
+    output_scheme: str
+    config: Any
 
 
 class StreamingTagger:
     """Feed tokens with :meth:`push`; end a sentence with :meth:`flush`."""
 
-    def __init__(self, tagger: Tagger, lag: int | None = None) -> None:
+    def __init__(self, tagger: Streamable, lag: int | None = None) -> None:
         require_causal(tagger.model.encoder.bidirectional, "a streaming tagger")
         self.tagger = tagger
         self.model: SequenceTagger = tagger.model.eval()
@@ -87,3 +96,24 @@ class StreamingTagger:
             paths = decode_with_lag(self.crf, emissions, batch.mask, self.lag)
         labels = self.tagger.labels
         return [convert_tags([labels[t] for t in p], self.tagger.output_scheme) for p in paths]
+
+
+def stream_lines(
+    streamer: StreamingTagger, lines: Iterable[str], write: Callable[[str], None]
+) -> None:
+    """Tag whitespace-separated tokens from ``lines`` as they arrive (a blank line ends a
+    sentence), writing ``token<TAB>tag`` lines as tags become final, and an empty line after
+    each sentence (``predict --stream``)."""
+
+    def written(pairs: list[tuple[str, str]]) -> None:
+        for token, tag in pairs:
+            write(f"{token}\t{tag}")
+
+    for line in lines:
+        if not line.strip():
+            written(streamer.flush())
+            write("")
+            continue
+        for token in line.split():
+            written(streamer.push(token))
+    written(streamer.flush())

@@ -10,19 +10,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from bistack.config_files import build_config
 from bistack.data.batching import collate_tagging
 from bistack.data.features import TokenVocabularies
-from bistack.modeldir import (
+from bistack.files.modeldir import (
     checked_output_scheme,
-    load_metadata,
-    load_weights,
-    reading_model,
     save_metadata,
     save_weights,
 )
-from bistack.models.devices import checked_device
 from bistack.models.mode import as_array, predicting
+from bistack.models.saved import opening
 from bistack.taggers.config import TaggerConfig
 from bistack.taggers.decoding import TagDecoder
 from bistack.taggers.network import SequenceTagger, build_tagger
@@ -57,15 +53,12 @@ class Tagger(Tagging):
     def load(cls, path: str | Path, device: str | torch.device = "cpu") -> Tagger:
         """Load a model directory written by ``bistack train`` (no unpickling), onto
         ``device`` (predictions build their batches there)."""
-        device = checked_device(device)  # a device this machine lacks: said as such
-        with reading_model(path):
-            meta, vocab = load_metadata(path, KIND)
-            config = build_config(TaggerConfig, meta["config"], source=f"{path}/config.json")
-            vocabularies = TokenVocabularies.from_json(vocab)
-            model = build_tagger(config, vocabularies)
-            load_weights(path, model)
-            scheme = checked_output_scheme(path, meta)
-            return cls(model.to(device), vocabularies, config, scheme, meta.get("calibration"))
+        with opening(path, KIND, TaggerConfig, device) as saved:
+            vocabularies = TokenVocabularies.from_json(saved.vocab)
+            model = saved.weights_into(build_tagger(saved.config, vocabularies))
+            scheme = checked_output_scheme(path, saved.meta)
+            calibration = saved.meta.get("calibration")
+            return cls(model, vocabularies, saved.config, scheme, calibration)
 
     def save(self, path: str | Path) -> None:
         self.save_metadata(path)

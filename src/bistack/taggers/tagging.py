@@ -20,7 +20,7 @@ from bistack.data.tagged import read_tagged
 from bistack.data.tokenize import tokenize
 from bistack.data.word_rows import Context, document_contexts
 from bistack.errors import DataError
-from bistack.formats import shown
+from bistack.files.formats import shown
 from bistack.inputs import texts_of, token_lists_of
 from bistack.metrics.entities import EntityScores, score_entities, score_labels
 from bistack.metrics.text import checked_temperature

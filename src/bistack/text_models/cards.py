@@ -3,7 +3,7 @@ regressors over a transformer's layers (plain data, no torch; see ``bistack.card
 
 from __future__ import annotations
 
-from bistack.cards import Card, Ladder
+from bistack.cards import Card, Ladder, PredictOption
 from bistack.metrics.dev import Metric
 
 DEV_ACCURACY = Metric("dev_accuracy", "dev accuracy", higher_is_better=True)
@@ -15,6 +15,7 @@ LADDER = Ladder(
     {"pooling.type": "additive"},
 )
 HERE = "bistack.text_models"
+ATTENTION = PredictOption("attention", bool, "include each token's attention weight", default=False)
 
 CLASSIFIER = Card(
     "classifier",
@@ -24,7 +25,7 @@ CLASSIFIER = Card(
     loader=f"{HERE}.text:Classifier",
     metric=DEV_ACCURACY,
     takes_tables=True,
-    predict_options=frozenset({"attention"}),
+    predict_options=(ATTENTION,),
     ladder=LADDER,
     export=f"{HERE}.export:text_plan",
     runtime=f"{HERE}.runtime:ExportedClassifier",
@@ -39,7 +40,7 @@ REGRESSOR = Card(
     loader=f"{HERE}.text:Regressor",
     metric=DEV_RMSE,
     takes_tables=True,
-    predict_options=frozenset({"attention"}),
+    predict_options=(ATTENTION,),
     ladder=LADDER,
     export=f"{HERE}.export:text_plan",
     runtime=f"{HERE}.runtime:ExportedRegressor",

@@ -21,6 +21,7 @@ from bistack.config import (
     TrainConfig,
     check_features,
     check_part_dropout,
+    set_calibrate,
 )
 from bistack.errors import ConfigError
 
@@ -86,11 +87,13 @@ class TextModelConfig(ExperimentConfig):
     """Everything needed to train (and rebuild) a recurrent text classifier or regressor.
 
     The default shape is the classic BiLSTM-attention classifier (Zhou et al. 2016): embeddings,
-    a BiLSTM, additive attention pooling and a linear head. ``REGRESSES``: whether the kind
-    predicts values (one or more target columns) rather than one label.
+    a BiLSTM, additive attention pooling and a linear head. Whether it classifies or regresses
+    is its kind's (:class:`Classifies`, :class:`Regresses`).
     """
 
     RANGES: ClassVar[tuple[Range, ...]] = RANGES
+    SUMMARY_KEYS: ClassVar[tuple[str, ...]] = ("features", "encoder", "pooling")
+    INPUT_KEYS: ClassVar[tuple[str, ...]] = (*ExperimentConfig.INPUT_KEYS, "features.pretrained")
 
     kind: str = "classifier"
     data: TextDataConfig = field(default_factory=TextDataConfig)
@@ -103,19 +106,56 @@ class TextModelConfig(ExperimentConfig):
 
     def validate(self, source: str) -> None:
         super().validate(source)
-        check_labels(self, source)
+        self.check_labels(source)
         check_features(self.features, source)
+
+    def check_labels(self, source: str) -> None:
+        raise NotImplementedError  # Classifies or Regresses says
+
+
+class Classifies:
+    """A classifier's labels: one column, one label a text; nothing to calibrate in values."""
+
+    data: TextDataConfig
+    regression: RegressionConfig
+    kind: str
+
+    def check_labels(self, source: str) -> None:
+        columns = self.data.label_columns
+        if not columns:
+            raise ConfigError(f"{source}: data.label_columns must name at least one column")
+        if len(columns) != 1:
+            raise ConfigError(
+                f"{source}: classification takes one label column, got {len(columns)}: {columns}"
+            )
+        if self.regression.calibrate:
+            raise ConfigError(
+                f"{source}: regression.calibrate is for regressors, not a {self.kind}"
+            )
+
+
+class Regresses:
+    """A regressor's targets: one or more columns of values, calibrated on dev when asked."""
+
+    data: TextDataConfig
+
+    def check_labels(self, source: str) -> None:
+        if not self.data.label_columns:
+            raise ConfigError(f"{source}: data.label_columns must name at least one column")
+
+    @classmethod
+    def take_calibrate(cls, data: dict[str, Any], calibrate: Any) -> None:
+        """An earlier version's ``train.calibrate``, true or false, is ``regression.calibrate``."""
+        set_calibrate(data, calibrate)
 
 
 @dataclass
-class ClassifierConfig(TextModelConfig):
+class ClassifierConfig(Classifies, TextModelConfig):
     kind: Literal["classifier"] = "classifier"
 
 
 @dataclass
-class RegressorConfig(TextModelConfig):
-    REGRESSES: ClassVar[bool] = True
-
+class RegressorConfig(Regresses, TextModelConfig):
     kind: Literal["regressor"] = "regressor"
 
 
@@ -124,6 +164,18 @@ class LayerPoolingTextConfig(ExperimentConfig):
     """A classifier or regressor whose head pools over a transformer's layers (second seed)."""
 
     RANGES: ClassVar[tuple[Range, ...]] = RANGES
+    SUMMARY_KEYS: ClassVar[tuple[str, ...]] = (
+        "features",
+        "encoder",
+        "pooling",
+        "backbone",
+        "layer_pooling",
+    )
+    INPUT_KEYS: ClassVar[tuple[str, ...]] = (
+        *ExperimentConfig.INPUT_KEYS,
+        "features.pretrained",
+        "backbone.path",
+    )
 
     kind: str = "layer_classifier"
     data: TextDataConfig = field(default_factory=TextDataConfig)
@@ -145,7 +197,7 @@ class LayerPoolingTextConfig(ExperimentConfig):
 
     def validate(self, source: str) -> None:
         super().validate(source)
-        check_labels(self, source)
+        self.check_labels(source)
         check_layers(self.layer_pooling.layers, source)
         self.backbone.check(source)
         if self.backbone.context:
@@ -170,16 +222,17 @@ class LayerPoolingTextConfig(ExperimentConfig):
             train.pop("dropout")
         super().upgrade(data, legacy, source)
 
+    def check_labels(self, source: str) -> None:
+        raise NotImplementedError  # Classifies or Regresses says
+
 
 @dataclass
-class LayerClassifierConfig(LayerPoolingTextConfig):
+class LayerClassifierConfig(Classifies, LayerPoolingTextConfig):
     kind: Literal["layer_classifier"] = "layer_classifier"
 
 
 @dataclass
-class LayerRegressorConfig(LayerPoolingTextConfig):
-    REGRESSES: ClassVar[bool] = True
-
+class LayerRegressorConfig(Regresses, LayerPoolingTextConfig):
     kind: Literal["layer_regressor"] = "layer_regressor"
 
 
@@ -189,16 +242,3 @@ def check_layers(layers: str | list[int], source: str) -> None:
             f"{source}: layer_pooling.layers must be 'all', 'every_other' or a list of layer "
             f"numbers, got {layers!r}"
         )
-
-
-def check_labels(config: TextModelConfig | LayerPoolingTextConfig, source: str) -> None:
-    """A classifier reads one label column and is not calibrated; a regressor one or more."""
-    columns = config.data.label_columns
-    if not columns:
-        raise ConfigError(f"{source}: data.label_columns must name at least one column")
-    if not config.REGRESSES and len(columns) != 1:
-        raise ConfigError(
-            f"{source}: classification takes one label column, got {len(columns)}: {columns}"
-        )
-    if not config.REGRESSES and config.regression.calibrate:
-        raise ConfigError(f"{source}: regression.calibrate is for regressors, not a {config.kind}")

@@ -10,7 +10,7 @@ from typing import Any
 from torch import Tensor
 
 from bistack.data.tokenize import tokenize_text
-from bistack.graphs import (
+from bistack.models.graphs import (
     BACKBONE_TOLERANCE,
     DYNAMIC_AXES,
     INPUTS,

@@ -11,9 +11,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from bistack.graphs import token_vectors
+from bistack.files.onnx_session import WINDOW_INPUTS
 from bistack.masking import lengths_to_mask
-from bistack.onnx_session import WINDOW_INPUTS
+from bistack.models.graphs import token_vectors
 
 # A model over a transformer reads subword windows: input_ids, attention_mask ``(windows,
 # seq)``, window_text ``(windows,)`` the text each window belongs to, and text_index

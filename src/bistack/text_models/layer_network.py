@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from bistack.data.batching import TokenBatch
@@ -37,7 +36,7 @@ from bistack.models.backbone import (
 from bistack.models.builders import build_embedder, build_encoder
 from bistack.models.embeddings import TokenEmbedder
 from bistack.text_models.config import LayerPoolingTextConfig
-from bistack.text_models.network import build_text_pooling
+from bistack.text_models.network import LOSSES, build_text_pooling
 
 
 @dataclass  # not frozen: mixed precision walks the batch (Fabric's convert_input)
@@ -113,7 +112,7 @@ class LayerPoolingModel(nn.Module):
         num_outputs: int,
         *,
         dropout: float,
-        regression: bool,
+        loss: str,
         backbone: TransformerBackbone | None = None,
         backbone_lr: float = 2e-5,
         layer_lr_decay: float = 1.0,
@@ -132,7 +131,7 @@ class LayerPoolingModel(nn.Module):
         self.dropout = nn.Identity() if recurrent else Dropout(dropout)
         stacked = words.output_size if words is not None else 0
         self.head = nn.Linear(pooler.output_size + stacked, num_outputs)
-        self.regression = regression
+        self.loss = LOSSES[loss]
         self.backbone = backbone
         self.backbone_lr = backbone_lr
         self.layer_lr_decay = layer_lr_decay
@@ -182,10 +181,7 @@ class LayerPoolingModel(nn.Module):
         """The training loss, averaged over texts."""
         if batch.targets is None:
             raise ValueError("the batch has no targets to compute a loss from")
-        outputs = self.predict(batch)
-        if self.regression:
-            return F.mse_loss(outputs, batch.targets)
-        return F.cross_entropy(outputs, batch.targets)
+        return self.loss(self.predict(batch), batch.targets)
 
 
 def build_layer_pooling_model(
@@ -195,7 +191,7 @@ def build_layer_pooling_model(
     num_outputs: int,
     backbone: TransformerBackbone | None = None,
     *,
-    regression: bool,
+    loss: str,
     vocabularies: TokenVocabularies | None = None,
     singletons: Tensor | None = None,
 ) -> LayerPoolingModel:
@@ -219,7 +215,7 @@ def build_layer_pooling_model(
         pooler_features(options.type, options.vectors),
         num_outputs,
         dropout=options.dropout,
-        regression=regression,
+        loss=loss,
         backbone=trained_backbone(backbone, config.backbone),
         backbone_lr=config.backbone.lr,
         layer_lr_decay=config.backbone.layer_lr_decay,

@@ -18,10 +18,10 @@ from bistack.data.features import EncodedSentence
 from bistack.data.tables import Example, Tables
 from bistack.data.tokenize import tokenize_text
 from bistack.errors import ConfigError
-from bistack.feature_cache import cached_layer_vectors, model_fingerprint
 from bistack.metrics.dev import Evaluation
 from bistack.models.backbone import LayerVectors, SubwordBatch, TransformerBackbone
 from bistack.models.devices import placed
+from bistack.models.feature_cache import cached_layer_vectors, model_fingerprint
 from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run
 from bistack.runs.vocabularies import build_vocabularies, initialise_words, singleton_mask
@@ -195,7 +195,7 @@ def prepare_layer_text_model(
             backbone.hidden_size,
             len(outputs),
             backbone,
-            regression=outputs.REGRESSES,
+            loss=outputs.LOSS,
             vocabularies=vocabularies,
             singletons=singletons,
         )
@@ -232,6 +232,7 @@ def prepare_layer_text_model(
     return Prepared(
         model=model,
         network=network,
+        parameter_groups=network.parameter_groups,
         loop=task,
         summary=(
             f"{config.kind}: {len(data.train)} train texts, {len(data.dev)} dev from "

@@ -15,20 +15,19 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from bistack.config_files import build_config
 from bistack.data.batching import TokenBatch, collate_tokens
 from bistack.data.features import TokenVocabularies
 from bistack.data.tokenize import tokenize_text
 from bistack.errors import DataError
-from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata
+from bistack.files.modeldir import save_metadata
 from bistack.models.backbone import LayerVectors, TransformerBackbone
 from bistack.models.backbone_files import (
     backbone_record,
     load_saved_backbone,
     save_head_and_backbone,
 )
-from bistack.models.devices import checked_device
 from bistack.models.mode import as_array, evaluating
+from bistack.models.saved import opening
 from bistack.text_models.config import (
     LayerClassifierConfig,
     LayerPoolingTextConfig,
@@ -78,29 +77,26 @@ class LayerPoolingTextModel(TextModelBase):
         ``device`` (predictions build their batches there). ``backbone``: the frozen backbone
         the directory names, when the caller holds it already (checked by its fingerprint, and
         moved to ``device``); a fine-tuned one always comes from the directory."""
-        device = checked_device(device)  # a device this machine lacks: said as such
-        with reading_model(path):
-            directory = Path(path)
-            meta, vocab = load_metadata(directory, cls.KIND)
-            config = build_config(cls.CONFIG, meta["config"], source=f"{directory}/config.json")
-            backbone = load_saved_backbone(directory, config.backbone, meta, backbone)
-            outputs = cls.OUTPUTS(meta["outputs"])
+        with opening(path, cls.KIND, cls.CONFIG, device) as saved:
+            config = saved.config
+            backbone = load_saved_backbone(saved.path, config.backbone, saved.meta, backbone)
+            outputs = cls.OUTPUTS(saved.meta["outputs"])
             vocabularies = (
-                TokenVocabularies.from_json(vocab) if config.features is not None else None
+                TokenVocabularies.from_json(saved.vocab) if config.features is not None else None
             )
-            model = build_layer_pooling_model(
-                config,
-                backbone.num_layers,
-                backbone.hidden_size,
-                len(outputs),
-                regression=outputs.REGRESSES,
-                vocabularies=vocabularies,
+            model = saved.weights_into(
+                build_layer_pooling_model(
+                    config,
+                    backbone.num_layers,
+                    backbone.hidden_size,
+                    len(outputs),
+                    loss=outputs.LOSS,
+                    vocabularies=vocabularies,
+                )
             )
-            load_weights(directory, model)
             if config.backbone.finetune:
                 model.backbone = backbone
-            model.to(device)
-            backbone.to(device)
+            backbone.to(saved.device)
             return cls(model, backbone, config, outputs, vocabularies)
 
     def save(self, path: str | Path) -> None:

@@ -30,11 +30,16 @@ class TextOutput:
     weights: Tensor | None
 
 
+# What a text model is trained with, by the name its outputs object gives.
+LOSSES = {"cross_entropy": F.cross_entropy, "mse": F.mse_loss}
+
+
 class SequenceClassifier(nn.Module):
     """One vector per text, pooled over the encoder states, then one linear layer.
 
-    ``regression=True`` makes the outputs targets (mean squared error on standardised targets)
-    instead of class logits (cross-entropy).
+    ``loss`` names what it is trained with (:data:`LOSSES`): ``cross_entropy`` makes the
+    outputs class logits, ``mse`` standardised targets (the outputs object of its kind says
+    which: ``bistack.text_models.outputs``).
     """
 
     def __init__(
@@ -44,7 +49,7 @@ class SequenceClassifier(nn.Module):
         pooling: nn.Module,
         num_outputs: int,
         dropout: float,
-        regression: bool,
+        loss: str,
     ) -> None:
         super().__init__()
         self.embedder = embedder
@@ -52,7 +57,7 @@ class SequenceClassifier(nn.Module):
         self.pooling = pooling
         self.dropout = Dropout(dropout)
         self.head = nn.Linear(encoder.output_size, num_outputs)
-        self.regression = regression
+        self.loss = LOSSES[loss]
 
     def predict(self, batch: TextBatch) -> TextOutput:
         tokens = self.dropout(self.embedder(batch))
@@ -64,10 +69,7 @@ class SequenceClassifier(nn.Module):
         """The training loss, averaged over texts."""
         if batch.targets is None:
             raise ValueError("the batch has no targets to compute a loss from")
-        outputs = self.predict(batch).outputs
-        if self.regression:
-            return F.mse_loss(outputs, batch.targets)
-        return F.cross_entropy(outputs, batch.targets)
+        return self.loss(self.predict(batch).outputs, batch.targets)
 
 
 def build_classifier(
@@ -76,10 +78,10 @@ def build_classifier(
     num_outputs: int,
     singletons: Tensor | None = None,
     *,
-    regression: bool,
+    loss: str,
 ) -> SequenceClassifier:
-    """Build the classifier or regressor a config describes: ``regression`` makes the outputs
-    targets (``singletons``: see ``build_embedder``)."""
+    """Build the classifier or regressor a config describes, trained with ``loss``
+    (``singletons``: see ``build_embedder``)."""
     embedder = build_embedder(config.features, vocabularies, singletons)
     encoder = build_encoder(config.encoder, embedder.output_size)
     return SequenceClassifier(
@@ -88,7 +90,7 @@ def build_classifier(
         build_text_pooling(config.pooling, encoder),
         num_outputs,
         config.encoder.outer_dropout,
-        regression=regression,
+        loss=loss,
     )
 
 

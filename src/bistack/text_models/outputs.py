@@ -64,7 +64,15 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 class ClassOutputs:
     """A classifier's outputs: one logit per label."""
 
-    REGRESSES = False  # trained with cross-entropy
+    LOSS = "cross_entropy"  # what the network is trained with (``network.LOSSES``)
+
+    @staticmethod
+    def exported_scores(scores: np.ndarray, version: int) -> np.ndarray:
+        """An exported graph's outputs as logits: version 1 graphs gave probabilities."""
+        if version >= 2:
+            return scores
+        with np.errstate(divide="ignore"):  # a probability of 0: a log of -inf, exp'd to 0
+            return np.log(scores)
 
     def __init__(self, info: dict[str, Any]) -> None:
         self.info = info  # {"labels": [...], "temperature"?: float}
@@ -212,7 +220,12 @@ class TargetOutputs:
     """A regressor's outputs: one standardised value per target, back in original units with
     the training mean and std, then the dev calibration when training fitted one."""
 
-    REGRESSES = True  # trained with mean squared error on standardised targets
+    LOSS = "mse"  # mean squared error on standardised targets
+
+    @staticmethod
+    def exported_scores(scores: np.ndarray, version: int) -> np.ndarray:
+        """An exported graph's outputs: standardised values in every version."""
+        return scores
 
     def __init__(self, info: dict[str, Any]) -> None:
         self.info = info  # {"targets": [...], "mean": [...], "std": [...], "calibration"?}

@@ -12,9 +12,9 @@ from bistack.data.features import EncodedSentence
 from bistack.data.splits import TrainAndDev, read_train_and_dev
 from bistack.data.tables import Example, Tables, read_table
 from bistack.data.tokenize import tokenize_text
+from bistack.files.modeldir import write_json
 from bistack.metrics.dev import Evaluation
 from bistack.metrics.text import Scores
-from bistack.modeldir import write_json
 from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run
 from bistack.runs.vocabularies import build_vocabularies, initialise_words, singleton_mask
@@ -118,9 +118,7 @@ def prepare_text_model(
     pairs = [(t, ()) for t in tokens]
     vocabularies, vectors = build_vocabularies(config.features, pairs)
     singletons = singleton_mask(vocabularies, pairs)
-    network = build_classifier(
-        config, vocabularies, len(outputs), singletons, regression=outputs.REGRESSES
-    )
+    network = build_classifier(config, vocabularies, len(outputs), singletons, loss=outputs.LOSS)
     dev_tokens = (t.text for e in data.dev for t in tokenize_text(e.text, config.data.tokenizer))
     train_tokens = (t for text in tokens for t in text)
     run.say(

@@ -22,7 +22,7 @@ from bistack.data.buckets import bucket_batches
 from bistack.data.subwords import SubwordSettings, text_windows
 from bistack.data.tokenize import Token, tokenize_text
 from bistack.errors import DataError
-from bistack.onnx_session import (
+from bistack.files.onnx_session import (
     TOKEN_INPUTS,
     WINDOW_INPUTS,
     ExportedFiles,
@@ -85,9 +85,7 @@ class ExportedText(TextModelBase):
         self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
     ) -> RawOutputs:
         tokens, scores, weights = self.scores(texts, batch_size)
-        if self.files.version < 2 and not self.outputs.REGRESSES:
-            with np.errstate(divide="ignore"):  # a probability of 0: a log of -inf, exp'd to 0
-                scores = np.log(scores)
+        scores = self.outputs.exported_scores(scores, self.files.version)
         return RawOutputs(tokens, scores, weights, 0.0)
 
 

@@ -13,16 +13,18 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from bistack.config_files import build_config
 from bistack.data.batching import collate_text
 from bistack.data.buckets import bucket_batches
 from bistack.data.features import TokenVocabularies
 from bistack.data.tokenize import Token, tokenize_text
 from bistack.errors import DataError
-from bistack.formats import shown
-from bistack.modeldir import load_metadata, load_weights, reading_model, save_metadata, save_weights
-from bistack.models.devices import checked_device
+from bistack.files.formats import shown
+from bistack.files.modeldir import (
+    save_metadata,
+    save_weights,
+)
 from bistack.models.mode import as_array, evaluating
+from bistack.models.saved import opening
 from bistack.text_models.config import ClassifierConfig, RegressorConfig, TextModelConfig
 from bistack.text_models.network import SequenceClassifier, build_classifier
 from bistack.text_models.outputs import (
@@ -61,17 +63,11 @@ class RecurrentTextModel(TextModelBase):
     def load(cls, path: str | Path, device: str | torch.device = "cpu") -> RecurrentTextModel:
         """Load a model directory written by ``bistack train`` (no unpickling), onto
         ``device`` (predictions build their batches there)."""
-        device = checked_device(device)  # a device this machine lacks: said as such
-        with reading_model(path):
-            meta, vocab = load_metadata(path, cls.KIND)
-            config = build_config(cls.CONFIG, meta["config"], source=f"{path}/config.json")
-            vocabularies = TokenVocabularies.from_json(vocab)
-            outputs = cls.OUTPUTS(meta["outputs"])
-            model = build_classifier(
-                config, vocabularies, len(outputs), regression=outputs.REGRESSES
-            )
-            load_weights(path, model)
-            return cls(model.to(device), vocabularies, config, outputs)
+        with opening(path, cls.KIND, cls.CONFIG, device) as saved:
+            vocabularies = TokenVocabularies.from_json(saved.vocab)
+            outputs = cls.OUTPUTS(saved.meta["outputs"])
+            network = build_classifier(saved.config, vocabularies, len(outputs), loss=outputs.LOSS)
+            return cls(saved.weights_into(network), vocabularies, saved.config, outputs)
 
     def save(self, path: str | Path) -> None:
         self.save_metadata(path)

@@ -11,15 +11,15 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from bistack.cards import Card
+from bistack.cards import Card, PredictOption
 from bistack.config import ExperimentConfig, OptimizerConfig, SplitConfig, TrainConfig
-from bistack.config_files import build_config
+from bistack.config.files import build_config
 from bistack.data.splits import read_train_and_dev
 from bistack.errors import DataError
+from bistack.files.modeldir import load_metadata, load_weights, save_metadata, save_weights
 from bistack.inputs import Input
 from bistack.metrics.dev import Evaluation, Metric
 from bistack.metrics.text import Scores
-from bistack.modeldir import load_metadata, load_weights, save_metadata, save_weights
 from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run
 
@@ -166,16 +166,15 @@ class SpanClassifier:
         return [self.index.get(w, 0) for w in span.words] or [0]
 
     @torch.no_grad()
-    def predict(self, spans: Sequence[Span]) -> list[SpanPrediction]:
+    def predict(self, spans: Sequence[Span], top_labels: int | None = None) -> list[SpanPrediction]:
+        """Each span's label, and the probabilities of the ``top_labels`` likeliest labels
+        (None: of every label)."""
         scores = self.network.scores([self.encode(s) for s in spans]).softmax(dim=-1).tolist()
-        return [
-            SpanPrediction(
-                s,
-                self.labels[max(range(len(row)), key=row.__getitem__)],
-                dict(zip(self.labels, row, strict=True)),
-            )
-            for s, row in zip(spans, scores, strict=True)
-        ]
+        predictions = []
+        for span, row in zip(spans, scores, strict=True):
+            ranked = sorted(zip(self.labels, row, strict=True), key=lambda pair: -pair[1])
+            predictions.append(SpanPrediction(span, ranked[0][0], dict(ranked[:top_labels])))
+        return predictions
 
     def evaluate(self, path: str | Path) -> Accuracy:
         examples = read_spans(str(path))
@@ -230,5 +229,14 @@ CARD = Card(
     metric=Metric("dev_accuracy", "dev accuracy", higher_is_better=True),
     inputs=(SPAN,),
     predict_formats=("jsonl",),
+    predict_options=(
+        PredictOption(
+            "top_labels",
+            int,
+            "the probabilities of the K likeliest labels only",
+            low=1,
+            metavar="K",
+        ),
+    ),
     view="classes",
 )

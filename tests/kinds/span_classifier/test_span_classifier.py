@@ -1,6 +1,8 @@
 """The extension proof: a kind whose input is neither a plain text nor tokens (a text with a
 marked span), defined in this folder alone and registered with one call, trains, scores,
-predicts on the command line, serves over HTTP and predicts a corpus, with no edit to bistack.
+predicts on the command line, serves over HTTP and predicts a corpus, with no edit to bistack;
+its own predict option (``top_labels``, declared on its card) reaches the command line's flags,
+the server's request fields and the Ray Data step, checked alike in each.
 """
 
 from __future__ import annotations
@@ -126,3 +128,66 @@ def test_it_is_served(trained):
         assert response.json()["predictions"][0]["label"] == "PER"
         refused = client.post("/predict", json={"texts": ["nothing marked"]})
         assert refused.status_code == 422 and "brackets" in refused.json()["error"]
+
+
+def test_its_own_option_reaches_the_command_line(trained, capsys, small_tagger):
+    model, _ = trained
+    capsys.readouterr()
+    assert main(["predict", str(model), "I met [Anna] .", "--top-labels", "1"]) == 0
+    [record] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert record["label"] == "PER" and list(record["probabilities"]) == ["PER"]
+    assert main(["predict", str(model), "I met [Anna] ."]) == 0  # without it: every label
+    assert len(json.loads(capsys.readouterr().out)["probabilities"]) == 2
+    with pytest.raises(SystemExit):  # its declared range, as a usage error
+        main(["predict", str(model), "I met [Anna] .", "--top-labels", "0"])
+    assert "--top-labels: must be >= 1" in capsys.readouterr().err
+    # Another kind does not take it, and says which options it has.
+    assert main(["predict", str(small_tagger), "John lives here", "--top-labels", "1"]) == 2
+    error = capsys.readouterr().err
+    assert "--top-labels is not an option of a recurrent sequence tagger" in error
+    assert "--min-confidence, --top-k" in error
+    assert "--top-labels K" in _help(capsys)
+
+
+def _help(capsys) -> str:
+    with pytest.raises(SystemExit):
+        main(["predict", "--help"])
+    return capsys.readouterr().out
+
+
+def test_its_own_option_reaches_the_server(trained):
+    pytest.importorskip("fastapi", reason="serving needs the serve extra (bistack[serve])")
+    from fastapi.testclient import TestClient
+
+    from bistack.serve.app import create_app
+    from bistack.serve.served import load_served
+
+    model, _ = trained
+    with TestClient(create_app(load_served(model))) as client:
+        assert client.get("/info").json()["options"] == ["top_labels"]
+        body = {"texts": ["I saw [John] ."], "top_labels": 1}
+        [record] = client.post("/predict", json=body).json()["predictions"]
+        assert list(record["probabilities"]) == ["PER"]
+        refused = client.post("/predict", json={"texts": ["I saw [John] ."], "top_labels": 0})
+        assert refused.status_code == 422 and "top_labels" in refused.json()["error"]
+        refused = client.post("/predict", json={"texts": ["I saw [John] ."], "top_k": 2})
+        assert refused.status_code == 400
+        assert "top_k is not an option of a span classifier" in refused.json()["error"]
+        schema = client.get("/openapi.json").json()["components"]["schemas"]
+        assert "top_labels" in schema["PredictRequest"]["properties"]
+
+
+def test_its_own_option_reaches_the_ray_step(trained):
+    pd = pytest.importorskip("pandas", reason="the Ray Data step's batches here are pandas")
+    from bistack.corpus.ray_data import Predictions
+    from bistack.errors import ConfigError
+
+    model, _ = trained
+    step = Predictions(str(model), top_labels=1)
+    batch = step(pd.DataFrame({"text": ["I saw [John] .", "to [Rome] ."]}))
+    records = [json.loads(value) for value in batch["prediction"]]
+    assert [list(r["probabilities"]) for r in records] == [["PER"], ["LOC"]]
+    with pytest.raises(ConfigError, match="top_labels: >= 1, not 0"):
+        Predictions(str(model), top_labels=0)
+    with pytest.raises(ConfigError, match="top_k is not an option of a span classifier"):
+        Predictions(str(model), top_k=2)

@@ -1,0 +1,176 @@
+"""Flags several commands share, each written once with its help, and what a command says of
+its processes (:class:`Processes`: how they share this machine's CPUs)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bistack.errors import ConfigError
+from bistack.models.precision import INFERENCE_PRECISIONS
+
+
+@dataclass(frozen=True)
+class Processes:
+    """How a command's processes share the CPUs: ``sharing`` processes divide them (which sets
+    each one's default thread count); ``running`` processes then run (None: ``sharing``), each
+    with one thread when ``one_thread`` (corpus prediction's workers); ``log``: the log format
+    of a command that trains, whose warning goes into its run's log and counts the threads other
+    programs run; ``said``: a parent process has said it already (a tune's trial process)."""
+
+    sharing: int = 1
+    running: int | None = None
+    one_thread: bool = False
+    log: str | None = None
+    said: bool = False
+
+
+def one_process(args: argparse.Namespace, cpus: int) -> Processes:
+    """The default: this process alone, answering on stdout (a warning goes to stderr)."""
+    return Processes()
+
+
+def ranged(kind: type, low: float | None = None, high: float | None = None) -> Any:
+    """An argparse type: ``kind`` between ``low`` and ``high`` (inclusive), a usage error
+    otherwise."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        below = low is not None and value < low
+        if value != value or below or (high is not None and value > high):
+            bounds = f"between {low} and {high}" if high is not None else f">= {low}"
+            raise argparse.ArgumentTypeError(f"must be {bounds}, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def add_overrides(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config value, e.g. --set train.max_epochs=30 (repeatable)",
+    )
+
+
+def add_model(command: argparse.ArgumentParser, what: str = "") -> None:
+    command.add_argument(
+        "model", help=what or "model directory (or a directory bistack export wrote)"
+    )
+
+
+def add_device(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, ... (default cpu)")
+
+
+def add_matmul_flag(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--matmul-precision",
+        choices=["highest", "high", "medium"],
+        default="high",
+        help="float32 matrix products on a CUDA GPU: high lets Ampere and later use TF32 "
+        "tensor cores (default), highest keeps full float32; the CPU is not affected",
+    )
+
+
+def add_inference_precision(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--precision",
+        choices=INFERENCE_PRECISIONS,
+        default="32",
+        help="a PyTorch model's passes: 32 (as trained), or bf16-mixed / 16-mixed (autocast: "
+        "faster on a GPU; the scores and probabilities may move in the last digits)",
+    )
+
+
+def add_threads_flag(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--threads",
+        type=ranged(int, 1),
+        metavar="N",
+        help="threads per process for the tensor library (default: OMP_NUM_THREADS when set, "
+        "else the CPUs this process may use, shared among --devices processes)",
+    )
+
+
+def add_progress_flags(command: argparse.ArgumentParser) -> None:
+    """The same progress flags on every command that shows progress."""
+    shown = command.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--no-progress", action="store_true", help="no progress bars (the default off a terminal)"
+    )
+    shown.add_argument(
+        "--progress", action="store_true", help="progress bars even when not on a terminal"
+    )
+
+
+def add_log_format(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--log-format",
+        choices=["text", "json"],
+        default="text",
+        help="json: one JSON object a line (each epoch's metrics, then messages), for machines",
+    )
+
+
+def say_as(log_format: str) -> Callable[[str], None]:
+    """How a command that trains many runs reports its own lines."""
+    if log_format == "json":
+        return lambda text: print(json.dumps({"event": "message", "text": text}), flush=True)
+    return lambda text: print(text, flush=True)
+
+
+def show_progress(args: argparse.Namespace) -> bool:
+    """Bars on a terminal unless --no-progress; elsewhere (a log file, CI) one line an epoch
+    unless --progress."""
+    return args.progress or (not args.no_progress and sys.stderr.isatty())
+
+
+def checked_device(name: str) -> str:
+    """A ``--device`` that exists on this machine, or a clear error (the CPU always does, and
+    is said without starting torch: an exported model runs without it)."""
+    if name == "cpu":
+        return name
+    from bistack.models.devices import checked_device as check
+
+    try:
+        check(name)
+    except ConfigError as error:
+        raise ConfigError(f"--{error}") from None
+    return name
+
+
+def on_device(name: str, args: argparse.Namespace) -> str:
+    """``--device`` checked (:func:`checked_device`), with ``--matmul-precision`` applied to
+    it."""
+    device = checked_device(name)
+    if device != "cpu":
+        from bistack.models.devices import set_matmul_precision
+
+        set_matmul_precision(device, args.matmul_precision)
+    return device
+
+
+def refuse_precision_of_export(model: str, exported: bool, precision: str) -> None:
+    """``--precision`` acts on a PyTorch model's passes; an exported model runs its graph as
+    exported."""
+    if precision != "32" and exported:
+        raise ConfigError(
+            f"--precision {precision}: {model} is an exported model, which runs its graph in "
+            "float32 on onnxruntime; give the PyTorch model directory for mixed precision"
+        )
+
+
+def fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2

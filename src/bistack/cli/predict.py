@@ -1,0 +1,313 @@
+"""``bistack predict``, ``evaluate`` and ``sample``: a trained model on raw text, labelled data
+or a prompt. The output formats and options a model kind offers are its card's
+(``bistack.cards``): the flags here are built from the registered cards, and the opened
+model's card checks each request."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from bistack.cli.flags import (
+    Processes,
+    add_device,
+    add_inference_precision,
+    add_matmul_flag,
+    add_model,
+    add_progress_flags,
+    add_threads_flag,
+    fail,
+    on_device,
+    ranged,
+    refuse_precision_of_export,
+    show_progress,
+)
+from bistack.corpus.predict import CHUNK_SIZE
+from bistack.corpus.sources import INPUT_FORMATS
+from bistack.errors import ConfigError
+from bistack.files.formats import ABOUT
+from bistack.files.onnx_session import is_exported
+from bistack.models.precision import autocast_for
+from bistack.tasks import (
+    TASKS,
+    asked_options,
+    kinds_offering,
+    offered_formats,
+    offered_options,
+)
+
+OPTION = "option:"  # the namespace of a kind's options among the parsed arguments
+
+
+def add(commands: Any) -> None:
+    add_predict(commands)
+    add_evaluate(commands)
+    add_sample(commands)
+
+
+def add_predict(commands: Any) -> None:
+    predict = commands.add_parser("predict", help="tag, classify or score raw text")
+    add_model(predict)
+    predict.add_argument("text", nargs="*", help="texts (one argument each)")
+    predict.add_argument(
+        "--input",
+        metavar="PATH",
+        help="what to predict, read as it streams: a file, or - for stdin (default format: "
+        "one text a line; .jsonl, .csv, .tsv, .parquet, .conll and .conllu files by their suffix)",
+    )
+    predict.add_argument(
+        "--input-format",
+        choices=INPUT_FORMATS,
+        help="read --input as this format instead of by its suffix",
+    )
+    predict.add_argument(
+        "--tokenized",
+        action="store_true",
+        help="taggers: one sentence a line, tokens split on whitespace, one tag per given token",
+    )
+    predict.add_argument(
+        "--text-field",
+        default="text",
+        metavar="NAME",
+        help="JSON lines, CSV, TSV, Parquet: the field or column holding the text (default text)",
+    )
+    predict.add_argument(
+        "--id-field",
+        metavar="NAME",
+        help="JSON lines, CSV, TSV, Parquet: copy this field of each record into its prediction "
+        "(each prediction of an --input already carries its line or row)",
+    )
+    predict.add_argument(
+        "--output", metavar="PATH", help="write predictions to PATH (default: stdout)"
+    )
+    predict.add_argument("--overwrite", action="store_true", help="replace an --output that exists")
+    predict.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an --output whose run was stopped or killed, after its last whole record",
+    )
+    predict.add_argument(
+        "--on-error",
+        choices=["stop", "skip"],
+        default="stop",
+        help="a record that cannot be read or predicted: stop there (default), or skip it and "
+        "list it in the skipped-records file",
+    )
+    predict.add_argument(
+        "--skipped",
+        metavar="PATH",
+        help="the skipped-records file (default: OUTPUT.skipped.jsonl; needed with stdout)",
+    )
+    predict.add_argument(
+        "--workers",
+        type=ranged(int, 1),
+        default=1,
+        metavar="N",
+        help="N processes with one torch thread each (default 1: this process, all threads)",
+    )
+    predict.add_argument(
+        "--chunk-size",
+        type=ranged(int, 1),
+        default=CHUNK_SIZE,
+        metavar="N",
+        help=f"records predicted together, batched by length (default {CHUNK_SIZE})",
+    )
+    predict.add_argument(
+        "--log-every",
+        type=ranged(float, 0.0),
+        default=30.0,
+        metavar="SECONDS",
+        help="off a terminal: a progress line at most this often (default 30)",
+    )
+    add_device(predict)
+    predict.add_argument("--format", choices=offered_formats(), help=formats_help())
+    add_kind_options(predict)
+    predict.add_argument(
+        "--stream",
+        action="store_true",
+        help="taggers: read tokens from stdin (whitespace-separated, a blank line ends a "
+        "sentence) and print each tag as soon as it is final",
+    )
+    add_progress_flags(predict)
+    add_matmul_flag(predict)
+    add_inference_precision(predict)
+    add_threads_flag(predict)
+    predict.set_defaults(run=run_predict, processes=predict_processes)
+
+
+def formats_help() -> str:
+    """Each format of the registered kinds: what it writes, and whose default it is."""
+    parts = []
+    for fmt in offered_formats():
+        default = [card.kind for card in TASKS.values() if card.predict_formats[:1] == (fmt,)]
+        said = f"; default of {', '.join(default)}" if default else ""
+        parts.append(f"{fmt} ({ABOUT.get(fmt, 'its own')}{said})")
+    return "the output: " + ", ".join(parts)
+
+
+def add_kind_options(predict: argparse.ArgumentParser) -> None:
+    """A flag for each option the registered kinds' cards declare, with its range and help."""
+    for option in offered_options().values():
+        kinds = ", ".join(card.kind for card in kinds_offering(option.name))
+        carried = f"; in --format {' or '.join(option.formats)}" if option.formats else ""
+        help = f"{option.help} (kinds {kinds}{carried})"
+        dest = OPTION + option.name
+        if option.kind is bool:
+            predict.add_argument(option.flag, dest=dest, action="store_true", help=help)
+            continue
+        bounds = ranged(option.kind, option.low, option.high)
+        predict.add_argument(
+            option.flag, dest=dest, type=bounds, default=option.default,
+            metavar=option.metavar, help=help,
+        )  # fmt: skip
+
+
+def chosen_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The kinds' options given on the command line, by their ``predict`` keywords."""
+    flags = {k.removeprefix(OPTION): v for k, v in vars(args).items() if k.startswith(OPTION)}
+    return asked_options(flags)
+
+
+def as_flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def predict_processes(args: argparse.Namespace, cpus: int) -> Processes:
+    """``--workers`` processes of one thread each, or this process alone."""
+    if args.workers > 1:
+        return Processes(running=args.workers, one_thread=True)
+    return Processes()
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    from bistack.corpus.command import CorpusRequest, predict_command
+    from bistack.corpus.predict import Spec
+    from bistack.tasks import open_model, task_of_directory
+
+    card = task_of_directory(args.model)
+    device = on_device(args.device, args)
+    refuse_precision_of_export(args.model, is_exported(args.model), args.precision)
+    if args.stream:
+        from bistack.taggers.streaming import stream_lines
+
+        with autocast_for(device, args.precision):
+            streamer = open_model(args.model, device).streamer()
+            stream_lines(streamer, sys.stdin, lambda line: print(line, flush=True))
+        return 0
+    fmt, options = card.checked_request(args.format, chosen_options(args), spelled=as_flag)
+    request = CorpusRequest(
+        texts=list(args.text),
+        input=args.input,
+        input_format=args.input_format,
+        tokenized=args.tokenized,
+        text_field=args.text_field,
+        id_field=args.id_field,
+        output=args.output,
+        overwrite=args.overwrite,
+        resume=args.resume,
+        on_error=args.on_error,
+        skipped=args.skipped,
+        workers=args.workers,
+        chunk_size=args.chunk_size,
+        log_every=args.log_every,
+        progress=show_progress(args),
+    )
+    spec = Spec(
+        args.model, fmt, device=device, options=options, threads=args.threads,
+        precision=args.precision,
+    )  # fmt: skip
+    return predict_command(request, spec, card)
+
+
+def add_evaluate(commands: Any) -> None:
+    evaluate = commands.add_parser("evaluate", help="score a model on labelled data")
+    add_model(evaluate)
+    evaluate.add_argument(
+        "data", nargs="+", help="labelled data: CoNLL files, or tables for text models"
+    )
+    evaluate.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object (with several data files: one per file, by its path)",
+    )
+    evaluate.add_argument(
+        "--report",
+        metavar="DIR",
+        help="write DIR/report.html (offline), its charts and report.json: what the scores mean",
+    )
+    evaluate.add_argument(
+        "--overwrite", action="store_true", help="replace the report an earlier --report wrote"
+    )
+    add_device(evaluate)
+    add_matmul_flag(evaluate)
+    add_inference_precision(evaluate)
+    add_threads_flag(evaluate)
+    evaluate.set_defaults(run=run_evaluate)
+
+
+def run_evaluate(args: argparse.Namespace) -> int:
+    from bistack.tasks import open_model
+
+    if args.overwrite and not args.report:
+        raise ConfigError("--overwrite replaces an earlier --report; give --report DIR with it")
+    device = on_device(args.device, args)
+    opened = open_model(args.model, device, args.threads)
+    refuse_precision_of_export(args.model, opened.exported, args.precision)
+    with autocast_for(device, args.precision):
+        found = evaluations(opened, args)
+    if args.json:
+        scores = {path: json_scores for path, (json_scores, _) in found.items()}
+        print(json.dumps(scores[args.data[0]] if len(scores) == 1 else scores))
+    else:
+        for path, (_, report) in found.items():
+            print(f"== {path}\n{report}" if len(found) > 1 else report)
+    return 0
+
+
+def evaluations(opened: Any, args: argparse.Namespace) -> dict[str, tuple[Any, str]]:
+    """Each data file's scores, as JSON and as text; with ``--report``, the report written."""
+    if not args.report:
+        found = {}
+        for path in args.data:
+            report = opened.evaluate(path)
+            found[path] = (report.to_json(), str(report))
+        return found
+    from bistack.reports.write import write_report
+
+    sections = write_report(opened, args.data, args.report, overwrite=args.overwrite)
+    print(f"wrote {Path(args.report) / 'report.html'}, its charts and report.json",
+          file=sys.stderr)  # fmt: skip
+    return {s["data"]: (s["scores"], s["summary"]) for s in sections}
+
+
+def add_sample(commands: Any) -> None:
+    sample = commands.add_parser("sample", help="generate text with a language model")
+    add_model(sample, "model directory of a language model")
+    sample.add_argument("prompt", nargs="?", default="", help="text to continue")
+    sample.add_argument("--temperature", type=float, default=1.0, help="softmax temperature")
+    sample.add_argument(
+        "--tokens", type=ranged(int, 1), default=30, help="at most this many tokens"
+    )
+    sample.add_argument("--seed", type=int, help="random seed, for repeatable samples")
+    sample.add_argument("--count", type=ranged(int, 1), default=1, help="how many samples")
+    add_threads_flag(sample)
+    sample.set_defaults(run=run_sample)
+
+
+def run_sample(args: argparse.Namespace) -> int:
+    from bistack.tasks import open_model, task_of_directory
+
+    if args.temperature <= 0:
+        return fail("--temperature must be > 0")
+    card = task_of_directory(args.model)
+    if not card.samples:
+        return fail(f"{args.model} holds {card.description}, which does not sample text")
+    model = open_model(args.model).model
+    for index in range(args.count):
+        seed = None if args.seed is None else args.seed + index
+        tokens = model.sample(args.prompt, args.tokens, args.temperature, seed)
+        print(" ".join([args.prompt, *tokens]).strip())
+    return 0

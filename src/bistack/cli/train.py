@@ -1,0 +1,93 @@
+"""``bistack train``: a model from a YAML config, on the one training driver."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from bistack.cli.flags import (
+    Processes,
+    add_log_format,
+    add_matmul_flag,
+    add_overrides,
+    add_progress_flags,
+    add_threads_flag,
+    ranged,
+    show_progress,
+)
+from bistack.errors import ConfigError
+from bistack.files.paths import refuse_overlap, refuse_shared_folder
+
+
+def add(commands: Any) -> None:
+    train = commands.add_parser("train", help="train a model from a YAML config")
+    train.add_argument("config", help="YAML config file")
+    add_overrides(train)
+    train.add_argument("--output", help="run directory (default: runs/<config name>)")
+    train.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace a model already in the run directory (it stays until the new run has "
+        "its first best model)",
+    )
+    train.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on from the checkpoint of a stopped run in --output (same config), as if it "
+        "had never stopped",
+    )
+    train.add_argument(
+        "--precision",
+        help="Fabric's precision, e.g. bf16-mixed or 16-mixed (default: 32-bit)",
+    )
+    train.add_argument("--devices", default="1", help="number of processes/devices (default 1)")
+    train.add_argument(
+        "--num-nodes",
+        type=ranged(int, 1),
+        default=1,
+        metavar="N",
+        help="machines, each running --devices processes (launch: see the README's "
+        "'Large corpora'; default 1)",
+    )
+    train.add_argument("--strategy", default="auto", help="Fabric strategy, e.g. ddp")
+    train.add_argument("--accelerator", default="cpu", help="cpu, cuda, auto (default cpu)")
+    add_matmul_flag(train)
+    add_progress_flags(train)
+    add_log_format(train)
+    add_threads_flag(train)
+    train.set_defaults(run=run, processes=processes)
+
+
+def processes(args: argparse.Namespace, cpus: int) -> Processes:
+    """``--devices`` processes on the CPU share it; on an accelerator, one uses the CPU."""
+    on_cpu = args.accelerator == "cpu"
+    sharing = int(args.devices) if args.devices.isdigit() and on_cpu else 1
+    return Processes(sharing, log=args.log_format)
+
+
+def run(args: argparse.Namespace) -> int:
+    from bistack.runs.driver import RunOptions
+    from bistack.tasks import load_config
+    from bistack.training import train_config
+
+    config = load_config(args.config, args.set)
+    output = args.output or str(Path("runs") / Path(args.config).stem)
+    refuse_overlap(output, [("the config", args.config)], "--output")
+    refuse_shared_folder(output, "--output")
+    options = RunOptions(
+        devices=int(args.devices) if args.devices.isdigit() else args.devices,
+        num_nodes=args.num_nodes,
+        strategy=args.strategy,
+        accelerator=args.accelerator,
+        precision=args.precision,
+        matmul_precision=args.matmul_precision,
+        progress=show_progress(args),
+        overwrite=args.overwrite,
+        resume=args.resume,
+        log_format=args.log_format,
+    )
+    if args.resume and args.overwrite:
+        raise ConfigError("--resume goes on with the run in --output; --overwrite replaces it")
+    train_config(config, output, options)
+    return 0

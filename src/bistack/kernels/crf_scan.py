@@ -1,0 +1,106 @@
+"""The CRF's log-partition and best path in O(log T) sequential steps: a parallel scan.
+
+A linear chain's score is a product of per-position matrices in a semiring: with
+``M_t[i, j] = transitions[i, j] + emissions[t, j]`` (from tag i at t - 1 to tag j at t),
+``log Z = logsumexp(start + emissions[0] + M_1 ⊗ M_2 ⊗ ... ⊗ M_{T-1} + end)`` in the log
+semiring (⊗: logsumexp over the shared index), and the best path's score is the same product in
+the max-plus semiring. Products are associative, so they are taken pairwise, a level at a time:
+``ceil(log2(T))`` levels of whole-batch tensor operations instead of T steps of small ones, as
+harvardnlp's pytorch-struct runs its linear chain. On a GPU a Python loop over positions
+launches a few kernels per position and waits on none of them usefully; this launches a few per
+level.
+
+Gradients come from autograd through the levels: the gradient of log Z is the tag marginals, and
+the gradient of the max-plus score with respect to the emissions is the best path itself (each
+max passes its gradient to the one term it chose, so the chosen terms form one valid path).
+Padding positions multiply by the identity, so a sequence's product stops at its own length.
+
+Work is ``batch × T × num_tags³`` (each product forms every from-middle-to triple), which suits
+a GPU's width; on the CPU the compiled kernels (``bistack.kernels.crf_compiled``) stay faster.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from bistack.kernels.crf_compiled import IMPOSSIBLE
+
+
+def log_partition_scan(
+    emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor
+) -> Tensor:
+    """log Z ``(batch,)`` of emissions ``(batch, seq_len, num_tags)``, mask ``(batch, seq_len)``
+    True at real positions (right-padded, at least one each), transitions ``(from, to)``, start
+    and end ``(num_tags,)`` (forbidden moves already IMPOSSIBLE). Differentiable."""
+    emissions, transitions, start, end = _in_float32_or_wider(emissions, transitions, start, end)
+    first = start + emissions[:, 0]  # (batch, num_tags)
+    if emissions.size(1) == 1:
+        return torch.logsumexp(first + end, dim=1)
+    product = _reduce(_step_matrices(emissions, mask, transitions), _log_matmul)
+    # (batch, from, 1) + (batch, from, to) + (1, 1, to) -> logsumexp over both
+    return torch.logsumexp((first.unsqueeze(2) + product + end.view(1, 1, -1)).flatten(1), dim=1)
+
+
+def viterbi_scan(
+    emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor
+) -> tuple[Tensor, Tensor]:
+    """The best path ``(batch, seq_len)`` long (0 at padding) and its score ``(batch,)``, with
+    arguments as :func:`log_partition_scan`. Works under ``torch.no_grad`` and inference mode:
+    the path is read from a gradient taken on a copy of the scores."""
+    with torch.inference_mode(False), torch.enable_grad():
+        # Copies made here are ordinary tensors even when the inputs are inference tensors.
+        scores = emissions.detach().clone().requires_grad_(True)  # the leaf the path is read from
+        mask = mask.clone()
+        promoted, transitions, start, end = _in_float32_or_wider(
+            scores, *(tensor.detach().clone() for tensor in (transitions, start, end))
+        )
+        first = start + promoted[:, 0]
+        if promoted.size(1) == 1:
+            total = first + end  # (batch, num_tags)
+        else:
+            product = _reduce(_step_matrices(promoted, mask, transitions), _max_matmul)
+            total = (first.unsqueeze(2) + product + end.view(1, 1, -1)).flatten(1)
+        best, _ = total.max(dim=1)  # (batch,)
+        (chosen,) = torch.autograd.grad(best.sum(), scores)
+    tags = chosen.argmax(dim=2) * mask  # one-hot per real position -> its tag
+    return tags, best.detach().to(emissions.dtype)
+
+
+def _in_float32_or_wider(*tensors: Tensor) -> list[Tensor]:
+    """The scores in float32 at least: bf16 or fp16 sums of IMPOSSIBLE would lose every
+    digit the scores differ in (mixed precision runs the CRF in float32)."""
+    dtype = torch.promote_types(tensors[0].dtype, torch.float32)
+    return [tensor.to(dtype) for tensor in tensors]
+
+
+def _step_matrices(emissions: Tensor, mask: Tensor, transitions: Tensor) -> Tensor:
+    """``(batch, seq_len - 1, from, to)``: the move into each position, the semiring's identity
+    (0 on the diagonal, IMPOSSIBLE elsewhere) at padding."""
+    num_tags = emissions.size(2)
+    moves = transitions + emissions[:, 1:].unsqueeze(2)  # (batch, seq - 1, 1 -> from, to)
+    identity = torch.full((num_tags, num_tags), IMPOSSIBLE, dtype=moves.dtype, device=moves.device)
+    identity.fill_diagonal_(0.0)
+    return torch.where(mask[:, 1:, None, None], moves, identity)
+
+
+def _reduce(matrices: Tensor, multiply) -> Tensor:
+    """The ordered product ``M_1 ⊗ ... ⊗ M_n`` of ``(batch, n, K, K)``, pairwise, in
+    ``ceil(log2(n))`` levels -> ``(batch, K, K)``."""
+    while matrices.size(1) > 1:
+        if matrices.size(1) % 2:  # an odd one out waits a level, times the identity
+            identity = torch.full_like(matrices[:, :1], IMPOSSIBLE)
+            identity.diagonal(dim1=2, dim2=3).fill_(0.0)
+            matrices = torch.cat([matrices, identity], dim=1)
+        matrices = multiply(matrices[:, 0::2], matrices[:, 1::2])
+    return matrices[:, 0]
+
+
+def _log_matmul(left: Tensor, right: Tensor) -> Tensor:
+    """``(..., i, k) ⊗ (..., k, j)`` in the log semiring: logsumexp over k."""
+    return torch.logsumexp(left.unsqueeze(-1) + right.unsqueeze(-3), dim=-2)
+
+
+def _max_matmul(left: Tensor, right: Tensor) -> Tensor:
+    """``(..., i, k) ⊗ (..., k, j)`` in the max-plus semiring: max over k."""
+    return (left.unsqueeze(-1) + right.unsqueeze(-3)).max(dim=-2).values

@@ -1,0 +1,131 @@
+"""A tagger's temperature, fitted on dev after training: it never moves a predicted tag or the
+order of the k best, its confidences are the brute-force probabilities at that temperature, the
+fit finds the temperature data were drawn at, and a trained model keeps it in every outlet
+(PyTorch, exported, the server)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from bistack import tasks
+from bistack.crf import CRF
+from bistack.schemes import allowed_transitions
+from bistack.taggers.calibration import DevEmissions, fit_temperature
+from bistack.taggers.confidence import spans_of
+from bistack.taggers.decoding import TagDecoder
+from bistack.taggers.tagging import EmissionBatch
+from bistack.tasks import load_model, open_model
+from tests.conftest import tiny_config, tiny_sentences, train_quietly, write_conll
+from tests.taggers.test_confidence import LABELS, make_crf, path_probabilities, scores_of
+
+TEMPERATURES = (0.3, 1.7, 6.0)
+
+
+def crf_decoder(scheme: str, seed: int) -> tuple[TagDecoder, CRF]:
+    crf, _ = make_crf(scheme, seed)
+    return TagDecoder(LABELS[scheme], scheme, scores_of(crf)), crf
+
+
+@pytest.mark.parametrize("scheme", ["BIOES", "BIO"])
+def test_the_temperature_leaves_every_path_and_the_k_best_order_unchanged(scheme):
+    decoder, _ = crf_decoder(scheme, 0)
+    generator = np.random.default_rng(0)
+    emissions = (generator.normal(size=(64, 9, len(decoder.labels))) * 3).astype(np.float32)
+    lengths = generator.integers(1, 10, size=64)
+    plain = decoder.analyse(emissions, lengths, top_k=4)
+    for temperature in TEMPERATURES:
+        tempered = replace(decoder, temperature=temperature).analyse(emissions, lengths, top_k=4)
+        for before, after in zip(plain, tempered, strict=True):
+            assert after.path == before.path
+            assert [p for p, _ in after.alternatives] == [p for p, _ in before.alternatives]
+            assert list(after.entities) == list(before.entities)
+    # ... and only the confidences move: softer above 1, sharper below.
+    sure = [max(a.token_confidence) for a in plain]
+    soft = replace(decoder, temperature=6.0).analyse(emissions, lengths)
+    assert np.mean([max(a.token_confidence) for a in soft]) < np.mean(sure)
+
+
+@pytest.mark.parametrize("scheme", ["BIOES", "BIO", "IOB1"])
+def test_tempered_entity_confidences_are_the_brute_force_probabilities(scheme):
+    for seed in range(4):
+        decoder, crf = crf_decoder(scheme, seed)
+        emissions = torch.randn(1, 4, len(decoder.labels)) * 2
+        for temperature in TEMPERATURES:
+            with torch.no_grad():  # every path's score divided by T, enumerated
+                hot = CRF(len(decoder.labels), allowed_transitions(scheme, decoder.labels))
+                hot.load_state_dict({k: v / temperature for k, v in crf.state_dict().items()})
+            paths = path_probabilities(hot, emissions / temperature)
+            [analysis] = replace(decoder, temperature=temperature).analyse(emissions.numpy(), [4])
+            for span, confidence in analysis.entities.items():
+                truth = sum(
+                    p for path, p in paths.items() if span in spans_of(path, decoder.labels)
+                )
+                assert confidence == pytest.approx(truth, abs=1e-4)
+
+
+def test_the_fit_finds_the_temperature_the_outcomes_were_drawn_at():
+    """One-token sentences whose entity is real with probability sigmoid(margin / 2.5): the
+    tagger says sigmoid(margin), 2.5 times too sure; the fit should say about 2.5."""
+    decoder = TagDecoder(["O", "B-X"], "BIO")
+    generator = np.random.default_rng(1)
+    margins = generator.uniform(0.5, 9.0, size=6000)  # B-X over O: an entity predicted each time
+    emissions = np.stack([np.zeros_like(margins), margins], axis=-1)[:, None, :].astype(np.float32)
+    real = generator.random(6000) < 1 / (1 + np.exp(-margins / 2.5))
+    dev = DevEmissions(
+        [EmissionBatch(list(range(6000)), [1] * 6000, emissions)],
+        [{(0, 1, "X")} if r else set() for r in real],
+    )
+    assert fit_temperature(dev, decoder, None) == pytest.approx(2.5, rel=0.1)
+    half = set(range(3000))
+    assert fit_temperature(dev, decoder, half) == pytest.approx(2.5, rel=0.15)
+
+
+@pytest.fixture(scope="module")
+def noisy_dev_tagger(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A small tagger whose dev annotation disagrees with it now and then (every fifth
+    sentence's person is annotated a place), so dev has right and wrong entities to fit on."""
+    root = tmp_path_factory.mktemp("calibrated-tagger")
+    train = write_conll(root / "train.txt", tiny_sentences(120, seed=0))
+    dev = [
+        [(w, "I-LOC" if t == "I-PER" and n % 5 == 0 else t) for w, t in sentence]
+        for n, sentence in enumerate(tiny_sentences(40, seed=1))
+    ]
+    config = tasks.config_from_dict(tiny_config(train, write_conll(root / "dev.txt", dev)))
+    return train_quietly(config, root / "run")
+
+
+def test_a_tagger_whose_dev_entities_are_all_right_keeps_its_confidences(small_tagger):
+    assert "calibration" not in json.loads((small_tagger / "config.json").read_text())
+    assert load_model(small_tagger).decoder.temperature == 1.0
+
+
+def test_a_trained_tagger_keeps_its_temperature_in_every_outlet(noisy_dev_tagger, tmp_path):
+    calibration = json.loads((noisy_dev_tagger / "config.json").read_text())["calibration"]
+    assert math.isfinite(calibration["temperature"]) and calibration["temperature"] > 0
+    assert calibration["entities"] > 0 and len(calibration["held_out"]) == 2
+    tagger = load_model(noisy_dev_tagger)
+    assert tagger.decoder.temperature == calibration["temperature"]
+    text = ["John visited Paris yesterday with Mary ."]
+    [calibrated] = tagger.predict(text)
+    tagger.calibration = {}  # as trained: other confidences, the same entities
+    [raw] = tagger.predict(text)
+    assert [e.text for e in calibrated.entities] == [e.text for e in raw.entities]
+    if calibration["temperature"] != pytest.approx(1.0, abs=1e-3) and raw.entities:
+        assert [e.confidence for e in calibrated.entities] != [e.confidence for e in raw.entities]
+    pytest.importorskip("onnxruntime", reason="exported models run on onnxruntime")
+    from bistack.cli import main
+
+    assert main(["export", str(noisy_dev_tagger), "--output", str(tmp_path / "onnx")]) == 0
+    exported = open_model(tmp_path / "onnx").model
+    assert exported.decoder.temperature == pytest.approx(calibration["temperature"])
+    [got] = exported.predict(text)
+    assert [e.text for e in got.entities] == [e.text for e in calibrated.entities]
+    for mine, theirs in zip(got.entities, calibrated.entities, strict=True):
+        assert mine.confidence == pytest.approx(theirs.confidence, abs=1e-5)
