@@ -47,10 +47,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
 
-# The API reference, generated from the docstrings into docs/api (open docs/api/index.html).
-# The suite builds it too, with warnings as errors, so it cannot rot (tests/test_api_docs.py).
+# The documentation site from docs/ (mkdocs.yml), with the API reference of the public modules
+# generated from their docstrings, into site/ (open site/index.html). The suite builds it too,
+# with warnings as errors, and opens it in Chromium (tests/test_docs_site.py).
 docs: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/python -W error -m pdoc bistack -o docs/api
+	NO_MKDOCS_2_WARNING=1 HF_HUB_OFFLINE=1 $(BIN)/python -m mkdocs build --strict
 
 # The suite runs one pytest-xdist worker per CPU, each with one thread: workers of several
 # threads each on the same cores would wait for each other several times over.

@@ -1,11 +1,20 @@
-"""The README's building-blocks example runs as printed."""
+"""The documentation's building-blocks example runs as printed, and every import path the
+README and the documentation pages name resolves."""
 
 import re
 from pathlib import Path
 
+ROOT = Path(__file__).parents[1]
+
+
+def documentation() -> str:
+    """The README, then every documentation page."""
+    pages = sorted((ROOT / "docs").rglob("*.md"))
+    return "\n".join(p.read_text() for p in [ROOT / "README.md", *pages])
+
 
 def test_readme_building_blocks_example_runs():
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    readme = (ROOT / "docs" / "building-blocks.md").read_text()
     example = next(b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "CRF(" in b)
     namespace: dict = {}
     exec(example, namespace)
@@ -30,8 +39,7 @@ def test_every_import_path_the_readme_documents_resolves():
     one (``bistack.tasks.load_model``, ``from bistack.api import Tagger``)."""
     import importlib
 
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    names = documented_names(readme)
+    names = documented_names(documentation())
     assert "bistack.api:Tagger" in names and "bistack.encoders:RecurrentEncoder" in names
     missing = []
     for name in sorted(names):

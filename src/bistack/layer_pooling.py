@@ -3,7 +3,9 @@
 Every pooler maps per-layer vectors ``(batch_size, num_layers, hidden_size)`` (one vector per
 layer, layer 1 first, the embedding output excluded) to ``(batch_size, output_size)``. The
 per-layer vectors are the CLS vector of each layer, or the masked mean of its token states;
-the caller chooses, and the frozen-backbone feature cache stores both.
+the caller chooses, and the frozen-backbone feature cache stores both. In a training loop of
+your own, :func:`layer_vectors` makes them from a HuggingFace model's ``hidden_states`` and
+attention mask.
 
 Layers are a sequence over *depth*: a recurrent pooler reads them shallow to deep (and deep to
 shallow for the backward direction), so reversing the layers changes its output, while a
@@ -23,6 +25,38 @@ from bistack.encoders import needs_float32_recurrence
 from bistack.masking import masked_softmax
 
 RecurrentSummary = Literal["final_states", "last_output"]
+LayerVectorKind = Literal["cls", "mean"]
+
+
+def layer_vectors(
+    hidden_states: Sequence[Tensor], attention_mask: Tensor, vectors: LayerVectorKind = "cls"
+) -> Tensor:
+    """Per-layer vectors ``(batch, num_layers, hidden)`` for a pooler, from what a HuggingFace
+    encoder returns with ``output_hidden_states=True``: ``hidden_states``, the embedding output
+    then each layer's states, each ``(batch, seq, hidden)``, and the ``attention_mask``
+    ``(batch, seq)`` (1 at real tokens). ``vectors``: each layer's ``cls`` vector (position 0)
+    or the ``mean`` of its real tokens' states (padding never counts). The embedding output is
+    left out: it is no layer's work. Differentiable, so the encoder can be fine-tuned
+    through it."""
+    if vectors not in ("cls", "mean"):
+        raise ValueError(f"vectors must be 'cls' or 'mean', got {vectors!r}")
+    if len(hidden_states) < 2:
+        raise ValueError(
+            "hidden_states: expected the embedding output and at least one layer's states "
+            "(call the model with output_hidden_states=True)"
+        )
+    states = torch.stack(tuple(hidden_states[1:]), dim=1)  # (batch, layers, seq, hidden)
+    expected = (states.shape[0], states.shape[2])  # (batch, seq)
+    if tuple(attention_mask.shape) != expected:
+        raise ValueError(
+            f"attention_mask: expected shape {expected} (batch, seq), got "
+            f"{tuple(attention_mask.shape)}"
+        )
+    if vectors == "cls":
+        return states[:, :, 0]
+    mask = attention_mask.to(states.dtype)  # (batch, seq)
+    sums = torch.einsum("blsh,bs->blh", states, mask)
+    return sums / mask.sum(dim=1).clamp(min=1.0)[:, None, None]
 
 
 def select_layers(num_layers: int, selection: str | Sequence[int]) -> list[int]:

@@ -49,8 +49,8 @@ def split_tag(tag: str) -> tuple[str, str]:
 class AllowedTransitions:
     """Which moves a scheme allows, indexed by label position.
 
-    transitions[i][j]: label i may be followed by label j ([from, to]); start[j]: a sequence may
-    begin with j; end[i]: a sequence may end with i.
+    ``transitions[i][j]``: label i may be followed by label j (``[from, to]``); ``start[j]``:
+    a sequence may begin with j; ``end[i]``: a sequence may end with i.
     """
 
     transitions: list[list[bool]]

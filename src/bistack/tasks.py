@@ -10,14 +10,21 @@ one :func:`register` call of a card naming its own modules.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, Self
 
 from bistack.cards import Card, PredictOption
 from bistack.config import ExperimentConfig
-from bistack.config.files import build_config, kind_named, read_yaml
+from bistack.config.files import (
+    apply_override,
+    build_config,
+    kind_named,
+    read_yaml,
+    resolved_paths,
+)
 from bistack.errors import ConfigError, ModelFileError
 from bistack.files.modeldir import model_kind, reading_model
 from bistack.files.onnx_session import is_exported, read_export
@@ -120,9 +127,26 @@ def config_from_dict(data: dict[str, Any], source: str = "config") -> Experiment
     return build_config(task_of(kind_named(data, source), source).config_class, data, source)
 
 
+def read_config_file(path: str | Path, say: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """A YAML config file as a mapping, the files it names (its kind's ``INPUT_KEYS``: data,
+    pretrained vectors, a backbone folder) made absolute from the config's own folder, so
+    that a config means the same files from any working directory. ``say`` hears a path found
+    only from the working directory, as earlier versions read it (stderr when None)."""
+    data = read_yaml(path)
+    config_class = task_of(kind_named(data, str(path)), str(path)).config_class
+    for warning in resolved_paths(data, config_class.INPUT_KEYS, Path(path).parent, str(path)):
+        (say or (lambda text: print(text, file=sys.stderr)))(f"warning: {warning}")
+    return data
+
+
 def load_config(path: str | Path, overrides: list[str] | None = None) -> ExperimentConfig:
-    """Read a YAML config and apply ``key.sub=value`` overrides (values parsed as YAML)."""
-    return config_from_dict(read_yaml(path, overrides), source=str(path))
+    """Read a YAML config (:func:`read_config_file`) and apply ``key.sub=value`` overrides
+    (values parsed as YAML; a path given so is read from the working directory, as the shell
+    reads it)."""
+    data = read_config_file(path)
+    for override in overrides or []:
+        apply_override(data, override)
+    return config_from_dict(data, source=str(path))
 
 
 def task_of_directory(path: str | Path) -> Card:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from bistack.config import ExperimentConfig
-from bistack.config.files import read_yaml, set_key
+from bistack.config.files import set_key
 from bistack.data.tables import memory_sources
 from bistack.errors import ConfigError
 from bistack.runs.driver import DEFAULT_OPTIONS, RunOptions, TrainedModel, train_model
@@ -82,8 +82,9 @@ def train(
     dev_data: Any = None,
     resume: bool = False,
     overwrite: bool = False,
-    precision: str | None = None,
+    accelerator: str = "auto",
     devices: int | str = 1,
+    precision: str | None = None,
     progress: bool = False,
 ) -> TrainingResult:
     """Train a model and return where it is (``.model_dir``), how training went (``.fit``) and
@@ -96,16 +97,18 @@ def train(
     ``data.train`` / ``data.dev`` files (classifiers and regressors); the config records them
     as ``memory:train`` / ``memory:dev``, and the rows go to the run with it (nothing is kept
     beyond the call, so calls in one process, or in threads, never see each other's).
-    ``resume``, ``overwrite``, ``precision``, ``devices``, ``progress``: as on the command line.
+    ``accelerator`` (``auto``: a GPU when there is one, else the CPU; ``cpu``, ``cuda``...),
+    ``devices``, ``precision`` (``bf16-mixed``, ``16-mixed``), ``resume``, ``overwrite``,
+    ``progress``: as on the command line.
     """
-    from bistack.tasks import config_from_dict, task_of
+    from bistack.tasks import config_from_dict, read_config_file, task_of
 
     if isinstance(config, ExperimentConfig):
         data, source = config.to_dict(), "config"
     elif isinstance(config, dict):
         data, source = copy.deepcopy(config), "config"
     elif isinstance(config, str | Path):
-        data, source = read_yaml(config), str(config)
+        data, source = read_config_file(config), str(config)
     else:
         raise TypeError(
             "config: expected a YAML file's path, a dict or a config object, not "
@@ -130,6 +133,7 @@ def train(
     if output is None:
         output = Path("runs") / (Path(config).stem if isinstance(config, str | Path) else "model")
     options = RunOptions(
+        accelerator=accelerator,
         devices=devices,
         precision=precision,
         progress=progress,

@@ -341,3 +341,58 @@ def test_a_file_inputs_progress_counts_its_records_first(tmp_path):
     table.write_text("text\na\nb\n")
     assert count_records(str(table), "csv") == 2
     assert count_records("-", "lines") is None
+
+
+def test_a_txt_of_conll_columns_is_read_as_conll_and_says_so(small_tagger, tmp_path, capsys):
+    """What ``train`` and ``evaluate`` read as CoNLL, ``predict --input`` reads so too: one
+    record a sentence, not one a column line; a .txt of texts stays one text a line."""
+    from tests.conftest import tiny_sentences, write_conll
+
+    sentences = tiny_sentences(7, seed=3)
+    for docstart in (True, False):
+        data = write_conll(tmp_path / f"dev{docstart}.txt", sentences, docstart=docstart)
+        assert main(["predict", str(small_tagger), "--input", str(data), "--format", "jsonl"]) == 0
+        captured = capsys.readouterr()
+        records = [json.loads(line) for line in captured.out.splitlines()]
+        tokens = [[token["text"] for token in r["tokens"]] for r in records]
+        assert tokens == [[t for t, _ in s] for s in sentences]
+        assert "as CoNLL columns" in captured.err and "--input-format lines" in captured.err
+    texts = tmp_path / "texts.txt"
+    texts.write_text("John lives in Paris .\nMary works in Berlin .\n")
+    assert main(["predict", str(small_tagger), "--input", str(texts), "--format", "jsonl"]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 2 and "as one text a line" in captured.err
+
+
+def test_an_option_its_format_cannot_carry_is_a_usage_error(small_tagger, capsys):
+    assert main(["predict", str(small_tagger), "John lives here", "--top-k", "2"]) == 2
+    error = capsys.readouterr().err
+    assert "--top-k is not carried by --format conll; use --format jsonl" in error
+    argv = ["predict", str(small_tagger), "John lives here", "--top-k", "2", "--format", "jsonl"]
+    assert main(argv) == 0
+    [alternatives] = json.loads(capsys.readouterr().out)["alternatives"]  # one sentence
+    assert len(alternatives) == 2
+
+
+def test_an_entity_left_out_by_min_confidence_leaves_its_tokens_outside(small_tagger, capsys):
+    """Every format agrees on what ``--min-confidence`` kept: a dropped entity's tokens are
+    tagged O in the tags, in CoNLL and in the entities alike."""
+    text = "John Smith visited Paris and Berlin ."
+    assert main(["predict", str(small_tagger), text, "--format", "jsonl"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    confidences = sorted(e["confidence"] for e in record["entities"])
+    assert confidences, "the tagger found no entity to leave out"
+    threshold = confidences[-1] + 1e-9 if len(confidences) == 1 else confidences[-1]
+    argv = ["predict", str(small_tagger), text, "--min-confidence", str(threshold)]
+    assert main([*argv, "--format", "jsonl"]) == 0
+    kept = json.loads(capsys.readouterr().out)
+    spans = {(e["start"], e["end"]) for e in kept["entities"]}
+    assert len(kept["entities"]) < len(record["entities"])
+    tagged = [token["tag"] for token in kept["tokens"]]
+    assert tagged.count("O") > [token["tag"] for token in record["tokens"]].count("O")
+    assert main(argv) == 0  # CoNLL: the same tags
+    columns = [line.split("\t") for line in capsys.readouterr().out.splitlines() if line]
+    assert [tag for _, tag in columns] == tagged
+    for token in kept["tokens"]:  # a tag outside O lies in a kept entity
+        inside = any(start <= token["start"] < end for start, end in spans)
+        assert token["tag"] == "O" or inside

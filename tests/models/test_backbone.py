@@ -106,3 +106,37 @@ def test_a_loaded_backbone_is_deterministic_and_stays_so(minilm):
     assert not minilm.training and not minilm.model.training
     minilm.layer_vectors(["anything"], "truncate")
     assert not minilm.model.training  # layer_vectors restores eval mode, never enables dropout
+
+
+def test_layer_vectors_in_your_own_loop_are_the_ones_bistack_trains_on(minilm):
+    """``bistack.layer_pooling.layer_vectors`` over a HuggingFace model's own output gives the
+    per-layer CLS and mean vectors bistack's backbone computes (padding never counted), and
+    gradients flow back to the encoder."""
+    from bistack.layer_pooling import RecurrentLayerPooling, layer_vectors
+
+    texts = ["A short one.", "A much longer sentence, with padding for the first text."]
+    batch = minilm.tokenize(texts, "truncate")
+    with torch.inference_mode():
+        output = minilm.model(
+            input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+            output_hidden_states=True,
+        )  # fmt: skip
+        ours = minilm(batch)
+    hidden, mask = output.hidden_states, batch.attention_mask
+    torch.testing.assert_close(layer_vectors(hidden, mask, "cls"), ours.cls)
+    torch.testing.assert_close(layer_vectors(hidden, mask, "mean"), ours.mean)
+    with pytest.raises(ValueError, match="output_hidden_states=True"):
+        layer_vectors(hidden[:1], mask)
+    with pytest.raises(ValueError, match="attention_mask: expected shape"):
+        layer_vectors(hidden, mask[:, :3])
+    minilm.model.train()
+    try:
+        out = minilm.model(
+            input_ids=batch.input_ids, attention_mask=mask, output_hidden_states=True
+        )
+        pooled = RecurrentLayerPooling(384, lstm_hidden=8)(layer_vectors(out.hidden_states, mask))
+        pooled.sum().backward()
+        assert minilm.model.embeddings.word_embeddings.weight.grad.abs().sum() > 0
+    finally:
+        minilm.model.zero_grad(set_to_none=True)
+        minilm.model.eval()

@@ -59,9 +59,11 @@ SCRIPT = "<script>alert(1)</script>"
 
 
 def dev_with_markup(path: Path) -> Path:
-    """Dev sentences, one whose person is written as markup (it must show as text)."""
+    """Dev sentences, one whose person is written as markup (it must show as text), one whose
+    gold types the tagger cannot agree with (its predictions there are wrong)."""
     sentences = tiny_sentences(20, seed=5)
     sentences.append([(SCRIPT, "I-PER"), ("visited", "O"), ("Rome", "I-LOC"), (".", "O")])
+    sentences.append([("Mary", "I-LOC"), ("visited", "O"), ("Paris", "I-PER"), (".", "O")])
     return write_conll(path, sentences)
 
 
@@ -162,8 +164,20 @@ def test_the_report_page_renders_offline_in_a_browser(small_tagger, small_classi
             assert sizes and all(width > 0 for width in sizes), folder  # every chart shows
             assert all(url.startswith("file://") for url in requests), requests
             assert not dialogs
+            # The headline figures come first, before the summary table.
+            first = page.inner_text("section .headline")
+            assert ("entity F1" if folder == "t" else "accuracy") in first, first
             if folder == "t":
                 assert SCRIPT in page.inner_text("body")  # shown as text, never run
+                # Wrong predictions are marked apart from right ones, in another colour, and
+                # every predicted entity shows its confidence as text, not only on hover.
+                wrong = page.query_selector_all(".predicted.wrong")
+                right = page.query_selector_all(".predicted.right")
+                assert wrong and right
+                colour = "el => getComputedStyle(el).backgroundColor"
+                assert wrong[0].evaluate(colour) != right[0].evaluate(colour)
+                shown = page.inner_text(".predicted.wrong .conf")
+                assert float(shown) == pytest.approx(float(shown), abs=0.01) and "." in shown
             page.screenshot(path=str(tmp_path / f"{folder}.png"), full_page=True)
         browser.close()
 

@@ -65,6 +65,7 @@ def test_info_and_health_describe_the_model(tagger_client):
     assert tagger_client.get("/health").json()["status"] == "ok"
     schema = tagger_client.get("/openapi.json").json()
     assert "/predict" in schema["paths"] and "PredictRequest" in schema["components"]["schemas"]
+    assert "/sample" not in schema["paths"]  # the docs list only what a tagger answers
 
 
 BAD = [

@@ -76,11 +76,11 @@ def ask(page, address: str, text: str) -> None:
 
 
 def shown_text(page) -> str:
-    """The tagged text as the page shows it, without the entity type badges."""
+    """The tagged text as the page shows it, without the entity badges (type, confidence)."""
     return page.evaluate(
         """() => {
             const copy = document.querySelector('.tagged').cloneNode(true);
-            copy.querySelectorAll('.type').forEach((badge) => badge.remove());
+            copy.querySelectorAll('.type, .conf').forEach((badge) => badge.remove());
             return copy.textContent;
         }"""
     )
@@ -115,10 +115,25 @@ def test_a_tagger_page_highlights_entities_by_type(
             for m in marks
         ]
         assert found == [("PER", "John"), ("LOC", "Paris"), ("PER", "Mary"), ("LOC", "New York")]
-        # The type, and the entity's probability, show on hover.
-        assert re.fullmatch(r"PER · confidence \d+\.\d%", marks[0].get_attribute("title"))
+        # The type and the entity's probability show beside it (and on hover), in a colour of
+        # its type that no other type shares.
+        assert re.fullmatch(r"PER · \d+\.\d% sure", marks[0].get_attribute("title"))
+        sure = [m.query_selector(".conf").inner_text() for m in marks]
+        assert all(re.fullmatch(r"\d+%", said) for said in sure), sure
+        colours = {m.get_attribute("data-type"): m.evaluate("e => e.style.background")
+                   for m in marks}  # fmt: skip
+        assert len(set(colours.values())) == len(colours) == 2, colours
+        about = page.inner_text("#about")
+        assert "IOB" not in about and "entity types: LOC, PER" in about
         # The whole text is there, entities in place.
         assert shown_text(page) == "John visited Paris yesterday. Mary left New York ."
+        # The threshold leaves entities less sure than it unmarked, and brings them back.
+        page.fill("#threshold", "1")
+        page.dispatch_event("#threshold", "input")
+        assert len(page.query_selector_all("mark.entity.below")) == len(marks)
+        page.fill("#threshold", "0")
+        page.dispatch_event("#threshold", "input")
+        assert not page.query_selector_all("mark.entity.below")
         page.screenshot(path=str(tmp_path / "tagger-page.png"), full_page=True)
 
 
@@ -217,4 +232,16 @@ def test_the_interactive_docs_work_offline(browser, small_tagger):
         page.wait_for_selector(".opblock-summary-path", timeout=20_000)
         paths = [p.inner_text() for p in page.query_selector_all(".opblock-summary-path")]
         assert {"/predict", "/info", "/health"} <= set(paths)
+        assert "/sample" not in paths  # a tagger does not sample: not offered
         assert elsewhere == [], elsewhere
+
+
+def test_the_documentations_screenshot_is_made_by_its_script(small_tagger, tmp_path):
+    """``examples/docs_screenshots.py`` (which made docs/serve-page.png) serves a tagger, types
+    into its page in Chromium and pictures its entities."""
+    import runpy
+
+    script = Path(__file__).resolve().parents[2] / "examples" / "docs_screenshots.py"
+    output = tmp_path / "page.png"
+    runpy.run_path(str(script))["main"](str(small_tagger), output)
+    assert output.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -13,7 +13,6 @@ from bistack.studies.repeated import RepeatedResult
 from bistack.studies.seed_table import judge
 from bistack.tasks import config_from_dict
 from tests.conftest import tiny_config, tiny_sentences, write_conll
-
 from tests.text_models.test_end_to_end import sentiment_rows, text_config, write_tsv
 
 

@@ -98,3 +98,24 @@ def test_only_running_threads_of_other_programs_count_not_the_kernels(tmp_path):
     task(200, 200, "R")
     task(200, 201, "R")
     assert threads_running_elsewhere(tmp_path) == 2
+
+
+def test_the_cpu_warning_comes_only_where_its_advice_applies(tmp_path, capsys, monkeypatch):
+    """A training's warning counts other programs' threads only when bistack chose the count
+    (after --threads the user has taken the advice), and comes after the config's checks: a
+    config that fails says only why."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr("bistack.system.threads.threads_running_elsewhere", lambda: 64)
+    train = write_conll(tmp_path / "train.txt", tiny_sentences(10, seed=0))
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(tiny_config(train, None, train={"max_epochs": 1})))
+    argv = ["train", str(path), "--no-progress"]
+    assert main([*argv, "--output", str(tmp_path / "a"), "--threads", "1"]) == 0
+    assert "warning: " not in capsys.readouterr().out
+    assert main([*argv, "--output", str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    assert "warning: " in out and "64 running threads of other programs" in out
+    assert out.index("warning: ") < out.index("epoch 1")
+    assert main([*argv, "--output", str(tmp_path / "c"), "--set", "train.max_epochs=0"]) == 2
+    captured = capsys.readouterr()
+    assert "warning: " not in captured.out + captured.err and "max_epochs" in captured.err

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 
 from bistack._version import __version__
 from bistack.cli import models, predict, serve, studies, train, tune
-from bistack.cli.flags import one_process, say_as
+from bistack.cli.flags import one_process
 from bistack.errors import BistackError, ConfigError
 from bistack.system.environment import MODEL_PROCESS_ENVIRONMENT
 
@@ -83,11 +83,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def configure_threads(args: argparse.Namespace) -> None:
     """Apply the thread count a command runs with (``bistack.system.threads``) before torch or
-    onnxruntime start, and warn when the processes it runs oversubscribe the machine: a
-    command that trains in its run's log (counting the threads other programs run), one that
-    predicts or scores on stderr (its results are on stdout)."""
+    onnxruntime start, and say when the processes it runs oversubscribe the machine: a command
+    that trains keeps the warning (``args.cpu_warning``) for its run's log once its config
+    has passed its checks (:func:`bistack.cli.flags.say_cpu_warning`), counting the threads
+    other programs run unless the user chose the count; one that predicts or scores says it on
+    stderr (its results are on stdout), only for threads of its own that cannot fit."""
+    args.cpu_warning = None
     if not hasattr(args, "threads"):
         return
+    chosen = args.threads is not None or os.environ.get("OMP_NUM_THREADS") is not None
     from bistack.system.threads import choose_threads, oversubscription, threads_running_elsewhere
 
     cpus = len(os.sched_getaffinity(0))
@@ -106,10 +110,9 @@ def configure_threads(args: argparse.Namespace) -> None:
         return
     running = plan.running or plan.sharing
     each = 1 if plan.one_thread else threads
-    if plan.log is not None:
-        warning = oversubscription(each, running, cpus, threads_running_elsewhere())
-        if warning:
-            say_as(plan.log)(f"warning: {warning}")
+    if plan.log is not None:  # the advice is for a count bistack chose
+        others = 0 if chosen else threads_running_elsewhere()
+        args.cpu_warning = oversubscription(each, running, cpus, others)
     else:
         warning = oversubscription(each, running, cpus, 0)
         if warning:

@@ -93,13 +93,17 @@ def add_inference_precision(command: argparse.ArgumentParser) -> None:
     )
 
 
-def add_threads_flag(command: argparse.ArgumentParser) -> None:
+def add_threads_flag(
+    command: argparse.ArgumentParser, default: str = "the CPUs this process may use"
+) -> None:
+    """``--threads``; ``default``: the count the command chooses itself, as its help says it
+    (naming only flags the command has)."""
     command.add_argument(
         "--threads",
         type=ranged(int, 1),
         metavar="N",
         help="threads per process for the tensor library (default: OMP_NUM_THREADS when set, "
-        "else the CPUs this process may use, shared among --devices processes)",
+        f"else {default})",
     )
 
 
@@ -128,6 +132,13 @@ def say_as(log_format: str) -> Callable[[str], None]:
     if log_format == "json":
         return lambda text: print(json.dumps({"event": "message", "text": text}), flush=True)
     return lambda text: print(text, flush=True)
+
+
+def say_cpu_warning(args: argparse.Namespace) -> None:
+    """A training command's CPU warning (``configure_threads``), said in its log once its
+    config is read and checked: a config that fails says only why."""
+    if getattr(args, "cpu_warning", None):
+        say_as(getattr(args, "log_format", "text"))(f"warning: {args.cpu_warning}")
 
 
 def show_progress(args: argparse.Namespace) -> bool:

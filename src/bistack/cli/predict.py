@@ -134,7 +134,7 @@ def add_predict(commands: Any) -> None:
     add_progress_flags(predict)
     add_matmul_flag(predict)
     add_inference_precision(predict)
-    add_threads_flag(predict)
+    add_threads_flag(predict, "the CPUs this process may use; with --workers, 1 each")
     predict.set_defaults(run=run_predict, processes=predict_processes)
 
 

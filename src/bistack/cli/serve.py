@@ -60,7 +60,7 @@ def add(commands: Any) -> None:
         action="store_false",
         help="leave out the JSON line per request that serve writes to stderr",
     )
-    add_threads_flag(serve)
+    add_threads_flag(serve, "1: each server process keeps to one core")
     serve.set_defaults(run=run, processes=processes)
 
 

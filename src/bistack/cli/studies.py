@@ -18,6 +18,7 @@ from bistack.cli.flags import (
     fail,
     ranged,
     say_as,
+    say_cpu_warning,
     show_progress,
 )
 from bistack.files.paths import refuse_overlap, refuse_shared_folder
@@ -133,6 +134,7 @@ def run_compare_poolers(args: argparse.Namespace) -> int:
     output = args.output or str(Path("runs") / f"compare-{Path(args.config).stem}")
     refuse_overlap(output, [("the config", args.config)], "--output")
     refuse_shared_folder(output, "--output")
+    say_cpu_warning(args)
     compare_poolers(
         config,  # type: ignore[arg-type]
         output,
@@ -157,6 +159,7 @@ def run_ladder(args: argparse.Namespace) -> int:
     output = args.output or str(Path("runs") / f"ladder-{Path(args.config).stem}")
     refuse_overlap(output, [("the config", args.config)], "--output")
     refuse_shared_folder(output, "--output")
+    say_cpu_warning(args)
     ladder(
         config,
         output,
@@ -173,5 +176,6 @@ def run_ladder(args: argparse.Namespace) -> int:
 def run_demo(args: argparse.Namespace) -> int:
     from bistack.studies.demo import run_demo as demo
 
+    say_cpu_warning(args)
     demo(args.output, args.minutes, progress=show_progress(args))
     return 0

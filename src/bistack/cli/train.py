@@ -14,10 +14,12 @@ from bistack.cli.flags import (
     add_progress_flags,
     add_threads_flag,
     ranged,
+    say_cpu_warning,
     show_progress,
 )
 from bistack.errors import ConfigError
 from bistack.files.paths import refuse_overlap, refuse_shared_folder
+from bistack.system.threads import gpu_present
 
 
 def add(commands: Any) -> None:
@@ -51,17 +53,22 @@ def add(commands: Any) -> None:
         "'Large corpora'; default 1)",
     )
     train.add_argument("--strategy", default="auto", help="Fabric strategy, e.g. ddp")
-    train.add_argument("--accelerator", default="cpu", help="cpu, cuda, auto (default cpu)")
+    train.add_argument(
+        "--accelerator",
+        default="auto",
+        help="auto (a GPU when there is one, else the CPU; default), cpu, cuda, ...",
+    )
     add_matmul_flag(train)
     add_progress_flags(train)
     add_log_format(train)
-    add_threads_flag(train)
+    add_threads_flag(train, "the CPUs this process may use, shared among --devices processes")
     train.set_defaults(run=run, processes=processes)
+    add_config(commands)
 
 
 def processes(args: argparse.Namespace, cpus: int) -> Processes:
     """``--devices`` processes on the CPU share it; on an accelerator, one uses the CPU."""
-    on_cpu = args.accelerator == "cpu"
+    on_cpu = args.accelerator == "cpu" or (args.accelerator == "auto" and not gpu_present())
     sharing = int(args.devices) if args.devices.isdigit() and on_cpu else 1
     return Processes(sharing, log=args.log_format)
 
@@ -89,5 +96,32 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.resume and args.overwrite:
         raise ConfigError("--resume goes on with the run in --output; --overwrite replaces it")
+    say_cpu_warning(args)
     train_config(config, output, options)
+    return 0
+
+
+def add_config(commands: Any) -> None:
+    from bistack.tasks import TASKS
+
+    config = commands.add_parser(
+        "config",
+        help="print every config key of a model kind with its default and what it does",
+        description="Print a kind's whole config as YAML, every key at its default with its "
+        "comment: a file to start from (bistack config tagger > my.yaml).",
+    )
+    config.add_argument("kind", choices=sorted(TASKS), help="the model kind")
+    config.set_defaults(run=run_config)
+
+
+def run_config(args: argparse.Namespace) -> int:
+    from bistack.config.schema import as_yaml, keys_of
+    from bistack.tasks import task_of
+
+    card = task_of(args.kind)
+    title = (
+        f"{card.description} (kind: {card.kind}): every key at its default.\n"
+        "Paths are relative to this file's folder; bistack train FILE trains it."
+    )
+    print(as_yaml(list(keys_of(card.config_class())), title), end="")
     return 0

@@ -7,7 +7,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from bistack.cli.flags import Processes, add_overrides, add_threads_flag, fail, ranged
+from bistack.cli.flags import (
+    Processes,
+    add_overrides,
+    add_threads_flag,
+    fail,
+    ranged,
+    say_cpu_warning,
+)
 from bistack.files.paths import refuse_overlap, refuse_shared_folder
 
 
@@ -72,7 +79,7 @@ def add(commands: Any) -> None:
         "--sampler-seed", type=int, help="seed of the sampler, for a search that repeats"
     )
     tune.add_argument("--worker-of", type=int, help=argparse.SUPPRESS)  # a trial process
-    add_threads_flag(tune)
+    add_threads_flag(tune, "the CPUs shared among the --workers trial processes")
     tune.set_defaults(run=run, processes=processes)
 
 
@@ -114,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         die_with(args.worker_of)
         tune(config, space, output, settings, report=False)
         return 0
+    say_cpu_warning(args)
     files = TuneFiles(args.config, args.space, tuple(args.set))
     tune(config, space, output, settings, workers=args.workers, files=files, threads=args.threads)
     return 0

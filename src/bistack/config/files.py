@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import os
 import types
 import typing
 from collections.abc import Hashable
@@ -101,6 +102,43 @@ def parse_override(override: str, flag: str) -> tuple[str, Any]:
     except yaml.YAMLError as error:
         problem = getattr(error, "problem", None) or "not valid YAML"
         raise ConfigError(f"{flag} {override!r}: the value is not valid YAML ({problem})") from None
+
+
+def get_key(data: dict[str, Any], key: str) -> Any:
+    """The value at the dotted ``key`` of nested ``data``, or None where it is not given."""
+    node: Any = data
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+def resolved_paths(
+    data: dict[str, Any], keys: tuple[str, ...], folder: Path, source: str
+) -> list[str]:
+    """Make the relative paths at ``keys`` of a config file's ``data`` relative to ``folder``
+    (the file's own), in place, as absolute paths, so that a config names its data as seen
+    from where it lies, whatever the working directory. A path found only from the working
+    directory (as configs of earlier versions were read) is kept so; the warnings returned
+    say which. ``default`` (the packaged backbone) and ``memory:`` tables are not paths."""
+    warnings = []
+    for key in keys:
+        value = get_key(data, key)
+        if not isinstance(value, str) or not value or value == "default":
+            continue
+        if value.startswith("memory:") or Path(value).expanduser().is_absolute():
+            continue
+        beside = (folder / value).resolve()
+        here = Path(value).resolve()
+        if not beside.exists() and here.exists():
+            warnings.append(
+                f"{source}: {key} {value} is read from the working directory ({here}); "
+                f"paths in a config are relative to its folder ({folder.resolve()}): write "
+                f"{os.path.relpath(here, folder.resolve())}"
+            )
+            set_key(data, key, str(here), source)
+        else:
+            set_key(data, key, str(beside), source)
+    return warnings
 
 
 def set_key(data: dict[str, Any], key: str, value: Any, source: str) -> None:

@@ -12,6 +12,7 @@ from bistack.cards import Card
 from bistack.corpus.outputs import FileOutput, StdoutOutput
 from bistack.corpus.predict import Progress, Spec, open_spec, predict_corpus
 from bistack.corpus.sources import (
+    BY_SUFFIX,
     PLACE_FIELDS,
     TOKEN_FORMATS,
     Record,
@@ -76,12 +77,40 @@ def check_request(request: CorpusRequest, spec: Spec) -> None:
         )
 
 
+READ_AS = {
+    "lines": "one text a line",
+    "tokenized": "one sentence a line, tokens split on whitespace",
+    "conll": "CoNLL columns (a token and its tags a line, a blank line between sentences)",
+    "conllu": "CoNLL-U sentences",
+    "jsonl": "JSON lines",
+    "csv": "CSV rows",
+    "tsv": "TSV rows",
+    "parquet": "Parquet rows",
+}
+
+
+def say_format(request: CorpusRequest, fmt: str, card: Card) -> None:
+    """Say on stderr how a tagger reads an ``--input`` file whose suffix did not say it: as
+    CoNLL columns when its lines are, else as one text a line (``--input-format`` chooses)."""
+    named = request.input_format is not None or request.tokenized or request.input == "-"
+    if named or not card.takes("tokens") or Path(request.input).suffix.lower() in BY_SUFFIX:
+        return
+    other = "lines" if fmt == "conll" else "conll"
+    print(
+        f"reading {request.input} as {READ_AS[fmt]}; --input-format {other} reads it otherwise",
+        file=sys.stderr,
+    )
+
+
 def predict_command(request: CorpusRequest, spec: Spec, card: Card) -> int:
     """Predict what ``request`` names with the model ``spec`` names (of ``card``'s kind),
     writing as it says; returns the exit status."""
     check_request(request, spec)
     if request.input:
-        fmt = input_format(request.input, request.input_format, request.tokenized)
+        fmt = input_format(
+            request.input, request.input_format, request.tokenized, card.takes("tokens")
+        )
+        say_format(request, fmt, card)
         if fmt in TOKEN_FORMATS and not card.takes("tokens"):
             raise ConfigError(
                 f"{fmt} input gives tokens, which only a tagger takes; {spec.model} holds "

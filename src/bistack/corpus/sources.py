@@ -26,6 +26,7 @@ import csv
 import io
 import json
 import math
+import re
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from bistack.errors import ConfigError, DataError
 
 INPUT_FORMATS = ("lines", "tokenized", "conll", "conllu", "jsonl", "csv", "tsv", "parquet")
 TOKEN_FORMATS = frozenset({"tokenized", "conll", "conllu"})  # what only a tagger can read
-_BY_SUFFIX = {
+BY_SUFFIX = {
     ".jsonl": "jsonl",
     ".ndjson": "jsonl",
     ".csv": "csv",
@@ -72,16 +73,55 @@ class Record:
 PLACE_FIELDS = ("line", "row")  # the names a record's place is written under
 
 
-def input_format(source: str, chosen: str | None, tokenized: bool) -> str:
+def input_format(
+    source: str, chosen: str | None, tokenized: bool, takes_tokens: bool = False
+) -> str:
     """The format to read ``source`` in: ``chosen``, else ``tokenized`` lines, else the one
-    its suffix names (``lines`` for any other file and for stdin)."""
+    its suffix names; any other file is CoNLL columns when its first lines are (and the model
+    takes tokens: ``train`` and ``evaluate`` read a tagger's ``.txt`` data so), else one text a
+    line, as stdin is."""
     if chosen is not None and tokenized and chosen != "tokenized":
         raise ConfigError(f"--tokenized reads one sentence a line; it cannot read {chosen}")
     if tokenized:
         return "tokenized"
     if chosen is not None:
         return chosen
-    return _BY_SUFFIX.get(Path(source).suffix.lower(), "lines") if source != "-" else "lines"
+    if source == "-":
+        return "lines"
+    named = BY_SUFFIX.get(Path(source).suffix.lower())
+    if named is not None:
+        return named
+    return "conll" if takes_tokens and looks_like_conll(Path(source)) else "lines"
+
+
+SNIFFED_LINES = 200  # how many of a file's first lines say whether it is CoNLL columns
+_TAG = re.compile(r"^(O|[BIESLU]-\S+)$")  # an entity tag in any of the schemes
+
+
+def looks_like_conll(path: Path) -> bool:
+    """Whether the file's first lines are CoNLL columns: a ``-DOCSTART-`` line first, or
+    every non-blank line of the same two or more columns whose last is an entity tag (``O``,
+    ``B-PER``...), with a blank line between sentences. A text a line rarely is: its last word
+    would have to be a tag on every line."""
+    try:
+        with path.open("rb") as handle:
+            head = [handle.readline() for _ in range(SNIFFED_LINES)]
+    except OSError:
+        return False  # reading it says why, with its name
+    lines = [line.decode("utf-8", "replace").strip() for line in head if line]
+    filled = [line.split() for line in lines if line]
+    if not filled:
+        return False
+    if filled[0][0] == "-DOCSTART-":
+        return True
+    widths = {len(columns) for columns in filled}
+    sentences_end = "" in lines[: len(lines) - 1] or len(lines) < SNIFFED_LINES
+    return (
+        len(widths) == 1
+        and widths.pop() >= 2
+        and sentences_end
+        and all(_TAG.match(columns[-1]) for columns in filled)
+    )
 
 
 ID_FORMATS = ("jsonl", "csv", "tsv", "parquet")  # records with fields, one of which an id

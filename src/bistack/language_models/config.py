@@ -15,6 +15,7 @@ from bistack.config import (
     SplitConfig,
     TrainConfig,
 )
+from bistack.data.tokenize import check_tokenizer
 from bistack.errors import ConfigError
 
 
@@ -22,7 +23,9 @@ from bistack.errors import ConfigError
 class CorpusConfig(SplitConfig):
     """A plain text file, one sentence or paragraph per line, for language modelling."""
 
-    tokenizer: Literal["whitespace", "text"] = "whitespace"  # text: words and punctuation
+    # whitespace: tokens between spaces; text: English words and punctuation; spacy:NAME or
+    # hf:FOLDER as a tagger's data.tokenizer
+    tokenizer: str = "whitespace"
     max_length: int = 64  # tokens per training sequence; longer lines are cut into pieces
 
 
@@ -56,6 +59,7 @@ class LanguageModelConfig(ExperimentConfig):
 
     def validate(self, source: str) -> None:
         super().validate(source)
+        check_tokenizer(self.data.tokenizer, source)
         if self.features.word_dim == 0:
             raise ConfigError(
                 f"{source}: features.word_dim must be >= 1: a language model "

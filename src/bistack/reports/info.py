@@ -55,11 +55,13 @@ def model_info(path: str | Path) -> dict[str, Any]:
 def described(info: dict[str, Any]) -> str:
     """``info`` as lines a person reads."""
     lines = [f"{info['directory']}: {info['description']} (kind {info['kind']})"]
+    if info.get("entity_types"):  # a tagger of entities: its types, then the tags it learnt
+        types = ", ".join(info["entity_types"])
+        lines.append(f"entity types: {types}; predictions written in {info['scheme']} tags")
     if "labels" in info:
         shown = ", ".join(info["labels"][:20]) + (" ..." if len(info["labels"]) > 20 else "")
-        lines.append(f"labels ({len(info['labels'])}): {shown}")
-    if info.get("scheme"):
-        lines.append(f"scheme: {info['scheme']}; entity types: {', '.join(info['entity_types'])}")
+        named = "tags as trained" if info.get("entity_types") else "labels"
+        lines.append(f"{named} ({len(info['labels'])}): {shown}")
     if info.get("vocabulary"):
         lines.append(f"vocabulary: {info['vocabulary']:,} words")
     lines.append(f"predicts from: {', '.join(info['inputs'])}")
@@ -71,10 +73,16 @@ def described(info: dict[str, Any]) -> str:
     lines.append("trained on: " + (", ".join(f"{k} {v}" for k, v in trained.items()) or "?"))
     if info["dev_metrics"]:
         scores = ", ".join(
-            f"{k.removeprefix('dev_')} {v:g}" for k, v in info["dev_metrics"].items()
+            f"{k.removeprefix('dev_')} {figure(v)}" for k, v in info["dev_metrics"].items()
         )
         lines.append(f"dev: {scores}")
     else:
         lines.append("dev: not recorded (no model card: written before bistack wrote them)")
     lines.append(f"written by bistack {info.get('bistack_version') or '?'}")
     return "\n".join(lines)
+
+
+def figure(value: float) -> str:
+    """A score as ``info`` prints every one: two decimals (a percentage, a perplexity), four
+    for a value below 1 (an RMSE, a calibration error)."""
+    return f"{value:.4f}" if abs(value) < 1 else f"{value:.2f}"

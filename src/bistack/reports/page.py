@@ -15,7 +15,11 @@ td, th { border: 1px solid #ddd; padding: 2px 8px; text-align: left; }
 img { max-width: 100%; display: block; margin: 0.5em 0; }
 pre { background: #f6f6f6; padding: 0.5em; white-space: pre-wrap; }
 .entity { padding: 0 2px; border-radius: 3px; }
-.gold { background: #d9f2d9; } .predicted { background: #d9e8f7; }
+.gold { background: #e3e3f3; } .predicted { background: #d9e8f7; }
+.predicted.right { background: #cdeccd; } .predicted.wrong { background: #f6c9c9; }
+.conf { font-size: 0.7em; color: #555; margin-left: 2px; }
+.headline { display: flex; gap: 2em; margin: 0.5em 0 1em; }
+.figure { font-size: 2em; font-weight: bold; } .figure-name { color: #666; }
 .type { font-size: 0.7em; font-weight: bold; margin-left: 2px; color: #555; }
 .item { margin: 0.6em 0; padding: 0.3em 0.6em; border-left: 3px solid #ccc; }
 .where { color: #777; font-size: 0.85em; }
@@ -44,12 +48,17 @@ def segments(parts: list[dict[str, Any]], kind: str) -> str:
     for part in parts:
         text = escape(part["text"])
         if "type" in part:
-            title = part["type"] + (
-                f" · confidence {part['confidence']:.3f}" if "confidence" in part else ""
+            judged = {True: " right", False: " wrong"}.get(part.get("right"), "")
+            verdict = {" right": " · right", " wrong": " · wrong"}.get(judged, "")
+            title = part["type"] + verdict
+            shown = (
+                f'<span class="conf">{part["confidence"]:.2f}</span>'
+                if "confidence" in part
+                else ""
             )
             out.append(
-                f'<span class="entity {kind}" title="{escape(title)}">{text}'
-                f'<span class="type">{escape(part["type"])}</span></span>'
+                f'<span class="entity {kind}{judged}" title="{escape(title)}">{text}'
+                f'<span class="type">{escape(part["type"])}</span>{shown}</span>'
             )
         elif "weight" in part:
             alpha = max(0.0, min(1.0, float(part["weight"])))
@@ -75,8 +84,25 @@ def item(entry: dict[str, Any]) -> str:
     return "".join(lines) + "</div>"
 
 
+def headline(data: dict[str, Any]) -> str:
+    """The section's headline figures, big, first: those its family names (``headline``), or
+    every single number among its scores."""
+    figures = data.get("headline") or [
+        {"name": name.replace("_", " "), "value": value}
+        for name, value in data.get("scores", {}).items()
+        if isinstance(value, int | float) and not isinstance(value, bool)
+    ]
+    cells = [
+        f'<div><div class="figure">{number(f["value"])}</div>'
+        f'<div class="figure-name">{escape(f["name"])}</div></div>'
+        for f in figures
+    ]
+    return f'<div class="headline">{"".join(cells)}</div>' if cells else ""
+
+
 def section(number_: int, data: dict[str, Any], images: list[str]) -> str:
     parts = [f'<section id="section-{number_}"><h2>{escape(data["data"])}</h2>']
+    parts.append(headline(data))
     parts.append(f"<pre>{escape(data['summary'])}</pre>")
     parts += [f"<p>{escape(note)}</p>" for note in data.get("notes", [])]
     parts += [table(t) for t in data.get("tables", [])]

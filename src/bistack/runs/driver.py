@@ -61,7 +61,7 @@ class RunOptions:
     devices: int | str = 1
     num_nodes: int = 1  # machines, each running ``devices`` processes (see the README)
     strategy: str = "auto"
-    accelerator: str = "cpu"
+    accelerator: str = "auto"  # a GPU when there is one, else the CPU
     precision: str | None = None  # Fabric's, e.g. bf16-mixed; None: 32-bit
     matmul_precision: MatmulPrecision = "high"  # float32 products on CUDA: TF32 (see devices)
     progress: bool = True
@@ -184,7 +184,10 @@ def train_model(
     try:
         prepared = prepare(config, run, **inputs)
         parameters = sum(p.numel() for p in prepared.network.parameters() if p.requires_grad)
-        run.say(f"{prepared.summary}; {parameters:,} trained parameters")
+        run.say(
+            f"{prepared.summary}; {parameters:,} trained parameters; optimizer "
+            f"{config.optimizer.described()}"
+        )
         if run.fabric.is_global_zero:
             prepared.model.save_metadata(run.model_dir)
         result = fit(

@@ -184,11 +184,15 @@ def create_app(
 
     # The request's model is built from the cards when the app is: FastAPI reads it from here.
     predict.__annotations__ |= {"request": request_model(), "http": Request, "return": Response}
-    app.post("/predict", response_class=Response, responses={200: {"model": PredictResponse}})(
-        predict
-    )
+    # /docs lists the routes the served kind answers: /predict, or /sample for a language model.
+    app.post(
+        "/predict",
+        response_class=Response,
+        responses={200: {"model": PredictResponse}},
+        include_in_schema=not served.samples,
+    )(predict)
 
-    @app.post("/sample")
+    @app.post("/sample", include_in_schema=served.samples)
     async def sample(request: SampleRequest) -> dict[str, Any]:
         """A continuation of the prompt (language models)."""
         if not served.samples:

@@ -17,6 +17,7 @@ POOLER_VARIANTS: dict[str, dict[str, Any]] = {
     "cls": {"type": "cls"},
     "mean": {"type": "mean"},
     "concat_last4": {"type": "concat_last4", "vectors": "cls"},
+    "concat_all": {"type": "concat_all", "vectors": "cls"},
     "lstm_over_means": {"type": "lstm", "summary": "final_states", "vectors": "mean"},
     "weighted_over_means": {"type": "weighted", "vectors": "mean"},
 }

@@ -47,6 +47,12 @@ def oversubscription(threads: int, processes: int, cpus: int, others_running: in
     )
 
 
+def gpu_present(devices: Path = Path("/dev")) -> bool:
+    """Whether an NVIDIA GPU's device files are here (what ``--accelerator auto`` would take),
+    said without starting torch: the thread count is chosen before it starts."""
+    return any(devices.glob("nvidia[0-9]*"))
+
+
 def threads_running_elsewhere(root: Path = Path("/proc")) -> int:
     """Threads of other programs on a CPU right now (Linux's ``/proc``; 0 elsewhere): every
     task in the running state but this process's own and the kernel's own threads, which

@@ -16,7 +16,7 @@ OPTIONS = (
     PredictOption(
         "min_confidence",
         float,
-        "leave out entities whose probability is below P",
+        "leave out entities whose probability is below P (their tokens tagged O)",
         low=0.0,
         high=1.0,
         metavar="P",
@@ -29,6 +29,7 @@ OPTIONS = (
         low=1,
         high=20,
         metavar="K",
+        formats=("jsonl",),  # the other formats have one analysis a sentence
     ),
 )
 

@@ -15,6 +15,8 @@ from bistack.data.tokenize import Token
 from bistack.schemes import PLAIN, convert_tags, spans_from_tags
 from bistack.taggers.decoding import Analysis, Span
 
+OUTSIDE = "O"  # the tag of a token in no entity
+
 
 @dataclass(frozen=True)
 class Entity:
@@ -214,20 +216,22 @@ def tagged_text(
     min_confidence: float | None = None,
 ) -> TaggedText:
     """Assemble a text's tagged sentences, each taking the next analysis, with entity offsets
-    into ``text``; entities below ``min_confidence`` are left out (their tags stay)."""
+    into ``text``; entities below ``min_confidence`` are left out, and their tokens tagged
+    ``O``, so that every output format (tags, entities, CoNLL) agrees on what was kept."""
     tagged = []
     for tokens in sentences:
         analysis = next(analyses)
-        entities = []
+        entities, tags = [], list(analysis.tags)
         for s in [] if analysis.plain else spans_from_tags(analysis.tags):
             confidence = analysis.entities.get((s.start, s.end, s.label))
             if min_confidence is not None and (confidence or 0.0) < min_confidence:
+                tags[s.start : s.end] = [OUTSIDE] * (s.end - s.start)
                 continue
             start, end = tokens[s.start].start, tokens[s.end - 1].end
             entities.append(Entity(text[start:end], s.label, start, end, confidence))
         tagged.append(
             TaggedSentence(
-                list(tokens), analysis.tags, entities, analysis.confidences, analysis.alternatives
+                list(tokens), tags, entities, analysis.confidences, analysis.alternatives
             )
         )
     return TaggedText(text, tagged)

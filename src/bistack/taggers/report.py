@@ -57,13 +57,18 @@ def seen_entities(model: Any, model_dir: str | Path) -> tuple[set[str] | None, s
     return seen, f"seen in training: an entity whose text occurs as an entity in {train}{checked}"
 
 
-def marked(tokens: list[str], spans: list[tuple[int, int, str]], confidences=None) -> list:
-    """The sentence as segments: plain text, or an entity with its type (and confidence)."""
+def marked(
+    tokens: list[str], spans: list[tuple[int, int, str]], confidences=None, gold=None
+) -> list:
+    """The sentence as segments: plain text, or an entity with its type (and confidence, and,
+    given the ``gold`` spans, whether it is right: its span and type both)."""
     segments, position = [], 0
     for start, end, kind in sorted(spans):
         if start > position:
             segments.append({"text": " ".join(tokens[position:start]) + " "})
-        entity = {"text": " ".join(tokens[start:end]), "type": kind}
+        entity: dict[str, Any] = {"text": " ".join(tokens[start:end]), "type": kind}
+        if gold is not None:
+            entity["right"] = (start, end, kind) in gold
         if confidences is not None and (start, end, kind) in confidences:
             entity["confidence"] = confidences[(start, end, kind)]
         segments.append(entity)
@@ -164,6 +169,16 @@ def tagger_report(model: Any, path: str | Path, model_dir: str | Path) -> dict[s
                  for t in section["calibration"]["thresholds"]],
     })  # fmt: skip
     section["tables"] = [*drawn, *section["tables"]]  # in the order the page shows them
+    said = section["scores"]
+    section["headline"] = [
+        {"name": "entity F1", "value": said["f1"]},
+        {"name": "precision", "value": said["precision"]},
+        {"name": "recall", "value": said["recall"]},
+        {
+            "name": "calibration error",
+            "value": section["calibration"]["expected_calibration_error"],
+        },
+    ]
     section["figures"].append({
         "type": "reliability", "name": "reliability", "title": "entity confidence against "
         "the share right", "bins": [b.__dict__ for b in bins],
@@ -196,5 +211,5 @@ def example(row: tuple) -> dict[str, Any]:
         "where": f"line {sentence.line}",
         "errors": found.errors,
         "gold": marked(sentence.tokens, gold),
-        "predicted": marked(sentence.tokens, predicted, confidences),
+        "predicted": marked(sentence.tokens, predicted, confidences, set(gold)),
     }

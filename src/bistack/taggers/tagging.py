@@ -17,7 +17,7 @@ import numpy as np
 from bistack.data.buckets import bucket_batches
 from bistack.data.conll import Sentence
 from bistack.data.tagged import read_tagged
-from bistack.data.tokenize import tokenize
+from bistack.data.tokenize import sentences_of
 from bistack.data.word_rows import Context, document_contexts
 from bistack.errors import DataError
 from bistack.files.formats import shown
@@ -247,7 +247,8 @@ class Tagging(ABC):
         ) -> list[SentenceAnalysis]:
             return self.analyse_tokens(sentences, batch_size, top_k, progress, documents)
 
-        return self._placed(predict_texts(analyse, texts, min_confidence))
+        tokenizer = self.config.data.tokenizer
+        return self._placed(predict_texts(analyse, texts, min_confidence, tokenizer))
 
     def predict_tokens(
         self,
@@ -315,14 +316,18 @@ def context_emitter(
 
 
 def predict_texts(
-    analyse_tokens: AnalyseTokens, texts: Sequence[str], min_confidence: float | None = None
+    analyse_tokens: AnalyseTokens,
+    texts: Sequence[str],
+    min_confidence: float | None = None,
+    tokenizer: str = "text",
 ) -> list[TaggedText]:
-    """Tokenise raw ``texts`` and analyse every sentence in one batched call (the sentences of
-    one text are one document); a single string is one text (a list of one result comes back),
-    any iterable of strings is read once."""
+    """Split raw ``texts`` into sentences of tokens with ``tokenizer`` (the model's
+    ``data.tokenizer``) and analyse every sentence in one batched call (the sentences of one
+    text are one document); a single string is one text (a list of one result comes back), any
+    iterable of strings is read once."""
     check_min_confidence(min_confidence)
     texts = texts_of(texts)
-    tokenized = [tokenize(text) for text in texts]
+    tokenized = [sentences_of(text, tokenizer) for text in texts]
     flat = [[token.text for token in sentence] for doc in tokenized for sentence in doc]
     documents = [number for number, doc in enumerate(tokenized) for _ in doc]
     analyses = iter(analyse_tokens(flat, documents) if flat else [])

@@ -23,6 +23,7 @@ from bistack.config import (
     check_part_dropout,
     set_calibrate,
 )
+from bistack.data.tokenize import check_tokenizer
 from bistack.errors import ConfigError
 
 RANGES: tuple[Range, ...] = (
@@ -43,7 +44,10 @@ class TextDataConfig(SplitConfig):
     format: Literal["auto", "tsv", "csv", "jsonl", "parquet", "datasets"] = "auto"
     text_column: str = "text"  # the column (or JSON field) holding each text
     label_columns: list[str] = field(default_factory=lambda: ["label"])  # regression: 1 or more
-    tokenizer: Literal["whitespace", "text"] = "text"  # whitespace for pre-tokenised data
+    # How raw text becomes tokens, in training and prediction alike: text (English: Punkt
+    # sentences, Treebank words), whitespace, spacy:NAME (a spaCy pipeline, or a language such
+    # as spacy:zh) or hf:FOLDER (a HuggingFace tokenizer's words; hf:default is MiniLM's).
+    tokenizer: str = "text"
 
 
 @dataclass
@@ -107,6 +111,7 @@ class TextModelConfig(ExperimentConfig):
     def validate(self, source: str) -> None:
         super().validate(source)
         self.check_labels(source)
+        check_tokenizer(self.data.tokenizer, source)
         check_features(self.features, source)
 
     def check_labels(self, source: str) -> None:
@@ -198,6 +203,7 @@ class LayerPoolingTextConfig(ExperimentConfig):
     def validate(self, source: str) -> None:
         super().validate(source)
         self.check_labels(source)
+        check_tokenizer(self.data.tokenizer, source)
         check_layers(self.layer_pooling.layers, source)
         self.backbone.check(source)
         if self.backbone.context:

@@ -1,0 +1,60 @@
+"""The documentation site builds from docs/ with every warning an error (what ``make docs``
+runs: a broken docstring, a page missing from the navigation or a link to nowhere fails the
+suite), and opens in a browser: its pages, the API reference of the public modules and its
+search, with no request leaving the machine."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    pytest.importorskip("mkdocs", reason="the documentation site needs the dev extra")
+    output = tmp_path_factory.mktemp("site")
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(output)],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+        env=os.environ | {"HF_HUB_OFFLINE": "1", "NO_MKDOCS_2_WARNING": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return output
+
+
+@pytest.mark.slow
+def test_every_page_is_built_and_the_reference_covers_the_public_modules(site):
+    pages = {p.name for p in (ROOT / "docs").glob("*.md")}
+    assert {"index.md", "tagging.md", "layer-pooling.md", "performance.md"} <= pages
+    for page in pages:
+        assert (site / page.replace(".md", ".html")).is_file(), page
+    reference = (site / "reference" / "blocks.html").read_text()
+    assert "RecurrentEncoder" in reference and "layer_vectors" in reference
+    assert "bistack.runs.loop" not in (site / "reference" / "models.html").read_text()
+
+
+@pytest.mark.slow
+def test_the_site_opens_in_a_browser_offline(site):
+    from tests.serve.test_page import CHROMIUM, CHROMIUM_ARGS, playwright  # skips without it
+
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        elsewhere: list[str] = []
+        page.on("request", lambda r: None if r.url.startswith(("file://", "data:"))
+                else elsewhere.append(r.url))  # fmt: skip
+        page.goto((site / "index.html").as_uri())
+        assert "bistack" in page.title()
+        page.click("text=Pooling over transformer layers")
+        page.wait_for_selector("h1")
+        assert "layer_vectors" in page.inner_text("article")
+        page.goto((site / "reference" / "blocks.html").as_uri())
+        assert page.query_selector("[id='bistack.encoders.RecurrentEncoder']")
+        assert elsewhere == [], elsewhere
+        browser.close()
