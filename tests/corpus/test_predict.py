@@ -361,7 +361,7 @@ def test_a_txt_of_conll_columns_is_read_as_conll_and_says_so(small_tagger, tmp_p
     texts.write_text("John lives in Paris .\nMary works in Berlin .\n")
     assert main(["predict", str(small_tagger), "--input", str(texts), "--format", "jsonl"]) == 0
     captured = capsys.readouterr()
-    assert len(captured.out.splitlines()) == 2 and "as one text a line" in captured.err
+    assert len(captured.out.splitlines()) == 2 and "reading" not in captured.err
 
 
 def test_an_option_its_format_cannot_carry_is_a_usage_error(small_tagger, capsys):

@@ -77,29 +77,20 @@ def check_request(request: CorpusRequest, spec: Spec) -> None:
         )
 
 
-READ_AS = {
-    "lines": "one text a line",
-    "tokenized": "one sentence a line, tokens split on whitespace",
-    "conll": "CoNLL columns (a token and its tags a line, a blank line between sentences)",
-    "conllu": "CoNLL-U sentences",
-    "jsonl": "JSON lines",
-    "csv": "CSV rows",
-    "tsv": "TSV rows",
-    "parquet": "Parquet rows",
-}
-
-
-def say_format(request: CorpusRequest, fmt: str, card: Card) -> None:
-    """Say on stderr how a tagger reads an ``--input`` file whose suffix did not say it: as
-    CoNLL columns when its lines are, else as one text a line (``--input-format`` chooses)."""
-    named = request.input_format is not None or request.tokenized or request.input == "-"
-    if named or not card.takes("tokens") or Path(request.input).suffix.lower() in BY_SUFFIX:
-        return
-    other = "lines" if fmt == "conll" else "conll"
-    print(
-        f"reading {request.input} as {READ_AS[fmt]}; --input-format {other} reads it otherwise",
-        file=sys.stderr,
-    )
+def say_format(request: CorpusRequest, fmt: str) -> None:
+    """Say on stderr that an ``--input`` file whose suffix did not name a format is read as
+    CoNLL columns, as its lines are (one text a line, what such a file is otherwise, goes
+    unsaid), and how to read it otherwise."""
+    if (
+        request.input_format is None
+        and fmt == "conll"
+        and Path(request.input).suffix.lower() not in BY_SUFFIX
+    ):
+        print(
+            f"reading {request.input} as CoNLL columns (a token and its tags a line, a blank line "
+            "between sentences); --input-format lines reads each line as a text",
+            file=sys.stderr,
+        )
 
 
 def predict_command(request: CorpusRequest, spec: Spec, card: Card) -> int:
@@ -110,7 +101,7 @@ def predict_command(request: CorpusRequest, spec: Spec, card: Card) -> int:
         fmt = input_format(
             request.input, request.input_format, request.tokenized, card.takes("tokens")
         )
-        say_format(request, fmt, card)
+        say_format(request, fmt)
         if fmt in TOKEN_FORMATS and not card.takes("tokens"):
             raise ConfigError(
                 f"{fmt} input gives tokens, which only a tagger takes; {spec.model} holds "
