@@ -56,7 +56,7 @@ docs: $(STAMP)
 # The suite runs one pytest-xdist worker per CPU, each with one thread: workers of several
 # threads each on the same cores would wait for each other several times over.
 test: lint
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n auto --dist worksteal
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n auto --dist worksteal --durations=25
 
 # Speed against the bare nn.LSTM, pytorch-crf, Flair and spaCy: benchmarks/results/speed.md
 # (spaCy's side first: speed.md includes its table from benchmarks/results/spacy.md)

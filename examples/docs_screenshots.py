@@ -1,7 +1,7 @@
 """Regenerate the documentation's screenshot of the served page (docs/serve-page.png): serve a
 tagger, type a text into its page in Chromium, and take the picture once its entities show.
 
-    python examples/docs_screenshots.py runs/conll03/model
+    python examples/docs_screenshots.py runs/conll03/model [docs/serve-page.png]
 
 Needs the serve and browser extras and Debian's chromium (BISTACK_CHROMIUM names another)."""
 
@@ -51,4 +51,4 @@ def main(model: str, output: Path = Path("docs/serve-page.png")) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:2])
+    main(sys.argv[1], *(Path(path) for path in sys.argv[2:3]))

@@ -124,7 +124,7 @@ class LookupTagging(Tagging):
     }
 
     def __init__(self, consistency: float) -> None:
-        self.config = SimpleNamespace(data=None)
+        self.config = SimpleNamespace(data=SimpleNamespace(tokenizer="text"))
         self.output_scheme = "BIOES"
         self.calibration = {"consistency": consistency} if consistency else {}
 
