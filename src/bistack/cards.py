@@ -51,6 +51,11 @@ class PredictOption:
     metavar: str | None = None
     formats: tuple[str, ...] = ()
 
+    def asks_nothing(self, value: Any) -> bool:
+        """Whether ``value`` leaves the prediction as it is without the option: None, or the
+        default itself (``top_k=1``, ``attention=False``)."""
+        return value is None or (value == self.default and type(value) is type(self.default))
+
     @property
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
@@ -183,8 +188,8 @@ class Card:
                 raise RequestError(f"{spelled(name)} is not an option of {self.description} "
                                    f"(its options: {offered})")  # fmt: skip
             option = declared[name]
-            if value is None or (value == option.default and type(value) is type(option.default)):
-                continue  # asks for nothing
+            if option.asks_nothing(value):
+                continue
             chosen[name] = option.checked(value, spelled(name))
             if option.formats and fmt not in option.formats:
                 carriers = " or ".join(f"{spelled('format')} {f}" for f in option.formats)

@@ -95,12 +95,8 @@ def asked_options(values: dict[str, Any]) -> dict[str, Any]:
     return {
         name: value
         for name, value in values.items()
-        if value is not None and not (name in offered and is_default(offered[name], value))
+        if value is not None and not (name in offered and offered[name].asks_nothing(value))
     }
-
-
-def is_default(option: PredictOption, value: Any) -> bool:
-    return value == option.default and type(value) is type(option.default)
 
 
 def kinds_offering(option: str) -> list[Card]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import io
+import textwrap
 import tokenize
 import typing
 from collections.abc import Iterator
@@ -148,6 +149,4 @@ def as_yaml(keys: list[Key], title: str) -> str:
 
 
 def wrapped(text: str, width: int) -> list[str]:
-    import textwrap
-
     return textwrap.wrap(text, width) or [""]
