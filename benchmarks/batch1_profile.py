@@ -25,7 +25,7 @@ import torch
 
 from bistack.data.conll import read_conll
 from bistack.models.spelling_cache import each_batch_alone
-from bistack.tasks import open_model
+from bistack.predictor import open_model
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT.parent / "shared" / "data" / "conll2003" / "dev.txt"

@@ -26,8 +26,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from bistack.data.conll import read_conll
+from bistack.predictor import load_model
 from bistack.schemes import convert_tags, spans_from_tags
-from bistack.tasks import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT.parent / "shared" / "data" / "conll2003" / "dev.txt"

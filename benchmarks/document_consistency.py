@@ -24,8 +24,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from bistack.data.tagged import read_tagged
+from bistack.predictor import load_model
 from bistack.taggers.calibration import check_consistency, dev_emissions
-from bistack.tasks import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT.parent / "shared" / "data" / "conll2003" / "dev.txt"

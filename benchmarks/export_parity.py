@@ -44,8 +44,8 @@ from pathlib import Path
 
 from bistack.data.conll import read_conll
 from bistack.data.tables import read_table
+from bistack.predictor import load_model, open_model
 from bistack.schemes import spans_from_tags
-from bistack.tasks import load_model, open_model
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"

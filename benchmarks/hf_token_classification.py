@@ -186,7 +186,7 @@ def prediction_rows(name: str, predict, texts: list[str], words: int) -> dict:
 def bistack_row(name: str, model_dir: str) -> dict:
     """A bistack tagger's dev F1 (``evaluate``), its training time to the best epoch (its
     run's metrics.csv), and whether it reads document context."""
-    from bistack.tasks import load_model
+    from bistack.predictor import load_model
 
     checkpoint = Path(model_dir).parent / "checkpoint.safetensors"
     while checkpoint.exists():  # its run is still training (benchmarks/stacked.sh beside this)

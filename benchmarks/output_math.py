@@ -25,7 +25,7 @@ import torch
 
 import bistack
 from bistack.data.conll import read_conll
-from bistack.tasks import load_model
+from bistack.predictor import load_model
 
 DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "conll2003" / "dev.txt"
 

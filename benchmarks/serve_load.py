@@ -36,7 +36,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from bistack.data.conll import read_conll
-from bistack.tasks import open_model
+from bistack.predictor import open_model
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT.parent / "shared" / "data" / "conll2003" / "dev.txt"

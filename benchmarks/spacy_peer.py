@@ -123,7 +123,7 @@ def train_bistack(threads: int, epochs: int) -> dict:
 def measure_bistack(model: str, sentences_path: str) -> None:
     """The bistack side of prediction (run in its own process): the spaCy script's measures."""
     from bistack.models.spelling_cache import each_batch_alone
-    from bistack.tasks import open_model
+    from bistack.predictor import open_model
 
     # An exported model runs on onnxruntime only: torch is never imported.
     tagger = open_model(model, threads=int(os.environ.get("OMP_NUM_THREADS", "1"))).model

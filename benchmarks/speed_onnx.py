@@ -27,11 +27,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     if args.runtime == "eager":
-        from bistack.tasks import load_model
+        from bistack.predictor import load_model
 
         tagger = load_model(args.model)
     else:
-        from bistack.tasks import open_model
+        from bistack.predictor import open_model
 
         tagger = open_model(args.model).model
     sentences = json.loads(args.plan.read_text(encoding="utf-8"))["predict_tokens"]

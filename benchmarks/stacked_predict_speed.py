@@ -18,7 +18,7 @@ import statistics
 import torch
 
 from bistack.data.conll import read_conll
-from bistack.tasks import load_model
+from bistack.predictor import load_model
 from hf_token_classification import DATA, RESULTS, prediction_rows
 
 KEYS = ("words_per_s_batch1", "words_per_s_batch32", "p50_ms")

@@ -19,7 +19,7 @@ import re
 import statistics
 from pathlib import Path
 
-from bistack import tasks
+from bistack import predictor
 from bistack.schemes import spans_from_tags
 from bistack.taggers.layer_recipe import cached_word_states
 from bistack.taggers.recipe import load_tagging_data
@@ -100,7 +100,7 @@ def entity_surfaces(sentences) -> set[tuple[str, str]]:
 def unseen_recall(run: Path) -> dict:
     """Recall on dev entities whose text never occurs as an entity in training, beside recall
     on the rest (names a model may have memorised)."""
-    model = tasks.load_model(run / "model")
+    model = predictor.load_model(run / "model")
     data = load_tagging_data(model.config)
     known = {text for text, _ in entity_surfaces(data.train)}
     documents = [s.document for s in data.dev]  # for a tagger that reads document context

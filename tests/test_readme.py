@@ -36,7 +36,7 @@ def documented_names(readme: str) -> set[str]:
 
 def test_every_import_path_the_readme_documents_resolves():
     """The regrouped package keeps every public path the README gives: a module, or a name in
-    one (``bistack.tasks.load_model``, ``from bistack.api import Tagger``)."""
+    one (``bistack.predictor.load_model``, ``from bistack.api import Tagger``)."""
     import importlib
 
     names = documented_names(documentation())

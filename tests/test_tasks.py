@@ -19,15 +19,15 @@ import torch
 import yaml
 from torch import Tensor, nn
 
-from bistack import tasks
+from bistack import predictor, tasks
 from bistack.cards import Card
 from bistack.cli import main
 from bistack.config import ExperimentConfig, OptimizerConfig, SplitConfig, TrainConfig
-from bistack.config.files import build_config
 from bistack.errors import ConfigError, ModelFileError
-from bistack.files.modeldir import load_metadata, load_weights, save_metadata, save_weights
+from bistack.files.modeldir import save_metadata, save_weights
 from bistack.metrics.dev import Evaluation, Metric
 from bistack.metrics.text import Scores
+from bistack.models.saved import SavedKind, SavedModel
 from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run
 
@@ -85,19 +85,17 @@ def read_lines(path: str) -> list[str]:
     return [line for line in Path(path).read_text().splitlines() if line.strip()]
 
 
-class TokenCounter:
+class TokenCounter(SavedKind):
     KIND = KIND
+    CONFIG = TokenCounterConfig
 
     def __init__(self, network: CountNetwork, config: TokenCounterConfig) -> None:
         self.network = network
         self.config = config
 
     @classmethod
-    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> TokenCounter:
-        meta, _ = load_metadata(path, KIND)
-        network = CountNetwork()
-        load_weights(path, network)
-        return cls(network.to(device), build_config(TokenCounterConfig, meta["config"]))
+    def from_saved(cls, saved: SavedModel) -> TokenCounter:
+        return cls(saved.weights_into(CountNetwork()), saved.config)
 
     @property
     def labels(self) -> list[str]:
@@ -212,7 +210,7 @@ def test_a_kind_registered_from_outside_trains_loads_evaluates_and_predicts(
     assert main(["explain", str(run / "model"), "a"]) == 2
     assert main(["ladder", str(path), "--output", str(tmp_path / "l")]) == 2
     assert "not a token counter" in capsys.readouterr().err
-    assert type(tasks.load_model(run / "model")) is TokenCounter
+    assert type(predictor.load_model(run / "model")) is TokenCounter
 
 
 def test_an_unknown_kind_is_an_error_that_lists_the_known_ones(tmp_path, capsys):
@@ -222,7 +220,7 @@ def test_an_unknown_kind_is_an_error_that_lists_the_known_ones(tmp_path, capsys)
     model.mkdir()
     (model / "config.json").write_text(json.dumps({"kind": "nope", "config": {"kind": "nope"}}))
     with pytest.raises(ModelFileError, match="holds a model of kind 'nope', which this bistack"):
-        tasks.load_model(model)
+        predictor.load_model(model)
     assert main(["predict", str(model), "text"]) == 2
     assert "kind 'nope'" in capsys.readouterr().err
 

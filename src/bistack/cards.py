@@ -1,9 +1,10 @@
 """A model kind's card: what every outlet needs to know of it, as plain data that imports no
 torch, and where its behaviour lives, reached only when used.
 
-The facts: its name and description, the inputs it takes, what ``predict --format`` and its options
-offer (each option declared once, as a :class:`PredictOption`: the command line's flags, the
-server's request fields and the Ray step's keywords are built from these, and one check,
+The facts: its name and description, the inputs it takes, the output formats ``predict --format``
+writes (each an :class:`OutputFormat`: name, what it writes, its writer) and the options of
+``predict`` and ``sample`` (each declared once, as a :class:`PredictOption`: the command line's
+flags, the server's request fields and the Ray step's keywords are built from these, and one check,
 :meth:`Card.checked_request`, serves them all), how the served page shows a prediction, whether it
 samples text instead, the dev metric that picks its best epoch, its build-order ladder. The
 behaviour, as ``"module:name"`` references (or the objects themselves): its config class, its recipe
@@ -36,10 +37,11 @@ class PredictOption:
 
     name: the keyword of ``Model.predict`` (``top_k``; the command line spells it ``--top-k``);
     kind: ``bool`` (a switch), ``int`` or ``float``; low, high: the values it may take
-    (inclusive; None: unbounded); default: the value that asks for nothing (a prediction
-    without the option); help: what it does, in a few words; metavar: how the command line
-    names its value; formats: the ``predict --format`` outputs that carry it (empty: every one).
-    Two kinds may offer an option of one name only as the same declaration.
+    (inclusive, or above ``low`` alone when ``low_open``; None: unbounded); default: the value
+    that asks for nothing (a prediction without the option); help: what it does, in a few
+    words; metavar: how the command line names its value; formats: the ``predict --format``
+    outputs that carry it (empty: every one); low_open: ``low`` itself is out of range. Two
+    kinds may offer an option of one name only as the same declaration.
     """
 
     name: str
@@ -50,6 +52,7 @@ class PredictOption:
     high: float | None = None
     metavar: str | None = None
     formats: tuple[str, ...] = ()
+    low_open: bool = False
 
     def asks_nothing(self, value: Any) -> bool:
         """Whether ``value`` leaves the prediction as it is without the option: None, or the
@@ -77,12 +80,38 @@ class PredictOption:
         return value
 
     def within(self, value: float) -> bool:
-        return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+        above = self.low is None or value > self.low or (value == self.low and not self.low_open)
+        return above and (self.high is None or value <= self.high)
 
     def bounds(self) -> str:
-        if self.low is not None and self.high is not None:
+        low = None if self.low is None else f"{'>' if self.low_open else '>='} {self.low:g}"
+        high = None if self.high is None else f"<= {self.high:g}"
+        if low is not None and high is not None and not self.low_open:
             return f"between {self.low:g} and {self.high:g}"
-        return f">= {self.low:g}" if self.low is not None else f"<= {self.high:g}"
+        return " and ".join(part for part in (low, high) if part is not None)
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """One output of ``predict --format``, declared by the kinds that write it.
+
+    name: what ``--format`` calls it; about: what it writes, in a few words (the help);
+    writer: ``writer(prediction, extra) -> str``, one prediction as the format writes it, after
+    ``extra`` where the format has room for it (an --input record's line or row, and its id),
+    as an object or ``"module:name"``. Two kinds may write a format of one name only with the
+    same declaration.
+    """
+
+    name: str
+    about: str
+    writer: Ref
+
+    def write(self, prediction: Any, extra: dict[str, Any] | None = None) -> str:
+        return str(resolve(self.writer)(prediction, extra))
+
+
+# The one format every kind that predicts writes: its predictions' records as JSON lines.
+JSONL = OutputFormat("jsonl", "one JSON object a prediction", "bistack.files.formats:jsonl_line")
 
 
 def resolve(ref: Ref) -> Any:
@@ -116,9 +145,11 @@ class Card:
     metric: the dev metric that picks the best epoch (``metric_of(config)`` where the config
     decides it: taggers of plain tags are scored by accuracy);
     inputs: what it predicts from (the first that accepts a value takes it);
-    predict_formats: what ``predict --format`` offers (first: the default; none: no predict, and
-    ``predict_hint`` says what to use instead);
+    formats: what ``predict --format`` writes (:class:`OutputFormat`; first: the default; none:
+    no predict, and ``predict_hint`` says what to use instead);
     predict_options: the options its ``predict`` takes, declared (:class:`PredictOption`);
+    sample_options: the options of its ``sample`` (``bistack sample`` and ``POST /sample``),
+    declared alike, where it samples;
     view: how the served page shows a prediction (``entities`` inline, ``classes`` as
     probability bars, ``values`` in original units, a ``sample``d continuation);
     samples: whether it continues text (``sample``) instead of predicting;
@@ -140,9 +171,10 @@ class Card:
     loader: Ref
     metric: Metric
     inputs: tuple[Input, ...] = (TEXT,)
-    predict_formats: tuple[str, ...] = ("jsonl",)
+    formats: tuple[OutputFormat, ...] = (JSONL,)
     predict_hint: str = ""
     predict_options: tuple[PredictOption, ...] = ()
+    sample_options: tuple[PredictOption, ...] = ()
     view: str = "classes"
     samples: bool = False
     streams: bool = False
@@ -159,6 +191,34 @@ class Card:
     def metric_for(self, config: Any) -> Metric:
         """The dev metric that picks the best epoch of a run of ``config``."""
         return self.metric_of(config) if self.metric_of is not None else self.metric
+
+    @property
+    def predict_formats(self) -> tuple[str, ...]:
+        """The names of what ``predict --format`` writes (first: the default)."""
+        return tuple(f.name for f in self.formats)
+
+    def output_format(self, name: str) -> OutputFormat:
+        """The format ``name`` (one :meth:`checked_request` accepted)."""
+        return next(f for f in self.formats if f.name == name)
+
+    def checked_sample(
+        self, options: dict[str, Any], spelled: Callable[[str], str] = str
+    ) -> dict[str, Any]:
+        """Every option of its ``sample``, those given checked as :meth:`checked_request`
+        checks predict's (None: the declared default). RequestError otherwise."""
+        if not self.samples:
+            raise RequestError(f"{self.description} does not sample text")
+        declared = {o.name: o for o in self.sample_options}
+        unknown = sorted(options.keys() - declared.keys())
+        if unknown:
+            offered = ", ".join(spelled(o) for o in declared)
+            raise RequestError(f"{spelled(unknown[0])} is not an option of sampling "
+                               f"(its options: {offered})")  # fmt: skip
+        chosen = {name: option.default for name, option in declared.items()}
+        for name, value in options.items():
+            if value is not None:
+                chosen[name] = declared[name].checked(value, spelled(name))
+        return chosen
 
     def offers(self, option: str) -> bool:
         """Whether its ``predict`` takes the option named ``option``."""

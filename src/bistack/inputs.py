@@ -11,7 +11,7 @@ A kind with another input (a text with a marked span, a pair of texts) defines i
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -114,3 +114,28 @@ def unicode_problem(value: Any) -> str | None:
 def described(inputs: Sequence[Input]) -> str:
     """``a text or a list of tokens``: what a kind takes, for messages."""
     return " or ".join(i.description for i in inputs)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One input record: its ``value`` (a text, a list of tokens, or what a JSON field or
+    table cell holds; None when it holds nothing), or the ``error`` that kept it from being
+    read; ``what`` names where the value was read (``field 'text'``) for messages;
+    ``line``/``row`` say where it is in its source."""
+
+    value: Any = None
+    error: str | None = None
+    what: str = "the record"
+    line: int | None = None
+    row: int | None = None
+    ids: dict[str, Any] = field(default_factory=dict)  # the --id-field, as the input has it
+
+    @property
+    def where(self) -> dict[str, int]:
+        """Its place, as the skipped-records file and every output record write it (under the
+        names ``PLACE_FIELDS``)."""
+        place = {"line": self.line, "row": self.row}
+        return {name: value for name, value in place.items() if value is not None}
+
+
+PLACE_FIELDS = ("line", "row")  # the names a record's place is written under

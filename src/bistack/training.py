@@ -68,7 +68,7 @@ class TrainingResult:
 
     def load(self) -> Any:
         """The trained model, loaded as its kind's class (``Tagger``, ``Classifier``...)."""
-        from bistack.tasks import load_model
+        from bistack.predictor import load_model
 
         return load_model(self.model_dir)
 

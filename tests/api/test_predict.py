@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from bistack import __version__
-from bistack.tasks import TASKS, load_model
+from bistack.predictor import load_model
+from bistack.tasks import TASKS
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "legacy_models"
 PREDICTING = sorted(kind for kind, task in TASKS.items() if task.predict_formats)

@@ -396,3 +396,19 @@ def test_an_entity_left_out_by_min_confidence_leaves_its_tokens_outside(small_ta
     for token in kept["tokens"]:  # a tag outside O lies in a kept entity
         inside = any(start <= token["start"] < end for start, end in spans)
         assert token["tag"] == "O" or inside
+
+
+def test_an_output_file_is_written_in_the_format_its_suffix_names(small_tagger, tmp_path):
+    """``--output runs/gpu.jsonl`` (the GPU recipe's) gets JSON lines from a tagger, whose
+    default is CoNLL; --format still decides where given."""
+    from bistack.cli import main
+
+    texts = tmp_path / "texts.txt"
+    texts.write_text("John lives in Paris .\nMary left .\n")
+    out = tmp_path / "tags.jsonl"
+    assert main(["predict", str(small_tagger), "--input", str(texts), "--output", str(out)]) == 0
+    assert [json.loads(line)["line"] for line in out.read_text().splitlines()] == [1, 2]
+    conll = tmp_path / "tags.jsonl.txt"
+    argv = ["predict", str(small_tagger), "--input", str(texts), "--output", str(conll)]
+    assert main([*argv, "--format", "conll"]) == 0
+    assert conll.read_text().count("\n\n") == 2

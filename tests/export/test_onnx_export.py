@@ -15,7 +15,8 @@ pytest.importorskip("onnxruntime", reason="ONNX export needs the onnx extra (bis
 
 from bistack.cli import main
 from bistack.errors import ConfigError
-from bistack.tasks import config_from_dict, load_model, open_model
+from bistack.predictor import load_model, open_model
+from bistack.tasks import config_from_dict
 from tests.conftest import tiny_config, train_quietly
 from tests.text_models.test_end_to_end import sentiment_rows, text_config, write_tsv
 
@@ -32,7 +33,7 @@ def mixed_sentences(seed: int = 0) -> list[list[str]]:
 def load_exported(path: Path):
     """The exported model in ``path``, as every outlet opens it."""
     opened = open_model(path)
-    assert opened.exported
+    assert opened.files.exported
     return opened.model
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from bistack.cli import main
 from bistack.files.modeldir import model_kind
-from bistack.tasks import TASKS, load_model
+from bistack.predictor import load_model
+from bistack.tasks import TASKS
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "legacy_models"
 KINDS = sorted(p.name for p in FIXTURES.iterdir() if (p / "config.json").is_file())
@@ -101,7 +102,7 @@ def test_loading_a_model_from_python_leaves_the_process_alone():
         "import csv, os, transformers\n"
         "level, limit = transformers.logging.get_verbosity(), csv.field_size_limit()\n"
         "from bistack.data.tables import read_table\n"
-        "from bistack.tasks import load_model\n"
+        "from bistack.predictor import load_model\n"
         f"model = load_model({str(FIXTURES / 'layer_classifier')!r})\n"
         f"read_table({str(FIXTURES / 'data' / 'sentiment.tsv')!r}, 'sentence', ['label'])\n"
         "model.predict(['a text'])\n"

@@ -68,11 +68,11 @@ def test_a_frozen_backbone_the_caller_holds_is_joined_only_when_it_is_the_one_na
     needs_backbone(name)
     from bistack.errors import ModelFileError
     from bistack.models.backbone import TransformerBackbone
-    from bistack.tasks import task_of_directory
+    from bistack.predictor import card_of
     from tests.fixtures.written_models.make_fixtures import tiny_transformer
 
     directory = FIXTURES / "models" / name
-    loader = task_of_directory(directory).loader_class
+    loader = card_of(directory).loader_class
     texts = json.loads((FIXTURES / "models" / f"{name}.expected.json").read_text())["texts"]
     held = TransformerBackbone.load("default")
     joined = loader.load(directory, backbone=held)

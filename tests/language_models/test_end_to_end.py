@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import random
 
 import pytest
@@ -97,3 +98,25 @@ def test_train_evaluate_and_sample_from_the_command_line(tmp_path, capsys):
     assert "use bistack sample" in capsys.readouterr().err
     again = LanguageModel.load(model).sample("the", 30, 0.5, seed=1)
     assert samples[0] == " ".join(["the", *again])  # a seed makes a sample repeatable
+    # Sampling's options are its card's: the command line and the server take and refuse alike.
+    for flags, said in (
+        (["--temperature", "0"], "--temperature: must be > 0 and <= 10, got 0"),
+        (["--tokens", "501"], "--tokens: must be between 1 and 500, got 501"),
+    ):
+        with pytest.raises(SystemExit):
+            main(["sample", model, "the", *flags])
+        assert said in capsys.readouterr().err
+    pytest.importorskip("fastapi", reason="serving needs the serve extra (bistack[serve])")
+    from fastapi.testclient import TestClient
+
+    from bistack.serve.app import create_app
+    from bistack.serve.served import load_served
+
+    with TestClient(create_app(load_served(model))) as client:
+        body = {"prompt": "the", "temperature": 0.5, "seed": 1, "tokens": 30}
+        assert client.post("/sample", json=body).json()["continuation"] == " ".join(again)
+        for refused in ({"temperature": 0}, {"tokens": 501}, {"seed": "1"}, {"tokens": True}):
+            answer = client.post("/sample", json={"prompt": "the", **refused})
+            assert answer.status_code == 422, refused
+        schema = client.get("/openapi.json").json()["components"]["schemas"]["SampleRequest"]
+        assert '"maximum": 500' in json.dumps(schema["properties"]["tokens"])

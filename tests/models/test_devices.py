@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bistack import tasks
+from bistack import predictor, tasks
 from bistack.language_models.network import LSTMLanguageModel
 from bistack.runs.driver import RunOptions
 from bistack.taggers.layer_network import LayerTagger
@@ -104,7 +104,7 @@ def test_training_evaluation_and_prediction_make_no_tensor_on_the_default_device
     trained = train_config(
         tasks.config_from_dict(config), tmp_path / "run", RunOptions(progress=False)
     )
-    model = tasks.load_model(trained.model_dir)
+    model = predictor.load_model(trained.model_dir)
     predictions = model.predict(["Anna visited Paris yesterday .", "the film was great"])
     assert len(predictions) == 2
     if kind.endswith("tagger"):
@@ -126,14 +126,14 @@ def test_a_language_model_samples_and_scores_on_its_device(tmp_path, default_dev
     trained = train_config(
         tasks.config_from_dict(config), tmp_path / "run", RunOptions(progress=False)
     )
-    model = tasks.load_model(trained.model_dir)
+    model = predictor.load_model(trained.model_dir)
     assert model.sample("w1", length=3, seed=0) is not None
     assert model.evaluate(corpus)["perplexity"] > 1
 
 
 def test_a_model_loads_onto_the_device_asked_for(tmp_path):
     fixture = Path(__file__).parents[1] / "fixtures" / "legacy_models" / "tagger"
-    model = tasks.task_of_directory(fixture).loader_class.load(fixture, device="meta")
+    model = predictor.card_of(fixture).loader_class.load(fixture, device="meta")
     assert {p.device.type for p in model.model.parameters()} == {"meta"}
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from bistack.tasks import config_from_dict, load_model
+from bistack.predictor import load_model
+from bistack.tasks import config_from_dict
 from tests.conftest import train_quietly
 from tests.text_models.test_end_to_end import sentiment_rows, text_config, write_tsv
 

@@ -134,9 +134,13 @@ def test_the_verdict_runs_and_best_yaml_get_the_full_budget_the_trials_did_not(
     report = json.loads((output / "tune.json").read_text())
     assert report["verdict_set"] == ["train.max_epochs=3"]
     assert all(t["epochs"] <= 2 for t in report["trials"])
+    trained_with = {t["config"]["train"]["seed"] for t in report["trials"] if "config" in t}
     for side in ("start", "best"):
-        record = json.loads((output / "verdict" / side / "seed1" / "result.json").read_text())
+        [run] = (output / "verdict" / side).glob("seed*/result.json")
+        record = json.loads(run.read_text())
         assert record["config"]["train"]["max_epochs"] == 3, side
+        # A fresh seed: the winning trial's own run does not count again in its verdict.
+        assert record["config"]["train"]["seed"] not in trained_with | {1}, side
     best = yaml.safe_load((output / "best.yaml").read_text())
     assert best["train"]["max_epochs"] == 3 and best["optimizer"]["lr"] in (0.02, 0.05)
     assert "train.max_epochs=3" in (output / "tune.md").read_text()
@@ -243,3 +247,19 @@ def test_a_seeded_search_that_goes_on_draws_new_values_not_its_first_trials_agai
     again = open_study(tmp_path, settings, config, space, metric)  # as a new process would
     proposed = space[0].suggest(again.ask())
     assert proposed not in drawn
+
+
+def test_trial_processes_train_where_and_how_the_search_was_asked_to():
+    """``--accelerator`` and ``--precision`` reach every worker's trials and the verdict runs."""
+    from bistack.studies.tune import TuneFiles, TuneSettings, worker_argv
+
+    settings = TuneSettings(trials=4, accelerator="cuda", precision="bf16-mixed")
+    argv = worker_argv(TuneFiles("c.yaml", "s.yaml"), Path("out"), settings, 1, 0)
+    assert argv[argv.index("--accelerator") + 1] == "cuda"
+    assert argv[argv.index("--precision") + 1] == "bf16-mixed"
+    options = settings.run_options()
+    assert (options.accelerator, options.precision, options.checkpoints) == (
+        "cuda",
+        "bf16-mixed",
+        False,
+    )

@@ -16,12 +16,12 @@ import torch
 
 from bistack import tasks
 from bistack.crf import CRF
+from bistack.predictor import load_model, open_model
 from bistack.schemes import allowed_transitions
 from bistack.taggers.calibration import DevEmissions, fit_temperature
 from bistack.taggers.confidence import spans_of
 from bistack.taggers.decoding import TagDecoder
 from bistack.taggers.tagging import EmissionBatch
-from bistack.tasks import load_model, open_model
 from tests.conftest import tiny_config, tiny_sentences, train_quietly, write_conll
 from tests.taggers.test_confidence import LABELS, make_crf, path_probabilities, scores_of
 

@@ -18,11 +18,11 @@ import pytest
 import torch
 
 from bistack import tasks
+from bistack.predictor import load_model, open_model
 from bistack.taggers.confidence import spans_of
 from bistack.taggers.consistency import consistent, path_of, retyped_spans
 from bistack.taggers.decoding import TagDecoder
 from bistack.taggers.tagging import Tagging
-from bistack.tasks import load_model, open_model
 from tests.conftest import tiny_config, tiny_sentences, train_quietly, write_conll
 from tests.taggers.test_confidence import LABELS, make_crf, path_probabilities, scores_of
 

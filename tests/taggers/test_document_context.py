@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from bistack import tasks
+from bistack import predictor, tasks
 from bistack.data.conll import Sentence, read_conll
 from bistack.data.conllu import read_conllu
 from bistack.data.spans import read_spans
@@ -134,7 +134,7 @@ def test_a_tagger_trained_with_context_predicts_alike_in_every_outlet(tmp_path):
         }
     )
     model_dir = train_quietly(config, tmp_path / "run")
-    tagger = tasks.load_model(model_dir)
+    tagger = predictor.load_model(model_dir)
     assert tagger.config.backbone.context == 16
     rows = (tmp_path / "run" / "metrics.csv").read_text().splitlines()
     best = max(float(r.split(",")[rows[0].split(",").index("dev_f1")]) for r in rows[1:])
@@ -146,7 +146,7 @@ def test_a_tagger_trained_with_context_predicts_alike_in_every_outlet(tmp_path):
     from bistack.cli import main
 
     assert main(["export", str(model_dir), "--output", str(tmp_path / "onnx")]) == 0
-    exported = tasks.open_model(tmp_path / "onnx").model
+    exported = predictor.open_model(tmp_path / "onnx").model
     [again] = exported.predict([text])
     assert [s.tags for s in again] == [s.tags for s in tagged]
     for mine, theirs in zip(again.entities, tagged.entities, strict=True):

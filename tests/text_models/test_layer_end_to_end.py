@@ -8,7 +8,7 @@ import pytest
 import torch
 import yaml
 
-from bistack import tasks
+from bistack import predictor
 from bistack.api import LayerPoolingClassifier, LayerPoolingRegressor
 from bistack.cli import main
 from bistack.models.backbone import TransformerBackbone
@@ -76,7 +76,7 @@ def test_frozen_classifier_trains_saves_loads_and_predicts_the_same(
         layer_config(train, dev, tmp_path / "cache", layer_pooling={"type": pooler}, **extra)
     )
     trained = train_config(config, tmp_path / "run", RunOptions(progress=False))
-    model = tasks.load_model(trained.model_dir)
+    model = predictor.load_model(trained.model_dir)
     assert type(model) is LayerPoolingClassifier
     # The loaded model, run from raw text, scores what training measured on cached vectors.
     best = max(recorded_best(tmp_path / "run", "dev_accuracy"))
@@ -260,7 +260,7 @@ def test_frozen_layer_tagger_trains_saves_loads_and_tags_raw_text(tmp_path, sett
     dev = write_conll(tmp_path / "dev.txt", tiny_sentences(12, seed=1))
     config = build(tagger_config(train, dev, tmp_path / "cache") | settings)
     model_dir = train_quietly(config, tmp_path / "run")
-    tagger = tasks.load_model(model_dir)
+    tagger = predictor.load_model(model_dir)
     assert type(tagger) is LayerPoolingTagger
     best = max(recorded_best(tmp_path / "run", "dev_f1"))
     assert tagger.evaluate(dev).micro.f1 == pytest.approx(best)  # raw path = cached path
@@ -321,7 +321,7 @@ def test_stacked_casing_reaches_a_tagger_over_an_uncased_transformer(tmp_path):
         raw = tagger_config(train, dev, tmp_path / "cache") | extra
         raw["train"] |= {"max_epochs": 8, "patience": 8}
         model_dir = train_quietly(build(raw), tmp_path / name)
-        tagger = tasks.load_model(model_dir)
+        tagger = predictor.load_model(model_dir)
         scores[name] = tagger.evaluate(dev).micro.f1
         [[lower]], [[upper]] = tagger.predict("they like apple"), tagger.predict("they like Apple")
         if name == "states":

@@ -25,8 +25,8 @@ _WHERE = {
     "TaggedText": "bistack.taggers.records",
     "Tagger": "bistack.taggers.tagger",
     "TextPrediction": "bistack.text_models.prediction",
-    "load_model": "bistack.tasks",
-    "open_model": "bistack.tasks",
+    "load_model": "bistack.predictor",
+    "open_model": "bistack.predictor",
 }
 
 

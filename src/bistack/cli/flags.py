@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from bistack.cards import PredictOption
 from bistack.errors import ConfigError
 from bistack.models.precision import INFERENCE_PRECISIONS
 
@@ -53,6 +54,47 @@ def ranged(kind: type, low: float | None = None, high: float | None = None) -> A
     return parse
 
 
+def option_type(option: PredictOption) -> Any:
+    """An argparse type for a card's option: its kind, within its declared range (a usage
+    error saying the range otherwise, as the option's own check says it)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = option.kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value != value or not option.within(value):
+            raise argparse.ArgumentTypeError(f"must be {option.bounds()}, got {text}")
+        return value
+
+    parse.__name__ = option.kind.__name__
+    return parse
+
+
+def add_card_options(
+    command: argparse.ArgumentParser,
+    options: Sequence[PredictOption],
+    dest: Callable[[PredictOption], str],
+    help: Callable[[PredictOption], str],
+) -> None:
+    """A flag for each declared option (``--top-k`` for ``top_k``), with its range and help,
+    stored under ``dest(option)``."""
+    for option in options:
+        if option.kind is bool:
+            command.add_argument(
+                option.flag, dest=dest(option), action="store_true", help=help(option)
+            )
+            continue
+        command.add_argument(
+            option.flag,
+            dest=dest(option),
+            type=option_type(option),
+            default=option.default,
+            metavar=option.metavar,
+            help=help(option),
+        )
+
+
 def add_overrides(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--set",
@@ -80,6 +122,19 @@ def add_matmul_flag(command: argparse.ArgumentParser) -> None:
         default="high",
         help="float32 matrix products on a CUDA GPU: high lets Ampere and later use TF32 "
         "tensor cores (default), highest keeps full float32; the CPU is not affected",
+    )
+
+
+def add_training_device(command: argparse.ArgumentParser) -> None:
+    """Where and how a command's runs train: ``--accelerator`` and ``--precision``."""
+    command.add_argument(
+        "--accelerator",
+        default="auto",
+        help="auto (a GPU when there is one, else the CPU; default), cpu, cuda, ...",
+    )
+    command.add_argument(
+        "--precision",
+        help="Fabric's precision, e.g. bf16-mixed or 16-mixed (default: 32-bit)",
     )
 
 
@@ -170,16 +225,6 @@ def on_device(name: str, args: argparse.Namespace) -> str:
 
         set_matmul_precision(device, args.matmul_precision)
     return device
-
-
-def refuse_precision_of_export(model: str, exported: bool, precision: str) -> None:
-    """``--precision`` acts on a PyTorch model's passes; an exported model runs its graph as
-    exported."""
-    if precision != "32" and exported:
-        raise ConfigError(
-            f"--precision {precision}: {model} is an exported model, which runs its graph in "
-            "float32 on onnxruntime; give the PyTorch model directory for mixed precision"
-        )
 
 
 def fail(message: str) -> int:

@@ -9,28 +9,25 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from bistack.cards import PredictOption
 from bistack.cli.flags import (
     Processes,
+    add_card_options,
     add_device,
     add_inference_precision,
     add_matmul_flag,
     add_model,
     add_progress_flags,
     add_threads_flag,
-    fail,
     on_device,
     ranged,
-    refuse_precision_of_export,
     show_progress,
 )
 from bistack.corpus.predict import CHUNK_SIZE
 from bistack.corpus.sources import INPUT_FORMATS
 from bistack.errors import ConfigError
-from bistack.files.formats import ABOUT
-from bistack.files.onnx_session import is_exported
-from bistack.models.precision import autocast_for
 from bistack.tasks import (
     TASKS,
     asked_options,
@@ -38,6 +35,9 @@ from bistack.tasks import (
     offered_formats,
     offered_options,
 )
+
+if TYPE_CHECKING:
+    from bistack.predictor import Predictor
 
 OPTION = "option:"  # the namespace of a kind's options among the parsed arguments
 
@@ -81,7 +81,10 @@ def add_predict(commands: Any) -> None:
         "(each prediction of an --input already carries its line or row)",
     )
     predict.add_argument(
-        "--output", metavar="PATH", help="write predictions to PATH (default: stdout)"
+        "--output",
+        metavar="PATH",
+        help="write predictions to PATH (default: stdout), in the format its suffix names "
+        "(.jsonl, .conll, .conllu) unless --format says otherwise",
     )
     predict.add_argument("--overwrite", action="store_true", help="replace an --output that exists")
     predict.add_argument(
@@ -123,7 +126,7 @@ def add_predict(commands: Any) -> None:
         help="off a terminal: a progress line at most this often (default 30)",
     )
     add_device(predict)
-    predict.add_argument("--format", choices=offered_formats(), help=formats_help())
+    predict.add_argument("--format", choices=list(offered_formats()), help=formats_help())
     add_kind_options(predict)
     predict.add_argument(
         "--stream",
@@ -141,28 +144,22 @@ def add_predict(commands: Any) -> None:
 def formats_help() -> str:
     """Each format of the registered kinds: what it writes, and whose default it is."""
     parts = []
-    for fmt in offered_formats():
-        default = [card.kind for card in TASKS.values() if card.predict_formats[:1] == (fmt,)]
+    for name, fmt in offered_formats().items():
+        default = [card.kind for card in TASKS.values() if card.predict_formats[:1] == (name,)]
         said = f"; default of {', '.join(default)}" if default else ""
-        parts.append(f"{fmt} ({ABOUT.get(fmt, 'its own')}{said})")
+        parts.append(f"{name} ({fmt.about}{said})")
     return "the output: " + ", ".join(parts)
 
 
 def add_kind_options(predict: argparse.ArgumentParser) -> None:
     """A flag for each option the registered kinds' cards declare, with its range and help."""
-    for option in offered_options().values():
+
+    def help(option: PredictOption) -> str:
         kinds = ", ".join(card.kind for card in kinds_offering(option.name))
         carried = f"; in --format {' or '.join(option.formats)}" if option.formats else ""
-        help = f"{option.help} (kinds {kinds}{carried})"
-        dest = OPTION + option.name
-        if option.kind is bool:
-            predict.add_argument(option.flag, dest=dest, action="store_true", help=help)
-            continue
-        bounds = ranged(option.kind, option.low, option.high)
-        predict.add_argument(
-            option.flag, dest=dest, type=bounds, default=option.default,
-            metavar=option.metavar, help=help,
-        )  # fmt: skip
+        return f"{option.help} (kinds {kinds}{carried})"
+
+    add_card_options(predict, list(offered_options().values()), lambda o: OPTION + o.name, help)
 
 
 def chosen_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -184,20 +181,19 @@ def predict_processes(args: argparse.Namespace, cpus: int) -> Processes:
 
 def run_predict(args: argparse.Namespace) -> int:
     from bistack.corpus.command import CorpusRequest, predict_command
-    from bistack.corpus.predict import Spec
-    from bistack.tasks import open_model, task_of_directory
+    from bistack.corpus.predict import PredictionJob
+    from bistack.predictor import ModelSource
 
-    card = task_of_directory(args.model)
-    device = on_device(args.device, args)
-    refuse_precision_of_export(args.model, is_exported(args.model), args.precision)
+    source = ModelSource(args.model, on_device(args.device, args), args.threads, args.precision)
+    model = source.open()
     if args.stream:
         from bistack.taggers.streaming import stream_lines
 
-        with autocast_for(device, args.precision):
-            streamer = open_model(args.model, device).streamer()
-            stream_lines(streamer, sys.stdin, lambda line: print(line, flush=True))
+        with model.running():
+            stream_lines(model.streamer(), sys.stdin, lambda line: print(line, flush=True))
         return 0
-    fmt, options = card.checked_request(args.format, chosen_options(args), spelled=as_flag)
+    fmt = args.format or format_named_by(args.output, model.card.predict_formats)
+    fmt, options = model.card.checked_request(fmt, chosen_options(args), spelled=as_flag)
     request = CorpusRequest(
         texts=list(args.text),
         input=args.input,
@@ -215,11 +211,17 @@ def run_predict(args: argparse.Namespace) -> int:
         log_every=args.log_every,
         progress=show_progress(args),
     )
-    spec = Spec(
-        args.model, fmt, device=device, options=options, threads=args.threads,
-        precision=args.precision,
-    )  # fmt: skip
-    return predict_command(request, spec, card)
+    return predict_command(request, PredictionJob(source, fmt, options), model)
+
+
+OUTPUT_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".conll": "conll", ".conllu": "conllu"}
+
+
+def format_named_by(output: str | None, formats: tuple[str, ...]) -> str | None:
+    """The format an ``--output`` file's suffix names (``runs/tags.jsonl``: jsonl), where the
+    model writes it and ``--format`` was not given; None: the model's default."""
+    named = OUTPUT_SUFFIXES.get(Path(output).suffix.lower()) if output else None
+    return named if named in formats else None
 
 
 def add_evaluate(commands: Any) -> None:
@@ -249,15 +251,12 @@ def add_evaluate(commands: Any) -> None:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from bistack.tasks import open_model
+    from bistack.predictor import open_model
 
     if args.overwrite and not args.report:
         raise ConfigError("--overwrite replaces an earlier --report; give --report DIR with it")
     device = on_device(args.device, args)
-    opened = open_model(args.model, device, args.threads)
-    refuse_precision_of_export(args.model, opened.exported, args.precision)
-    with autocast_for(device, args.precision):
-        found = evaluations(opened, args)
+    found = evaluations(open_model(args.model, device, args.threads, args.precision), args)
     if args.json:
         scores = {path: json_scores for path, (json_scores, _) in found.items()}
         print(json.dumps(scores[args.data[0]] if len(scores) == 1 else scores))
@@ -267,17 +266,17 @@ def run_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
-def evaluations(opened: Any, args: argparse.Namespace) -> dict[str, tuple[Any, str]]:
+def evaluations(model: Predictor, args: argparse.Namespace) -> dict[str, tuple[Any, str]]:
     """Each data file's scores, as JSON and as text; with ``--report``, the report written."""
     if not args.report:
         found = {}
         for path in args.data:
-            report = opened.evaluate(path)
+            report = model.evaluate(path)
             found[path] = (report.to_json(), str(report))
         return found
     from bistack.reports.write import write_report
 
-    sections = write_report(opened, args.data, args.report, overwrite=args.overwrite)
+    sections = write_report(model, args.data, args.report, overwrite=args.overwrite)
     print(f"wrote {Path(args.report) / 'report.html'}, its charts and report.json",
           file=sys.stderr)  # fmt: skip
     return {s["data"]: (s["scores"], s["summary"]) for s in sections}
@@ -287,27 +286,31 @@ def add_sample(commands: Any) -> None:
     sample = commands.add_parser("sample", help="generate text with a language model")
     add_model(sample, "model directory of a language model")
     sample.add_argument("prompt", nargs="?", default="", help="text to continue")
-    sample.add_argument("--temperature", type=float, default=1.0, help="softmax temperature")
+    options = [o for card in TASKS.values() for o in card.sample_options]
+    add_card_options(sample, list({o.name: o for o in options}.values()), sample_dest, help_of)
     sample.add_argument(
-        "--tokens", type=ranged(int, 1), default=30, help="at most this many tokens"
+        "--count", type=ranged(int, 1), default=1, help="how many samples (seeds SEED, SEED+1...)"
     )
-    sample.add_argument("--seed", type=int, help="random seed, for repeatable samples")
-    sample.add_argument("--count", type=ranged(int, 1), default=1, help="how many samples")
     add_threads_flag(sample)
     sample.set_defaults(run=run_sample)
 
 
-def run_sample(args: argparse.Namespace) -> int:
-    from bistack.tasks import open_model, task_of_directory
+def sample_dest(option: PredictOption) -> str:
+    return "sample:" + option.name
 
-    if args.temperature <= 0:
-        return fail("--temperature must be > 0")
-    card = task_of_directory(args.model)
-    if not card.samples:
-        return fail(f"{args.model} holds {card.description}, which does not sample text")
-    model = open_model(args.model).model
+
+def help_of(option: PredictOption) -> str:
+    return option.help
+
+
+def run_sample(args: argparse.Namespace) -> int:
+    from bistack.predictor import open_model
+
+    model = open_model(args.model, threads=args.threads)
+    asked = {k.removeprefix("sample:"): v for k, v in vars(args).items() if k.startswith("sample:")}
+    options = model.card.checked_sample(asked, spelled=as_flag)  # before any sample is drawn
     for index in range(args.count):
-        seed = None if args.seed is None else args.seed + index
-        tokens = model.sample(args.prompt, args.tokens, args.temperature, seed)
+        seed = None if options["seed"] is None else options["seed"] + index
+        tokens = model.sample(args.prompt, **(options | {"seed": seed}))
         print(" ".join([args.prompt, *tokens]).strip())
     return 0

@@ -9,7 +9,16 @@ import shutil
 import tempfile
 from typing import Any
 
-from bistack.cli.flags import Processes, add_model, add_threads_flag, ranged
+from bistack.cli.flags import (
+    Processes,
+    add_device,
+    add_inference_precision,
+    add_matmul_flag,
+    add_model,
+    add_threads_flag,
+    on_device,
+    ranged,
+)
 from bistack.errors import ConfigError
 from bistack.serve.settings import DEFAULT_MAX_WORKERS, Limits, ServeSettings
 
@@ -60,6 +69,9 @@ def add(commands: Any) -> None:
         action="store_false",
         help="leave out the JSON line per request that serve writes to stderr",
     )
+    add_device(serve)
+    add_matmul_flag(serve)
+    add_inference_precision(serve)
     add_threads_flag(serve, "1: each server process keeps to one core")
     serve.set_defaults(run=run, processes=processes)
 
@@ -76,6 +88,8 @@ def settings_of(args: argparse.Namespace, threads: int = 1) -> ServeSettings:
         replicas=args.replicas,
         threads=threads,
         access_log=args.access_log,
+        device=args.device,
+        precision=args.precision,
     )
 
 
@@ -89,6 +103,7 @@ def processes(args: argparse.Namespace, cpus: int) -> Processes:
 
 
 def run(args: argparse.Namespace) -> int:
+    on_device(args.device, args)
     settings = settings_of(args, args.threads)
     try:
         from bistack.serve.server import launch

@@ -15,6 +15,7 @@ from bistack.cli.flags import (
     add_overrides,
     add_progress_flags,
     add_threads_flag,
+    add_training_device,
     fail,
     ranged,
     say_as,
@@ -37,6 +38,7 @@ def add(commands: Any) -> None:
     )
     compare.add_argument("config", help="YAML config with a backbone section")
     add_overrides(compare)
+    add_training_device(compare)
     compare.add_argument(
         "--poolers", help=f"comma-separated subset (default all: {', '.join(POOLER_VARIANTS)})"
     )
@@ -107,10 +109,11 @@ def trains(args: argparse.Namespace, cpus: int) -> Processes:
 
 
 def run_explain(args: argparse.Namespace) -> int:
+    from bistack.predictor import open_model
     from bistack.studies.explain import explain
-    from bistack.tasks import open_model, task_of_directory
 
-    card = task_of_directory(args.model)
+    model = open_model(args.model)
+    card = model.card
     if not card.offers("attention"):
         return fail(
             f"{args.model} holds {card.description}, which has no token attention weights to "
@@ -118,7 +121,7 @@ def run_explain(args: argparse.Namespace) -> int:
         )
     for written in ("explain.html", "explain.png"):  # what it writes: never into the model
         refuse_overlap(Path(args.output) / written, [("the model directory", args.model)])
-    page, chart = explain(open_model(args.model).model, args.text, args.output)
+    page, chart = explain(model.model, args.text, args.output)
     print(f"wrote {page} and {chart}")
     return 0
 
@@ -146,6 +149,8 @@ def run_compare_poolers(args: argparse.Namespace) -> int:
         only_runs=args.runs,
         log_format=args.log_format,
         say=say_as(args.log_format),
+        accelerator=args.accelerator,
+        precision=args.precision,
     )
     say_as(args.log_format)(f"table and chart in {output}/compare-poolers.{{md,json,png}}")
     return 0

@@ -13,6 +13,7 @@ from bistack.cli.flags import (
     add_overrides,
     add_progress_flags,
     add_threads_flag,
+    add_training_device,
     ranged,
     say_cpu_warning,
     show_progress,
@@ -39,10 +40,7 @@ def add(commands: Any) -> None:
         help="go on from the checkpoint of a stopped run in --output (same config), as if it "
         "had never stopped",
     )
-    train.add_argument(
-        "--precision",
-        help="Fabric's precision, e.g. bf16-mixed or 16-mixed (default: 32-bit)",
-    )
+    add_training_device(train)
     train.add_argument("--devices", default="1", help="number of processes/devices (default 1)")
     train.add_argument(
         "--num-nodes",
@@ -53,11 +51,6 @@ def add(commands: Any) -> None:
         "'Large corpora'; default 1)",
     )
     train.add_argument("--strategy", default="auto", help="Fabric strategy, e.g. ddp")
-    train.add_argument(
-        "--accelerator",
-        default="auto",
-        help="auto (a GPU when there is one, else the CPU; default), cpu, cuda, ...",
-    )
     add_matmul_flag(train)
     add_progress_flags(train)
     add_log_format(train)

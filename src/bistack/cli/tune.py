@@ -11,6 +11,7 @@ from bistack.cli.flags import (
     Processes,
     add_overrides,
     add_threads_flag,
+    add_training_device,
     fail,
     ranged,
     say_cpu_warning,
@@ -78,6 +79,7 @@ def add(commands: Any) -> None:
     tune.add_argument(
         "--sampler-seed", type=int, help="seed of the sampler, for a search that repeats"
     )
+    add_training_device(tune)
     tune.add_argument("--worker-of", type=int, help=argparse.SUPPRESS)  # a trial process
     add_threads_flag(tune, "the CPUs shared among the --workers trial processes")
     tune.set_defaults(run=run, processes=processes)
@@ -114,6 +116,8 @@ def run(args: argparse.Namespace) -> int:
         prune=not args.no_prune,
         sampler_seed=args.sampler_seed,
         verdict_set=tuple(args.verdict_set),
+        accelerator=args.accelerator,
+        precision=args.precision,
     )
     if args.worker_of is not None:  # one of a tune's trial processes: search, and end with it
         from bistack.system.processes import die_with

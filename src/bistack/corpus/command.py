@@ -8,14 +8,11 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bistack.cards import Card
 from bistack.corpus.outputs import FileOutput, StdoutOutput
-from bistack.corpus.predict import Progress, Spec, open_spec, predict_corpus
+from bistack.corpus.predict import PredictionJob, Progress, predict_corpus
 from bistack.corpus.sources import (
     BY_SUFFIX,
-    PLACE_FIELDS,
     TOKEN_FORMATS,
-    Record,
     count_records,
     input_format,
     read_records,
@@ -23,6 +20,8 @@ from bistack.corpus.sources import (
 from bistack.errors import ConfigError
 from bistack.files.fingerprints import content_digest
 from bistack.files.paths import refuse_overlap
+from bistack.inputs import PLACE_FIELDS, Record
+from bistack.predictor import Predictor
 
 
 @dataclass(frozen=True)
@@ -46,7 +45,7 @@ class CorpusRequest:
     progress: bool = False  # a bar, for an --input on a terminal
 
 
-def check_request(request: CorpusRequest, spec: Spec) -> None:
+def check_request(request: CorpusRequest, job: PredictionJob) -> None:
     """Refuse flags that do not go together, and outputs that are inputs, before anything is
     opened or written."""
     if request.texts and request.input:
@@ -55,7 +54,7 @@ def check_request(request: CorpusRequest, spec: Spec) -> None:
         raise ConfigError("nothing to predict: give TEXT arguments or --input PATH")
     if request.workers < 1 or request.chunk_size < 1:
         raise ConfigError("--workers and --chunk-size must be >= 1")
-    if request.workers > 1 and spec.device != "cpu":
+    if request.workers > 1 and job.source.device != "cpu":
         raise ConfigError("--workers runs processes on the CPU; use one process for --device")
     if request.resume and (not request.input or request.input == "-" or not request.output):
         raise ConfigError("--resume continues an --output file predicted from an --input file")
@@ -64,7 +63,7 @@ def check_request(request: CorpusRequest, spec: Spec) -> None:
             f"--id-field {request.id_field}: each output record keeps its input's "
             f"{request.id_field} under that name; copy the id under another name"
         )
-    reads = [("the input", request.input), ("the model", spec.model)]
+    reads = [("the input", request.input), ("the model", job.source.path)]
     if request.output:
         refuse_overlap(request.output, reads, "--output")
         reads.append(("--output", request.output))
@@ -93,10 +92,11 @@ def say_format(request: CorpusRequest, fmt: str) -> None:
         )
 
 
-def predict_command(request: CorpusRequest, spec: Spec, card: Card) -> int:
-    """Predict what ``request`` names with the model ``spec`` names (of ``card``'s kind),
-    writing as it says; returns the exit status."""
-    check_request(request, spec)
+def predict_command(request: CorpusRequest, job: PredictionJob, model: Predictor) -> int:
+    """Predict what ``request`` names with ``model`` (opened from ``job.source``), writing as
+    ``job`` says; returns the exit status."""
+    check_request(request, job)
+    card = model.card
     if request.input:
         fmt = input_format(
             request.input, request.input_format, request.tokenized, card.takes("tokens")
@@ -104,13 +104,13 @@ def predict_command(request: CorpusRequest, spec: Spec, card: Card) -> int:
         say_format(request, fmt)
         if fmt in TOKEN_FORMATS and not card.takes("tokens"):
             raise ConfigError(
-                f"{fmt} input gives tokens, which only a tagger takes; {spec.model} holds "
+                f"{fmt} input gives tokens, which only a tagger takes; {job.source.path} holds "
                 f"{card.description}"
             )
         records = read_records(request.input, fmt, request.text_field, request.id_field)
         source = request.input if request.input != "-" else "<stdin>"
         total = count_records(request.input, fmt) if request.progress else None
-        spec = replace(spec, placed=True)
+        job = replace(job, placed=True)
     else:
         fmt, source, total = "arguments", "argument", None
         records = iter(
@@ -121,25 +121,20 @@ def predict_command(request: CorpusRequest, spec: Spec, card: Card) -> int:
     if request.output:
         path = Path(request.output)
         settings = {
-            "model": str(Path(spec.model).resolve()),
-            "model_content": content_digest(spec.model),
+            "model": str(Path(job.source.path).resolve()),
+            "model_content": content_digest(job.source.path),
             "input": str(Path(request.input).resolve()) if request.input else None,
             "input_content": content_digest(request.input) if request.input else None,
             "input_format": fmt,
             "text_field": request.text_field,
             "id_field": request.id_field,
-            "format": spec.fmt,
-            "options": spec.options,
+            "format": job.fmt,
+            "options": job.options,
         }
         skipped = skipped or path.with_name(path.name + ".skipped.jsonl")
-        opened = open_spec(spec)  # one that does not open stops here, before any output
         output = FileOutput(path, skipped, settings, request.resume, request.overwrite)
     else:
-        opened = open_spec(spec)
         output = StdoutOutput(skipped)
-    if request.workers > 1:
-        del opened  # each worker opens its own; this one only proved that it opens
-        opened = None
     progress = Progress(
         bar=bool(request.input) and request.progress,
         every=request.log_every,
@@ -148,9 +143,9 @@ def predict_command(request: CorpusRequest, spec: Spec, card: Card) -> int:
     )
     counts = predict_corpus(
         records,
-        spec,
+        job,
         output,
-        model=opened,
+        model=model if request.workers == 1 else None,  # each worker opens its own
         source=source,
         on_error=request.on_error,
         workers=request.workers,

@@ -24,44 +24,29 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
-from bistack.corpus.sources import Record
 from bistack.errors import BistackError, DataError
-from bistack.files.formats import FORMATS
-from bistack.inputs import Input, described, unicode_problem
-from bistack.models.precision import InferencePrecision, autocast_for
-from bistack.models.spelling_cache import each_batch_alone
+from bistack.inputs import Record
+from bistack.predictor import ModelSource, Outcome, Predictor
 from bistack.system.processes import die_with
-from bistack.tasks import Opened, open_model
 
 CHUNK_SIZE = 1024
 IDLE_SECONDS = 0.05  # a pipe that has said nothing for this long gets what came so far
 
 
 @dataclass(frozen=True)
-class Spec:
-    """What to open and how to predict: the model directory (PyTorch or exported), the output
-    format (``jsonl``, ``conll``...), the device, the options its ``predict`` takes, the
-    threads of an exported model's session (None: one per core), and the precision of a PyTorch
-    model's passes."""
+class PredictionJob:
+    """What to predict with and how to write it: the model (``source``: its directory, device,
+    threads and precision), the output format (``jsonl``, ``conll``...) and the options its
+    ``predict`` takes (as its card checked them); ``placed``: records of an --input file carry
+    their place (line, row) and id into their predictions."""
 
-    model: str
+    source: ModelSource
     fmt: str
-    device: str = "cpu"
     options: dict[str, Any] = field(default_factory=dict)
-    threads: int | None = None
-    # Records of an --input file carry their place (line, row) and id into their predictions.
     placed: bool = False
-    precision: InferencePrecision = "32"  # a PyTorch model's forward passes (autocast)
 
-
-@dataclass(frozen=True)
-class Failed:
-    """Why a record has no prediction."""
-
-    reason: str
-
-
-Outcome = str | Failed  # a record's formatted prediction, or why it has none
+    def predict(self, model: Predictor, records: list[Record]) -> list[Outcome]:
+        return model.predict_records(records, self.fmt, self.options, self.placed)
 
 
 class Output(Protocol):
@@ -77,77 +62,12 @@ class Counts:
     skipped: int = 0
 
 
-def open_spec(spec: Spec) -> Opened:
-    """The model ``spec`` names, opened once per process."""
-    return open_model(spec.model, spec.device, spec.threads)
-
-
-def predict_records(opened: Opened, spec: Spec, records: list[Record]) -> list[Outcome]:
-    """Each record's formatted prediction, or why it has none, in order. Records are predicted
-    together by the input of the model's card that takes them (texts, token lists...), and
-    from this chunk alone: a resumed run writes each chunk's bytes as the first run did."""
-    with each_batch_alone(), autocast_for(spec.device, spec.precision):
-        return _predict_records(opened, spec, records)
-
-
-def _predict_records(opened: Opened, spec: Spec, records: list[Record]) -> list[Outcome]:
-    write = FORMATS[spec.fmt]
-    outcomes: list[Outcome] = [Failed(r.error) if r.error is not None else "" for r in records]
-    groups: dict[str, tuple[Input, list[int]]] = {}
-    values: dict[int, Any] = {}  # each record's value as its input reads it
-    for index, record in enumerate(records):
-        if record.error is not None:
-            continue
-        chosen = opened.card.input_of(record.value)
-        if chosen is None:
-            outcomes[index] = Failed(refusal(record, opened))
-            continue
-        problem = unicode_problem(record.value)
-        if problem is not None:
-            outcomes[index] = Failed(f"{record.what}: {problem}")
-            continue
-        try:
-            values[index] = chosen.read(record.value)
-        except ValueError as error:
-            outcomes[index] = Failed(str(error))
-            continue
-        groups.setdefault(chosen.name, (chosen, []))[1].append(index)
-    for chosen, indices in groups.values():
-        try:
-            predictions = chosen.predict(opened.model, [values[i] for i in indices], **spec.options)
-            for i, prediction in zip(indices, predictions, strict=True):
-                outcomes[i] = write(prediction, place(records[i], spec))
-        except (BistackError, ValueError, RuntimeError):
-            for i in indices:  # find the record at fault
-                try:
-                    one = chosen.predict(opened.model, [values[i]], **spec.options)
-                    outcomes[i] = write(one[0], place(records[i], spec))
-                except (BistackError, ValueError, RuntimeError) as error:
-                    outcomes[i] = Failed(str(error) or type(error).__name__)
-    return outcomes
-
-
-def place(record: Record, spec: Spec) -> dict[str, Any]:
-    """What a prediction carries of its record: its line or row and its id (--id-field), for
-    records of an --input file."""
-    return {**record.where, **record.ids} if spec.placed else {}
-
-
-def refusal(record: Record, opened: Opened) -> str:
-    """Why a record's value is not one the model takes."""
-    value = record.value
-    shown = "null" if value is None else type(value).__name__
-    if opened.card.takes("tokens") or not isinstance(value, list):
-        return f"{record.what} is {shown}, not {described(opened.card.inputs)}"
-    return f"{record.what} is a list of tokens, which only a tagger takes; give a text"
-
-
 def predict_corpus(
     records: Iterable[Record],
-    spec: Spec,
+    job: PredictionJob,
     output: Output,
     *,
-    model: Any = None,
+    model: Predictor | None = None,
     source: str,
     on_error: str = "stop",
     workers: int = 1,
@@ -155,7 +75,7 @@ def predict_corpus(
     progress: Progress | None = None,
 ) -> Counts:
     """Predict every record after the ``output.records_done`` already written, with ``model``
-    (loaded from ``spec`` when not given) or ``workers`` processes; a record that fails stops
+    (opened from ``job.source`` when not given) or ``workers`` processes; a record that fails stops
     the run with a DataError naming it (``on_error="stop"``, after the records before it are
     written) or is listed in the skipped-records file (``"skip"``)."""
     import json
@@ -163,12 +83,12 @@ def predict_corpus(
     counts = Counts()
     chunks = chunked(records, chunk_size, skip=output.records_done)
     if workers == 1:
-        model = model if model is not None else open_spec(spec)
+        predictor = model if model is not None else job.source.open()
         results: Iterator[tuple[list[Record], list[Outcome]]] = (
-            (chunk, predict_records(model, spec, chunk)) for chunk in chunks if chunk
+            (chunk, job.predict(predictor, chunk)) for chunk in chunks if chunk
         )
     else:
-        results = pooled(chunks, spec, workers)
+        results = pooled(chunks, job, workers)
     try:
         for chunk, outcomes in results:
             written, skipped = [], []
@@ -237,25 +157,25 @@ def chunked(records: Iterable[Record], size: int, skip: int = 0) -> Iterator[lis
 _WORKER_MODEL: Any = None
 
 
-def _start_worker(spec: Spec, parent: int) -> None:
+def _start_worker(job: PredictionJob, parent: int) -> None:
     """Open the model once in a worker process, with one thread for torch or onnxruntime.
     torch is set only where opening the model imported it (an exported model's worker runs
     without it, and without its memory). The worker ends with its run (``parent``), however
     that run ends: killed too, it leaves no worker behind holding a model's memory."""
     global _WORKER_MODEL
     die_with(parent)
-    _WORKER_MODEL = open_spec(replace(spec, threads=1))
+    _WORKER_MODEL = replace(job.source, threads=1).open()
     torch = sys.modules.get("torch")
     if torch is not None:
         torch.set_num_threads(1)
 
 
-def _predict_in_worker(spec: Spec, records: list[Record]) -> list[Outcome]:
-    return predict_records(_WORKER_MODEL, spec, records)
+def _predict_in_worker(job: PredictionJob, records: list[Record]) -> list[Outcome]:
+    return job.predict(_WORKER_MODEL, records)
 
 
 def pooled(
-    chunks: Iterator[list[Record]], spec: Spec, workers: int
+    chunks: Iterator[list[Record]], job: PredictionJob, workers: int
 ) -> Iterator[tuple[list[Record], list[Outcome]]]:
     """Chunks predicted by ``workers`` processes (spawned: no forked torch state), in order,
     at most two per worker in flight; an idle source drains what is done."""
@@ -264,12 +184,12 @@ def pooled(
     from concurrent.futures.process import BrokenProcessPool
 
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(workers, context, _start_worker, (spec, os.getpid())) as pool:
+    with ProcessPoolExecutor(workers, context, _start_worker, (job, os.getpid())) as pool:
         pending: deque[tuple[list[Record], Future[list[Outcome]]]] = deque()
         try:
             for chunk in chunks:
                 if chunk:
-                    pending.append((chunk, pool.submit(_predict_in_worker, spec, chunk)))
+                    pending.append((chunk, pool.submit(_predict_in_worker, job, chunk)))
                 while pending and (
                     len(pending) >= 2 * workers or not chunk or pending[0][1].done()
                 ):

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from bistack.corpus.predict import Failed, Spec, open_spec, predict_records
-from bistack.corpus.sources import Record, from_value
+from bistack.corpus.sources import from_value
 from bistack.errors import ConfigError
+from bistack.inputs import Record
+from bistack.predictor import Failed, open_model
 
 
 class Predictions:
@@ -48,9 +49,8 @@ class Predictions:
         error_column: str = "prediction_error",
         **options: Any,
     ) -> None:
-        self.model = open_spec(Spec(model, "jsonl"))
-        fmt, checked = self.model.card.checked_request("jsonl", options)  # the kind's own
-        self.spec = Spec(model, fmt, options=checked)
+        self.model = open_model(model)
+        self.fmt, self.options = self.model.card.checked_request("jsonl", options)
         self.text_column, self.output_column = text_column, output_column
         self.error_column = error_column
 
@@ -66,7 +66,7 @@ class Predictions:
         two columns added."""
         texts = _column(batch, self.text_column)
         records = [self._record(value, row) for row, value in enumerate(texts, start=1)]
-        outcomes = predict_records(self.model, self.spec, records)
+        outcomes = self.model.predict_records(records, self.fmt, self.options)
         predictions = [None if isinstance(o, Failed) else o.rstrip("\n") for o in outcomes]
         errors = [o.reason if isinstance(o, Failed) else None for o in outcomes]
         return _with_columns(batch, {self.output_column: predictions, self.error_column: errors})

@@ -10,8 +10,9 @@ messages and for the skipped-records file. Formats:
   their line), a byte-order mark and a ``\\r`` before each ``\\n`` dropped, blank lines kept so
   that output record N is input line N;
 - ``tokenized``: one sentence a line, its tokens split on whitespace;
-- ``conll``: CoNLL columns, the first one the tokens (a tag column is ignored), a blank line
-  after each sentence, ``-DOCSTART-`` lines and ``# key = value`` comments skipped;
+- ``conll``: CoNLL columns, the first one the tokens (a tag column is ignored), read by the
+  rules training and evaluation use (``bistack.data.conll``): a blank line after each
+  sentence, ``-DOCSTART-`` lines and comments skipped, a ``#hashtag`` token kept;
 - ``conllu``: CoNLL-U, the FORM column the tokens (comments, multiword-token ranges and empty
   nodes skipped);
 - ``jsonl``: one JSON object a line, the value in ``field`` (a text; a list of strings is a
@@ -29,11 +30,12 @@ import math
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from bistack.data.conll import BadLine, layout_of, parse_conll
 from bistack.errors import ConfigError, DataError
+from bistack.inputs import Record
 
 INPUT_FORMATS = ("lines", "tokenized", "conll", "conllu", "jsonl", "csv", "tsv", "parquet")
 TOKEN_FORMATS = frozenset({"tokenized", "conll", "conllu"})  # what only a tagger can read
@@ -46,31 +48,6 @@ BY_SUFFIX = {
     ".conll": "conll",
     ".conllu": "conllu",
 }
-
-
-@dataclass(frozen=True)
-class Record:
-    """One input record: its ``value`` (a text, a list of tokens, or what a JSON field or
-    table cell holds; None when it holds nothing), or the ``error`` that kept it from being
-    read; ``what`` names where the value was read (``field 'text'``) for messages;
-    ``line``/``row`` say where it is in its source."""
-
-    value: Any = None
-    error: str | None = None
-    what: str = "the record"
-    line: int | None = None
-    row: int | None = None
-    ids: dict[str, Any] = field(default_factory=dict)  # the --id-field, as the input has it
-
-    @property
-    def where(self) -> dict[str, int]:
-        """Its place, as the skipped-records file and every output record write it (under the
-        names ``PLACE_FIELDS``)."""
-        place = {"line": self.line, "row": self.row}
-        return {name: value for name, value in place.items() if value is not None}
-
-
-PLACE_FIELDS = ("line", "row")  # the names a record's place is written under
 
 
 def input_format(
@@ -100,8 +77,9 @@ _TAG = re.compile(r"^(O|[BIESLU]-\S+)$")  # an entity tag in any of the schemes
 
 def looks_like_conll(path: Path) -> bool:
     """Whether the file's first lines are CoNLL columns: a ``-DOCSTART-`` line first, or
-    every non-blank line of the same two or more columns whose last is an entity tag (``O``,
-    ``B-PER``...), with a blank line between sentences. A text a line rarely is: its last word
+    every non-blank line but comments (``# sent_id = 1``, as the CoNLL reader tells them) of
+    the same two or more columns whose last is an entity tag (``O``, ``B-PER``...), with a
+    blank line between sentences. A text a line rarely is: its last word
     would have to be a tag on every line."""
     try:
         with path.open("rb") as handle:
@@ -110,10 +88,13 @@ def looks_like_conll(path: Path) -> bool:
         return False  # reading it says why, with its name
     lines = [line.decode("utf-8", "replace").strip() for line in head if line]
     filled = [line.split() for line in lines if line]
-    if not filled:
+    first = next((columns for columns in filled if not columns[0].startswith("#")), None)
+    if first is None:
         return False
-    if filled[0][0] == "-DOCSTART-":
+    if first[0] == "-DOCSTART-":
         return True
+    layout = layout_of(first, tag_column=-1, plain=None)  # comments as the reader sees them
+    filled = [c for c in filled if not c[0].startswith("#") or not layout.is_comment(c)]
     widths = {len(columns) for columns in filled}
     sentences_end = "" in lines[: len(lines) - 1] or len(lines) < SNIFFED_LINES
     return (
@@ -147,8 +128,10 @@ def read_records(
             for number, text, error in _decoded_lines(handle):
                 value = text.split() if fmt == "tokenized" and error is None else text
                 yield Record(value=value, error=error, what="the line", line=number)
-        elif fmt in ("conll", "conllu"):
-            yield from _conll(handle, fmt == "conllu")
+        elif fmt == "conll":
+            yield from _conll(handle)
+        elif fmt == "conllu":
+            yield from _conllu(handle)
         elif fmt == "jsonl":
             yield from _jsonl(handle, field, id_field)
         elif fmt in ("csv", "tsv"):
@@ -193,36 +176,42 @@ def _decoded_lines(handle: BinaryIO) -> Iterator[tuple[int, str, str | None]]:
             yield number, "", message
 
 
-def _conll(handle: BinaryIO, conllu: bool) -> Iterator[Record]:
+def _conll(handle: BinaryIO) -> Iterator[Record]:
+    """CoNLL columns by the rules training and evaluation read them with
+    (``bistack.data.conll.parse_conll``), the first column the tokens, tags unread."""
+    lines = (
+        (number, BadLine(number, error) if error is not None else text)
+        for number, text, error in _decoded_lines(handle)
+    )
+    for item in parse_conll(lines, tag_column=None, plain=None):
+        if isinstance(item, BadLine):
+            yield Record(error=item.problem, line=item.number)
+        else:
+            yield Record(value=item.tokens, what="the sentence", line=item.line)
+
+
+def _conllu(handle: BinaryIO) -> Iterator[Record]:
     tokens: list[str] = []
     start = 0
     for number, text, error in _decoded_lines(handle):
         if error is not None:
             yield Record(error=error, line=number)
             continue
-        columns = text.split("\t") if conllu and text.strip() else text.split()
+        columns = text.split("\t") if text.strip() else []
         if not columns:
             if tokens:
                 yield Record(value=tokens, what="the sentence", line=start)
             tokens = []
-        elif columns[0] == "-DOCSTART-" or (not tokens and is_comment(columns, conllu)):
-            continue
-        elif conllu and (len(columns) < 2 or "-" in columns[0] or "." in columns[0]):
+        elif not tokens and columns[0].startswith("#"):
+            continue  # every "#" line where a sentence starts is a comment in CoNLL-U
+        elif len(columns) < 2 or "-" in columns[0] or "." in columns[0]:
             if len(columns) < 2:
                 yield Record(error="expected 10 tab-separated CoNLL-U columns", line=number)
         else:
             start = start if tokens else number
-            tokens.append(columns[1] if conllu else columns[0])
+            tokens.append(columns[1])
     if tokens:
         yield Record(value=tokens, what="the sentence", line=start)
-
-
-def is_comment(columns: list[str], conllu: bool) -> bool:
-    """A ``#`` line where a sentence starts: every one in CoNLL-U; in CoNLL, ``# key = value``
-    or ``#text`` (the token ``#`` with its columns stays a token)."""
-    if not columns[0].startswith("#"):
-        return False
-    return conllu or columns[0] != "#" or (len(columns) > 2 and columns[2] == "=")
 
 
 def _jsonl(handle: BinaryIO, field: str, id_field: str | None) -> Iterator[Record]:

@@ -6,14 +6,16 @@ tag columns are selectable (default: first and last), as in the CoNLL-2003 four-
 
 A line that starts with ``#`` where a sentence starts is a comment (``# sent_id = 1``, as
 exporters write them) and is skipped, unless it reads as a token line: as many columns as the
-file's token lines, and a valid tag where tags are entity tags. So the token ``#`` tagged ``O``
-stays a token, and ``# sent_id = 1`` in a four-column file is not read as the token ``#`` with
-the tag ``1``.
+file's token lines, and a valid tag where tags are entity tags (a ``# key = value`` line is a
+comment where tags are labels of their own, parts of speech). So a tweet's ``#hashtag O`` and
+the token ``#`` tagged ``O`` stay tokens, and ``# sent_id = 1`` in a four-column file is not
+read as the token ``#`` with the tag ``1``. Training, evaluation and ``predict --input`` read
+with these rules alike (:func:`parse_conll`), so a file means the same to each.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,58 +38,138 @@ class Sentence:
     document: int = 0
 
 
-def read_conll(
-    path: str | Path, token_column: int = 0, tag_column: int | None = -1, *, plain: bool = False
-) -> list[Sentence]:
-    """Read a CoNLL file. ``tag_column=None`` reads tokens only (for unlabelled input);
-    ``plain`` takes tags as labels of their own (parts of speech), not entity tags."""
-    sentences: list[Sentence] = []
-    document = 0
+@dataclass(frozen=True)
+class Layout:
+    """What a file's token lines look like, from the first of them: how many columns, and
+    whether a tag column holds entity tags (``tag_column`` None: tokens only, tags unread)."""
+
+    width: int
+    tag_column: int | None
+    entity_tags: bool
+
+    def is_comment(self, columns: Sequence[str]) -> bool:
+        """Whether a line starting with ``#`` where a sentence starts is a comment (see the
+        module): it is, unless it reads as a token line of this layout."""
+        if len(columns) != self.width:
+            return True
+        if self.width == 1:
+            return False  # "#hashtag" in a file of tokens alone is a token
+        if not self.entity_tags:
+            return len(columns) > 2 and columns[2] == "="  # "# key = value"
+        tag = columns[-1 if self.tag_column is None else self.tag_column]
+        return not is_entity_tag(tag)
+
+
+def is_entity_tag(tag: str) -> bool:
+    try:
+        split_tag(tag)
+    except ValueError:
+        return False
+    return True
+
+
+def layout_of(columns: Sequence[str], tag_column: int | None, plain: bool | None) -> Layout:
+    """The layout of a file whose first token line is ``columns``; ``plain`` None: its tags
+    (read or not) are entity tags when the line's tag column holds one."""
+    if plain is None:
+        column = columns[-1 if tag_column is None else tag_column] if len(columns) > 1 else ""
+        plain = not is_entity_tag(column)
+    return Layout(len(columns), tag_column, entity_tags=not plain)
+
+
+@dataclass(frozen=True)
+class BadLine:
+    """A line that could not be read (its bytes not UTF-8): streamed past as itself."""
+
+    number: int
+    problem: str
+
+
+def parse_conll(
+    lines: Iterable[tuple[int, str | BadLine]],
+    tag_column: int | None = -1,
+    plain: bool | None = False,
+    token_column: int = 0,
+    check: Callable[[int, list[str]], None] | None = None,
+) -> Iterator[Sentence | BadLine]:
+    """CoNLL columns read a line at a time, the one set of rules for training, evaluation and
+    prediction: a blank line ends a sentence, ``-DOCSTART-`` starts a document (and ends a
+    sentence), a ``#`` line where a sentence starts is a comment unless it reads as a token
+    line (:class:`Layout`). ``lines``: numbered texts (a :class:`BadLine` is passed on in
+    its place); ``tag_column`` None: tokens only; ``check(number, columns)``: called on each
+    token line, to refuse it. A ``#`` line before the file's first token line waits for it,
+    which says what token lines look like."""
+    document, layout = 0, None
     current = Sentence([], [], document=document)
-    lines = list(numbered_lines(path))
-    expected_columns: tuple[int, int] | None = None  # (count, line where it was first seen)
-    token_width = next(
-        (len(c) for _, c in ((n, t.split()) for n, t in lines) if c and c[0][0] != "#"), None
-    )
-    for number, line in lines:
-        columns = line.split()
-        if not columns:
-            if current.tokens:
-                sentences.append(current)
-            current = Sentence([], [], document=document)
-            continue
-        if columns[0] == "-DOCSTART-":
-            if current.tokens:  # no blank line before it: the sentence ends here all the same
-                sentences.append(current)
-            document += 1
-            current = Sentence([], [], document=document)
-            continue
-        starts = not current.tokens and columns[0].startswith("#")
-        if starts and _is_comment(columns, token_width, tag_column, plain):
-            continue
-        if expected_columns is None:
-            expected_columns = (len(columns), number)
-            _check_column_index(path, number, columns, token_column, tag_column)
-        elif len(columns) != expected_columns[0]:
-            raise DataError(
-                path,
-                f"expected {expected_columns[0]} columns (as on line {expected_columns[1]}), "
-                f"found {len(columns)}: {line.strip()!r}",
-                number,
-            )
+    waiting: list[tuple[int, list[str]]] = []  # "#" lines before the first token line
+
+    def add(number: int, columns: list[str]) -> None:
+        if check is not None:
+            check(number, columns)
         if not current.tokens:
             current.line = number
         current.tokens.append(columns[token_column])
         if tag_column is not None:
-            tag = columns[tag_column]
-            if not plain:
-                try:
-                    split_tag(tag)
-                except ValueError as error:
-                    raise DataError(path, str(error), number) from None
-            current.tags.append(tag)
+            current.tags.append(columns[tag_column])
+
+    for number, text in lines:
+        if isinstance(text, BadLine):
+            yield text
+            continue
+        columns = text.split()
+        if not columns or columns[0] == "-DOCSTART-":
+            waiting.clear()  # "#" lines with no token line after them: comments
+            if current.tokens:  # a -DOCSTART- without a blank line ends the sentence too
+                yield current
+            document += bool(columns)
+            current = Sentence([], [], document=document)
+            continue
+        if not current.tokens and columns[0].startswith("#"):
+            if layout is None:
+                waiting.append((number, columns))
+                continue
+            if layout.is_comment(columns):
+                continue
+        if layout is None:
+            layout = layout_of(columns, tag_column, plain)
+            for waited, shape in waiting:
+                if not layout.is_comment(shape):
+                    add(waited, shape)
+            waiting.clear()
+        add(number, columns)
     if current.tokens:
-        sentences.append(current)
+        yield current
+
+
+def read_conll(
+    path: str | Path, token_column: int = 0, tag_column: int | None = -1, *, plain: bool = False
+) -> list[Sentence]:
+    """Read a CoNLL file (:func:`parse_conll`'s rules). ``tag_column=None`` reads tokens only
+    (for unlabelled input); ``plain`` takes tags as labels of their own (parts of speech), not
+    entity tags. Every token line has the columns of the first, and each tag is one of a
+    scheme: DataError naming the line otherwise."""
+    first: tuple[int, int] | None = None  # the first token line's columns, and its number
+
+    def check(number: int, columns: list[str]) -> None:
+        nonlocal first
+        if first is None:
+            first = (len(columns), number)
+            _check_column_index(path, number, columns, token_column, tag_column)
+        elif len(columns) != first[0]:
+            raise DataError(
+                path,
+                f"expected {first[0]} columns (as on line {first[1]}), found {len(columns)}: "
+                f"{' '.join(columns)!r}",
+                number,
+            )
+        if tag_column is not None and not plain:
+            try:
+                split_tag(columns[tag_column])
+            except ValueError as error:
+                raise DataError(path, str(error), number) from None
+
+    parsed = parse_conll(numbered_lines(path), tag_column, plain, token_column, check)
+    sentences = [s for s in parsed if isinstance(s, Sentence)]  # numbered_lines raises on bytes
     if not sentences:
         raise DataError(
             path, "no sentences found: the file is empty or holds only -DOCSTART- or comments"
@@ -95,23 +177,6 @@ def read_conll(
     if tag_column is not None and not plain:
         check_one_scheme(sentences, path)
     return sentences
-
-
-def _is_comment(
-    columns: Sequence[str], token_width: int | None, tag_column: int | None, plain: bool
-) -> bool:
-    """Whether a line starting with ``#`` at a sentence start is a comment (see the module)."""
-    if len(columns) != token_width:
-        return True
-    if tag_column is None:
-        return columns[0] != "#" or (len(columns) > 2 and columns[2] == "=")
-    if plain:
-        return len(columns) > 2 and columns[2] == "="  # "# key = value"
-    try:
-        split_tag(columns[tag_column])
-    except (ValueError, IndexError):
-        return True
-    return False
 
 
 def check_one_scheme(sentences: Sequence[Sentence], path: str | Path) -> None:

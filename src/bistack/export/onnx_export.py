@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from bistack._version import __version__
-from bistack.errors import ConfigError, ModelFileError
+from bistack.errors import ModelFileError
 from bistack.files.modeldir import write_json
 from bistack.files.onnx_session import (
     EXPORT_FILE,
@@ -48,19 +48,14 @@ def is_export_file(name: str) -> bool:
 
 def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool = False) -> Path:
     """Export the model in ``model_dir`` to the directory ``output``; returns ``output``."""
-    from bistack.tasks import open_model, task_of_directory
+    from bistack.predictor import open_model
 
     refuse_overlap(output, [("the model directory", model_dir)], "--output")
-    card = task_of_directory(model_dir)
-    if card.export_plan is None:
-        raise ConfigError(f"{model_dir} holds {card.description}: {card.export_hint}")
+    model = open_model(model_dir)
+    plan = model.export_plan()
     output = Path(output)
     claim = {"overwrite": overwrite, "signature": EXPORT_FILE, "ours": is_export_file}
     claim_folder(output, "--output", **claim)
-    opened = open_model(model_dir)
-    if opened.exported:
-        raise ConfigError(f"{model_dir} is an exported model already; export its model directory")
-    plan = card.export_plan(opened.model)
     staging = output.parent / f".{output.name}.export-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -75,9 +70,9 @@ def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool =
         meta = {
             "format": FORMAT,
             "format_version": FORMAT_VERSION,
-            "kind": card.kind,
+            "kind": model.card.kind,
             "bistack_version": __version__,
-            "config": opened.model.config.to_dict(),
+            "config": model.model.config.to_dict(),
             **plan.settings,
         }
         write_json(staging / EXPORT_FILE, meta)

@@ -1,12 +1,13 @@
-"""How ``predict --format`` writes one prediction (JSON lines, CoNLL, CoNLL-U, doccano), and
-the progress bar of batched prediction: shared by every kind and outlet, torch-free. A kind's
-card says which formats it has; its predictions supply ``to_json`` (and ``to_conll``,
-``to_conllu``, ``to_doccano`` for the formats it lists)."""
+"""What every kind's output shares: one prediction as a JSON line (``predict --format jsonl``,
+which every kind that predicts writes), the fields an --input record's prediction carries, and
+the progress bar of batched prediction; torch-free. A kind's card declares its formats
+(``bistack.cards.OutputFormat``), a family's own formats live in its folder
+(``bistack.taggers.formats``)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any, Protocol, TypeVar
 
 from bistack.errors import ConfigError, ModelFileError
@@ -65,37 +66,3 @@ def joined(extra: dict[str, Any] | None, record: dict[str, Any]) -> dict[str, An
             "under another name"
         )
     return {**(extra or {}), **record}
-
-
-def conll_block(prediction: Prediction, extra: dict[str, Any] | None = None) -> str:
-    """``token<TAB>tag`` lines with a blank line after each sentence (taggers' predictions;
-    CoNLL has no place for ``extra``)."""
-    return prediction.to_conll()  # type: ignore[attr-defined]
-
-
-def conllu_block(prediction: Prediction, extra: dict[str, Any] | None = None) -> str:
-    """CoNLL-U sentences, each with its ``# text`` (taggers' predictions)."""
-    return prediction.to_conllu()  # type: ignore[attr-defined]
-
-
-def doccano_line(prediction: Prediction, extra: dict[str, Any] | None = None) -> str:
-    """The text and its entities as a doccano JSON line, to load back into an annotation tool
-    (which keeps ``extra``'s fields as the record's metadata)."""
-    return json_line(joined(extra, prediction.to_doccano()))  # type: ignore[attr-defined]
-
-
-# What each format writes, in a few words (``predict --format``'s help).
-ABOUT = {
-    "jsonl": "one JSON object a prediction",
-    "conll": "token and tag columns, a blank line after each sentence",
-    "conllu": "CoNLL-U sentences with their # text",
-    "doccano": "span JSON lines an annotation tool loads back",
-}
-
-# How ``predict --format`` writes one prediction; the task table says which formats a kind has.
-FORMATS: dict[str, Callable[..., str]] = {
-    "jsonl": jsonl_line,
-    "conll": conll_block,
-    "conllu": conllu_block,
-    "doccano": doccano_line,
-}

@@ -81,12 +81,15 @@ def save_weights(
         raise ModelFileError(f"{path}: cannot write the weights ({error})") from None
 
 
-def load_metadata(directory: str | Path, kind: str) -> tuple[dict, dict]:
-    """Read config.json and vocab.json, checking the directory holds a model of ``kind``."""
+def load_metadata(
+    directory: str | Path, kind: str, meta: dict[str, Any] | None = None
+) -> tuple[dict, dict]:
+    """Read config.json (unless given as ``meta``, already read by :func:`read_config`) and
+    vocab.json, checking the directory holds a model of ``kind``."""
     directory = Path(directory)
     for name in (CONFIG, VOCAB, WEIGHTS):
         require_readable(directory, name)
-    meta = read_config(directory)
+    meta = read_config(directory) if meta is None else meta
     if meta["kind"] != kind:
         raise ModelFileError(
             f"{directory}: holds a {meta['kind']!r} model, not a {kind!r} one; "

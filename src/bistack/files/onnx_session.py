@@ -4,7 +4,7 @@ the CPU, and the token inputs the graphs read.
 An exported directory holds ``export.json`` (the kind, the training config and what the kind's
 runtime needs), ``model.onnx``, and ``vocab.json`` / ``tokenizer.json`` as the kind needs them.
 Each kind's runtime is in its family (``bistack.taggers.runtime``,
-``bistack.text_models.runtime``); ``bistack.tasks.open_model`` opens an exported directory as it
+``bistack.text_models.runtime``); ``bistack.predictor.open_model`` opens an exported directory as it
 opens a model directory. Needs only numpy, onnxruntime, NLTK (the tokenizer) and PyYAML besides
 bistack's own pure-Python modules; nothing here or in the runtimes loads torch (a test runs them
 with torch made unimportable).
@@ -110,9 +110,15 @@ class ExportedFiles:
     ``config_class``, as the PyTorch model's is), its token vocabularies (when it has
     ``vocab.json``) and its session."""
 
-    def __init__(self, path: str | Path, config_class: Any, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        config_class: Any,
+        threads: int | None = None,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
         self.path = Path(path)
-        self.meta = read_export(self.path)
+        self.meta = read_export(self.path) if meta is None else meta  # as already read, if so
         self.version = int(self.meta.get("format_version", 1))
         try:
             self.config = build_config(config_class, self.meta["config"], f"{path}/{EXPORT_FILE}")

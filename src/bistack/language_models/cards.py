@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
-from bistack.cards import Card
+from bistack.cards import Card, PredictOption
 from bistack.metrics.dev import Metric
 
 DEV_PERPLEXITY = Metric("dev_perplexity", "dev perplexity", higher_is_better=False)
 
+# What ``bistack sample`` and ``POST /sample`` take besides the prompt.
+SAMPLE_OPTIONS = (
+    PredictOption(
+        "tokens", int, "at most this many tokens", default=30, low=1, high=500, metavar="N"
+    ),
+    PredictOption(
+        "temperature",
+        float,
+        "softmax temperature (lower: surer, higher: freer)",
+        default=1.0,
+        low=0.0,
+        low_open=True,
+        high=10.0,
+        metavar="T",
+    ),
+    PredictOption("seed", int, "random seed, for repeatable samples", metavar="N"),
+)
 LANGUAGE_MODEL = Card(
     "language_model",
     "a causal language model",
@@ -14,7 +31,8 @@ LANGUAGE_MODEL = Card(
     recipe="bistack.language_models.recipe:prepare_language_model",
     loader="bistack.language_models.model:LanguageModel",
     metric=DEV_PERPLEXITY,
-    predict_formats=(),
+    formats=(),
+    sample_options=SAMPLE_OPTIONS,
     predict_hint="a language model predicts no labels; use bistack sample",
     export_hint="a language model samples token by token, which export does not cover",
     view="sample",

@@ -20,16 +20,17 @@ from bistack.language_models.config import LanguageModelConfig
 from bistack.language_models.network import LSTMLanguageModel, build_language_model, collate_lm
 from bistack.metrics.text import PerplexityScores
 from bistack.models.mode import evaluating
-from bistack.models.saved import opening
+from bistack.models.saved import SavedKind, SavedModel
 
 KIND = "language_model"
 BOS, EOS = "<s>", "</s>"
 
 
-class LanguageModel:
+class LanguageModel(SavedKind):
     """A trained causal LSTM language model with its vocabulary."""
 
     KIND = KIND
+    CONFIG = LanguageModelConfig
 
     def __init__(
         self, model: LSTMLanguageModel, vocabulary: Vocabulary, config: LanguageModelConfig
@@ -39,13 +40,10 @@ class LanguageModel:
         self.config = config
 
     @classmethod
-    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> LanguageModel:
-        """Load a model directory written by ``bistack train`` (no unpickling), onto
-        ``device`` (predictions build their batches there)."""
-        with opening(path, KIND, LanguageModelConfig, device) as saved:
-            vocabulary = Vocabulary.from_json(saved.vocab["words"])
-            network = build_language_model(saved.config, len(vocabulary))
-            return cls(saved.weights_into(network), vocabulary, saved.config)
+    def from_saved(cls, saved: SavedModel) -> LanguageModel:
+        vocabulary = Vocabulary.from_json(saved.vocab["words"])
+        network = build_language_model(saved.config, len(vocabulary))
+        return cls(saved.weights_into(network), vocabulary, saved.config)
 
     def save(self, path: str | Path) -> None:
         self.save_metadata(path)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import torch
 from torch import nn
@@ -39,13 +39,39 @@ class SavedModel:
 
 @contextmanager
 def opening(
-    path: str | Path, kind: str, config_class: type, device: str | torch.device
+    path: str | Path,
+    kind: str,
+    config_class: type,
+    device: str | torch.device,
+    meta: dict[str, Any] | None = None,
 ) -> Iterator[SavedModel]:
     """The model directory at ``path``, holding a model of ``kind`` whose config is a
     ``config_class``, opened for loading onto ``device`` (one this machine lacks is an error
-    before anything is read)."""
+    before anything is read). ``meta``: its config.json as already read (``bistack.predictor``
+    reads it once to learn the kind), so that it is not read again."""
     chosen = checked_device(device)
     with reading_model(path):
-        meta, vocab = load_metadata(path, kind)
+        meta, vocab = load_metadata(path, kind, meta)
         config = build_config(config_class, meta["config"], source=f"{path}/config.json")
         yield SavedModel(Path(path), meta, vocab, config, chosen)
+
+
+class SavedKind:
+    """What every model class of a kind shares: ``load`` opens its model directory
+    (:func:`opening`) and builds the model with the class's ``from_saved``."""
+
+    KIND: ClassVar[str]  # the kind its config.json names
+    CONFIG: ClassVar[type]  # its config class
+
+    @classmethod
+    def load(cls, path: str | Path, device: str | torch.device = "cpu", **parts: Any) -> Self:
+        """Load a model directory written by ``bistack train`` (no unpickling), onto
+        ``device`` (predictions build their batches there). ``parts``: what the caller holds
+        already, where the class takes it (a frozen ``backbone``)."""
+        with opening(path, cls.KIND, cls.CONFIG, device) as saved:
+            return cls.from_saved(saved, **parts)
+
+    @classmethod
+    def from_saved(cls, saved: SavedModel) -> Self:
+        """The model built from an opened directory, its weights in place."""
+        raise NotImplementedError

@@ -4,51 +4,20 @@ and by which bistack. A directory written before cards were says what its files 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from bistack.files.modeldir import WEIGHTS
+from bistack.predictor import open_model
 from bistack.runs.model_card import read_card
-from bistack.tasks import open_model
-
-
-def parameters_in(path: Path) -> int | None:
-    """How many numbers the safetensors files in ``path`` (and a fine-tuned backbone's folder
-    in it) hold, read from their headers alone."""
-    files = [path / WEIGHTS, *sorted((path / "backbone").glob("*.safetensors"))]
-    files = [f for f in files if f.is_file()]
-    if not files:
-        return None
-    total = 0
-    for file in files:
-        with file.open("rb") as handle:
-            size = int.from_bytes(handle.read(8), "little")
-            header = json.loads(handle.read(size))
-        for name, entry in header.items():
-            if name != "__metadata__":
-                count = 1
-                for dim in entry["shape"]:
-                    count *= dim
-                total += count
-    return total
 
 
 def model_info(path: str | Path) -> dict[str, Any]:
     """Everything ``bistack info`` says of ``path``, as plain data."""
-    opened = open_model(path)
-    info = opened.info()
+    info = open_model(path).info()
     card = read_card(path)
     info["directory"] = str(path)
-    info["parameters"] = parameters_in(Path(path))
-    if opened.exported:
-        graph = Path(path) / "model.onnx"
-        info["graph_bytes"] = graph.stat().st_size if graph.exists() else None
     info["dev_metrics"] = card.get("metrics") if card else None
     info["card"] = card is not None
-    meta_file = Path(path) / ("export.json" if opened.exported else "config.json")
-    meta = json.loads(meta_file.read_text(encoding="utf-8"))
-    info["bistack_version"] = meta.get("bistack_version")
     return info
 
 

@@ -12,27 +12,30 @@ from pathlib import Path
 from typing import Any
 
 from bistack.files.paths import claim_folder, refuse_overlap
+from bistack.predictor import Predictor
 from bistack.reports.charts import draw
 from bistack.reports.page import page
-from bistack.tasks import Opened
 
 REPORT_JSON, REPORT_HTML = "report.json", "report.html"
 
 
-def scores_section(opened: Opened, path: str | Path) -> dict[str, Any]:
+def scores_section(opened: Predictor, path: str | Path) -> dict[str, Any]:
     """A kind without a report of its own: its scores."""
     scores = opened.evaluate(path)
     return {"scores": scores.to_json(), "summary": str(scores), "figures": [], "notes": []}
 
 
-def report_sections(opened: Opened, data: Sequence[str]) -> list[dict[str, Any]]:
+def report_sections(opened: Predictor, data: Sequence[str]) -> list[dict[str, Any]]:
     """One section per data file, as the model's card says its report shows it."""
     builder = opened.card.report_builder
     sections = []
     for path in data:
-        section = (
-            builder(opened.model, path, opened.path) if builder else scores_section(opened, path)
-        )
+        with opened.running():
+            section = (
+                builder(opened.model, path, opened.path)
+                if builder
+                else scores_section(opened, path)
+            )
         sections.append({"data": str(path), "kind": opened.card.kind, **section})
     return sections
 
@@ -43,7 +46,7 @@ def is_report_file(name: str) -> bool:
 
 
 def write_report(
-    opened: Opened, data: Sequence[str], directory: str | Path, *, overwrite: bool = False
+    opened: Predictor, data: Sequence[str], directory: str | Path, *, overwrite: bool = False
 ) -> list[dict[str, Any]]:
     """The report of ``opened`` on each of ``data`` in ``directory`` (written whole beside it,
     then renamed into place); returns its sections. An earlier report there is replaced only

@@ -19,24 +19,33 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from importlib import resources
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi_offline import FastAPIOffline
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, create_model
+from pydantic import BaseModel, ConfigDict, Field, Strict, StrictStr, create_model
 
+from bistack.cards import PredictOption
 from bistack.errors import BistackError
 from bistack.inputs import unicode_problem
 from bistack.serve.batcher import ContinuousBatcher
-from bistack.serve.served import Served
+from bistack.serve.served import ServedModel
 from bistack.serve.settings import Limits
 from bistack.serve.telemetry import Metrics, Observed
 from bistack.tasks import asked_options, kinds_offering, offered_options
+
+
+def option_field(option: PredictOption, described: str) -> tuple[Any, Any]:
+    """A request field for a declared option: its type strict (``true`` is not a number and
+    ``"0.5"`` not a switch, as on the command line), its range, its help."""
+    low = {"gt" if option.low_open else "ge": option.low}
+    kind = Annotated[option.kind, Strict()] | None
+    return kind, Field(option.default, **low, le=option.high, description=described)
 
 
 def request_model() -> type[BaseModel]:
@@ -48,20 +57,26 @@ def request_model() -> type[BaseModel]:
     }
     for option in offered_options().values():
         kinds = ", ".join(card.kind for card in kinds_offering(option.name))
-        fields[option.name] = (
-            option.kind | None,
-            Field(
-                option.default,
-                ge=option.low,
-                le=option.high,
-                description=f"{option.help} (kinds {kinds})",
-            ),
-        )
+        fields[option.name] = option_field(option, f"{option.help} (kinds {kinds})")
     return create_model(
         "PredictRequest",
         __config__=ConfigDict(extra="forbid"),
         __doc__="Texts to predict, and the options ``bistack predict`` has (each model kind "
         "takes some).",
+        **fields,
+    )
+
+
+def sample_request_model(options: Sequence[PredictOption]) -> type[BaseModel]:
+    """``SampleRequest``: a prompt for a language model to continue, and a field for each
+    option of its card's ``sample`` (what ``bistack sample``'s flags are built from too)."""
+    fields: dict[str, Any] = {"prompt": (StrictStr, Field("", description="text to continue"))}
+    for option in options:
+        fields[option.name] = option_field(option, option.help)
+    return create_model(
+        "SampleRequest",
+        __config__=ConfigDict(extra="forbid"),
+        __doc__="A prompt for a language model to continue.",
         **fields,
     )
 
@@ -73,16 +88,6 @@ class PredictResponse(BaseModel):
     predictions: list[dict[str, Any]]
 
 
-class SampleRequest(BaseModel):
-    """A prompt for a language model to continue."""
-
-    model_config = ConfigDict(extra="forbid")
-    prompt: StrictStr = ""
-    tokens: int = Field(30, ge=1, le=500)
-    temperature: float = Field(1.0, gt=0.0, le=10.0)
-    seed: int | None = None
-
-
 class BadRequest(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -91,7 +96,7 @@ class BadRequest(Exception):
 
 
 def create_app(
-    served: Served, limits: Limits | None = None, shared_metrics: bool = False
+    served: ServedModel, limits: Limits | None = None, shared_metrics: bool = False
 ) -> FastAPI:
     """The app serving ``served``; its batcher starts with the app, and the app is ready once
     the model's thread has run the warm-up pass (requests that come first wait behind it).
@@ -141,9 +146,11 @@ def create_app(
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        """Liveness: the server answers; the forward passes and texts its process has run (one
-        of several under ``--workers``: ``worker`` is its process id)."""
+        """Liveness: the server answers; the forward passes and texts its process has run, the
+        texts in its pass now and those waiting for one (one of several under ``--workers``:
+        ``worker`` is its process id)."""
         counts = {"batches": batcher.batches, "texts": batcher.texts}
+        counts |= {"running": batcher.running, "waiting": batcher.depth}
         return {"status": "ok", "worker": os.getpid()} | counts
 
     @app.get("/ready", responses={503: {"description": "the model is still warming up"}})
@@ -192,22 +199,24 @@ def create_app(
         include_in_schema=not served.samples,
     )(predict)
 
-    @app.post("/sample", include_in_schema=served.samples)
-    async def sample(request: SampleRequest) -> dict[str, Any]:
+    async def sample(request: BaseModel) -> dict[str, Any]:
         """A continuation of the prompt (language models)."""
         if not served.samples:
             raise BadRequest(400, f"{served.description} does not sample text; POST /predict")
-        if len(request.prompt) > limits.max_chars:
+        options = request.model_dump()
+        prompt = options.pop("prompt")
+        if len(prompt) > limits.max_chars:
             raise BadRequest(422, f"prompt: longer than {limits.max_chars} characters")
-        text = await batcher.call(
-            lambda: served.sample(request.prompt, request.tokens, request.temperature, request.seed)
-        )
-        return {"prompt": request.prompt, "continuation": text}
+        text = await batcher.call(lambda: served.sample(prompt, options))
+        return {"prompt": prompt, "continuation": text}
+
+    sample.__annotations__ |= {"request": sample_request_model(served.sample_options)}
+    app.post("/sample", include_in_schema=served.samples)(sample)
 
     return app
 
 
-def chosen_options(request: BaseModel, served: Served) -> dict[str, Any]:
+def chosen_options(request: BaseModel, served: ServedModel) -> dict[str, Any]:
     """The options a request set, as ``predict`` keywords, checked by the served kind's card
     (one its model lacks is refused)."""
     asked = asked_options({name: value for name, value in request if name != "texts"})

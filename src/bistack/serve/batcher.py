@@ -55,6 +55,7 @@ class ContinuousBatcher:
         self.worker: asyncio.Task[None] | None = None
         self.batches = 0  # forward passes run, for /health and the benchmark
         self.texts = 0
+        self.running = 0  # texts in the pass running now
 
     @property
     def depth(self) -> int:
@@ -113,6 +114,7 @@ class ContinuousBatcher:
 
     async def _run(self, group: list[Pending]) -> None:
         texts = [text for pending in group for text in pending.texts]
+        self.running = len(texts)
         try:
             loop = asyncio.get_running_loop()
             results, seconds = await loop.run_in_executor(
@@ -126,6 +128,8 @@ class ContinuousBatcher:
             if not group[0].done.done():
                 group[0].done.set_exception(error)
             return
+        finally:
+            self.running = 0
         self.batches += 1
         self.texts += len(texts)
         self.on_pass(len(texts), seconds)

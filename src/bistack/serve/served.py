@@ -1,4 +1,4 @@
-"""What the server serves: a model opened by the task table (``bistack.tasks.open_model``: a
+"""What the server serves: a model opened at the one door (``bistack.predictor.open_model``: a
 model directory on PyTorch or an exported one on onnxruntime, alike), with what its card
 offers."""
 
@@ -12,14 +12,16 @@ from typing import Any
 
 from bistack.cards import PredictOption
 from bistack.errors import BistackError
-from bistack.tasks import Opened, open_model
+from bistack.models.precision import InferencePrecision
+from bistack.predictor import Predictor, open_model
+from bistack.serve.settings import ServeSettings
 
 
 @dataclass(frozen=True)
-class Served:
-    """An opened model and what the server says of it (``GET /info``)."""
+class ServedModel:
+    """A model behind the door and what the server says of it (``GET /info``)."""
 
-    opened: Opened
+    opened: Predictor
     info: dict[str, Any]
     load_seconds: float = 0.0  # opening the model and its first pass
 
@@ -47,30 +49,45 @@ class Served:
         """The records ``bistack predict --format jsonl`` writes, one per input."""
         return [p.to_json() for p in self.opened.predict(list(texts), **options)]
 
-    def sample(self, prompt: str, tokens: int, temperature: float, seed: int | None) -> str:
-        continuation = self.opened.model.sample(prompt, tokens, temperature, seed)
-        return " ".join(continuation)
+    @property
+    def sample_options(self) -> tuple[PredictOption, ...]:
+        return self.opened.card.sample_options
+
+    def sample(self, prompt: str, options: dict[str, Any]) -> str:
+        """A continuation of ``prompt``, its tokens joined by spaces; ``options`` are the
+        card's sample options (checked there)."""
+        return " ".join(self.opened.sample(prompt, **options))
 
     def warm(self) -> None:
         """One pass on the card's example input (a one-token sample for a language model)."""
         if self.samples:
-            self.sample("", 1, 1.0, 0)
+            self.sample("", {"tokens": 1, "seed": 0})
         else:
             self.predict([self.opened.card.inputs[0].example], {})
 
 
-def load_served(path: str | Path, threads: int | None = None) -> Served:
-    """Open ``path`` as the server will run it, and run it once, so that a model that cannot
-    predict fails here, before the port is bound."""
+def load_served(
+    path: str | Path,
+    threads: int | None = None,
+    device: str = "cpu",
+    precision: InferencePrecision = "32",
+) -> ServedModel:
+    """Open ``path`` as the server will run it (on ``device``, at ``precision``), and run it
+    once, so that a model that cannot predict fails here, before the port is bound."""
     started = time.perf_counter()
-    opened = open_model(path, threads=threads)
-    served = Served(opened, opened.info())
+    opened = open_model(path, device, threads, precision)
+    served = ServedModel(opened, opened.info())
     served.warm()
     return replace(served, load_seconds=time.perf_counter() - started)
 
 
-def checked_apart(path: str | Path, threads: int) -> str:
-    """The description of the model at ``path``, after ``load_served`` opened and ran it in a
+def served_from(settings: ServeSettings) -> ServedModel:
+    """:func:`load_served` of the model, threads, device and precision ``settings`` name."""
+    return load_served(settings.model, settings.threads, settings.device, settings.precision)
+
+
+def checked_apart(settings: ServeSettings) -> str:
+    """The description of the model ``settings`` name, after ``load_served`` opened and ran it in a
     spawned process that then exits: a parent that serves it from other processes (its workers,
     Ray replicas) learns that it loads, and what it is, without holding a copy of it (and of
     torch) for as long as it serves. The error that stops the model is raised here. A process
@@ -80,7 +97,7 @@ def checked_apart(path: str | Path, threads: int) -> str:
 
     context = multiprocessing.get_context("spawn")
     answers, sender = context.Pipe(duplex=False)
-    checker = context.Process(target=_check_into, args=(str(path), threads, sender))
+    checker = context.Process(target=_check_into, args=(settings, sender))
     checker.start()
     sender.close()  # the child holds the only writing end: its exit ends the pipe
     try:
@@ -92,7 +109,7 @@ def checked_apart(path: str | Path, threads: int) -> str:
         checker.join()
     if answer is None:
         raise BistackError(
-            f"{path}: the process that loads the model ended without an answer "
+            f"{settings.model}: the process that loads the model ended without an answer "
             f"(exit code {checker.exitcode})"
         )
     problem, description = answer
@@ -101,15 +118,15 @@ def checked_apart(path: str | Path, threads: int) -> str:
     return description
 
 
-def _check_into(path: str, threads: int, answer: Any) -> None:
+def _check_into(settings: ServeSettings, answer: Any) -> None:
     """In the checking process: ``_checked``'s answer, sent down the pipe."""
-    answer.send(_checked(path, threads))
+    answer.send(_checked(settings))
     answer.close()
 
 
-def _checked(path: str, threads: int) -> tuple[str, str]:
+def _checked(settings: ServeSettings) -> tuple[str, str]:
     """In the checking process: (the error, "") or ("", the description)."""
     try:
-        return "", load_served(path, threads).description
+        return "", served_from(settings).description
     except BistackError as error:  # its message is what the user reads, whatever its class
         return str(error), ""

@@ -14,7 +14,7 @@ import threading
 
 from bistack.errors import ConfigError
 from bistack.serve.app import create_app
-from bistack.serve.served import Served, checked_apart, load_served
+from bistack.serve.served import ServedModel, checked_apart, served_from
 from bistack.serve.settings import Limits, ServeSettings
 from bistack.serve.sockets import listening_socket
 from bistack.serve.telemetry import log_access
@@ -36,9 +36,9 @@ def launch(settings: ServeSettings) -> None:
     workers = settings.processes(len(os.sched_getaffinity(0)))
     where = (settings.host, settings.port, settings.limits, settings.model)
     if not settings.ray and workers == 1:
-        serve(load_served(settings.model, settings.threads), *where, settings.access_log)
+        serve(served_from(settings), *where, settings.access_log)
         return
-    description = checked_apart(settings.model, settings.threads)
+    description = checked_apart(settings)
     if settings.ray:
         serve_on_ray(description, *where, settings.replicas, settings.threads)
     else:  # the workers count together in the folder PROMETHEUS_MULTIPROC_DIR names
@@ -46,7 +46,7 @@ def launch(settings: ServeSettings) -> None:
 
 
 def serve(
-    served: Served, host: str, port: int, limits: Limits, model: str, access_log: bool
+    served: ServedModel, host: str, port: int, limits: Limits, model: str, access_log: bool
 ) -> None:
     """Serve ``served`` (opened from ``model``) in this process on ``host:port`` until stopped."""
     import uvicorn

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from bistack.errors import ConfigError
+from bistack.models.precision import InferencePrecision
 
 DEFAULT_MAX_WORKERS = 8  # each worker holds its own copy of the model
 
@@ -27,7 +28,8 @@ class ServeSettings:
     free one); workers: processes behind the one port, each with its own copy of the model and
     ``threads`` threads (None: :func:`default_workers`); ray: on Ray Serve instead, with
     ``replicas`` replicas of ``threads`` CPUs each; access_log: a JSON line per request on
-    stderr."""
+    stderr; device, precision: where a PyTorch model runs and at what precision (each worker
+    holds its own copy there)."""
 
     model: str
     host: str = "127.0.0.1"
@@ -38,16 +40,26 @@ class ServeSettings:
     replicas: int = 1
     threads: int = 1
     access_log: bool = True
+    device: str = "cpu"
+    precision: InferencePrecision = "32"
 
     def __post_init__(self) -> None:
+        if self.ray and self.device != "cpu":
+            raise ConfigError(
+                "--device: Ray Serve's replicas are placed by Ray on CPUs here; serve on the "
+                "device without --ray"
+            )
         if self.ray and self.workers is not None and self.workers > 1:
             raise ConfigError("--workers is for serving here; on Ray Serve say --replicas")
         if self.replicas > 1 and not self.ray:
             raise ConfigError("--replicas is for Ray Serve (--ray); here say --workers")
 
     def processes(self, cpus: int) -> int:
-        """The processes that serve: Ray's replicas, or the workers here."""
-        return self.replicas if self.ray else self.workers or default_workers(self.ray, cpus)
+        """The processes that serve: Ray's replicas, or the workers here (by default one per CPU,
+        or one holding the model on a GPU)."""
+        if self.ray:
+            return self.replicas
+        return self.workers or (1 if self.device != "cpu" else default_workers(self.ray, cpus))
 
 
 def default_workers(ray: bool, cpus: int) -> int:

@@ -33,7 +33,7 @@ from prometheus_client.multiprocess import mark_process_dead
 
 from bistack.errors import BistackError
 from bistack.serve.app import create_app
-from bistack.serve.served import load_served
+from bistack.serve.served import served_from
 from bistack.serve.settings import ServeSettings
 from bistack.serve.sockets import BACKLOG, port_socket
 from bistack.serve.telemetry import log_access
@@ -59,7 +59,7 @@ def worker_app(settings: ServeSettings) -> Any:
     limits, each request logged when they say so."""
     if settings.access_log:
         log_access()
-    served = load_served(settings.model, settings.threads)
+    served = served_from(settings)
     return create_app(served, settings.limits, shared_metrics=True)
 
 

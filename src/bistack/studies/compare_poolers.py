@@ -66,8 +66,11 @@ def compare_poolers(
     only_runs: Sequence[str] = (),
     log_format: Literal["text", "json"] = "text",
     say: Callable[[str], None] = print,
+    accelerator: str = "auto",
+    precision: str | None = None,
 ) -> list[RepeatedResult]:
-    """Train each pooler ``seeds`` times (or on ``folds`` folds); write the table and a chart.
+    """Train each pooler ``seeds`` times (or on ``folds`` folds), each run on ``accelerator``
+    at ``precision`` (``bistack train``'s flags); write the table and a chart.
 
     ``finished_only``: train nothing; tabulate the runs that have finished so far (of a
     comparison still running, or interrupted), each score named by its fold or seed.
@@ -119,7 +122,12 @@ def compare_poolers(
         for run_name, (data, held_out) in runs:
             settings = _run_settings(config, name, run_name)
             options = RunOptions(
-                progress=progress, overwrite=True, log_format=log_format, checkpoints=False
+                progress=progress,
+                overwrite=True,
+                log_format=log_format,
+                checkpoints=False,
+                accelerator=accelerator,
+                precision=precision,
             )
             result = _train_or_reuse(
                 settings, output / name / run_name, backbone, data, held_out, vectors, options

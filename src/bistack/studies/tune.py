@@ -32,7 +32,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,7 +65,8 @@ class TuneSettings:
     trials drawn at random before TPE models the space, and completed before pruning starts;
     prune: stop hopeless trials; sampler_seed: TPE's seed (None: random; two processes with one
     seed would propose the same values); verdict_set: ``key=value`` overrides of both configs
-    in the verdict (say, the full epoch budget after trials on a short one)."""
+    in the verdict (say, the full epoch budget after trials on a short one); accelerator,
+    precision: where and how each run trains (``bistack train``'s flags)."""
 
     trials: int
     seeds: int = 3
@@ -75,6 +76,19 @@ class TuneSettings:
     prune: bool = True
     sampler_seed: int | None = None
     verdict_set: tuple[str, ...] = ()
+    accelerator: str = "auto"
+    precision: str | None = None
+
+    def run_options(self) -> RunOptions:
+        """How each trial and verdict run trains: no checkpoints (a run that did not finish is
+        run again), on the accelerator and at the precision asked."""
+        return RunOptions(
+            progress=False,
+            overwrite=True,
+            checkpoints=False,
+            accelerator=self.accelerator,
+            precision=self.precision,
+        )
 
 
 @dataclass(frozen=True)
@@ -100,7 +114,8 @@ def worker_argv(
     argv = ["tune", files.config, "--space", files.space, "--trials", str(settings.trials)]
     argv += ["--output", str(output), "--storage", storage_url(output, settings.storage)]
     argv += ["--study-name", settings.study_name, "--startup-trials", str(settings.startup)]
-    argv += ["--threads", str(threads)]
+    argv += ["--threads", str(threads), "--accelerator", settings.accelerator]
+    argv += [] if settings.precision is None else ["--precision", settings.precision]
     argv += [] if settings.prune else ["--no-prune"]
     if settings.sampler_seed is not None:
         argv += ["--sampler-seed", str(settings.sampler_seed + index)]
@@ -144,7 +159,7 @@ def tune(
     verdict = None
     with file_lock(output / ".verdict.lock"):  # a second process reuses the first's runs
         if settings.seeds and not unfinished(study):
-            verdict = judge_best(study, judged, space, output, settings.seeds, metric, log)
+            verdict = judge_best(study, judged, space, output, settings, metric, log)
     rows = trial_rows(study)
     best = best_config(study, judged, space)
     if best is not None:
@@ -289,10 +304,7 @@ class Search:
                 settings = with_value(self.config, values, f"trial {trial.number}")
                 with trial_output(directory.with_suffix(".log")):
                     trained = train(
-                        settings,
-                        directory,
-                        RunOptions(progress=False, overwrite=True, checkpoints=False),
-                        on_epoch=on_epoch,
+                        settings, directory, self.settings.run_options(), on_epoch=on_epoch
                     )
             except KeyboardInterrupt:
                 trial.set_user_attr("interrupted", True)
@@ -546,11 +558,12 @@ def best_config(study: Any, config: ExperimentConfig, space: list[Parameter]) ->
 
 
 def judge_best(
-    study: Any, config: ExperimentConfig, space: list[Parameter], output: Path, seeds: int,
-    metric: Metric, log: Log,
+    study: Any, config: ExperimentConfig, space: list[Parameter], output: Path,
+    settings: TuneSettings, metric: Metric, log: Log,
 ) -> Verdict | None:  # fmt: skip
-    """The best trial's config and the starting config, each trained with ``seeds`` seeds
-    (finished runs reused), and whether the gain beats the noise of the difference."""
+    """The best trial's config and the starting config, each trained with ``settings.seeds``
+    fresh seeds (none a trial trained with: the winning trial's own run would count again),
+    finished runs reused, and whether the gain beats the noise of the difference."""
     trial = best_trial(study)
     if trial is None:
         log.say("no trial completed: no verdict")
@@ -559,28 +572,42 @@ def judge_best(
     if best.to_dict() == config.to_dict():
         log.say(f"the best trial ({trial.number}) is the starting config: nothing to compare")
         return Verdict(trial.number, None, None, 0.0, "the starting config is the best trial")
-    log.say(f"verdict: the starting config and trial {trial.number}'s, {seeds} seeds each")
-    start = repeated(config, "starting config", output / "verdict" / "start", seeds, metric, log)
+    used = {t.params.get("train.seed", config.train.seed) for t in study.get_trials()}
+    seeds = [seed for seed in range(1, settings.seeds + len(used) + 1) if seed not in used]
+    seeds = seeds[: settings.seeds]
+    log.say(
+        f"verdict: the starting config and trial {trial.number}'s, seeds "
+        f"{', '.join(map(str, seeds))} each (the search trained with seed "
+        f"{', '.join(map(str, sorted(used)))})"
+    )
+    runs = settings.run_options()
+    start = repeated(
+        config, "starting config", output / "verdict" / "start", seeds, metric, log, runs
+    )
     tuned = repeated(
-        best, f"best (trial {trial.number})", output / "verdict" / "best", seeds, metric, log
+        best, f"best (trial {trial.number})", output / "verdict" / "best", seeds, metric, log, runs
     )
     gain, says = judge(start, tuned, metric.higher_is_better)
     return Verdict(trial.number, start, tuned, gain, says)
 
 
 def repeated(
-    config: ExperimentConfig, name: str, directory: Path, seeds: int, metric: Metric, log: Log
+    config: ExperimentConfig,
+    name: str,
+    directory: Path,
+    seeds: Sequence[int],
+    metric: Metric,
+    log: Log,
+    options: RunOptions,
 ) -> RepeatedResult:
     scores, seconds, parameters = [], [], 0
-    for seed in range(1, seeds + 1):
+    for seed in seeds:
         settings = with_value(config, {"train.seed": seed}, name)
         run_dir = directory / f"seed{seed}"
 
         def run(settings: ExperimentConfig = settings, run_dir: Path = run_dir) -> dict:
             with trial_output(run_dir.with_suffix(".log")):
-                trained = train(
-                    settings, run_dir, RunOptions(progress=False, overwrite=True, checkpoints=False)
-                )
+                trained = train(settings, run_dir, options)
             return {"score": metric.value(trained.fit.best_score), "parameters": trained.parameters}
 
         record = run_or_reuse(run_dir, settings, run)

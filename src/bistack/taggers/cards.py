@@ -8,10 +8,10 @@ from typing import Any
 from bistack.cards import Card, Ladder, PredictOption
 from bistack.inputs import TEXT, TOKENS
 from bistack.metrics.dev import Metric
+from bistack.taggers.formats import FORMATS
 
 DEV_F1 = Metric("dev_f1", "dev F1", higher_is_better=True)
 DEV_TAG_ACCURACY = Metric("dev_token_accuracy", "dev accuracy", higher_is_better=True)
-FORMATS = ("conll", "jsonl", "conllu", "doccano")
 OPTIONS = (
     PredictOption(
         "min_confidence",
@@ -57,7 +57,7 @@ TAGGER = Card(
     metric=DEV_F1,
     metric_of=tagging_metric,
     inputs=(TEXT, TOKENS),
-    predict_formats=FORMATS,
+    formats=FORMATS,
     predict_options=OPTIONS,
     view="entities",
     streams=True,
@@ -81,7 +81,7 @@ LAYER_TAGGER = Card(
     metric=DEV_F1,
     metric_of=tagging_metric,
     inputs=(TEXT, TOKENS),
-    predict_formats=FORMATS,
+    formats=FORMATS,
     predict_options=OPTIONS,
     view="entities",
     stream_hint="only a recurrent tagger can stream (a transformer backbone reads the whole "

@@ -31,7 +31,7 @@ from bistack.models.backbone_files import (
     save_head_and_backbone,
 )
 from bistack.models.mode import as_array, predicting
-from bistack.models.saved import opening
+from bistack.models.saved import SavedKind, SavedModel
 from bistack.taggers.config import LayerPoolingTaggerConfig
 from bistack.taggers.decoding import TagDecoder
 from bistack.taggers.layer_network import (
@@ -45,10 +45,11 @@ from bistack.taggers.tagging import Emitter, Tagging, context_emitter, score_sen
 KIND = "layer_tagger"
 
 
-class LayerPoolingTagger(Tagging):
+class LayerPoolingTagger(SavedKind, Tagging):
     """A trained tagger over a transformer's layers, with its backbone and tag labels."""
 
     KIND = KIND
+    CONFIG = LayerPoolingTaggerConfig
 
     def __init__(
         self,
@@ -69,34 +70,27 @@ class LayerPoolingTagger(Tagging):
         self.calibration = dict(calibration or {})
 
     @classmethod
-    def load(
-        cls,
-        path: str | Path,
-        device: str | torch.device = "cpu",
-        backbone: TransformerBackbone | None = None,
+    def from_saved(
+        cls, saved: SavedModel, backbone: TransformerBackbone | None = None
     ) -> LayerPoolingTagger:
-        """Load a model directory written by ``bistack train`` (no unpickling), onto
-        ``device`` (predictions build their batches there). ``backbone``: the frozen backbone
-        the directory names, when the caller holds it already (checked by its fingerprint, and
-        moved to ``device``); a fine-tuned one always comes from the directory."""
-        with opening(path, KIND, LayerPoolingTaggerConfig, device) as saved:
-            config, vocab = saved.config, saved.vocab
-            backbone = load_saved_backbone(saved.path, config.backbone, saved.meta, backbone)
-            vocabularies = (
-                TokenVocabularies.from_json(vocab) if config.features is not None else None
+        """``backbone``: the frozen backbone the directory names, when the caller holds it
+        already (checked by its fingerprint, and moved to the device); a fine-tuned one always
+        comes from the directory."""
+        config, vocab = saved.config, saved.vocab
+        backbone = load_saved_backbone(saved.path, config.backbone, saved.meta, backbone)
+        vocabularies = TokenVocabularies.from_json(vocab) if config.features is not None else None
+        labels = vocabularies.tags.items if vocabularies else list(vocab["tags"])
+        model = saved.weights_into(
+            build_layer_tagger(
+                config, backbone.num_layers, backbone.hidden_size, labels, None, vocabularies
             )
-            labels = vocabularies.tags.items if vocabularies else list(vocab["tags"])
-            model = saved.weights_into(
-                build_layer_tagger(
-                    config, backbone.num_layers, backbone.hidden_size, labels, None, vocabularies
-                )
-            )
-            if config.backbone.finetune:
-                model.backbone = backbone
-            backbone.to(saved.device)
-            scheme = checked_output_scheme(saved.path, saved.meta)
-            calibration = saved.meta.get("calibration")
-            return cls(model, backbone, labels, config, scheme, vocabularies, calibration)
+        )
+        if config.backbone.finetune:
+            model.backbone = backbone
+        backbone.to(saved.device)
+        scheme = checked_output_scheme(saved.path, saved.meta)
+        calibration = saved.meta.get("calibration")
+        return cls(model, backbone, labels, config, scheme, vocabularies, calibration)
 
     def save(self, path: str | Path) -> None:
         self.save_metadata(path)

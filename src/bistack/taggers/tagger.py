@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from bistack.data.batching import collate_tagging
 from bistack.data.features import TokenVocabularies
@@ -18,7 +17,7 @@ from bistack.files.modeldir import (
     save_weights,
 )
 from bistack.models.mode import as_array, predicting
-from bistack.models.saved import opening
+from bistack.models.saved import SavedKind, SavedModel
 from bistack.taggers.config import TaggerConfig
 from bistack.taggers.decoding import TagDecoder
 from bistack.taggers.network import SequenceTagger, build_tagger
@@ -30,10 +29,11 @@ if TYPE_CHECKING:
 KIND = "tagger"
 
 
-class Tagger(Tagging):
+class Tagger(SavedKind, Tagging):
     """A trained sequence tagger with its vocabularies; tags in the scheme of its training data."""
 
     KIND = KIND
+    CONFIG = TaggerConfig
 
     def __init__(
         self,
@@ -50,15 +50,12 @@ class Tagger(Tagging):
         self.calibration = dict(calibration or {})
 
     @classmethod
-    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> Tagger:
-        """Load a model directory written by ``bistack train`` (no unpickling), onto
-        ``device`` (predictions build their batches there)."""
-        with opening(path, KIND, TaggerConfig, device) as saved:
-            vocabularies = TokenVocabularies.from_json(saved.vocab)
-            model = saved.weights_into(build_tagger(saved.config, vocabularies))
-            scheme = checked_output_scheme(path, saved.meta)
-            calibration = saved.meta.get("calibration")
-            return cls(model, vocabularies, saved.config, scheme, calibration)
+    def from_saved(cls, saved: SavedModel) -> Tagger:
+        vocabularies = TokenVocabularies.from_json(saved.vocab)
+        model = saved.weights_into(build_tagger(saved.config, vocabularies))
+        scheme = checked_output_scheme(saved.path, saved.meta)
+        calibration = saved.meta.get("calibration")
+        return cls(model, vocabularies, saved.config, scheme, calibration)
 
     def save(self, path: str | Path) -> None:
         self.save_metadata(path)

@@ -27,7 +27,7 @@ from bistack.models.backbone_files import (
     save_head_and_backbone,
 )
 from bistack.models.mode import as_array, evaluating
-from bistack.models.saved import opening
+from bistack.models.saved import SavedKind, SavedModel
 from bistack.text_models.config import (
     LayerClassifierConfig,
     LayerPoolingTextConfig,
@@ -44,7 +44,7 @@ from bistack.text_models.outputs import (
 )
 
 
-class LayerPoolingTextModel(TextModelBase):
+class LayerPoolingTextModel(SavedKind, TextModelBase):
     """A trained layer-pooling head with its backbone and its outputs' meaning."""
 
     KIND: ClassVar[str]
@@ -67,37 +67,32 @@ class LayerPoolingTextModel(TextModelBase):
         self.vocabularies = vocabularies  # of the stacked token features, if any
 
     @classmethod
-    def load(
-        cls,
-        path: str | Path,
-        device: str | torch.device = "cpu",
-        backbone: TransformerBackbone | None = None,
+    def from_saved(
+        cls, saved: SavedModel, backbone: TransformerBackbone | None = None
     ) -> LayerPoolingTextModel:
-        """Load a model directory written by ``bistack train`` (no unpickling), onto
-        ``device`` (predictions build their batches there). ``backbone``: the frozen backbone
-        the directory names, when the caller holds it already (checked by its fingerprint, and
-        moved to ``device``); a fine-tuned one always comes from the directory."""
-        with opening(path, cls.KIND, cls.CONFIG, device) as saved:
-            config = saved.config
-            backbone = load_saved_backbone(saved.path, config.backbone, saved.meta, backbone)
-            outputs = cls.OUTPUTS(saved.meta["outputs"])
-            vocabularies = (
-                TokenVocabularies.from_json(saved.vocab) if config.features is not None else None
+        """``backbone``: the frozen backbone the directory names, when the caller holds it
+        already (checked by its fingerprint, and moved to the device); a fine-tuned one always
+        comes from the directory."""
+        config = saved.config
+        backbone = load_saved_backbone(saved.path, config.backbone, saved.meta, backbone)
+        outputs = cls.OUTPUTS(saved.meta["outputs"])
+        vocabularies = (
+            TokenVocabularies.from_json(saved.vocab) if config.features is not None else None
+        )
+        model = saved.weights_into(
+            build_layer_pooling_model(
+                config,
+                backbone.num_layers,
+                backbone.hidden_size,
+                len(outputs),
+                loss=outputs.LOSS,
+                vocabularies=vocabularies,
             )
-            model = saved.weights_into(
-                build_layer_pooling_model(
-                    config,
-                    backbone.num_layers,
-                    backbone.hidden_size,
-                    len(outputs),
-                    loss=outputs.LOSS,
-                    vocabularies=vocabularies,
-                )
-            )
-            if config.backbone.finetune:
-                model.backbone = backbone
-            backbone.to(saved.device)
-            return cls(model, backbone, config, outputs, vocabularies)
+        )
+        if config.backbone.finetune:
+            model.backbone = backbone
+        backbone.to(saved.device)
+        return cls(model, backbone, config, outputs, vocabularies)
 
     def save(self, path: str | Path) -> None:
         self.save_metadata(path)

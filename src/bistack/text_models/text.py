@@ -24,7 +24,7 @@ from bistack.files.modeldir import (
     save_weights,
 )
 from bistack.models.mode import as_array, evaluating
-from bistack.models.saved import opening
+from bistack.models.saved import SavedKind, SavedModel
 from bistack.text_models.config import ClassifierConfig, RegressorConfig, TextModelConfig
 from bistack.text_models.network import SequenceClassifier, build_classifier
 from bistack.text_models.outputs import (
@@ -40,7 +40,7 @@ from bistack.text_models.outputs import (
 __all__ = ["Classifier", "RecurrentTextModel", "Regressor", "TextPrediction"]
 
 
-class RecurrentTextModel(TextModelBase):
+class RecurrentTextModel(SavedKind, TextModelBase):
     """A trained recurrent text model with its vocabularies and its outputs' meaning."""
 
     KIND: ClassVar[str]
@@ -60,14 +60,11 @@ class RecurrentTextModel(TextModelBase):
         self.outputs = outputs
 
     @classmethod
-    def load(cls, path: str | Path, device: str | torch.device = "cpu") -> RecurrentTextModel:
-        """Load a model directory written by ``bistack train`` (no unpickling), onto
-        ``device`` (predictions build their batches there)."""
-        with opening(path, cls.KIND, cls.CONFIG, device) as saved:
-            vocabularies = TokenVocabularies.from_json(saved.vocab)
-            outputs = cls.OUTPUTS(saved.meta["outputs"])
-            network = build_classifier(saved.config, vocabularies, len(outputs), loss=outputs.LOSS)
-            return cls(saved.weights_into(network), vocabularies, saved.config, outputs)
+    def from_saved(cls, saved: SavedModel) -> RecurrentTextModel:
+        vocabularies = TokenVocabularies.from_json(saved.vocab)
+        outputs = cls.OUTPUTS(saved.meta["outputs"])
+        network = build_classifier(saved.config, vocabularies, len(outputs), loss=outputs.LOSS)
+        return cls(saved.weights_into(network), vocabularies, saved.config, outputs)
 
     def save(self, path: str | Path) -> None:
         self.save_metadata(path)

@@ -11,15 +11,15 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from bistack.cards import Card, PredictOption
+from bistack.cards import JSONL, Card, OutputFormat, PredictOption
 from bistack.config import ExperimentConfig, OptimizerConfig, SplitConfig, TrainConfig
-from bistack.config.files import build_config
 from bistack.data.splits import read_train_and_dev
 from bistack.errors import DataError
-from bistack.files.modeldir import load_metadata, load_weights, save_metadata, save_weights
+from bistack.files.modeldir import save_metadata, save_weights
 from bistack.inputs import Input
 from bistack.metrics.dev import Evaluation, Metric
 from bistack.metrics.text import Scores
+from bistack.models.saved import SavedKind, SavedModel
 from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run
 
@@ -135,25 +135,37 @@ class SpanPrediction:
         }
 
 
+def bracketed_line(prediction: SpanPrediction, extra: dict[str, Any] | None = None) -> str:
+    """The text with its span in brackets, then its label: ``I met [Anna] .<TAB>PER``."""
+    span = prediction.span
+    marked = f"{span.text[: span.start]}[{span.text[span.start : span.end]}]{span.text[span.end :]}"
+    return f"{marked}\t{prediction.label}\n"
+
+
+# A format of this kind's own, declared on its card alone: predict --format brackets.
+BRACKETS = OutputFormat(
+    "brackets", "the text with its span in [brackets], then its label", bracketed_line
+)
+
+
 class Accuracy(Scores):
     def __str__(self) -> str:
         return f"accuracy {self['accuracy']:.2f} on {self['examples']} spans"
 
 
-class SpanClassifier:
+class SpanClassifier(SavedKind):
     KIND = KIND
+    CONFIG = SpanClassifierConfig
 
     def __init__(self, network: SpanNetwork, words: list[str], labels: list[str], config):
         self.network, self.words, self.labels, self.config = network, words, labels, config
         self.index = {w: i for i, w in enumerate(words)}
 
     @classmethod
-    def load(cls, path: str | Path, device: Any = "cpu") -> SpanClassifier:
-        meta, vocab = load_metadata(path, KIND)
-        config = build_config(SpanClassifierConfig, meta["config"])
-        network = SpanNetwork(len(vocab["words"]), config.dim, len(vocab["labels"]))
-        load_weights(path, network)
-        return cls(network.eval(), vocab["words"], vocab["labels"], config)
+    def from_saved(cls, saved: SavedModel) -> SpanClassifier:
+        words, labels = saved.vocab["words"], saved.vocab["labels"]
+        network = saved.weights_into(SpanNetwork(len(words), saved.config.dim, len(labels)))
+        return cls(network.eval(), words, labels, saved.config)
 
     def save_metadata(self, path: str | Path) -> None:
         vocab = {"words": self.words, "labels": self.labels}
@@ -228,7 +240,7 @@ CARD = Card(
     loader=SpanClassifier,
     metric=Metric("dev_accuracy", "dev accuracy", higher_is_better=True),
     inputs=(SPAN,),
-    predict_formats=("jsonl",),
+    formats=(JSONL, BRACKETS),
     predict_options=(
         PredictOption(
             "top_labels",

@@ -73,6 +73,38 @@ def test_it_trains_scores_and_predicts_from_the_command_line(trained, capsys):
     assert "--format conll is not for a span classifier" in capsys.readouterr().err
 
 
+def test_its_own_output_format_reaches_predict_and_a_corpus(
+    trained, tmp_path, capsys, small_tagger
+):
+    """A format declared on its card alone (``brackets``) is a --format choice with its help,
+    writes arguments and --input records, and is refused for a kind that does not write it."""
+    model, _ = trained
+    capsys.readouterr()
+    assert main(["predict", str(model), "I met [Anna] .", "--format", "brackets"]) == 0
+    assert capsys.readouterr().out == "I met [Anna] .\tPER\n"
+    lines = tmp_path / "spans.txt"
+    lines.write_text("We flew to [Berlin] .\nI met [Anna] .\n")
+    assert main(["predict", str(model), "--input", str(lines), "--format", "brackets"]) == 0
+    assert capsys.readouterr().out == "We flew to [Berlin] .\tLOC\nI met [Anna] .\tPER\n"
+    help = " ".join(_help(capsys).split())
+    assert "brackets (the text with its span in [brackets], then its label)" in help
+    assert main(["predict", str(small_tagger), "John lives here", "--format", "brackets"]) == 2
+    assert "--format brackets is not for a recurrent sequence tagger" in capsys.readouterr().err
+
+
+def test_a_format_is_declared_once_for_every_kind(registered):
+    """Two kinds may write a format of one name only as the same declaration."""
+    import dataclasses
+
+    from bistack.cards import OutputFormat
+    from bistack.tasks import register
+    from tests.kinds.span_classifier.kind import CARD
+
+    other = OutputFormat("conll", "something else", lambda prediction, extra: "")
+    with pytest.raises(ValueError, match="format 'conll' is declared otherwise"):
+        register(dataclasses.replace(CARD, kind="span_classifier_2", formats=(other,)))
+
+
 def test_a_corpus_of_span_objects_and_marked_lines_is_predicted(trained, tmp_path, capsys):
     model, _ = trained
     objects = tmp_path / "in.jsonl"

@@ -1,0 +1,328 @@
+"""The one door into a trained model: :func:`open_model` opens a model directory (onto a device,
+at a precision) or a directory ``bistack export`` wrote (on onnxruntime), reading each of its
+files once and checking there what the request asks of it, and hands back a :class:`Predictor`
+that every outlet uses alike: predict, evaluate, info, serve, corpus prediction, the Ray step,
+export, ``explain`` and the Python API. Nothing past this door asks whether a model was
+exported; the predictor says it where a message needs it.
+
+A :class:`Predictor` predicts values (``predict``) and records (``predict_records``: ids,
+options and an output format, each record's outcome apart, so that corpus prediction and the
+Ray step stream records through it), scores labelled data, describes itself and samples, as
+its kind's card declares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bistack.cards import Card
+from bistack.errors import BistackError, ConfigError, ModelFileError
+from bistack.files.modeldir import WEIGHTS, read_config, reading_model
+from bistack.files.onnx_session import EXPORT_FILE, MODEL_FILE, is_exported, read_export
+from bistack.inputs import Input, Record, described, unicode_problem
+from bistack.models.precision import InferencePrecision, autocast_for
+from bistack.tasks import TASKS, Report
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model is and how to run it: a model or exported directory, the device a PyTorch
+    model runs on, the threads of an exported model's session (None: one per core) and the
+    precision of a PyTorch model's passes. Plain data: worker processes and Ray actors each open
+    their own copy from it."""
+
+    path: str
+    device: str = "cpu"
+    threads: int | None = None
+    precision: InferencePrecision = "32"
+
+    def open(self) -> Predictor:
+        return open_model(self.path, self.device, self.threads, self.precision)
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """A model's directory as read at the door: its metadata (config.json, or export.json of an
+    exported directory) and the kind it names."""
+
+    path: Path
+    meta: dict[str, Any]
+    exported: bool
+
+    @property
+    def kind(self) -> str:
+        return str(self.meta["kind"])
+
+    @property
+    def card(self) -> Card:
+        """The kind's card; a kind this bistack does not know is an error naming the known."""
+        if self.kind not in TASKS:
+            raise ModelFileError(
+                f"{self.path}: holds a model of kind {self.kind!r}, which this bistack does not "
+                f"know (known: {', '.join(sorted(TASKS))})"
+            )
+        return TASKS[self.kind]
+
+
+def read_model_files(path: str | Path) -> ModelFiles:
+    """The metadata of the model directory or exported directory at ``path``, read once."""
+    if is_exported(path):
+        return ModelFiles(Path(path), read_export(path), exported=True)
+    return ModelFiles(Path(path), read_config(path), exported=False)
+
+
+def card_of(path: str | Path) -> Card:
+    """The card of the kind a model directory or an exported directory holds."""
+    return read_model_files(path).card
+
+
+@dataclass(frozen=True)
+class Failed:
+    """Why a record has no prediction."""
+
+    reason: str
+
+
+Outcome = str | Failed  # a record's formatted prediction, or why it has none
+
+
+@dataclass
+class Predictor:
+    """A model behind the door: its card, the model (PyTorch, or an exported one on
+    onnxruntime: both predict, score and describe themselves alike), its files and how it
+    runs (``source``)."""
+
+    card: Card
+    model: Any
+    files: ModelFiles
+    source: ModelSource = field(repr=False)
+
+    @property
+    def path(self) -> Path:
+        return self.files.path
+
+    @property
+    def description(self) -> str:
+        exported = " (exported)" if self.files.exported else ""
+        return f"{self.card.description}{exported}"
+
+    def input_of(self, value: Any) -> Input:
+        """The card's input that takes ``value``; ValueError saying what it takes otherwise."""
+        chosen = self.card.input_of(value)
+        if chosen is None:
+            raise ValueError(
+                f"{self.description} predicts from {described(self.card.inputs)}, "
+                f"not {type(value).__name__} {value!r:.60}"
+            )
+        return chosen
+
+    def running(self) -> Any:
+        """The context every pass runs in: autocast at the source's precision."""
+        return autocast_for(self.source.device, self.source.precision)
+
+    def predict(self, values: Sequence[Any], **options: Any) -> list[Any]:
+        """Predictions of ``values``, all of one input (``input_of``), in order."""
+        if not values:
+            return []
+        chosen = self.input_of(values[0])
+        for index, value in enumerate(values):
+            if self.input_of(value) is not chosen:
+                raise ValueError(f"mixed inputs in one call: {chosen.description} and another")
+            problem = unicode_problem(value)
+            if problem is not None:
+                raise ValueError(f"input {index}: {problem}")
+        with self.running():
+            return list(chosen.predict(self.model, [chosen.read(v) for v in values], **options))
+
+    def predict_records(
+        self,
+        records: Sequence[Record],
+        fmt: str,
+        options: dict[str, Any] | None = None,
+        placed: bool = False,
+    ) -> list[Outcome]:
+        """Each record's prediction written in the output format ``fmt`` (with ``options``, as
+        the card checked them), or why it has none, in order. Records are predicted together
+        by the input of the card that takes them (texts, token lists...), and each batch
+        alone: a record predicts the same whatever its neighbours, so a resumed run writes
+        each chunk's bytes as the first run did. ``placed``: each prediction carries its
+        record's line or row and id (records of an --input file)."""
+        from bistack.models.spelling_cache import each_batch_alone
+
+        writer = self.card.output_format(fmt)
+        options = options or {}
+        outcomes: list[Outcome] = [Failed(r.error) if r.error is not None else "" for r in records]
+        groups: dict[str, tuple[Input, list[int]]] = {}
+        values: dict[int, Any] = {}  # each record's value as its input reads it
+        for index, record in enumerate(records):
+            if record.error is not None:
+                continue
+            try:
+                chosen, values[index] = self._read(record)
+            except ValueError as error:
+                outcomes[index] = Failed(str(error))
+                continue
+            groups.setdefault(chosen.name, (chosen, []))[1].append(index)
+
+        def write(index: int, prediction: Any) -> str:
+            extra = {**records[index].where, **records[index].ids} if placed else {}
+            return writer.write(prediction, extra)
+
+        def predict(chosen: Input, indices: list[int]) -> list[Any]:
+            return list(chosen.predict(self.model, [values[i] for i in indices], **options))
+
+        with each_batch_alone(), self.running():
+            for chosen, indices in groups.values():
+                try:
+                    for i, prediction in zip(indices, predict(chosen, indices), strict=True):
+                        outcomes[i] = write(i, prediction)
+                except (BistackError, ValueError, RuntimeError):
+                    for i in indices:  # find the record at fault
+                        try:
+                            outcomes[i] = write(i, predict(chosen, [i])[0])
+                        except (BistackError, ValueError, RuntimeError) as error:
+                            outcomes[i] = Failed(str(error) or type(error).__name__)
+        return outcomes
+
+    def _read(self, record: Record) -> tuple[Input, Any]:
+        """The input that takes a record's value, and the value as it reads it; ValueError
+        saying why not."""
+        value = record.value
+        chosen = self.card.input_of(value)
+        if chosen is None:
+            shown = "null" if value is None else type(value).__name__
+            if self.card.takes("tokens") or not isinstance(value, list):
+                raise ValueError(f"{record.what} is {shown}, not {described(self.card.inputs)}")
+            raise ValueError(
+                f"{record.what} is a list of tokens, which only a tagger takes; give a text"
+            )
+        problem = unicode_problem(value)
+        if problem is not None:
+            raise ValueError(f"{record.what}: {problem}")
+        return chosen, chosen.read(value)
+
+    def evaluate(self, path: str | Path) -> Report:
+        with self.running():
+            return self.model.evaluate(path)
+
+    def sample(self, prompt: str, **options: Any) -> list[str]:
+        """A continuation of ``prompt``, token by token, with the options of the card's
+        ``sample`` (checked there; unset ones at their defaults)."""
+        chosen = self.card.checked_sample(options)
+        with self.running():
+            return list(
+                self.model.sample(prompt, chosen["tokens"], chosen["temperature"], chosen["seed"])
+            )
+
+    def streamer(self) -> Any:
+        """What tags tokens as they arrive (``predict --stream``); an error where it cannot."""
+        if self.files.exported:
+            raise ConfigError(f"{self.path} is an exported model, which cannot stream")
+        if not self.card.streams:
+            raise ConfigError(f"{self.path} holds {self.card.description}; {self.card.stream_hint}")
+        return self.model.streamer()
+
+    def export_plan(self) -> Any:
+        """What ``bistack export`` traces of it: its card's export plan; an error where the
+        kind has none, or the model is an export already."""
+        if self.card.export_plan is None:
+            raise ConfigError(f"{self.path} holds {self.card.description}: {self.card.export_hint}")
+        if self.files.exported:
+            raise ConfigError(
+                f"{self.path} is an exported model already; export its model directory"
+            )
+        return self.card.export_plan(self.model)
+
+    def info(self) -> dict[str, Any]:
+        """Kind, what it predicts, its training config's summary and data, its size and the
+        bistack that wrote it (``GET /info``, ``bistack info``)."""
+        config = self.model.config
+        data = config.to_dict()
+        info = {
+            "kind": self.card.kind,
+            "description": self.description,
+            "exported": self.files.exported,
+        }
+        info |= self.model.describe()
+        info["inputs"] = [i.name for i in self.card.inputs]
+        info["config"] = {key: data[key] for key in config.SUMMARY_KEYS if key in data}
+        info["trained_on"] = {k: data.get("data", {}).get(k) for k in ("train", "dev")}
+        info["bistack_version"] = self.files.meta.get("bistack_version")
+        info |= self.size()
+        return info
+
+    def size(self) -> dict[str, int | None]:
+        """How many numbers its weights hold (from the safetensors headers alone), or the
+        bytes of an exported graph."""
+        if self.files.exported:
+            graph = self.path / MODEL_FILE
+            return {"graph_bytes": graph.stat().st_size if graph.exists() else None}
+        files = [self.path / WEIGHTS, *sorted((self.path / "backbone").glob("*.safetensors"))]
+        return {"parameters": parameters_in([f for f in files if f.is_file()])}
+
+
+def parameters_in(files: Sequence[Path]) -> int | None:
+    """How many numbers the safetensors ``files`` hold, read from their headers alone."""
+    import json
+
+    if not files:
+        return None
+    total = 0
+    for file in files:
+        with file.open("rb") as handle:
+            size = int.from_bytes(handle.read(8), "little")
+            header = json.loads(handle.read(size))
+        for name, entry in header.items():
+            if name != "__metadata__":
+                count = 1
+                for dim in entry["shape"]:
+                    count *= dim
+                total += count
+    return total
+
+
+def open_model(
+    path: str | Path,
+    device: str = "cpu",
+    threads: int | None = None,
+    precision: InferencePrecision = "32",
+) -> Predictor:
+    """Open a model directory (onto ``device``, its passes at ``precision``) or a directory
+    ``bistack export`` wrote (on onnxruntime's CPU provider with ``threads`` threads: None, one
+    per core), whichever ``path`` is, each file read once; no unpickling either way. What an
+    exported model cannot do (another device, mixed precision) is refused here."""
+    source = ModelSource(str(path), device, threads, precision)
+    files = read_model_files(path)
+    card = files.card
+    if not files.exported:
+        from bistack.models.saved import opening
+
+        loader = card.loader_class
+        with opening(path, card.kind, loader.CONFIG, device, meta=files.meta) as saved:
+            return Predictor(card, loader.from_saved(saved), files, source)
+    if device != "cpu":
+        raise ConfigError(
+            f"--device {device}: an exported model runs on onnxruntime's CPU provider; "
+            "predict with the PyTorch model directory to use another device"
+        )
+    if precision != "32":
+        raise ConfigError(
+            f"--precision {precision}: {path} is an exported model, which runs its graph in "
+            "float32 on onnxruntime; give the PyTorch model directory for mixed precision"
+        )
+    if card.runtime_class is None:
+        raise ModelFileError(f"{path}: holds {card.description}, which has no exported runtime")
+    from bistack.files.onnx_session import ExportedFiles
+
+    runtime = card.runtime_class
+    with reading_model(path, EXPORT_FILE):
+        model = runtime(ExportedFiles(path, runtime.CONFIG, threads, meta=files.meta))
+    return Predictor(card, model, files, source)
+
+
+def load_model(path: str | Path, device: str = "cpu") -> Any:
+    """The PyTorch model a model directory holds, whichever its kind (no unpickling)."""
+    return open_model(path, device).model
