@@ -43,9 +43,11 @@ hf-peer: $(HF_PEER_STAMP)
 demo: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/bistack demo
 
+# ruff, then mypy over src/bistack (its settings in pyproject.toml: every ignore names its code).
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/ruff check src tests benchmarks examples mkdocs_hooks.py
+	$(BIN)/ruff format --check src tests benchmarks examples mkdocs_hooks.py
+	$(BIN)/mypy
 
 # The documentation site from docs/ (mkdocs.yml), with the API reference of the public modules
 # generated from their docstrings, into site/ (open site/index.html). The suite builds it too,

@@ -58,3 +58,61 @@ def test_the_site_opens_in_a_browser_offline(site):
         assert page.query_selector("[id='bistack.encoders.RecurrentEncoder']")
         assert elsewhere == [], elsewhere
         browser.close()
+
+
+GUIDES = sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "index.md")
+BLOCKS = ["encoders", "cells", "crf", "pooling", "layer_pooling", "masking", "dropout", "schemes",
+          "causality"]  # fmt: skip
+USED = ["Tagger.predict", "Tagger.predict_tokens", "Tagger.evaluate", "Classifier.predict",
+        "Regressor.predict", "LayerPoolingTagger.predict", "LayerPoolingClassifier.predict",
+        "LanguageModel.sample", "LanguageModel.load"]  # fmt: skip
+
+
+def reference_ids(site: Path) -> set[str]:
+    import re
+
+    html = "".join(p.read_text() for p in (site / "reference").glob("*.html"))
+    return set(re.findall(r'id="(bistack\.[\w.]+)"', html))
+
+
+@pytest.mark.slow
+def test_every_guide_has_sections_and_the_reference_every_public_name(site):
+    import importlib
+
+    for guide in GUIDES:
+        assert "<h2" in (site / guide.name.replace(".md", ".html")).read_text(), guide.name
+    ids = reference_ids(site)
+    import bistack.api as api
+
+    wanted = []
+    for name in dir(api):
+        found = getattr(api, name)
+        wanted.append(f"{found.__module__}.{found.__qualname__}")
+    for owner, method in (used.split(".") for used in USED):
+        found = getattr(api, owner)
+        wanted.append(f"{found.__module__}.{found.__qualname__}.{method}")
+    for block in BLOCKS:
+        module = importlib.import_module(f"bistack.{block}")
+        wanted += [
+            f"{module.__name__}.{name}"
+            for name, value in vars(module).items()
+            if not name.startswith("_") and getattr(value, "__module__", None) == module.__name__
+        ]
+    assert sorted(set(wanted) - ids) == []
+    assert "bistack.text_models.text.as_array" not in ids  # helpers stay out of it
+    html = "".join(p.read_text() for p in (site / "reference").glob("*.html"))
+    assert ":class:<code>" not in html and ":func:<code>" not in html  # roles rendered
+
+
+@pytest.mark.slow
+def test_search_answers_where_the_readme_says_to_open_the_site(site):
+    from tests.serve.test_page import CHROMIUM, CHROMIUM_ARGS, playwright  # skips without it
+
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page()
+        page.goto((site / "index.html").as_uri())  # from the disk, as the README says
+        page.fill("input.md-search__input", "calibration")
+        page.wait_for_selector(".md-search-result__item", timeout=30_000)
+        assert "emperature" in page.inner_text(".md-search-result")
+        browser.close()

@@ -72,8 +72,9 @@ class PredictOption:
             return value
         number = isinstance(value, int | float) and not isinstance(value, bool)
         if not number or (self.kind is int and not float(value).is_integer()):
-            raise RequestError(f"{spelled}: a{'n integer' if self.kind is int else ' number'}, "
-                               f"not {value!r}")  # fmt: skip
+            raise RequestError(
+                f"{spelled}: a{'n integer' if self.kind is int else ' number'}, not {value!r}"
+            )
         value = self.kind(value)
         if value != value or not self.within(value):
             raise RequestError(f"{spelled}: {self.bounds()}, not {value}")
@@ -212,8 +213,9 @@ class Card:
         unknown = sorted(options.keys() - declared.keys())
         if unknown:
             offered = ", ".join(spelled(o) for o in declared)
-            raise RequestError(f"{spelled(unknown[0])} is not an option of sampling "
-                               f"(its options: {offered})")  # fmt: skip
+            raise RequestError(
+                f"{spelled(unknown[0])} is not an option of sampling (its options: {offered})"
+            )
         chosen = {name: option.default for name, option in declared.items()}
         for name, value in options.items():
             if value is not None:
@@ -238,23 +240,27 @@ class Card:
         fmt = fmt or self.predict_formats[0]
         if fmt not in self.predict_formats:
             writes = " or ".join(self.predict_formats)
-            raise RequestError(f"{spelled('format')} {fmt} is not for {self.description}; it "
-                               f"writes {writes}")  # fmt: skip
+            raise RequestError(
+                f"{spelled('format')} {fmt} is not for {self.description}; it writes {writes}"
+            )
         declared = {o.name: o for o in self.predict_options}
         chosen = {}
         for name, value in options.items():
             if name not in declared:
                 offered = ", ".join(spelled(o) for o in declared) or "none"
-                raise RequestError(f"{spelled(name)} is not an option of {self.description} "
-                                   f"(its options: {offered})")  # fmt: skip
+                raise RequestError(
+                    f"{spelled(name)} is not an option of {self.description} "
+                    f"(its options: {offered})"
+                )
             option = declared[name]
             if option.asks_nothing(value):
                 continue
             chosen[name] = option.checked(value, spelled(name))
             if option.formats and fmt not in option.formats:
                 carriers = " or ".join(f"{spelled('format')} {f}" for f in option.formats)
-                raise RequestError(f"{spelled(name)} is not carried by {spelled('format')} "
-                                   f"{fmt}; use {carriers}")  # fmt: skip
+                raise RequestError(
+                    f"{spelled(name)} is not carried by {spelled('format')} {fmt}; use {carriers}"
+                )
         return fmt, chosen
 
     def takes(self, name: str) -> bool:

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
+import numpy as np
 import torch
 from torch import Tensor, nn
-from torch.autograd.function import FunctionCtx, once_differentiable
+from torch.autograd.function import once_differentiable
 
 from bistack.kernels.crf_compiled import IMPOSSIBLE, log_partition, viterbi_best
 from bistack.kernels.crf_scan import log_partition_scan, viterbi_scan
@@ -56,6 +57,10 @@ class CRF(nn.Module):
     move with the module and are saved with it, and are never trained. ``names`` (optional)
     are the tags' labels, used in error messages.
     """
+
+    transitions_ok: Tensor  # (num_tags, num_tags) bool buffers: what ``allowed`` permits
+    start_ok: Tensor  # (num_tags,)
+    end_ok: Tensor  # (num_tags,)
 
     def __init__(
         self,
@@ -276,11 +281,11 @@ def runs_compiled(emissions: Tensor) -> bool:
 
 def kernel_inputs(
     emissions: Tensor, lengths: Tensor, transitions: Tensor, start: Tensor, end: Tensor
-) -> tuple:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The kernels' arguments as contiguous arrays: scores in the emissions' dtype, lengths
     int64 (the arrays share memory with the tensors where no conversion is needed)."""
 
-    def scores(tensor: Tensor):
+    def scores(tensor: Tensor) -> np.ndarray:
         return tensor.detach().to(emissions.dtype).contiguous().numpy()
 
     lengths_array = lengths.detach().to(torch.int64).contiguous().numpy()
@@ -306,7 +311,7 @@ class LogPartitionCPU(torch.autograd.Function):
 
     @staticmethod
     def forward(
-        ctx: FunctionCtx,
+        ctx: Any,  # autograd's context: attributes set here are read in backward
         emissions: Tensor,
         lengths: Tensor,
         transitions: Tensor,
@@ -323,7 +328,7 @@ class LogPartitionCPU(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx: FunctionCtx, grad_log_z: Tensor):
+    def backward(ctx: Any, grad_log_z: Tensor) -> tuple[Tensor | None, ...]:
         marginals, edges, lengths = ctx.saved_tensors
         weight = grad_log_z.to(marginals.dtype)
         rows = torch.arange(marginals.size(0))

@@ -12,6 +12,7 @@ expectation is unchanged. The draws come from torch's default generator, so
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -36,13 +37,13 @@ class _MaskedScale(torch.autograd.Function):
     """``x * keep * scale``, saving only the bool mask for the backward pass."""
 
     @staticmethod
-    def forward(ctx, x: Tensor, keep: Tensor, scale: float) -> Tensor:  # type: ignore[override]
+    def forward(ctx: Any, x: Tensor, keep: Tensor, scale: float) -> Tensor:
         ctx.save_for_backward(keep)
         ctx.scale = scale
         return torch.mul(x, keep).mul_(scale)
 
     @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
         (keep,) = ctx.saved_tensors
         return torch.mul(grad, keep).mul_(ctx.scale), None, None
 

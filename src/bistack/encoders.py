@@ -23,12 +23,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 import torch
 from torch import Tensor, nn
 
-from bistack.cells import CELLS, MIN_CELLS, CellName
+from bistack.cells import CELLS, MIN_CELLS, CellName, MinCellName
 from bistack.dropout import Dropout
 from bistack.dropout import dropout as apply_dropout
 from bistack.masking import check_mask, lengths_to_mask, reversal_index
@@ -37,7 +37,10 @@ from bistack.min_cells import MinRecurrentLayer
 # What ``RecurrentEncoder.step`` carries: nn.LSTM's (h, c) or nn.GRU's h, one per residual layer,
 # or a min cell's h per layer.
 EncoderState = Any
-_CELLS: dict[str, type[nn.RNNBase]] = {"lstm": nn.LSTM, "gru": nn.GRU}  # bistack.cells' torch ones
+_CELLS: dict[str, type[nn.LSTM] | type[nn.GRU]] = {
+    "lstm": nn.LSTM,
+    "gru": nn.GRU,
+}  # bistack.cells' torch ones
 
 
 @dataclass(frozen=True)
@@ -215,7 +218,7 @@ class RecurrentEncoder(nn.Module):
         sizes = [input_size] + [self.output_size] * num_layers
         if cell in MIN_CELLS:
             self.layers = nn.ModuleList(
-                MinRecurrentLayer(cell, size, hidden_size, bidirectional)  # type: ignore[arg-type]
+                MinRecurrentLayer(cast(MinCellName, cell), size, hidden_size, bidirectional)
                 for size in sizes[:-1]
             )
             if residual:
@@ -276,12 +279,13 @@ class RecurrentEncoder(nn.Module):
         index = reversal_index(lengths, inputs.size(1)) if self.bidirectional else None
         if self.residual:
             for rnn, projection in zip(self.layers, self.projections, strict=True):
-                x = self.dropout(self._run_layer(rnn, 0, x, index)) + projection(x)
+                run = self._run_layer(cast(nn.RNNBase, rnn), 0, x, index)
+                x = self.dropout(run) + projection(x)
         else:
-            for layer in range(self.num_layers):
-                if layer > 0:  # as nn.LSTM: dropout on every layer's output but the last
+            for depth in range(self.num_layers):
+                if depth > 0:  # as nn.LSTM: dropout on every layer's output but the last
                     x = apply_dropout(x, self.rnn.dropout, self.training)
-                x = self._run_layer(self.rnn, layer, x, index)
+                x = self._run_layer(self.rnn, depth, x, index)
         return self._output(x, lengths, mask)
 
     def _output(self, x: Tensor, lengths: Tensor, mask: Tensor) -> EncoderOutput:
@@ -300,7 +304,7 @@ class RecurrentEncoder(nn.Module):
         if not self.residual:
             return run_packed(self.rnn, x, host_lengths)
         for rnn, projection in zip(self.layers, self.projections, strict=True):
-            x = self.dropout(run_packed(rnn, x, host_lengths)) + projection(x)
+            x = self.dropout(run_packed(cast(nn.RNNBase, rnn), x, host_lengths)) + projection(x)
         return x
 
     def _run_layer(self, rnn: nn.RNNBase, layer: int, x: Tensor, index: Tensor | None) -> Tensor:
@@ -332,7 +336,7 @@ class RecurrentEncoder(nn.Module):
             for number, layer in enumerate(self.layers):
                 if not self.residual and number > 0:
                     x = apply_dropout(x, self.layer_dropout, self.training)
-                states[number] = out = layer.step(x, states[number])
+                states[number] = out = cast(MinRecurrentLayer, layer).step(x, states[number])
                 x = self.dropout(out) + self.projections[number](x) if self.residual else out
             return x, tuple(states)
         x = inputs.unsqueeze(1)  # (batch_size, 1, input_size)

@@ -234,8 +234,19 @@ def pooler_features(name: str, vectors: Literal["cls", "mean"] = "cls") -> Liter
     """Which per-layer vectors a pooler reads: ``cls`` and ``mean`` their own, the rest
     ``vectors``."""
     if name in ("cls", "mean"):
-        return name  # type: ignore[return-value]
+        return "cls" if name == "cls" else "mean"
     return vectors
+
+
+# Every pooler over layers: ``(batch_size, num_layers, hidden_size)`` -> ``(batch_size,
+# output_size)``.
+LayerPooler = (
+    RecurrentLayerPooling
+    | WeightedLayerPooling
+    | AttentionLayerPooling
+    | LastLayerPooling
+    | ConcatLastLayersPooling
+)
 
 
 def build_layer_pooler(
@@ -247,15 +258,15 @@ def build_layer_pooler(
     summary: RecurrentSummary = "final_states",
     dropout: float = 0.1,
     start_layer: int = 1,
-) -> nn.Module:
+) -> LayerPooler:
     """The pooler a config names, for ``num_layers`` selected layers of ``hidden_size``."""
     if name in ("lstm", "gru"):
         return RecurrentLayerPooling(
             hidden_size,
             lstm_hidden,
-            cell=name,
+            cell="lstm" if name == "lstm" else "gru",
             summary=summary,
-            dropout=dropout,  # type: ignore[arg-type]
+            dropout=dropout,
         )
     if name == "weighted":
         return WeightedLayerPooling(num_layers, hidden_size, start_layer)

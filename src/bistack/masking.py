@@ -34,7 +34,7 @@ def mask_to_lengths(mask: Tensor) -> Tensor:
     return mask.sum(dim=1)
 
 
-def check_mask(mask: Tensor, shape: tuple[int, int] | None = None) -> None:
+def check_mask(mask: Tensor, shape: tuple[int, ...] | None = None) -> None:
     """Raise ValueError unless ``mask`` is a bool, 2-D, right-padded mask with no empty row."""
     if mask.dtype != torch.bool:
         raise ValueError(f"mask must be a bool tensor (True = real token), got {mask.dtype}")

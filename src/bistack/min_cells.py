@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -185,4 +185,4 @@ class MinRecurrentLayer(nn.Module):
 
     def step(self, inputs: Tensor, state: Tensor | None) -> Tensor:
         """One position of a one-direction layer; the output is the new state."""
-        return self.directions[0].step(inputs, state)
+        return cast(MinCell, self.directions[0]).step(inputs, state)

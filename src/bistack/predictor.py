@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from bistack.cards import Card
+from bistack.config.hub import local_folder
 from bistack.errors import BistackError, ConfigError, ModelFileError
 from bistack.files.modeldir import WEIGHTS, read_config, reading_model
 from bistack.files.onnx_session import EXPORT_FILE, MODEL_FILE, is_exported, read_export
@@ -68,7 +69,9 @@ class ModelFiles:
 
 
 def read_model_files(path: str | Path) -> ModelFiles:
-    """The metadata of the model directory or exported directory at ``path``, read once."""
+    """The metadata of the model directory or exported directory at ``path`` (or of a
+    HuggingFace hub id's snapshot: ``bistack.config.hub``), read once."""
+    path = local_folder(path)
     if is_exported(path):
         return ModelFiles(Path(path), read_export(path), exported=True)
     return ModelFiles(Path(path), read_config(path), exported=False)
@@ -296,7 +299,7 @@ def open_model(
     exported model cannot do (another device, mixed precision) is refused here."""
     source = ModelSource(str(path), device, threads, precision)
     files = read_model_files(path)
-    card = files.card
+    card, path = files.card, files.path
     if not files.exported:
         from bistack.models.saved import opening
 

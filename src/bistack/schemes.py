@@ -21,14 +21,20 @@ Scheme = Literal["IOB1", "BIO", "BIOES"]
 PLAIN = "none"
 # What a tagger's output_scheme may be: an entity scheme, or plain tags.
 OUTPUT_SCHEMES: tuple[str, ...] = ("IOB1", "BIO", "BIOES", PLAIN)
-_ALIASES = {"IOB1": "IOB1", "BIO": "BIO", "IOB2": "BIO", "BIOES": "BIOES", "IOBES": "BIOES"}
+_ALIASES: dict[str, Scheme] = {
+    "IOB1": "IOB1",
+    "BIO": "BIO",
+    "IOB2": "BIO",
+    "BIOES": "BIOES",
+    "IOBES": "BIOES",
+}
 _PREFIXES = {"IOB1": "BI", "BIO": "BI", "BIOES": "BIES"}
 
 
 def normalise_scheme(scheme: str) -> Scheme:
     """Return the canonical name (IOB2 -> BIO, IOBES -> BIOES) or raise ValueError."""
     try:
-        return _ALIASES[scheme.upper()]  # type: ignore[return-value]
+        return _ALIASES[scheme.upper()]
     except KeyError:
         raise ValueError(
             f"unknown tag scheme: {scheme!r} (expected one of 'IOB1', 'BIO', 'BIOES')"

@@ -21,10 +21,12 @@ from bistack.config import ExperimentConfig
 from bistack.config.files import (
     apply_override,
     build_config,
+    get_key,
     kind_named,
     read_yaml,
     resolved_paths,
 )
+from bistack.config.recipes import config_file, is_recipe
 from bistack.errors import ConfigError
 from bistack.language_models import cards as language_models
 from bistack.taggers import cards as taggers
@@ -142,7 +144,9 @@ def read_config_file(path: str | Path, say: Callable[[str], None] | None = None)
     """A YAML config file as a mapping, the files it names (its kind's ``INPUT_KEYS``: data,
     pretrained vectors, a backbone folder) made absolute from the config's own folder, so
     that a config means the same files from any working directory. ``say`` hears a path found
-    only from the working directory, as earlier versions read it (stderr when None)."""
+    only from the working directory, as earlier versions read it (stderr when None). ``path``
+    may name a packaged recipe (``recipe:NAME``)."""
+    path = config_file(path)
     data = read_yaml(path)
     config_class = task_of(kind_named(data, str(path)), str(path)).config_class
     for warning in resolved_paths(data, config_class.INPUT_KEYS, Path(path).parent, str(path)):
@@ -157,4 +161,19 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Experim
     data = read_config_file(path)
     for override in overrides or []:
         apply_override(data, override)
+    if is_recipe(config_file(path)):
+        refuse_missing_data(data, str(path))
     return config_from_dict(data, source=str(path))
+
+
+def refuse_missing_data(data: dict[str, Any], source: str) -> None:
+    """A packaged recipe names its data where a checkout keeps it; elsewhere each data file
+    it names is the user's to give: say which, and how."""
+    config_class = task_of(kind_named(data, source), source).config_class
+    for key in config_class.INPUT_KEYS:
+        value = get_key(data, key)
+        if key.startswith("data.") and isinstance(value, str) and not Path(value).exists():
+            raise ConfigError(
+                f"{source}: {key} {value}: no such file; the recipe names the benchmark's file "
+                f"where a checkout keeps it: give yours with --set {key}=PATH"
+            )

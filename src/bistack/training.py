@@ -146,7 +146,7 @@ def train(
         raise ConfigError(f"{source}: data must be a mapping")
     section.update(sources)
     built = config_from_dict(data, source)
-    inputs = {"tables": rows} if rows else {}
+    inputs: dict[str, Any] = {"tables": rows} if rows else {}
     if rows and not task_of(built.kind).takes_tables:
         raise ConfigError(
             f"{source}: train_data and dev_data hand over tables of texts, for classifiers "

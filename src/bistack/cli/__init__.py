@@ -48,7 +48,7 @@ def settings_put_back() -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-        if threads is not None and torch.get_num_threads() != threads:
+        if torch is not None and threads is not None and torch.get_num_threads() != threads:
             torch.set_num_threads(threads)
 
 

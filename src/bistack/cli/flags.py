@@ -95,6 +95,23 @@ def add_card_options(
         )
 
 
+def add_config_file(command: argparse.ArgumentParser, what: str) -> None:
+    """The positional config: a YAML file, or a packaged recipe as ``recipe:NAME`` (``bistack
+    recipes`` lists them), handed on as the file it names."""
+
+    def config_path(text: str) -> str:
+        from bistack.config.recipes import config_file
+
+        try:
+            return str(config_file(text))
+        except ConfigError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    command.add_argument(
+        "config", type=config_path, help=f"{what}, or recipe:NAME (see bistack recipes)"
+    )
+
+
 def add_overrides(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--set",

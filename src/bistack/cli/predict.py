@@ -277,8 +277,7 @@ def evaluations(model: Predictor, args: argparse.Namespace) -> dict[str, tuple[A
     from bistack.reports.write import write_report
 
     sections = write_report(model, args.data, args.report, overwrite=args.overwrite)
-    print(f"wrote {Path(args.report) / 'report.html'}, its charts and report.json",
-          file=sys.stderr)  # fmt: skip
+    print(f"wrote {Path(args.report) / 'report.html'}, its charts and report.json", file=sys.stderr)
     return {s["data"]: (s["scores"], s["summary"]) for s in sections}
 
 

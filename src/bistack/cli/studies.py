@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from bistack.cli.flags import (
     Processes,
+    add_config_file,
     add_log_format,
     add_model,
     add_overrides,
@@ -25,6 +26,9 @@ from bistack.cli.flags import (
 from bistack.files.paths import refuse_overlap, refuse_shared_folder
 from bistack.studies.pooler_variants import POOLER_VARIANTS
 
+if TYPE_CHECKING:
+    from bistack.text_models.config import LayerPoolingTextConfig
+
 
 def add(commands: Any) -> None:
     explain = commands.add_parser("explain", help="show a text model's attention (HTML + PNG)")
@@ -36,7 +40,7 @@ def add(commands: Any) -> None:
     compare = commands.add_parser(
         "compare-poolers", help="train every layer pooler on the same cached backbone vectors"
     )
-    compare.add_argument("config", help="YAML config with a backbone section")
+    add_config_file(compare, "YAML config with a backbone section")
     add_overrides(compare)
     add_training_device(compare)
     compare.add_argument(
@@ -74,7 +78,7 @@ def add(commands: Any) -> None:
     ladder = commands.add_parser(
         "ladder", help="the build order, one change at a time, each over several seeds"
     )
-    ladder.add_argument("config", help="YAML config of a recurrent tagger, classifier or regressor")
+    add_config_file(ladder, "YAML config of a recurrent tagger, classifier or regressor")
     add_overrides(ladder)
     ladder.add_argument(
         "--seeds", type=ranged(int, 1), default=3, help="seeds per rung (default 3)"
@@ -139,7 +143,7 @@ def run_compare_poolers(args: argparse.Namespace) -> int:
     refuse_shared_folder(output, "--output")
     say_cpu_warning(args)
     compare_poolers(
-        config,  # type: ignore[arg-type]
+        cast("LayerPoolingTextConfig", config),  # compares_poolers: a config with a backbone
         output,
         poolers=poolers,
         seeds=args.seeds,

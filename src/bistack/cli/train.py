@@ -8,6 +8,7 @@ from typing import Any
 
 from bistack.cli.flags import (
     Processes,
+    add_config_file,
     add_log_format,
     add_matmul_flag,
     add_overrides,
@@ -25,7 +26,7 @@ from bistack.system.threads import gpu_present
 
 def add(commands: Any) -> None:
     train = commands.add_parser("train", help="train a model from a YAML config")
-    train.add_argument("config", help="YAML config file")
+    add_config_file(train, "YAML config file")
     add_overrides(train)
     train.add_argument("--output", help="run directory (default: runs/<config name>)")
     train.add_argument(
@@ -103,14 +104,42 @@ def add_config(commands: Any) -> None:
         description="Print a kind's whole config as YAML, every key at its default with its "
         "comment: a file to start from (bistack config tagger > my.yaml).",
     )
-    config.add_argument("kind", choices=sorted(TASKS), help="the model kind")
+    config.add_argument("kind", nargs="?", choices=sorted(TASKS), help="the model kind")
+    config.add_argument(
+        "--recipe",
+        metavar="NAME",
+        help="print the packaged recipe NAME instead (bistack recipes lists them)",
+    )
     config.set_defaults(run=run_config)
+    recipes = commands.add_parser(
+        "recipes",
+        help="list the configs bistack ships (train one as recipe:NAME)",
+        description="The recipes bistack ships: train one with bistack train recipe:NAME "
+        "--set data.train=... --set data.dev=..., or print it with bistack config --recipe NAME.",
+    )
+    recipes.set_defaults(run=run_recipes)
+
+
+def run_recipes(args: argparse.Namespace) -> int:
+    from bistack.config.recipes import about, recipe_names
+
+    names = recipe_names()
+    width = max(map(len, names))
+    for name in names:
+        print(f"{name:<{width}}  {about(name)}")
+    return 0
 
 
 def run_config(args: argparse.Namespace) -> int:
+    from bistack.config.recipes import recipe_path
     from bistack.config.schema import as_yaml, keys_of
     from bistack.tasks import task_of
 
+    if (args.kind is None) == (args.recipe is None):
+        raise ConfigError("give a model kind (bistack config tagger) or --recipe NAME, not both")
+    if args.recipe is not None:
+        print(recipe_path(args.recipe).read_text(encoding="utf-8"), end="")
+        return 0
     card = task_of(args.kind)
     title = (
         f"{card.description} (kind: {card.kind}): every key at its default.\n"

@@ -9,6 +9,7 @@ from typing import Any
 
 from bistack.cli.flags import (
     Processes,
+    add_config_file,
     add_overrides,
     add_threads_flag,
     add_training_device,
@@ -28,7 +29,7 @@ def add(commands: Any) -> None:
         "starting config with --seeds seeds each and say whether the gain beats the noise. "
         "Each trial is an ordinary training run; an interrupted search goes on when run again.",
     )
-    tune.add_argument("config", help="YAML config to start from (any model kind)")
+    add_config_file(tune, "YAML config to start from (any model kind)")
     tune.add_argument(
         "--space",
         required=True,
@@ -105,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     space = read_space(args.space, config)
     output = Path(args.output or Path("runs") / f"tune-{Path(args.config).stem}")
     inputs = [("the config", args.config), ("the space", args.space)]
-    refuse_overlap(output, inputs, "--output")  # fmt: skip
+    refuse_overlap(output, inputs, "--output")
     refuse_shared_folder(output, "--output")
     settings = TuneSettings(
         trials=args.trials,

@@ -333,13 +333,13 @@ def check_ranges(config: ExperimentConfig, source: str) -> None:
             raise ConfigError(f"{source}: {key} must be a finite number, got {value!r}")
     for key, low, inclusive, high in type(config).RANGES:
         section, name = key.split(".")
-        value = getattr(getattr(config, section, None), name, None)
-        if value is None:
+        given: float | None = getattr(getattr(config, section, None), name, None)
+        if given is None:
             continue
-        too_low = value < low if inclusive else value <= low
-        if too_low or (high is not None and value > high):
+        too_low = given < low if inclusive else given <= low
+        if too_low or (high is not None and given > high):
             bound = f"{'>=' if inclusive else '>'} {low}" + (f" and <= {high}" if high else "")
-            raise ConfigError(f"{source}: {key} must be {bound}, got {value!r}")
+            raise ConfigError(f"{source}: {key} must be {bound}, got {given!r}")
 
 
 def numbers_of(section: Any, prefix: str = "") -> list[tuple[str, float]]:

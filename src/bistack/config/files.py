@@ -21,6 +21,8 @@ from typing import Any, Literal, TypeVar
 import yaml
 
 from bistack.config import ExperimentConfig
+from bistack.config.hub import HUB_ID
+from bistack.config.recipes import config_file
 from bistack.errors import ConfigError
 
 C = TypeVar("C", bound=ExperimentConfig)
@@ -47,7 +49,7 @@ class UniqueKeyLoader(yaml.SafeLoader):
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             if isinstance(key, Hashable) and key in seen:
                 raise DuplicateKey(
@@ -61,9 +63,11 @@ class UniqueKeyLoader(yaml.SafeLoader):
 
 def read_yaml(path: str | Path, overrides: list[str] | None = None) -> dict[str, Any]:
     """A YAML config file as a mapping, with ``key.sub=value`` overrides applied (values parsed
-    as YAML); earlier versions' layouts are read when it is built (:func:`build_config`)."""
+    as YAML); earlier versions' layouts are read when it is built (:func:`build_config`).
+    ``path`` may name a packaged recipe (``recipe:NAME``)."""
+    path = config_file(path)
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")
+        text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
     except IsADirectoryError:
@@ -129,6 +133,8 @@ def resolved_paths(
             continue
         beside = (folder / value).resolve()
         here = Path(value).resolve()
+        if not beside.exists() and not here.exists() and HUB_ID.match(value):
+            continue  # a HuggingFace hub id (bistack.config.hub), not a path
         if not beside.exists() and here.exists():
             warnings.append(
                 f"{source}: {key} {value} is read from the working directory ({here}); "
@@ -228,7 +234,7 @@ def _build(cls: type, data: Any, source: str, prefix: str, base: Any = None) -> 
         raise ConfigError(
             f"{source}: unknown key {prefix + unknown[0]!r} (known: {', '.join(sorted(fields))})"
         )
-    values = {}
+    values: dict[str, Any] = {}
     for name, value in data.items():
         hint = hints[name]
         section = _section_class(hint)
@@ -244,11 +250,11 @@ def _build(cls: type, data: Any, source: str, prefix: str, base: Any = None) -> 
 
 def _section_class(hint: Any) -> type | None:
     """The dataclass a field holds (``Section`` or an optional ``Section | None``), if any."""
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return hint
     if typing.get_origin(hint) in (types.UnionType, typing.Union):
         (section, *rest) = [a for a in typing.get_args(hint) if a is not type(None)]
-        if not rest and dataclasses.is_dataclass(section):
+        if not rest and isinstance(section, type) and dataclasses.is_dataclass(section):
             return section
     return None
 

@@ -49,7 +49,8 @@ def field_comments(cls: type) -> dict[str, str]:
         name = line.strip().split(":", 1)[0]
         if not line.startswith("    ") or line.startswith("     ") or not name.isidentifier():
             continue
-        above, cursor = [], number - 1
+        above: list[str] = []
+        cursor = number - 1
         while cursor in comments_at and lines[cursor - 1].strip().startswith("#"):
             above.insert(0, comments_at[cursor])
             cursor -= 1

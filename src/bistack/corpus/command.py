@@ -83,7 +83,7 @@ def say_format(request: CorpusRequest, fmt: str) -> None:
     if (
         request.input_format is None
         and fmt == "conll"
-        and Path(request.input).suffix.lower() not in BY_SUFFIX
+        and Path(request.input or "-").suffix.lower() not in BY_SUFFIX
     ):
         print(
             f"reading {request.input} as CoNLL columns (a token and its tags a line, a blank line "

@@ -88,12 +88,14 @@ class FileOutput:
             settings = state["settings"]
         except (ValueError, KeyError, TypeError) as error:
             raise ConfigError(f"{self.progress}: not a progress record ({error})") from None
-        changed = sorted(k for k in {*settings, *self.settings}
-                         if settings.get(k) != self.settings.get(k))  # fmt: skip
+        changed = sorted(
+            k for k in {*settings, *self.settings} if settings.get(k) != self.settings.get(k)
+        )
         edited = [k for k in changed if k in CONTENT and settings.get(k) is not None]
         if edited:
-            what = " and ".join(f"{CONTENT[k]} {self.settings.get(k.removesuffix('_content'))}"
-                                for k in edited)  # fmt: skip
+            what = " and ".join(
+                f"{CONTENT[k]} {self.settings.get(k.removesuffix('_content'))}" for k in edited
+            )
             raise ConfigError(
                 f"--resume: {what} changed since {self.path} was started (its content differs): "
                 "resuming would mix predictions of two; restore it, or start again with "
@@ -101,8 +103,9 @@ class FileOutput:
             )
         changed = [k for k in changed if k not in CONTENT]
         if changed:
-            was = ", ".join(f"{k}: {settings.get(k)!r} then, {self.settings.get(k)!r} now"
-                            for k in changed)  # fmt: skip
+            was = ", ".join(
+                f"{k}: {settings.get(k)!r} then, {self.settings.get(k)!r} now" for k in changed
+            )
             raise ConfigError(
                 f"--resume: {self.path} was started with other settings ({was}); resume with "
                 "the same ones, or start again with --overwrite"

@@ -231,8 +231,11 @@ class Progress:
         if now - self.said >= self.every:
             self.said = now
             rate = self.done / (now - self.started)
-            print(f"predicted {self.already + self.done:,} records ({rate:,.0f}/s)",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"predicted {self.already + self.done:,} records ({rate:,.0f}/s)",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def close(self) -> None:
         if self.bar is not None:

@@ -31,7 +31,7 @@ import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from bistack.data.conll import BadLine, layout_of, parse_conll
 from bistack.errors import ConfigError, DataError
@@ -149,7 +149,8 @@ class _binary:
 
     def __enter__(self) -> BinaryIO:
         if self.source == "-":
-            return getattr(sys.stdin, "buffer", sys.stdin)
+            # a stdin replaced by a text stream (tests, notebooks) has no buffer: read as it is
+            return cast(BinaryIO, getattr(sys.stdin, "buffer", sys.stdin))
         try:
             self.handle = open(self.source, "rb")
         except FileNotFoundError:
@@ -235,15 +236,20 @@ def _jsonl(handle: BinaryIO, field: str, id_field: str | None) -> Iterator[Recor
 
 
 def from_value(
-    value: object, field: str, what: str, known: list[str] | None = None, **where: int
+    value: object,
+    field: str,
+    what: str,
+    known: list[str] | None = None,
+    line: int | None = None,
+    row: int | None = None,
 ) -> Record:
     """A record from a table cell or JSON value (whether the model takes it is its card's
     business); a field the object lacks is an error that names ``field`` (``known``: the
     fields the object has)."""
     if value is None and known is not None and field not in known:
         shown = ", ".join(repr(name) for name in known[:8]) or "none"
-        return Record(error=f"no {what} {field!r} (its fields: {shown})", **where)
-    return Record(value=value, what=f"{what} {field!r}", **where)
+        return Record(error=f"no {what} {field!r} (its fields: {shown})", line=line, row=row)
+    return Record(value=value, what=f"{what} {field!r}", line=line, row=row)
 
 
 def with_id(record: Record, id_field: str | None, value: Any) -> Record:
@@ -253,8 +259,9 @@ def with_id(record: Record, id_field: str | None, value: Any) -> Record:
     if isinstance(value, float) and not math.isfinite(value):  # JSON has no NaN to carry it in
         error = f"its id field {id_field!r} is {value}, not a finite number or text"
         return Record(error=error, line=record.line, row=record.row)
-    return Record(record.value, record.error, record.what, record.line, record.row,
-                  {id_field: value})  # fmt: skip
+    return Record(
+        record.value, record.error, record.what, record.line, record.row, {id_field: value}
+    )
 
 
 def _table(
@@ -321,15 +328,21 @@ def _parquet(source: str, field: str, id_field: str | None) -> Iterator[Record]:
         raise DataError(source, f"not a readable Parquet file ({error})") from None
     names = parquet.schema_arrow.names
     if field not in names:
-        raise DataError(source, f"no column {field!r} (columns: {', '.join(names)}); "
-                        "see --text-field")  # fmt: skip
+        raise DataError(
+            source, f"no column {field!r} (columns: {', '.join(names)}); see --text-field"
+        )
     kind = parquet.schema_arrow.field(field).type
-    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)
-            or pa.types.is_list(kind) or pa.types.is_large_list(kind)):  # fmt: skip
+    if not (
+        pa.types.is_string(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_list(kind)
+        or pa.types.is_large_list(kind)
+    ):
         raise DataError(source, f"column {field!r} holds {kind}, not text")
     if id_field is not None and id_field not in names:
-        raise DataError(source, f"no column {id_field!r} (columns: {', '.join(names)}); "
-                        "see --id-field")  # fmt: skip
+        raise DataError(
+            source, f"no column {id_field!r} (columns: {', '.join(names)}); see --id-field"
+        )
     columns = [field] if id_field is None or id_field == field else [field, id_field]
     row = 0
     for batch in parquet.iter_batches(batch_size=1024, columns=columns):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Self
+from typing import Any, Self
 
 import torch
 from torch import Tensor
@@ -38,10 +38,11 @@ class TokenBatch:
     spellings: tuple[str, ...] = ()
 
     def to(self, device: torch.device | str) -> Self:
-        moved = {f.name: getattr(self, f.name) for f in fields(self)}
-        return type(self)(
-            **{k: v.to(device) if isinstance(v, Tensor) else v for k, v in moved.items()}
-        )
+        moved: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            moved[f.name] = value.to(device) if isinstance(value, Tensor) else value
+        return type(self)(**moved)
 
 
 @dataclass

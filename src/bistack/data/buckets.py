@@ -23,7 +23,7 @@ def bucket_batches(
         order.sort(key=lambda i: lengths[i])
         return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
     rng.shuffle(order)
-    batches = []
+    batches: list[list[int]] = []
     step = batch_size * pool
     for start in range(0, len(order), step):
         chunk = sorted(order[start : start + step], key=lambda i: lengths[i])

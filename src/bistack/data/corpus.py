@@ -19,7 +19,7 @@ def read_corpus(path: str | Path, tokenizer: str, max_length: int) -> list[list[
         raise DataError(path, f"not UTF-8 text ({error.reason} at byte {error.start})") from None
     sequences = []
     for line in text.split("\n"):  # lines end at "\n" alone, as the user wrote them
-        tokens = [t.text for t in tokenize_text(line, tokenizer)]  # type: ignore[arg-type]
+        tokens = [t.text for t in tokenize_text(line, tokenizer)]
         for start in range(0, len(tokens), max_length):
             sequences.append(tokens[start : start + max_length])
     if not sequences:

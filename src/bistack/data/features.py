@@ -74,7 +74,9 @@ class TokenVocabularies:
         normalise_digits: bool,
     ) -> TokenVocabularies:
         """Build from (tokens, tags) pairs of the training data."""
-        words, chars, tags = [], [], set()
+        words: list[str] = []
+        chars: list[str] = []
+        tags: set[str] = set()
         for tokens, sentence_tags in sentences:
             words.extend(cls.word_key(t, lowercase, normalise_digits) for t in tokens)
             chars.extend(c for t in tokens for c in t)

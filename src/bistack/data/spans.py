@@ -51,7 +51,7 @@ def read_spans(
     """Tagged sentences (tags in ``scheme``) from span JSON lines; each ``Sentence.line`` is
     its record's line, and its metadata holds the ``text``. A record is a document of its own,
     unless consecutive records name the same ``document`` (any JSON value)."""
-    sentences = []
+    sentences: list[Sentence] = []
     document, previous = 0, None  # records of one "document" value in a row: one document
     for number, raw in numbered_lines(path):
         line = raw.rstrip("\r\n")

@@ -61,7 +61,8 @@ def text_windows(
     shared = min(stride, limit // 2) if sliding else 0
     tokenizer.no_padding()
     tokenizer.enable_truncation(limit, stride=shared, strategy="longest_first")
-    rows, owners = [], []
+    rows: list[list[int]] = []
+    owners: list[int] = []
     for index, encoding in enumerate(tokenizer.encode_batch(list(texts))):
         parts = [encoding, *(encoding.overflowing if sliding else [])]
         rows.extend(part.ids for part in parts)

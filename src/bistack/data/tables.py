@@ -141,11 +141,11 @@ def _records(path: str | Path, file_format: str, tables: Tables) -> Iterator[tup
         raise DataError(path, f"not valid UTF-8 (byte {raw[error.start]:#04x})", line) from None
     if file_format == "jsonl":
         # Records end at "\n" alone: U+2028 and friends are valid inside JSON strings.
-        for number, line in enumerate(text.split("\n"), start=1):
-            if not line.strip():
+        for number, record_line in enumerate(text.split("\n"), start=1):
+            if not record_line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = json.loads(record_line)
             except json.JSONDecodeError as error:
                 raise DataError(path, f"not a JSON object ({error.msg})", row=number) from None
             if not isinstance(record, dict):

@@ -174,8 +174,9 @@ def _hf_splitter(folder: str) -> Splitter:
     def words_of(start: int, line: str) -> list[Token]:
         """The tokenizer's words (its subwords grouped by word), offsets into the text: its
         normalisation (lower case, CJK characters apart) decides them, the text stays as is."""
-        encoding = subwords(line, add_special_tokens=False, return_offsets_mapping=True,
-                            verbose=False)  # fmt: skip
+        encoding = subwords(
+            line, add_special_tokens=False, return_offsets_mapping=True, verbose=False
+        )
         spans: dict[int, list[int]] = {}
         for word, (a, b) in zip(encoding.word_ids(), encoding["offset_mapping"], strict=True):
             if word is not None:

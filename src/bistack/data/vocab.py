@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 PAD = "<pad>"
 UNK = "<unk>"
@@ -47,5 +48,5 @@ class Vocabulary:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, object]) -> Vocabulary:
-        return cls(list(data["items"]), with_specials=bool(data["with_specials"]))  # type: ignore[call-overload]
+    def from_json(cls, data: dict[str, Any]) -> Vocabulary:
+        return cls(list(data["items"]), with_specials=bool(data["with_specials"]))

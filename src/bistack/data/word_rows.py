@@ -51,8 +51,9 @@ def document_contexts(
         while other < len(sentences) and documents[other] == document and len(after) < words:
             after.extend(sentences[other])
             other += 1
-        contexts.append(Context(tuple(before[len(before) - min(words, len(before)) :]),
-                                tuple(after[:words])))  # fmt: skip
+        contexts.append(
+            Context(tuple(before[len(before) - min(words, len(before)) :]), tuple(after[:words]))
+        )
     return contexts
 
 
@@ -94,8 +95,13 @@ def sentence_rows(
             side = min(context, (budget - sum(sizes[start:end])) // 2) if contexts else 0
             before = _within([*around.before, *sentence[:start]][::-1], counts, side)[::-1]
             after = _within([*sentence[end:], *around.after], counts, side)
-            rows.words.append([*(w if counts[w] else unknown for w in before), *fixed[start:end],
-                               *(w if counts[w] else unknown for w in after)])  # fmt: skip
+            rows.words.append(
+                [
+                    *(w if counts[w] else unknown for w in before),
+                    *fixed[start:end],
+                    *(w if counts[w] else unknown for w in after),
+                ]
+            )
             rows.first_word.append(position + start)
             rows.offsets.append(len(before))
             rows.sizes.append(end - start)

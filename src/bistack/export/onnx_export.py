@@ -13,6 +13,7 @@ count is a tensor's size.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import warnings
@@ -54,8 +55,15 @@ def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool =
     model = open_model(model_dir)
     plan = model.export_plan()
     output = Path(output)
-    claim = {"overwrite": overwrite, "signature": EXPORT_FILE, "ours": is_export_file}
-    claim_folder(output, "--output", **claim)
+    claim = functools.partial(
+        claim_folder,
+        output,
+        "--output",
+        overwrite=overwrite,
+        signature=EXPORT_FILE,
+        ours=is_export_file,
+    )
+    claim()
     staging = output.parent / f".{output.name}.export-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -76,7 +84,7 @@ def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool =
             **plan.settings,
         }
         write_json(staging / EXPORT_FILE, meta)
-        if claim_folder(output, "--output", **claim):  # checked again: it may have changed
+        if claim():  # checked again: it may have changed
             shutil.rmtree(output)
         os.replace(staging, output)
     finally:

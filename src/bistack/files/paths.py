@@ -57,8 +57,8 @@ def refuse_shared_folder(output: str | Path, what: str = "the output") -> None:
         reason = "is the home folder"
     else:
         relation = overlaps(target, resolved(os.getcwd()))
-        reason = f"{relation} the working directory" if relation in ("is", "contains") else None
-    if reason is not None:
+        reason = f"{relation} the working directory" if relation in ("is", "contains") else ""
+    if reason:
         raise ConfigError(
             f"{what} {output} {reason}; give a folder of its own (--overwrite never allows this)"
         )

@@ -17,10 +17,12 @@ reference the tests hold this kernel to (values and gradients).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numba
 import torch
 from torch import Tensor
-from torch.autograd.function import FunctionCtx, once_differentiable
+from torch.autograd.function import once_differentiable
 
 
 def runs_compiled(coefficients: Tensor) -> bool:
@@ -89,8 +91,12 @@ class LinearScan(torch.autograd.Function):
     sequence's last real position (0 at padding)."""
 
     @staticmethod
-    def forward(  # type: ignore[override]
-        ctx: FunctionCtx, keep: Tensor, add: Tensor, lengths: Tensor, backward: bool
+    def forward(
+        ctx: Any,  # autograd's context: attributes set here are read in backward
+        keep: Tensor,
+        add: Tensor,
+        lengths: Tensor,
+        backward: bool,
     ) -> Tensor:
         keep = keep.detach().contiguous()
         add = add.detach().to(keep.dtype).contiguous()
@@ -98,16 +104,14 @@ class LinearScan(torch.autograd.Function):
         states = torch.empty_like(add)
         _scan_kernel(keep.numpy(), add.numpy(), lengths.numpy(), backward, states.numpy())
         ctx.save_for_backward(keep, states, lengths)
-        ctx.backward = backward  # type: ignore[attr-defined]
+        ctx.backward = backward
         return states
 
     @staticmethod
     @once_differentiable
-    def backward(  # type: ignore[override]
-        ctx: FunctionCtx, grad_states: Tensor
-    ) -> tuple[Tensor, Tensor, None, None]:
-        keep, states, lengths = ctx.saved_tensors  # type: ignore[attr-defined]
-        backward = ctx.backward  # type: ignore[attr-defined]
+    def backward(ctx: Any, grad_states: Tensor) -> tuple[Tensor, Tensor, None, None]:
+        keep, states, lengths = ctx.saved_tensors
+        backward = ctx.backward
         grad_add = torch.empty_like(states)
         grad = grad_states.detach().to(states.dtype).contiguous()
         _gradient_kernel(keep.numpy(), grad.numpy(), lengths.numpy(), backward, grad_add.numpy())

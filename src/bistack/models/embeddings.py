@@ -75,10 +75,12 @@ class TokenEmbedder(nn.Module):
     computed once and reused (:class:`SpellingCache`).
     """
 
+    singletons: Tensor  # (vocabulary,) bool: words seen once in training
+
     def __init__(
         self,
         word_embedding: nn.Embedding | None,
-        char_encoder: nn.Module | None,
+        char_encoder: CharLSTMEncoder | CharCNNEncoder | None,
         casing_dim: int,
         unk_replace: float = 0.0,
         singletons: Tensor | None = None,

@@ -113,7 +113,7 @@ class ExportPlan:
 
 def token_plan(
     model: Any,
-    graph: nn.Module,
+    graph: Any,  # an nn.Module whose output_names names its outputs
     settings: dict[str, Any],
     output_axes: Mapping[str, Mapping[int, str]],
 ) -> ExportPlan:

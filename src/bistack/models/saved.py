@@ -9,14 +9,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypeVar
 
 import torch
 from torch import nn
 
 from bistack.config.files import build_config
+from bistack.config.hub import local_folder
 from bistack.files.modeldir import load_metadata, load_weights, reading_model
 from bistack.models.devices import checked_device
+
+M = TypeVar("M", bound=nn.Module)
 
 
 @dataclass(frozen=True)
@@ -31,7 +34,7 @@ class SavedModel:
     config: Any
     device: torch.device
 
-    def weights_into(self, network: nn.Module) -> nn.Module:
+    def weights_into(self, network: M) -> M:
         """``network`` with the directory's weights (safetensors), on the device."""
         load_weights(self.path, network)
         return network.to(self.device)
@@ -52,7 +55,7 @@ def opening(
     chosen = checked_device(device)
     with reading_model(path):
         meta, vocab = load_metadata(path, kind, meta)
-        config = build_config(config_class, meta["config"], source=f"{path}/config.json")
+        config: Any = build_config(config_class, meta["config"], source=f"{path}/config.json")
         yield SavedModel(Path(path), meta, vocab, config, chosen)
 
 
@@ -66,9 +69,10 @@ class SavedKind:
     @classmethod
     def load(cls, path: str | Path, device: str | torch.device = "cpu", **parts: Any) -> Self:
         """Load a model directory written by ``bistack train`` (no unpickling), onto
-        ``device`` (predictions build their batches there). ``parts``: what the caller holds
+        ``device`` (predictions build their batches there); ``path`` may be a HuggingFace hub
+        id (``org/name[@revision]``, from the hub's cache). ``parts``: what the caller holds
         already, where the class takes it (a frozen ``backbone``)."""
-        with opening(path, cls.KIND, cls.CONFIG, device) as saved:
+        with opening(local_folder(path), cls.KIND, cls.CONFIG, device) as saved:
             return cls.from_saved(saved, **parts)
 
     @classmethod

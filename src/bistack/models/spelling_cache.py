@@ -69,7 +69,7 @@ class SpellingCache:
         return {"capacity": self.capacity}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(state["capacity"])  # type: ignore[misc]
+        SpellingCache.__init__(self, state["capacity"])
 
     def encode(
         self, encoder: nn.Module, spellings: Sequence[str], chars: Tensor, lengths: Tensor
@@ -88,19 +88,20 @@ class SpellingCache:
                 self._weights = [w.detach().clone() for w in weights]
             found = [self._slots.get(spelling) for spelling in spellings]  # its slot, or None
             missing = [i for i, slot in enumerate(found) if slot is None]
-            if not missing:
-                return self._table[found]  # type: ignore[index]
+            slots = [slot for slot in found if slot is not None]
+            if not missing and self._table is not None:
+                return self._table[slots]
             fresh = encoder(chars[missing], lengths[missing])
             known = [i for i, slot in enumerate(found) if slot is not None]
             encoded = fresh.new_empty(len(spellings), fresh.size(1))
             encoded[missing] = fresh
-            if known:  # read before storing: storing may forget a spelling of this batch
-                encoded[known] = self._table[[found[i] for i in known]]  # type: ignore[index]
+            if known and self._table is not None:  # read before storing, which may forget one
+                encoded[known] = self._table[slots]
             kept = missing[-self.capacity :]
             self._store([spellings[i] for i in kept], fresh[len(missing) - len(kept) :])
             return encoded
 
-    def _same_weights(self, weights: list[Tensor]) -> bool:
+    def _same_weights(self, weights: Sequence[Tensor]) -> bool:
         import torch
 
         return len(weights) == len(self._weights) and all(

@@ -48,7 +48,8 @@ def segments(parts: list[dict[str, Any]], kind: str) -> str:
     for part in parts:
         text = escape(part["text"])
         if "type" in part:
-            judged = {True: " right", False: " wrong"}.get(part.get("right"), "")
+            right = part.get("right")  # True, False, or None: not judged
+            judged = "" if right is None else (" right" if right else " wrong")
             verdict = {" right": " · right", " wrong": " · wrong"}.get(judged, "")
             title = part["type"] + verdict
             shown = (
@@ -115,8 +116,9 @@ def section(number_: int, data: dict[str, Any], images: list[str]) -> str:
 
 
 def page(title: str, sections: list[dict[str, Any]], images: list[list[str]]) -> str:
-    body = "".join(section(i, s, imgs) for i, (s, imgs) in enumerate(zip(sections, images,
-                                                                        strict=True)))  # fmt: skip
+    body = "".join(
+        section(i, s, imgs) for i, (s, imgs) in enumerate(zip(sections, images, strict=True))
+    )
     meta = escape(json.dumps({"sections": len(sections)}))
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -52,10 +53,18 @@ def write_report(
     then renamed into place); returns its sections. An earlier report there is replaced only
     with ``overwrite``; a folder holding anything else is refused (see ``claim_folder``)."""
     directory = Path(directory)
-    inputs = [("the model", opened.path), *((f"the data {p}", p) for p in data)]
+    inputs: list[tuple[str, str | Path | None]] = [("the model", opened.path)]
+    inputs += [(f"the data {p}", p) for p in data]
     refuse_overlap(directory, inputs, "--report")
-    claim = {"overwrite": overwrite, "signature": REPORT_JSON, "ours": is_report_file}
-    claim_folder(directory, "--report", **claim)
+    claim = functools.partial(
+        claim_folder,
+        directory,
+        "--report",
+        overwrite=overwrite,
+        signature=REPORT_JSON,
+        ours=is_report_file,
+    )
+    claim()
     sections = report_sections(opened, data)
     staging = directory.parent / f".{directory.name}.report-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
@@ -73,7 +82,7 @@ def write_report(
         (staging / REPORT_JSON).write_text(json.dumps(record, indent=1, allow_nan=False))
         title = f"{opened.description}: {opened.path}"
         (staging / REPORT_HTML).write_text(page(title, sections, images), encoding="utf-8")
-        if claim_folder(directory, "--report", **claim):  # checked again: it may have changed
+        if claim():  # checked again: it may have changed
             shutil.rmtree(directory)
         os.replace(staging, directory)
     finally:

@@ -71,7 +71,7 @@ def save_checkpoint(
             else:
                 scalars.setdefault(str(parameter), {})[key] = value
     tensors["rng.torch"] = torch.get_rng_state()
-    numpy_state = np.random.get_state()
+    numpy_state: tuple[Any, ...] = tuple(np.random.get_state())
     tensors["rng.numpy"] = torch.from_numpy(np.asarray(numpy_state[1], dtype=np.int64))
     python_state = random.getstate()
     meta = {

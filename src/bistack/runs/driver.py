@@ -216,10 +216,20 @@ def train_model(
         if run.fabric.is_global_zero:
             metrics, seconds = best_metrics(run.output / "metrics.csv", result.best_epoch)
             trained = Trained(
-                config.kind, description, prepared.model.describe(), config.to_dict(),
-                config.SUMMARY_KEYS, prepared.summary, prepared.notes, parameters, result.epochs,
-                result.best_epoch, metrics, seconds, data_digests(config, read),
-            )  # fmt: skip
+                config.kind,
+                description,
+                prepared.model.describe(),
+                config.to_dict(),
+                config.SUMMARY_KEYS,
+                prepared.summary,
+                prepared.notes,
+                parameters,
+                result.epochs,
+                result.best_epoch,
+                metrics,
+                seconds,
+                data_digests(config, read),
+            )
             write_card(run.model_dir, trained, torch.__version__)
         if run.fabric.is_global_zero:  # finished: nothing left to resume
             (run.output / CHECKPOINT).unlink(missing_ok=True)

@@ -10,6 +10,7 @@ loss or gradient norm that is not finite stops training with an error naming the
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import math
 import time
@@ -17,7 +18,7 @@ from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
 
 import torch
 from tqdm import tqdm
@@ -118,7 +119,7 @@ def start_run(
             devices=devices,
             num_nodes=num_nodes,
             strategy=strategy,
-            precision=precision,  # type: ignore[arg-type]
+            precision=precision,  # type: ignore[arg-type]  # a name Fabric checks itself
         )
         fabric.launch()
     except (ValueError, TypeError, RuntimeError, ImportError) as error:
@@ -157,7 +158,9 @@ def build_optimizer(
     without it, one group. Each group keeps its base rate in ``base_lr`` for the schedule.
     ``fused`` False: Adam's per-parameter loop, which a loss scaler (float16 mixed precision)
     can unscale before clipping."""
-    groups = groups_of(options.lr) if groups_of else [{"params": list(model.parameters())}]
+    groups: list[dict[str, Any]] = (
+        groups_of(options.lr) if groups_of else [{"params": list(model.parameters())}]
+    )
     for group in groups:
         group.setdefault("lr", options.lr)
         group["base_lr"] = group["lr"]
@@ -296,9 +299,7 @@ def fit(
                 task,
                 my_batches(fabric, task, train, epoch),
                 optimizer_config.grad_clip,
-                lambda step, epoch=epoch: schedule.factor(
-                    epoch, (epoch - 1) * steps_per_epoch + step
-                ),
+                functools.partial(step_factor, schedule, epoch, steps_per_epoch),
                 description,
                 progress and fabric.is_global_zero,
                 epoch,
@@ -389,9 +390,14 @@ def my_batches(fabric: Fabric, task: LoopTask, train: TrainConfig, epoch: int) -
     return batches[fabric.global_rank :: fabric.world_size][:per_rank]
 
 
+def step_factor(schedule: Schedule, epoch: int, steps_per_epoch: int, step: int) -> float:
+    """The learning-rate factor of ``step`` (counted within ``epoch``) under ``schedule``."""
+    return float(schedule.factor(epoch, (epoch - 1) * steps_per_epoch + step))
+
+
 def run_epoch(
     fabric: Fabric,
-    model: torch.nn.Module,
+    model: Any,  # the model as Fabric wraps it (``fabric.setup``)
     optimizer: torch.optim.Optimizer,
     task: LoopTask,
     batches: list[list[int]],
@@ -439,11 +445,10 @@ def run_epoch(
         if grad_clip > 0:
             # The norm is checked here, so the divergence is named (epoch, step, what to do)
             # rather than ending in the clipping's own error.
-            norm = float(
-                fabric.clip_gradients(
-                    model, optimizer, max_norm=grad_clip, error_if_nonfinite=False
-                )
+            clipped = fabric.clip_gradients(
+                model, optimizer, max_norm=grad_clip, error_if_nonfinite=False
             )
+            norm = float(cast(torch.Tensor, clipped))  # clipping by norm returns the norm
             if not math.isfinite(norm):
                 raise diverged("gradient norm", norm, epoch, step + 1, optimizer)
         optimizer.step()

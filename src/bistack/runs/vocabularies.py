@@ -59,6 +59,8 @@ def initialise_words(
         return "word embeddings: trained from scratch"
     index = vectors.index()
     rows = [vocabularies.words.index[key] for key in vectors.keys]
+    if embedder.word_embedding is None:
+        raise ValueError("pretrained vectors need a word embedding (features.word_dim > 0)")
     weight = embedder.word_embedding.weight
     with torch.no_grad():
         weight[torch.tensor(rows, dtype=torch.long)] = vectors.vectors.to(weight.dtype)

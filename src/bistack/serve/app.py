@@ -22,7 +22,7 @@ import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from importlib import resources
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -43,9 +43,10 @@ from bistack.tasks import asked_options, kinds_offering, offered_options
 def option_field(option: PredictOption, described: str) -> tuple[Any, Any]:
     """A request field for a declared option: its type strict (``true`` is not a number and
     ``"0.5"`` not a switch, as on the command line), its range, its help."""
-    low = {"gt" if option.low_open else "ge": option.low}
-    kind = Annotated[option.kind, Strict()] | None
-    return kind, Field(option.default, **low, le=option.high, description=described)
+    kind = cast(Any, Annotated)[option.kind, Strict()] | None  # a type made at run time
+    above = (option.low, None) if option.low_open else (None, option.low)
+    field = Field(option.default, gt=above[0], ge=above[1], le=option.high, description=described)
+    return kind, field
 
 
 def request_model() -> type[BaseModel]:
@@ -178,10 +179,11 @@ def create_app(
         if served.samples:
             raise BadRequest(400, f"{served.description} predicts no labels; POST /sample")
         options = chosen_options(request, served)
-        check_texts(request.texts, limits)
-        http.state.texts = len(request.texts)  # for the access log
+        texts: list[str] = cast(Any, request).texts  # a field create_model made
+        check_texts(texts, limits)
+        http.state.texts = len(texts)  # for the access log
         try:
-            records = await batcher.submit(list(request.texts), options)
+            records = await batcher.submit(list(texts), options)
         except (BistackError, ValueError) as error:
             raise BadRequest(422, str(error)) from None
         # Serialised here: FastAPI's generic encoder walks every nested value first, which cost

@@ -62,7 +62,10 @@ def deployment(
         # on whichever node of the cluster it lands.
         ray_actor_options={"num_cpus": threads, "runtime_env": {"env_vars": environment}},
     )
-    return server.bind(str(Path(model).resolve()), threads, asdict(limits))
+    # serve.deployment called with options returns a Deployment; its stub says a decorator
+    return server.bind(  # type: ignore[attr-defined]
+        str(Path(model).resolve()), threads, asdict(limits)
+    )
 
 
 def build(args: dict[str, str]) -> Any:
@@ -76,8 +79,10 @@ def build(args: dict[str, str]) -> Any:
             f"max_batch=N; got {', '.join(f'{k}=' for k in sorted(args)) or 'nothing'}"
         )
     try:
-        numbers = {key: int(args.get(key, default)) for key, default in
-                   (("replicas", 1), ("threads", 1), ("max_batch", 64))}  # fmt: skip
+        numbers = {
+            key: int(args.get(key, default))
+            for key, default in (("replicas", 1), ("threads", 1), ("max_batch", 64))
+        }
     except ValueError as error:
         raise ConfigError(f"bistack.serve.ray:build: {error}; expected a whole number") from None
     limits = Limits(max_batch_texts=numbers["max_batch"])

@@ -74,9 +74,12 @@ def serve_in_workers(description: str, workers: int, settings: ServeSettings) ->
     each = f"{threads} thread{'s' if threads != 1 else ''} each"
     processes = f", {workers} worker processes of {each}"
     serve_workers(
-        settings.host, settings.port, workers, settings,
+        settings.host,
+        settings.port,
+        workers,
+        settings,
         lambda where: announce(where, description, settings.model, processes),
-    )  # fmt: skip
+    )
     # SIGTERM and Ctrl-C reach every worker, and each drains.
     print("stopped: every request accepted was answered", file=sys.stderr)
 
@@ -93,9 +96,14 @@ def announce(where: tuple[str, int], description: str, model: str, processes: st
 
 
 def serve_on_ray(
-    description: str, host: str, port: int, limits: Limits, model: str, replicas: int,
+    description: str,
+    host: str,
+    port: int,
+    limits: Limits,
+    model: str,
+    replicas: int,
     threads: int,
-) -> None:  # fmt: skip
+) -> None:
     """Serve ``model`` from ``replicas`` Ray Serve replicas behind Ray's HTTP proxy on
     ``host:port``: the cluster ``RAY_ADDRESS`` names, else a Ray started here for the purpose
     (and stopped with the server)."""
@@ -113,8 +121,9 @@ def serve_on_ray(
     ray.init(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
     try:
         ray_serve.start(http_options={"host": host, "port": port})
-        ray_serve.run(deployment(model, replicas, threads, limits), name="bistack",
-                      route_prefix="/")  # fmt: skip
+        ray_serve.run(
+            deployment(model, replicas, threads, limits), name="bistack", route_prefix="/"
+        )
         announce((host, port), description, model, f", {replicas} Ray Serve replicas")
         stop = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):

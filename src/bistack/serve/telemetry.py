@@ -53,25 +53,36 @@ class Metrics:
             "bistack_requests", "HTTP requests answered", labels, registry=self.registry
         )
         self.latency = Histogram(
-            "bistack_request_seconds", "Time from a request's arrival to its answer", labels,
-            buckets=LATENCY_BUCKETS, registry=self.registry,
-        )  # fmt: skip
+            "bistack_request_seconds",
+            "Time from a request's arrival to its answer",
+            labels,
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
         self.pass_texts = Histogram(
-            "bistack_pass_texts", "Texts in each forward pass of the model",
-            buckets=PASS_BUCKETS, registry=self.registry,
-        )  # fmt: skip
+            "bistack_pass_texts",
+            "Texts in each forward pass of the model",
+            buckets=PASS_BUCKETS,
+            registry=self.registry,
+        )
         self.pass_seconds = Histogram(
-            "bistack_pass_seconds", "Time of each forward pass on the model's thread",
-            buckets=LATENCY_BUCKETS, registry=self.registry,
-        )  # fmt: skip
+            "bistack_pass_seconds",
+            "Time of each forward pass on the model's thread",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
         self.depth = Gauge(
-            "bistack_queue_depth", "Requests waiting for a forward pass",
-            multiprocess_mode="livesum", registry=self.registry,
-        )  # fmt: skip
+            "bistack_queue_depth",
+            "Requests waiting for a forward pass",
+            multiprocess_mode="livesum",
+            registry=self.registry,
+        )
         load = Gauge(
-            "bistack_model_load_seconds", "Seconds to open the model and run its first pass",
-            multiprocess_mode="max", registry=self.registry,
-        )  # fmt: skip
+            "bistack_model_load_seconds",
+            "Seconds to open the model and run its first pass",
+            multiprocess_mode="max",
+            registry=self.registry,
+        )
         load.set(load_seconds)
 
     def ran_pass(self, texts: int, seconds: float) -> None:

@@ -145,7 +145,7 @@ def serve_workers(
         nonlocal stopping
         stopping = True
         for worker in running:
-            if worker.process.is_alive():
+            if worker.process.is_alive() and worker.process.pid is not None:
                 os.kill(worker.process.pid, signal.SIGTERM)
 
     running: list[Worker] = []
@@ -162,7 +162,7 @@ def serve_workers(
             announce(where)
         while running:
             listened = [w.says for w in running if w.says is not None]
-            ended = wait([w.process.sentinel for w in running] + listened, 1.0)
+            ended = wait([*(w.process.sentinel for w in running), *listened], 1.0)
             for worker in list(running):
                 if worker.says is not None and worker.says in ended:
                     worker.heard()

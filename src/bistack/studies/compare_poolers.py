@@ -161,7 +161,7 @@ def _report_finished(
     output: Path,
     poolers: Sequence[str],
     run_names: list[str],
-    folds: int,
+    folds: int | None,
     seeds: int,
     say: Callable[[str], None],
 ) -> list[RepeatedResult]:
@@ -197,7 +197,7 @@ def _write_and_show(
     output: Path,
     results: list[RepeatedResult],
     config: LayerPoolingTextConfig,
-    folds: int,
+    folds: int | None,
     seeds: int,
     note: str,
     say: Callable[[str], None],

@@ -80,9 +80,13 @@ class Parameter:
         if self.kind == "choice":
             return {"key": self.key, "choice": list(self.choices)}
         return {
-            "key": self.key, "kind": self.kind, "low": self.low, "high": self.high,
-            "log": self.log, "step": self.step,
-        }  # fmt: skip
+            "key": self.key,
+            "kind": self.kind,
+            "low": self.low,
+            "high": self.high,
+            "log": self.log,
+            "step": self.step,
+        }
 
 
 def read_space(path: str | Path, config: ExperimentConfig) -> list[Parameter]:

@@ -173,9 +173,12 @@ def tune(
 
 
 def open_study(
-    output: Path, settings: TuneSettings, config: ExperimentConfig, space: list[Parameter],
+    output: Path,
+    settings: TuneSettings,
+    config: ExperimentConfig,
+    space: list[Parameter],
     metric: Metric,
-) -> Any:  # fmt: skip
+) -> Any:
     """The study in ``settings.storage`` (created, or loaded to go on), refused when it was
     started with another config, space or metric."""
     try:
@@ -253,9 +256,15 @@ class Search:
     """The trials of one process: ask the study, train, tell, until enough trials count."""
 
     def __init__(
-        self, study: Any, config: ExperimentConfig, space: list[Parameter], output: Path,
-        settings: TuneSettings, metric: Metric, log: Log,
-    ) -> None:  # fmt: skip
+        self,
+        study: Any,
+        config: ExperimentConfig,
+        space: list[Parameter],
+        output: Path,
+        settings: TuneSettings,
+        metric: Metric,
+        log: Log,
+    ) -> None:
         self.study, self.config, self.space, self.output = study, config, space, output
         self.settings, self.metric, self.log = settings, metric, log
 
@@ -558,9 +567,14 @@ def best_config(study: Any, config: ExperimentConfig, space: list[Parameter]) ->
 
 
 def judge_best(
-    study: Any, config: ExperimentConfig, space: list[Parameter], output: Path,
-    settings: TuneSettings, metric: Metric, log: Log,
-) -> Verdict | None:  # fmt: skip
+    study: Any,
+    config: ExperimentConfig,
+    space: list[Parameter],
+    output: Path,
+    settings: TuneSettings,
+    metric: Metric,
+    log: Log,
+) -> Verdict | None:
     """The best trial's config and the starting config, each trained with ``settings.seeds``
     fresh seeds (none a trial trained with: the winning trial's own run would count again),
     finished runs reused, and whether the gain beats the noise of the difference."""

@@ -55,9 +55,14 @@ class Verdict:
 
 
 def write_report(
-    output: Path, config: ExperimentConfig, space: list[Parameter], metric: Metric,
-    settings: Any, rows: list[TrialRow], verdict: Verdict | None,
-) -> dict[str, Any]:  # fmt: skip
+    output: Path,
+    config: ExperimentConfig,
+    space: list[Parameter],
+    metric: Metric,
+    settings: Any,
+    rows: list[TrialRow],
+    verdict: Verdict | None,
+) -> dict[str, Any]:
     """tune.md, tune.json and the two charts in ``output``; returns tune.json's data."""
     summary = {
         "kind": config.kind,
@@ -93,9 +98,13 @@ def _verdict_data(verdict: Verdict | None) -> dict[str, Any] | None:
 
 
 def _markdown(
-    config: ExperimentConfig, space: list[Parameter], metric: Metric, settings: Any,
-    rows: list[TrialRow], verdict: Verdict | None,
-) -> str:  # fmt: skip
+    config: ExperimentConfig,
+    space: list[Parameter],
+    metric: Metric,
+    settings: Any,
+    rows: list[TrialRow],
+    verdict: Verdict | None,
+) -> str:
     direction = "higher" if metric.higher_is_better else "lower"
     counts = ", ".join(
         f"{n} {state}" for state in _STATES if (n := sum(r.state == state for r in rows))
@@ -120,13 +129,19 @@ def _markdown(
             )
         )
     elif verdict.start is None or verdict.best is None:
-        lines.append(f"Trial {verdict.trial} is the best, and it is the starting config: "
-                     "no change to judge.")  # fmt: skip
+        lines.append(
+            f"Trial {verdict.trial} is the best, and it is the starting config: no change to judge."
+        )
     else:
         comparison = Comparison(
-            title="", row_label="config", metric=metric.name,
-            higher_is_better=metric.higher_is_better, digits=4, rows_key="configs", gains=True,
-        )  # fmt: skip
+            title="",
+            row_label="config",
+            metric=metric.name,
+            higher_is_better=metric.higher_is_better,
+            digits=4,
+            rows_key="configs",
+            gains=True,
+        )
         lines += [
             format_table(comparison, [verdict.start, verdict.best]),
             "",
@@ -178,17 +193,18 @@ def _charts(output: Path, space: list[Parameter], metric: Metric, rows: list[Tri
             f"{output}: charts not drawn: they need matplotlib (pip install 'bistack[plots]'); "
             "tune.md and tune.json are written"
         ) from None
-    scored = [r for r in rows if r.value is not None and math.isfinite(r.value)]
+    scored = [(r, r.value) for r in rows if r.value is not None and math.isfinite(r.value)]
     figure = Figure(figsize=(7, 4))
     axes = figure.subplots()
     for state, marker in (("complete", "o"), ("pruned", "x")):
-        shown = [r for r in scored if r.state == state]
-        axes.scatter([r.number for r in shown], [r.value for r in shown], marker=marker,
-                     label=state)  # fmt: skip
-    best_so_far, best = [], None
+        shown = [(r.number, value) for r, value in scored if r.state == state]
+        axes.scatter([n for n, _ in shown], [v for _, v in shown], marker=marker, label=state)
+    best_so_far: list[tuple[int, float]] = []
+    best: float | None = None
     pick = max if metric.higher_is_better else min
-    for row in sorted((r for r in scored if r.state == "complete"), key=lambda r: r.number):
-        best = row.value if best is None else pick(best, row.value)
+    completed = sorted((p for p in scored if p[0].state == "complete"), key=lambda p: p[0].number)
+    for row, value in completed:
+        best = value if best is None else pick(best, value)
         best_so_far.append((row.number, best))
     if best_so_far:
         axes.step(*zip(*best_so_far, strict=True), where="post", label="best so far")
@@ -208,22 +224,22 @@ def _charts(output: Path, space: list[Parameter], metric: Metric, rows: list[Tri
     for index, parameter in enumerate(space):
         axes = grid[index // columns][index % columns]
         for state, marker in (("complete", "o"), ("pruned", "x")):
-            shown = [r for r in scored if r.state == state and parameter.key in r.params]
+            tried = [(r, v) for r, v in scored if r.state == state and parameter.key in r.params]
             if parameter.kind == "choice":
                 positions = {repr(c): i for i, c in enumerate(parameter.choices)}
-                xs = [positions[repr(r.params[parameter.key])] for r in shown]
-                axes.set_xticks(range(len(parameter.choices)),
-                                [str(c) for c in parameter.choices])  # fmt: skip
+                xs = [positions[repr(r.params[parameter.key])] for r, _ in tried]
+                axes.set_xticks(range(len(parameter.choices)), [str(c) for c in parameter.choices])
             else:
-                xs = [r.params[parameter.key] for r in shown]
+                xs = [r.params[parameter.key] for r, _ in tried]
                 if parameter.log:
                     axes.set_xscale("log")
-            axes.scatter(xs, [r.value for r in shown], marker=marker, label=state)
+            axes.scatter(xs, [v for _, v in tried], marker=marker, label=state)
         axes.set_xlabel(parameter.key)
         axes.set_ylabel(metric.name)
     for index in range(len(space), lines * columns):
         grid[index // columns][index % columns].set_visible(False)
-    figure.suptitle("Each searched key against the dev metric (x: pruned, best before it stopped)",
-                    fontsize=9)  # fmt: skip
+    figure.suptitle(
+        "Each searched key against the dev metric (x: pruned, best before it stopped)", fontsize=9
+    )
     figure.tight_layout()
     atomic_write(output / "tune-params.png", lambda tmp: figure.savefig(tmp, format="png", dpi=110))

@@ -66,28 +66,30 @@ def span_event(span: Span, path: Sequence[int], names: Sequence[str], scheme: st
     index = {name: i for i, name in enumerate(names)}
     start, end, entity_type = span
     tag = {prefix: index.get(f"{prefix}-{entity_type}") for prefix in "BIES"}
+    inside, begin = tag["I"], tag["B"]
     if scheme == "BIOES":
-        if end - start == 1 and tag["S"] is not None:
-            return (Alternative({start: tag["S"]}),)
+        single, last = tag["S"], tag["E"]
+        if end - start == 1 and single is not None:
+            return (Alternative({start: single}),)
         if (
             end - start > 1
-            and None not in (tag["B"], tag["E"])
-            and (end - start == 2 or tag["I"] is not None)
+            and begin is not None
+            and last is not None
+            and (end - start == 2 or inside is not None)
         ):
-            clamp = {p: tag["I"] for p in range(start + 1, end - 1)}
-            return (Alternative(clamp | {start: tag["B"], end - 1: tag["E"]}),)  # type: ignore[operator]
+            clamp = {p: inside for p in range(start + 1, end - 1) if inside is not None}
+            return (Alternative(clamp | {start: begin, end - 1: last}),)
         return (Alternative({p: path[p] for p in range(start, end)}),)
-    inside, begin = tag["I"], tag["B"]
     if end - start > 1 and inside is None:
         return (Alternative({p: path[p] for p in range(start, end)}),)
-    rest = {p: inside for p in range(start + 1, end)}
+    rest = {p: inside for p in range(start + 1, end) if inside is not None}
     runs_on = ((end, (inside,)),) if inside is not None else ()
     of_type = tuple(t for t in (inside, begin) if t is not None)
     ways = []
     if inside is not None:
-        ways.append(Alternative({start: inside} | rest, ((start - 1, of_type), *runs_on)))  # type: ignore[arg-type]
+        ways.append(Alternative({start: inside} | rest, ((start - 1, of_type), *runs_on)))
     if begin is not None:
-        ways.append(Alternative({start: begin} | rest, runs_on))  # type: ignore[arg-type]
+        ways.append(Alternative({start: begin} | rest, runs_on))
     return tuple(ways)
 
 

@@ -72,12 +72,12 @@ class TagDecoder:
         probabilities and, with ``top_k`` > 1, the ``top_k`` best analyses."""
         if top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
-        lengths = np.asarray(lengths, dtype=np.int64)
+        real = np.asarray(lengths, dtype=np.int64)
         if self.temperature != 1.0:
             emissions = emissions / np.float32(self.temperature)
         if self.crf is None:
-            return self._independent(emissions, lengths, confidence, top_k)
-        return self._crf(self._tempered(self.crf), emissions, lengths, confidence, top_k)
+            return self._independent(emissions, real, confidence, top_k)
+        return self._crf(self._tempered(self.crf), emissions, real, confidence, top_k)
 
     def _tempered(self, crf: CRFScores) -> CRFScores:
         """The CRF's scores divided by the temperature; forbidden moves stay forbidden."""
@@ -189,14 +189,14 @@ class TagDecoder:
         each token's probability of its tag in the path and each of the path's entities'
         probability, as ``analyse`` gives for the best path. ``alternatives``: each sentence's k
         best analyses, kept as they are."""
-        lengths = np.asarray(lengths, dtype=np.int64)
+        real = np.asarray(lengths, dtype=np.int64)
         if self.temperature != 1.0:
             emissions = emissions / np.float32(self.temperature)
         chosen = [list(path) for path in paths]
         kept = [list(a) for a in alternatives] if alternatives is not None else [[] for _ in chosen]
         if self.crf is None:
             return self._independent_confidences(_softmax(emissions), chosen, kept)
-        return self._crf_confidences(self._tempered(self.crf), emissions, lengths, chosen, kept)
+        return self._crf_confidences(self._tempered(self.crf), emissions, real, chosen, kept)
 
     def _spans(self, path: Sequence[int]) -> list[Span]:
         return [] if self.scheme == PLAIN else spans_of(path, self.labels)
@@ -210,7 +210,7 @@ class TagDecoder:
                 "start": self.crf.start.tolist(),
                 "end": self.crf.end.tolist(),
             }
-        written = {"labels": list(self.labels), "scheme": self.scheme, "crf": crf}
+        written: dict[str, Any] = {"labels": list(self.labels), "scheme": self.scheme, "crf": crf}
         if self.temperature != 1.0:
             written["temperature"] = self.temperature
         if self.consistency:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
@@ -19,6 +19,11 @@ from torch import Tensor, nn
 from bistack.data.word_rows import flat_word_index
 from bistack.masking import lengths_to_mask
 from bistack.models.graphs import token_vectors
+
+if TYPE_CHECKING:
+    from bistack.taggers.heads import CRFHead, SoftmaxHead
+    from bistack.taggers.layer_network import LayerTagger
+    from bistack.taggers.network import SequenceTagger
 
 TAGGER_OUTPUTS = ("tags", "emissions")
 OUTPUT_AXES = {"tags": {0: "batch", 1: "seq"}, "emissions": {0: "batch", 1: "seq"}}
@@ -69,7 +74,7 @@ def scripted_viterbi() -> Any:
 
 
 def tags_and_emissions(
-    head: nn.Module, states: Tensor, lengths: Tensor, mask: Tensor
+    head: SoftmaxHead | CRFHead, states: Tensor, lengths: Tensor, mask: Tensor
 ) -> tuple[Tensor, Tensor]:
     """A tagging head over encoder ``states`` ``(batch, seq, hidden)``: its best tags (the
     CRF's constrained Viterbi path, or a softmax head's best tag per token; 0 at padding) and
@@ -87,7 +92,7 @@ class TaggerGraph(nn.Module):
 
     output_names = TAGGER_OUTPUTS
 
-    def __init__(self, network: nn.Module) -> None:
+    def __init__(self, network: SequenceTagger) -> None:
         super().__init__()
         self.network = network
         self.eval()  # the exporter restores this mode after tracing: it must be inference
@@ -145,7 +150,7 @@ class LayerTaggerGraph(nn.Module):
 
     output_names = TAGGER_OUTPUTS
 
-    def __init__(self, transformer: nn.Module, network: nn.Module) -> None:
+    def __init__(self, transformer: nn.Module, network: LayerTagger) -> None:
         super().__init__()
         self.transformer = transformer
         self.network = network

@@ -22,7 +22,7 @@ from bistack.data.features import TokenVocabularies
 from bistack.dropout import Dropout, part_dropout
 from bistack.encoders import SequenceEncoder
 from bistack.errors import ConfigError
-from bistack.layer_pooling import build_layer_pooler
+from bistack.layer_pooling import LayerPooler, build_layer_pooler
 from bistack.models.backbone import (
     TransformerBackbone,
     WordPieces,
@@ -83,7 +83,7 @@ class LayerTagger(nn.Module):
 
     def __init__(
         self,
-        mix: nn.Module,
+        mix: LayerPooler,
         encoder: SequenceEncoder,
         head: SoftmaxHead | CRFHead,
         dropout: float,

@@ -187,7 +187,7 @@ def prepare_layer_tagger(config: LayerPoolingTaggerConfig, run: Run) -> Prepared
         vocabularies,
         singletons,
     )
-    if model.embedder is not None and vocabularies is not None:
+    if model.embedder is not None and vocabularies is not None and features is not None:
         run.say(
             initialise_words(
                 model.embedder,
@@ -234,7 +234,7 @@ def prepare_layer_tagger(config: LayerPoolingTaggerConfig, run: Run) -> Prepared
 
 def stacked_summary(vocabularies: TokenVocabularies | None, features: FeaturesConfig | None) -> str:
     """What is stacked beside the transformer's states, for the run's summary line."""
-    if vocabularies is None:
+    if vocabularies is None or features is None:
         return ""
     parts = []
     if features.word_dim:

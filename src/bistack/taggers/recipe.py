@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from bistack.data.batching import TaggingBatch, collate_tagging
 from bistack.data.conll import Sentence
@@ -23,9 +23,12 @@ from bistack.taggers.calibration import calibrate, check_consistency, dev_emissi
 from bistack.taggers.config import LayerPoolingTaggerConfig, TaggerConfig
 from bistack.taggers.network import build_tagger
 from bistack.taggers.tagger import Tagger
-from bistack.taggers.tagging import Emitter, Tagging, check_gold_tags
 
-T = TypeVar("T", bound=Tagging)
+if TYPE_CHECKING:
+    from bistack.taggers.layer_tagger import LayerPoolingTagger
+from bistack.taggers.tagging import Emitter, check_gold_tags
+
+T = TypeVar("T", Tagger, LayerPoolingTagger)
 
 
 @dataclass

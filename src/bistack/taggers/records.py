@@ -75,13 +75,13 @@ class TaggedText(Sequence[TaggedSentence]):
     def to_json(self) -> dict[str, Any]:
         tokens = []
         for s in self.sentences:
-            confidences = s.confidences or [None] * len(s.tokens)
+            confidences: Sequence[float | None] = s.confidences or [None] * len(s.tokens)
             for t, tag, c in zip(s.tokens, s.tags, confidences, strict=True):
                 tokens.append(
                     {"text": t.text, "start": t.start, "end": t.end, "tag": tag, "confidence": c}
                 )
         entities = [entity.__dict__ for entity in self.entities]
-        record = {"text": self.text, "entities": entities, "tokens": tokens}
+        record: dict[str, Any] = {"text": self.text, "entities": entities, "tokens": tokens}
         if any(s.alternatives for s in self.sentences):
             record["alternatives"] = [
                 [{"tags": tags, "probability": p} for tags, p in s.alternatives]
@@ -138,7 +138,7 @@ class TaggedText(Sequence[TaggedSentence]):
         words: list[str] = []
         spaces: list[bool] = []
         tags: list[str] = []
-        starts: list[bool] = []
+        starts: list[bool | int | None] = []  # as spaCy types sent_starts
 
         def gap(text: str) -> None:  # what lies between tokens, as spaCy keeps it
             if text.startswith(" ") and words:

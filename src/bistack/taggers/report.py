@@ -86,12 +86,16 @@ def tagger_report(model: Any, path: str | Path, model_dir: str | Path) -> dict[s
     section: dict[str, Any] = {"scores": scores.to_json(), "summary": str(scores)}
     per_type = scores.to_json()["per_type"]
     types = sorted(per_type)
-    section["figures"] = [{
-        "type": "bars", "name": "per-type", "title": "precision, recall and F1 per type",
-        "labels": types, "series": {m: [per_type[t][m] for t in types]
-                                    for m in ("precision", "recall", "f1")},
-        "ylabel": "score (0-100)",
-    }]  # fmt: skip
+    section["figures"] = [
+        {
+            "type": "bars",
+            "name": "per-type",
+            "title": "precision, recall and F1 per type",
+            "labels": types,
+            "series": {m: [per_type[t][m] for t in types] for m in ("precision", "recall", "f1")},
+            "ylabel": "score (0-100)",
+        }
+    ]
     section["notes"] = []
     if model.output_scheme == PLAIN:
         section["notes"].append("plain tags (no entities): scored per tag, no entity errors")
@@ -112,24 +116,36 @@ def tagger_report(model: Any, path: str | Path, model_dir: str | Path) -> dict[s
             if confidence is not None:
                 confidences.append(confidence)
                 correct.append(span in gold)
-        wrong = [analysis.entities.get(p, 1.0) for k, pairs in found.pairs.items()
-                 if k != "correct" for _, p in pairs if p is not None]  # fmt: skip
+        wrong = [
+            analysis.entities.get(p, 1.0)
+            for k, pairs in found.pairs.items()
+            if k != "correct"
+            for _, p in pairs
+            if p is not None
+        ]
         rows.append((sentence, gold, predicted, analysis.entities, found, min(wrong, default=2)))
     counts = error_counts(errors)
     section["errors"] = counts
-    section["tables"] = [{
-        "title": "entities by what went right or wrong",
-        "columns": ["class", "entities", "what it means"],
-        "rows": [[name, counts[name], MEANING[name]] for name in CLASSES],
-    }]  # fmt: skip
+    section["tables"] = [
+        {
+            "title": "entities by what went right or wrong",
+            "columns": ["class", "entities", "what it means"],
+            "rows": [[name, counts[name], MEANING[name]] for name in CLASSES],
+        }
+    ]
     confusion = type_confusion(errors, types)
-    section["confusion"] = {"rows": [*types, NONE], "columns": [*types, NONE],
-                            "values": confusion}  # fmt: skip
-    section["figures"].append({
-        "type": "matrix", "name": "type-confusion", "title": "gold type (rows) against "
-        "predicted type (columns); (none): missed or spurious", "rows": [*types, NONE],
-        "columns": [*types, NONE], "values": confusion,
-    })  # fmt: skip
+    section["confusion"] = {"rows": [*types, NONE], "columns": [*types, NONE], "values": confusion}
+    section["figures"].append(
+        {
+            "type": "matrix",
+            "name": "type-confusion",
+            "title": "gold type (rows) against "
+            "predicted type (columns); (none): missed or spurious",
+            "rows": [*types, NONE],
+            "columns": [*types, NONE],
+            "values": confusion,
+        }
+    )
     drawn: list[dict[str, Any]] = []  # tables shown above the counts
     seen, note = seen_entities(model, model_dir)
     section["notes"].append(note)
@@ -145,8 +161,9 @@ def tagger_report(model: Any, path: str | Path, model_dir: str | Path) -> dict[s
             name: {"gold": g, "found": f, "recall": 100 * f / g if g else 0.0}
             for name, (f, g) in split.items()
         }
-        rows_seen = [[k, v["gold"], v["found"], v["recall"]]
-                     for k, v in section["seen_unseen"].items()]  # fmt: skip
+        rows_seen = [
+            [k, v["gold"], v["found"], v["recall"]] for k, v in section["seen_unseen"].items()
+        ]
         drawn.append(
             {
                 "title": "recall on entities seen in training and unseen ones",
@@ -162,12 +179,16 @@ def tagger_report(model: Any, path: str | Path, model_dir: str | Path) -> dict[s
         "bins": [b.__dict__ for b in bins],
         "thresholds": at_thresholds(confidences, correct, gold_count, THRESHOLDS),
     }
-    drawn.append({
-        "title": "entities kept at a confidence threshold",
-        "columns": ["threshold", "kept", "precision", "recall"],
-        "rows": [[t["threshold"], t["kept"], t["precision"], t["recall"]]
-                 for t in section["calibration"]["thresholds"]],
-    })  # fmt: skip
+    drawn.append(
+        {
+            "title": "entities kept at a confidence threshold",
+            "columns": ["threshold", "kept", "precision", "recall"],
+            "rows": [
+                [t["threshold"], t["kept"], t["precision"], t["recall"]]
+                for t in section["calibration"]["thresholds"]
+            ],
+        }
+    )
     section["tables"] = [*drawn, *section["tables"]]  # in the order the page shows them
     said = section["scores"]
     section["headline"] = [
@@ -179,19 +200,27 @@ def tagger_report(model: Any, path: str | Path, model_dir: str | Path) -> dict[s
             "value": section["calibration"]["expected_calibration_error"],
         },
     ]
-    section["figures"].append({
-        "type": "reliability", "name": "reliability", "title": "entity confidence against "
-        "the share right", "bins": [b.__dict__ for b in bins],
-        "ece": section["calibration"]["expected_calibration_error"],
-    })  # fmt: skip
+    section["figures"].append(
+        {
+            "type": "reliability",
+            "name": "reliability",
+            "title": "entity confidence against the share right",
+            "bins": [b.__dict__ for b in bins],
+            "ece": section["calibration"]["expected_calibration_error"],
+        }
+    )
     worst = sorted(rows, key=lambda r: (-r[4].errors, r[5]))[:WORST]
     unsure = sorted((r for r in rows if r[5] <= 1), key=lambda r: r[5])[:WORST]
     section["examples"] = [
-        {"title": "the sentences with the most errors", "items": [example(r) for r in worst
-                                                                   if r[4].errors]},
-        {"title": "the lowest confidences on wrong entities", "items": [example(r)
-                                                                         for r in unsure]},
-    ]  # fmt: skip
+        {
+            "title": "the sentences with the most errors",
+            "items": [example(r) for r in worst if r[4].errors],
+        },
+        {
+            "title": "the lowest confidences on wrong entities",
+            "items": [example(r) for r in unsure],
+        },
+    ]
     return section
 
 

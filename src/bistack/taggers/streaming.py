@@ -28,9 +28,11 @@ class Streamable(Protocol):
 
     model: SequenceTagger
     vocabularies: Any
-    labels: list[str]
     output_scheme: str
     config: Any
+
+    @property
+    def labels(self) -> list[str]: ...
 
 
 class StreamingTagger:

@@ -60,10 +60,7 @@ class Tagging(ABC):
 
     config: Any
     output_scheme: str
-    # What was settled on dev after training (bistack.taggers.calibration): the temperature and
-    # how it was measured, the document consistency threshold and what it did to dev; empty for
-    # a tagger trained before, or not calibrated.
-    calibration: dict[str, Any]
+    _calibration: dict[str, Any]  # see the ``calibration`` property
 
     @property
     @abstractmethod

@@ -6,7 +6,7 @@ the pooling attends, ``attention`` ``(texts, seq)``, exactly 0 at padding."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
@@ -14,6 +14,10 @@ from torch import Tensor, nn
 from bistack.files.onnx_session import WINDOW_INPUTS
 from bistack.masking import lengths_to_mask
 from bistack.models.graphs import token_vectors
+
+if TYPE_CHECKING:
+    from bistack.text_models.layer_network import LayerPoolingModel, WordBranch
+    from bistack.text_models.network import SequenceClassifier
 
 # A model over a transformer reads subword windows: input_ids, attention_mask ``(windows,
 # seq)``, window_text ``(windows,)`` the text each window belongs to, and text_index
@@ -30,8 +34,10 @@ LAYER_DYNAMIC_AXES = {
 
 def example_texts(variant: int) -> list[str]:
     """Texts of several lengths; variant 1 has other lengths and a text longer than a window."""
-    return [["a short text", "the second text is rather longer than the first one", "x"],
-            ["one", "two words", "many " * 600]][variant]  # fmt: skip
+    return [
+        ["a short text", "the second text is rather longer than the first one", "x"],
+        ["one", "two words", "many " * 600],
+    ][variant]
 
 
 def example_subwords(backbone: Any, options: Any, texts: list[str]) -> tuple[Tensor, ...]:
@@ -46,7 +52,7 @@ def example_subwords(backbone: Any, options: Any, texts: list[str]) -> tuple[Ten
     )
 
 
-def pooled_reading(branch: nn.Module, inputs: tuple[Tensor, ...]) -> Tensor:
+def pooled_reading(branch: WordBranch, inputs: tuple[Tensor, ...]) -> Tensor:
     """A stacked model's word branch (``WordBranch``) in inference over ``INPUTS``, char words
     in one group -> ``(batch, branch.output_size)``."""
     lengths = inputs[-1]
@@ -59,7 +65,7 @@ class TextGraph(nn.Module):
     """A recurrent text model's inference: ``INPUTS`` -> ``scores`` ``(batch, num_outputs)``
     and, when the pooling attends (``attends``), ``attention`` ``(batch, seq)``."""
 
-    def __init__(self, network: nn.Module, *, attends: bool) -> None:
+    def __init__(self, network: SequenceClassifier, *, attends: bool) -> None:
         super().__init__()
         self.network = network
         self.attends = attends
@@ -94,7 +100,7 @@ class LayerTextGraph(nn.Module):
 
     output_names = ("scores",)
 
-    def __init__(self, transformer: nn.Module, head: nn.Module) -> None:
+    def __init__(self, transformer: nn.Module, head: LayerPoolingModel) -> None:
         super().__init__()
         self.transformer = transformer
         self.head = head

@@ -22,6 +22,7 @@ from bistack.data.features import TokenVocabularies
 from bistack.dropout import Dropout, part_dropout
 from bistack.encoders import SequenceEncoder
 from bistack.layer_pooling import (
+    LayerPooler,
     RecurrentLayerPooling,
     build_layer_pooler,
     pooler_features,
@@ -104,9 +105,11 @@ class WordBranch(nn.Module):
 class LayerPoolingModel(nn.Module):
     """Layer pooler + linear head; with ``backbone`` set, the backbone is trained too."""
 
+    layer_index: Tensor  # (selected layers,) the layers the pooler reads, 0-based
+
     def __init__(
         self,
-        pooler: nn.Module,
+        pooler: LayerPooler,
         layers: list[int],
         features: Literal["cls", "mean"],
         num_outputs: int,

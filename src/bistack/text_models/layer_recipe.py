@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import cast
 
 import torch
 from torch import Tensor
@@ -36,7 +37,7 @@ from bistack.text_models.layer_text import (
     LayerPoolingRegressor,
     LayerPoolingTextModel,
 )
-from bistack.text_models.outputs import RawOutputs
+from bistack.text_models.outputs import RawOutputs, TargetOutputs
 from bistack.text_models.recipe import (
     TextData,
     dev_evaluation,
@@ -146,7 +147,9 @@ class LayerTextTask:
     def evaluate(self) -> Evaluation:
         raw = self.dev_outputs(self.model)
         if self.calibrate:  # as for recurrent regressors: epochs compared calibrated
-            self.model.outputs.fit_calibration(self.data.dev, self.data.dev_source, raw)
+            # calibrate is set for regressors alone, whose outputs are targets
+            outputs = cast(TargetOutputs, self.model.outputs)
+            outputs.fit_calibration(self.data.dev, self.data.dev_source, raw)
         return dev_evaluation(
             self.model, self.model.metrics(self.data.dev, raw, self.data.dev_source)
         )
@@ -184,7 +187,9 @@ def prepare_layer_text_model(
     vocabularies, vectors, encoded, singletons = None, None, None, None
     if config.features is not None:
         tokenizer = config.data.tokenizer
-        pairs = [([t.text for t in tokenize_text(e.text, tokenizer)], []) for e in data.train]
+        pairs: list[tuple[list[str], list[str]]] = [
+            ([t.text for t in tokenize_text(e.text, tokenizer)], []) for e in data.train
+        ]
         vocabularies, vectors = build_vocabularies(config.features, pairs)
         singletons = singleton_mask(vocabularies, pairs)
         encoded = [vocabularies.encode(tokens) for tokens, _ in pairs]
@@ -201,7 +206,7 @@ def prepare_layer_text_model(
         )
     except ValueError as error:
         raise ConfigError(f"layer_pooling: {error}") from None
-    if network.words is not None and vocabularies is not None:
+    if network.words is not None and vocabularies is not None and config.features is not None:
         dev_tokens = (t.text for e in data.dev for t in tokenize_text(e.text, tokenizer))
         run.say(
             initialise_words(

@@ -176,7 +176,7 @@ class LayerPoolingClassifier(LayerPoolingTextModel):
     OUTPUTS = ClassOutputs
 
 
-class LayerPoolingRegressor(Regression, LayerPoolingTextModel):
+class LayerPoolingRegressor(Regression, LayerPoolingTextModel):  # type: ignore[misc]  # see Regression
     """Predicts numeric targets per text from a transformer's layers."""
 
     KIND = "layer_regressor"

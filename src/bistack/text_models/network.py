@@ -7,6 +7,7 @@ config.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch.nn.functional as F
@@ -17,6 +18,7 @@ from bistack.data.features import TokenVocabularies
 from bistack.dropout import Dropout
 from bistack.encoders import SequenceEncoder
 from bistack.models.builders import build_embedder, build_encoder
+from bistack.models.embeddings import TokenEmbedder
 from bistack.pooling import AdditiveAttention, build_pooling
 from bistack.text_models.config import PoolingConfig, TextModelConfig
 
@@ -31,7 +33,10 @@ class TextOutput:
 
 
 # What a text model is trained with, by the name its outputs object gives.
-LOSSES = {"cross_entropy": F.cross_entropy, "mse": F.mse_loss}
+LOSSES: dict[str, Callable[[Tensor, Tensor], Tensor]] = {
+    "cross_entropy": F.cross_entropy,
+    "mse": F.mse_loss,
+}
 
 
 class SequenceClassifier(nn.Module):
@@ -44,7 +49,7 @@ class SequenceClassifier(nn.Module):
 
     def __init__(
         self,
-        embedder: nn.Module,
+        embedder: TokenEmbedder,
         encoder: SequenceEncoder,
         pooling: nn.Module,
         num_outputs: int,

@@ -344,7 +344,11 @@ class TextModelBase(ABC):
 
     config: Any  # a config with a ``data`` section of table columns
     outputs: Outputs
-    attends = False  # whether ``predict(attention=True)`` gives token weights
+
+    @property
+    def attends(self) -> bool:
+        """Whether ``predict(attention=True)`` gives token weights."""
+        return False
 
     @abstractmethod
     def run(
@@ -406,7 +410,9 @@ class TextModelBase(ABC):
 
 
 class Regression:
-    """What a regressor adds, over whichever network computes its outputs."""
+    """What a regressor adds, over whichever network computes its outputs. Its ``outputs``
+    are a regressor's (``TargetOutputs``), narrower than a text model's: mypy refuses the
+    narrowing of a writable attribute in the classes that mix this in, hence their ignores."""
 
     outputs: TargetOutputs
 
@@ -420,5 +426,5 @@ class Regression:
         """Least-squares ``[scale, offset]`` per target onto ``examples``' targets, used by every
         prediction from now on; ``raw``: the network's outputs on them, if already known."""
         if raw is None:
-            raw = self.run([e.text for e in examples])  # type: ignore[attr-defined]
+            raw = self.run([e.text for e in examples])  # type: ignore[attr-defined]  # its model's
         return self.outputs.fit_calibration(examples, path, raw)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import torch
 
@@ -27,6 +28,9 @@ from bistack.text_models.outputs import (
     TextModelBase,
 )
 from bistack.text_models.text import Classifier, RecurrentTextModel, Regressor
+
+if TYPE_CHECKING:
+    from bistack.text_models.layer_text import LayerPoolingTextModel
 
 TextData = TrainAndDev[Example]
 
@@ -84,7 +88,8 @@ class TextTask:
         if self.calibrate:
             # The kept epoch is the one that scores best as it will be used: calibrated.
             # Uncalibrated RMSE would also charge each epoch for a shift that calibration undoes.
-            self.model.outputs.fit_calibration(examples, path, raw)
+            # calibrate is set for regressors alone, whose outputs are targets
+            cast(TargetOutputs, self.model.outputs).fit_calibration(examples, path, raw)
         return dev_evaluation(self.model, self.model.metrics(examples, raw, path))
 
     def save_weights(self, directory: Path) -> None:
@@ -159,7 +164,11 @@ def finish_text_model(
 
 
 def finish_on_dev(
-    best: TextModelBase, data: TextData, raw: RawOutputs, calibrate: bool, run: Run
+    best: RecurrentTextModel | LayerPoolingTextModel,
+    data: TextData,
+    raw: RawOutputs,
+    calibrate: bool,
+    run: Run,
 ) -> None:
     """What every text model does with its best epoch: fit its outputs' calibration on dev (a
     classifier's temperature; a regressor's scale and offset when ``calibrate``), keep it with

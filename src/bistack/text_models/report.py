@@ -67,25 +67,49 @@ def classifier_report(model: Any, path: str | Path, model_dir: str | Path) -> di
             "bins": [b.__dict__ for b in bins],
         },
         "figures": [
-            {"type": "matrix", "name": "confusion", "title": "gold class (rows) against "
-             "predicted class (columns)", "rows": labels, "columns": labels, "values": matrix},
-            {"type": "bars", "name": "per-class", "title": "precision, recall and F1 per class",
-             "labels": labels, "series": {m: [per_class[c][m] for c in labels]
-                                          for m in ("precision", "recall", "f1")},
-             "ylabel": "score (0-100)"},
-            {"type": "reliability", "name": "reliability", "title": "predicted class's "
-             "probability against the share right", "bins": [b.__dict__ for b in bins],
-             "ece": expected_calibration_error(confidence, right)},
+            {
+                "type": "matrix",
+                "name": "confusion",
+                "title": "gold class (rows) against predicted class (columns)",
+                "rows": labels,
+                "columns": labels,
+                "values": matrix,
+            },
+            {
+                "type": "bars",
+                "name": "per-class",
+                "title": "precision, recall and F1 per class",
+                "labels": labels,
+                "series": {
+                    m: [per_class[c][m] for c in labels] for m in ("precision", "recall", "f1")
+                },
+                "ylabel": "score (0-100)",
+            },
+            {
+                "type": "reliability",
+                "name": "reliability",
+                "title": "predicted class's probability against the share right",
+                "bins": [b.__dict__ for b in bins],
+                "ece": expected_calibration_error(confidence, right),
+            },
         ],
-        "examples": [{
-            "title": "the most confident mistakes" + (" (tokens shaded by attention)"
-                                                      if model.attends else ""),
-            "items": [{"where": f"row {examples[i].row}", "gold": gold[i],
-                       "predicted": f"{predictions[i].label} ({confidence[i]:.3f})",
-                       "text": shaded(predictions[i])} for i in mistakes],
-        }],
+        "examples": [
+            {
+                "title": "the most confident mistakes"
+                + (" (tokens shaded by attention)" if model.attends else ""),
+                "items": [
+                    {
+                        "where": f"row {examples[i].row}",
+                        "gold": gold[i],
+                        "predicted": f"{predictions[i].label} ({confidence[i]:.3f})",
+                        "text": shaded(predictions[i]),
+                    }
+                    for i in mistakes
+                ],
+            }
+        ],
         "notes": [],
-    }  # fmt: skip
+    }
 
 
 def regressor_report(model: Any, path: str | Path, model_dir: str | Path) -> dict[str, Any]:
@@ -106,24 +130,52 @@ def regressor_report(model: Any, path: str | Path, model_dir: str | Path) -> dic
             "rmse": math.sqrt(sum(r * r for r in residuals) / len(residuals)),
             "mae": sum(abs(r) for r in residuals) / len(residuals),
         }
-        figures.append({"type": "scatter", "name": f"predicted-{j}", "title": f"{name}: "
-                        "predicted against gold", "x": want, "y": got, "xlabel": "gold",
-                        "ylabel": "predicted", "diagonal": True})  # fmt: skip
-        figures.append({"type": "scatter", "name": f"residuals-{j}", "title": f"{name}: "
-                        "residual (predicted - gold) by text length", "x": lengths,
-                        "y": residuals, "xlabel": "words", "ylabel": "residual"})  # fmt: skip
+        figures.append(
+            {
+                "type": "scatter",
+                "name": f"predicted-{j}",
+                "title": f"{name}: predicted against gold",
+                "x": want,
+                "y": got,
+                "xlabel": "gold",
+                "ylabel": "predicted",
+                "diagonal": True,
+            }
+        )
+        figures.append(
+            {
+                "type": "scatter",
+                "name": f"residuals-{j}",
+                "title": f"{name}: residual (predicted - gold) by text length",
+                "x": lengths,
+                "y": residuals,
+                "xlabel": "words",
+                "ylabel": "residual",
+            }
+        )
         order = sorted(range(len(residuals)), key=lambda i: -abs(residuals[i]))[:WORST]
-        worst += [{"where": f"row {examples[i].row}", "target": name, "gold": want[i],
-                   "predicted": got[i], "text": [{"text": examples[i].text}]}
-                  for i in order]  # fmt: skip
+        worst += [
+            {
+                "where": f"row {examples[i].row}",
+                "target": name,
+                "gold": want[i],
+                "predicted": got[i],
+                "text": [{"text": examples[i].text}],
+            }
+            for i in order
+        ]
     return {
         "scores": scores.to_json(),
         "summary": str(scores),
         "per_target": per_target,
-        "tables": [{"title": "error per target (original units)",
-                    "columns": ["target", "RMSE", "MAE"],
-                    "rows": [[n, v["rmse"], v["mae"]] for n, v in per_target.items()]}],
+        "tables": [
+            {
+                "title": "error per target (original units)",
+                "columns": ["target", "RMSE", "MAE"],
+                "rows": [[n, v["rmse"], v["mae"]] for n, v in per_target.items()],
+            }
+        ],
         "figures": figures,
         "examples": [{"title": "the largest errors", "items": worst}],
         "notes": [],
-    }  # fmt: skip
+    }

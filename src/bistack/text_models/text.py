@@ -130,7 +130,7 @@ class Classifier(RecurrentTextModel):
     OUTPUTS = ClassOutputs
 
 
-class Regressor(Regression, RecurrentTextModel):
+class Regressor(Regression, RecurrentTextModel):  # type: ignore[misc]  # see Regression
     """Predicts one or more numeric targets per text, in their original units."""
 
     KIND = "regressor"
