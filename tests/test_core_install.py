@@ -46,7 +46,7 @@ def test_what_needs_an_extra_names_it(monkeypatch, tmp_path):
     with pytest.raises(ModelFileError, match=r"pip install 'bistack\[transformers\]'"):
         TransformerBackbone.load("default")
     with pytest.raises(
-        BistackError, match=r"charts need matplotlib \(pip install 'bistack\[plots\]'"
+        BistackError, match=r"the chart needs the plots extra \(matplotlib is missing\): pip "
     ):
         chart(tmp_path / "ladder.png", None, [])  # type: ignore[arg-type]
     assert not (tmp_path / "ladder.png").exists()
@@ -62,3 +62,20 @@ def test_explain_without_matplotlib_names_the_extra_and_writes_nothing(
     with pytest.raises(ConfigError, match=r"pip install 'bistack\[plots\]'"):
         explain(Classifier.load(small_classifier), ["a lovely film"], tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_export_without_the_onnx_extra_says_which_extra_in_one_line(small_tagger, tmp_path):
+    script = textwrap.dedent(
+        f"""
+        import sys
+        sys.modules["onnx"] = None  # as if not installed
+        from bistack.cli import main
+        sys.exit(main(["export", {str(small_tagger)!r}, "--output", {str(tmp_path / "onnx")!r}]))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "error: export needs the onnx extra (onnx is missing): pip install 'bistack[onnx]'"
+    ]
+    assert not (tmp_path / "onnx").exists()

@@ -30,3 +30,10 @@ class ConfigError(BistackError, ValueError):
 
 class ModelFileError(BistackError, ValueError):
     """A model directory that is missing, incomplete or of another kind."""
+
+
+def needs_extra(what: str, extra: str, error: ImportError) -> str:
+    """The one message for a feature whose optional dependencies are not installed: what needs
+    them, the module that is missing, and the command that installs them."""
+    missing = error.name or "a module"
+    return f"{what} needs the {extra} extra ({missing} is missing): pip install 'bistack[{extra}]'"

@@ -128,6 +128,27 @@ def test_explain_never_writes_into_the_model(small_classifier, capsys):
     assert snapshot(small_classifier) == before
 
 
+def test_explain_replaces_only_its_own_earlier_output_and_only_when_asked(
+    small_classifier, tmp_path, capsys, monkeypatch
+):
+    out = tmp_path / "explained"
+    argv = ["explain", str(small_classifier), "a great film", "--output", str(out)]
+    assert main(argv) == 0
+    first = (out / "explain.html").read_bytes()
+    assert main(argv) == 2  # its own earlier page: replaced only with --overwrite
+    assert "give --overwrite" in capsys.readouterr().err
+    assert (out / "explain.html").read_bytes() == first
+    (out / "notes.txt").write_text("mine")
+    assert main([*argv, "--overwrite"]) == 2  # a file it did not write: never
+    assert (out / "notes.txt").read_text() == "mine"
+    (out / "notes.txt").unlink()
+    assert main([*argv, "--overwrite"]) == 0
+    monkeypatch.chdir(tmp_path)  # the working directory is never a command's folder to fill
+    assert main(["explain", str(small_classifier), "a great film", "--output", "."]) == 2
+    assert "the working directory" in capsys.readouterr().err
+    assert not (tmp_path / "explain.html").exists()
+
+
 # --- 2. A resume that checks what it resumes --------------------------------------------------
 
 

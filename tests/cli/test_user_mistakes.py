@@ -281,10 +281,11 @@ def test_a_backbone_saved_as_a_pickle_is_refused(tmp_path):
 
 def test_explain_draws_tokens_that_look_like_math(tmp_path):
     model = Path(__file__).parents[1] / "fixtures" / "legacy_models" / "classifier"
-    done = bistack("explain", str(model), "$_$ costs $5 ^_^", "--output", str(tmp_path))
+    out = tmp_path / "explain"
+    done = bistack("explain", str(model), "$_$ costs $5 ^_^", "--output", str(out))
     assert done.returncode == 0, done.stderr
-    assert (tmp_path / "explain.png").read_bytes()[:4] == b"\x89PNG"
-    assert "$_$" in (tmp_path / "explain.html").read_text()
+    assert (out / "explain.png").read_bytes()[:4] == b"\x89PNG"
+    assert "$_$" in (out / "explain.html").read_text()
 
 
 def test_predict_never_prints_nan(tmp_path):
@@ -295,3 +296,14 @@ def test_predict_never_prints_nan(tmp_path):
     )
     line = one_line_error(bistack("predict", str(model), "a big word"))
     assert "predicted a value that is not a finite number" in line
+
+
+@pytest.mark.parametrize("output", [".", "..", "out/"])
+def test_predict_into_a_folder_is_a_one_line_error(small_tagger, tmp_path, monkeypatch, output):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out").mkdir()
+    done = bistack("predict", str(small_tagger), "John lives here .", "--output", output)
+    assert done.returncode == 2
+    assert done.stderr.decode().splitlines() == [
+        f"error: --output {output} is a folder; give a file name"
+    ]

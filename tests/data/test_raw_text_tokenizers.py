@@ -65,3 +65,29 @@ def test_a_tagger_keeps_its_tokenizer_and_predicts_chinese_with_it(tmp_path, cap
     assert main(["predict", str(model), "他住在北京。", "--format", "jsonl"]) == 0
     record = json.loads(capsys.readouterr().out)
     assert [t["text"] for t in record["tokens"]] == ["他", "住", "在", "北", "京", "。"]
+
+
+def test_a_tokenizer_that_is_not_here_stops_the_run_before_it_trains(tmp_path, capsys):
+    """A spaCy pipeline that is not installed, or a tokenizer folder whose tokenizer.json is
+    JSON but no tokenizer, is said when the run starts, naming the tokenizer; nothing is
+    written (before, the model trained and its first prediction failed, blaming the text)."""
+    from tests.conftest import tiny_sentences
+
+    train = write_conll(tmp_path / "train.txt", tiny_sentences(20))
+    broken = tmp_path / "broken-tokenizer"
+    broken.mkdir()
+    (broken / "tokenizer.json").write_text(json.dumps({"not": "a tokenizer"}))
+    (broken / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    for tokenizer, said in (
+        ("spacy:xx_no_such_pipeline", "tokenizer spacy:xx_no_such_pipeline: no such spaCy"),
+        (f"hf:{broken}", f"tokenizer hf:{broken}: not a local HuggingFace tokenizer folder"),
+    ):
+        config = tiny_config(train, train, train={"max_epochs": 1})
+        config["data"]["tokenizer"] = tokenizer
+        path = tmp_path / "config.yaml"
+        path.write_text(yaml.safe_dump(config))
+        capsys.readouterr()
+        assert main(["train", str(path), "--output", str(tmp_path / "run")]) == 2
+        error = capsys.readouterr().err
+        assert said in error and error.count("\n") == 1, error
+        assert not (tmp_path / "run").exists()

@@ -75,6 +75,21 @@ def test_a_rerun_without_overwrite_is_refused_and_changes_nothing(trained, tmp_p
     assert snapshot(run) == before
 
 
+def test_overwrite_never_takes_a_file_the_user_kept_in_the_model_folder(trained, tmp_path):
+    """The new model replaces OUTPUT/model whole: a file bistack did not write there would go
+    with the old model, so the run is refused before it starts, and nothing changes."""
+    run = copy_of(trained, tmp_path)
+    (run / "model" / "notes.md").write_text("what I found about this model")
+    before = snapshot(run)
+    argv = ["train", str(trained["config"]), "--output", str(run), "--no-progress"]
+    done = bistack(*argv, "--overwrite")
+    assert done.returncode == 2
+    assert "holds files bistack did not write (notes.md)" in done.stderr
+    assert snapshot(run) == before
+    (run / "model" / "notes.md").unlink()
+    assert bistack(*argv, "--overwrite").returncode == 0
+
+
 def test_a_retrain_that_fails_a_data_check_leaves_the_old_model(trained, tmp_path):
     run = copy_of(trained, tmp_path)
     before, predicted = snapshot(run), predictions(run / "model")

@@ -147,16 +147,18 @@ def test_the_verdict_runs_and_best_yaml_get_the_full_budget_the_trials_did_not(
 
 
 def test_trials_that_cannot_run_are_recorded_with_their_error_and_the_search_goes_on(
-    tagger_yaml, tmp_path
+    tagger_yaml, tmp_path, capsys
 ):
     config = yaml.safe_load(tagger_yaml.read_text())
     config["data"]["dev"] = str(tmp_path / "missing-dev.txt")
     tagger_yaml.write_text(yaml.safe_dump(config))
     space = space_file(tmp_path, {"encoder.outer_dropout": [0.1, 0.6]})
     output = tmp_path / "search"
+    capsys.readouterr()
     assert (
-        tune(str(tagger_yaml), "--space", str(space), "--trials", "2", "--output", str(output)) == 0
-    )
+        tune(str(tagger_yaml), "--space", str(space), "--trials", "2", "--output", str(output)) == 2
+    )  # a search where every trial failed has no best config: it says so, and fails
+    assert "no trial completed, so there is no best config" in capsys.readouterr().err
     trials = json.loads((output / "tune.json").read_text())["trials"]
     assert [t["state"] for t in trials] == ["failed", "failed"]
     assert all("missing-dev.txt" in t["error"] for t in trials)

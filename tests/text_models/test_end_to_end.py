@@ -149,12 +149,11 @@ def test_cli_train_evaluate_predict_explain(tmp_path, sentiment, capsys):
     record = json.loads(capsys.readouterr().out)
     assert record["label"] == "1"
     assert [a["text"] for a in record["attention"]] == ["superb", "story"]
-    assert (
-        main(["explain", str(run / "model"), "the plot was dull", "--output", str(tmp_path)]) == 0
-    )
-    html = (tmp_path / "explain.html").read_text()
+    out = tmp_path / "explain"
+    assert main(["explain", str(run / "model"), "the plot was dull", "--output", str(out)]) == 0
+    html = (out / "explain.html").read_text()
     assert "dull</span>" in html
-    assert (tmp_path / "explain.png").read_bytes()[:4] == b"\x89PNG"
+    assert (out / "explain.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_an_unseen_label_at_evaluation_names_the_row(tmp_path, sentiment, capsys):

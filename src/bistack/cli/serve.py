@@ -19,7 +19,7 @@ from bistack.cli.flags import (
     on_device,
     ranged,
 )
-from bistack.errors import ConfigError
+from bistack.errors import ConfigError, needs_extra
 from bistack.serve.settings import DEFAULT_MAX_WORKERS, Limits, ServeSettings
 
 
@@ -108,9 +108,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         from bistack.serve.server import launch
     except ImportError as error:
-        raise ConfigError(
-            f"serving needs the serve extra ({error.name} is missing): pip install 'bistack[serve]'"
-        ) from None
+        raise ConfigError(needs_extra("serving", "serve", error)) from None
     if settings.ray:
         # Ray Serve gives its HTTP proxy 5 s to say it is ready; on a small machine with busy
         # cores it takes longer, and is killed and restarted, again and again.

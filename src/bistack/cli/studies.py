@@ -23,18 +23,27 @@ from bistack.cli.flags import (
     say_cpu_warning,
     show_progress,
 )
-from bistack.files.paths import refuse_overlap, refuse_shared_folder
+from bistack.files.paths import claim_folder, refuse_overlap, refuse_shared_folder
 from bistack.studies.pooler_variants import POOLER_VARIANTS
 
 if TYPE_CHECKING:
     from bistack.text_models.config import LayerPoolingTextConfig
+
+EXPLAIN_FILES = ("explain.html", "explain.png")  # what explain writes into its folder
 
 
 def add(commands: Any) -> None:
     explain = commands.add_parser("explain", help="show a text model's attention (HTML + PNG)")
     add_model(explain, "model directory of a classifier or regressor")
     explain.add_argument("text", nargs="+", help="texts to explain")
-    explain.add_argument("--output", default=".", help="folder for explain.html and explain.png")
+    explain.add_argument(
+        "--output",
+        default="runs/explain",
+        help="a folder of its own for explain.html and explain.png (default runs/explain)",
+    )
+    explain.add_argument(
+        "--overwrite", action="store_true", help="replace what an earlier explain wrote there"
+    )
     explain.set_defaults(run=run_explain)
 
     compare = commands.add_parser(
@@ -123,8 +132,15 @@ def run_explain(args: argparse.Namespace) -> int:
             f"{args.model} holds {card.description}, which has no token attention weights to "
             "show; explain needs a classifier or regressor with 'additive' or 'dot' pooling"
         )
-    for written in ("explain.html", "explain.png"):  # what it writes: never into the model
+    for written in EXPLAIN_FILES:  # what it writes: never into the model
         refuse_overlap(Path(args.output) / written, [("the model directory", args.model)])
+    claim_folder(
+        args.output,
+        "--output",
+        overwrite=args.overwrite,
+        signature=EXPLAIN_FILES[0],
+        ours=lambda name: name in EXPLAIN_FILES,
+    )
     page, chart = explain(model.model, args.text, args.output)
     print(f"wrote {page} and {chart}")
     return 0

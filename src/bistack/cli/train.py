@@ -88,8 +88,6 @@ def run(args: argparse.Namespace) -> int:
         resume=args.resume,
         log_format=args.log_format,
     )
-    if args.resume and args.overwrite:
-        raise ConfigError("--resume goes on with the run in --output; --overwrite replaces it")
     say_cpu_warning(args)
     train_config(config, output, options)
     return 0

@@ -17,6 +17,7 @@ from bistack.cli.flags import (
     ranged,
     say_cpu_warning,
 )
+from bistack.errors import needs_extra
 from bistack.files.paths import refuse_overlap, refuse_shared_folder
 
 
@@ -100,8 +101,8 @@ def run(args: argparse.Namespace) -> int:
         import optuna
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-    except ImportError:
-        return fail("tune needs Optuna: pip install 'bistack[tune]'")
+    except ImportError as error:
+        return fail(needs_extra("tune", "tune", error))
     config = load_config(args.config, args.set)
     space = read_space(args.space, config)
     output = Path(args.output or Path("runs") / f"tune-{Path(args.config).stem}")

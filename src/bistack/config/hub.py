@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from bistack.errors import ModelFileError
+from bistack.errors import ModelFileError, needs_extra
 
 # "org/name" or "org/name@revision": one slash, names of letters, digits, ".", "_" and "-".
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(@[\w./-]+)?$")
@@ -34,10 +34,9 @@ def hub_folder(spelled: str, what: str) -> Path:
     try:
         from huggingface_hub import constants, snapshot_download
         from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
-    except ImportError:
+    except ImportError as error:
         raise ModelFileError(
-            f"{spelled}: {what} named by a HuggingFace hub id needs huggingface_hub: "
-            "pip install 'bistack[transformers]'"
+            f"{spelled}: " + needs_extra(f"{what} named by a hub id", "transformers", error)
         ) from None
     try:
         return Path(snapshot_download(repo, revision=revision or None))

@@ -63,6 +63,9 @@ def check_request(request: CorpusRequest, job: PredictionJob) -> None:
             f"--id-field {request.id_field}: each output record keeps its input's "
             f"{request.id_field} under that name; copy the id under another name"
         )
+    for flag, named in (("--output", request.output), ("--skipped", request.skipped)):
+        if named and (Path(named).is_dir() or Path(named).name in ("", ".", "..")):
+            raise ConfigError(f"{flag} {named} is a folder; give a file name")
     reads = [("the input", request.input), ("the model", job.source.path)]
     if request.output:
         refuse_overlap(request.output, reads, "--output")

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from bistack.data.conll import BadLine, layout_of, parse_conll
-from bistack.errors import ConfigError, DataError
+from bistack.errors import ConfigError, DataError, needs_extra
 from bistack.inputs import Record
 
 INPUT_FORMATS = ("lines", "tokenized", "conll", "conllu", "jsonl", "csv", "tsv", "parquet")
@@ -318,8 +318,8 @@ def _parquet(source: str, field: str, id_field: str | None) -> Iterator[Record]:
     try:
         import pyarrow as pa
         import pyarrow.parquet as pq
-    except ImportError:
-        raise ConfigError("reading Parquet needs pyarrow: pip install 'bistack[parquet]'") from None
+    except ImportError as error:
+        raise ConfigError(needs_extra("reading Parquet", "parquet", error)) from None
     try:
         parquet = pq.ParquetFile(source)
     except FileNotFoundError:

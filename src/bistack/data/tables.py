@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bistack.errors import DataError
+from bistack.errors import DataError, needs_extra
 
 CSV_FIELD_LIMIT = 1 << 24  # characters; long documents are fine, silent truncation is not
 
@@ -169,10 +169,8 @@ def _records(path: str | Path, file_format: str, tables: Tables) -> Iterator[tup
 def _parquet_rows(path: str | Path) -> Iterator[dict]:
     try:
         import pyarrow.parquet as parquet
-    except ImportError:
-        raise DataError(
-            path, "reading Parquet needs pyarrow: pip install 'bistack[parquet]'"
-        ) from None
+    except ImportError as error:
+        raise DataError(path, needs_extra("reading Parquet", "parquet", error)) from None
     if not Path(path).exists():
         raise DataError(path, "no such file")
     try:
@@ -196,10 +194,8 @@ def _dataset_rows(path: str | Path) -> Iterator[dict]:
         raise DataError(path, "a folder, but not one Dataset.save_to_disk wrote (no state.json)")
     try:
         from datasets import load_from_disk
-    except ImportError:
-        raise DataError(
-            path, "reading a HuggingFace dataset needs datasets: pip install 'bistack[datasets]'"
-        ) from None
+    except ImportError as error:
+        raise DataError(path, needs_extra("a HuggingFace dataset", "datasets", error)) from None
     yield from load_from_disk(str(path))
 
 

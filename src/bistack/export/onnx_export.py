@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from bistack._version import __version__
-from bistack.errors import ModelFileError
+from bistack.errors import ConfigError, ModelFileError, needs_extra
 from bistack.files.modeldir import write_json
 from bistack.files.onnx_session import (
     EXPORT_FILE,
@@ -51,6 +51,11 @@ def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool =
     """Export the model in ``model_dir`` to the directory ``output``; returns ``output``."""
     from bistack.predictor import open_model
 
+    try:
+        import onnx  # noqa: F401 - the graph is written with it
+        import onnxruntime  # noqa: F401 - and checked against PyTorch on it
+    except ImportError as error:
+        raise ConfigError(needs_extra("export", "onnx", error)) from None
     refuse_overlap(output, [("the model directory", model_dir)], "--output")
     model = open_model(model_dir)
     plan = model.export_plan()

@@ -25,6 +25,8 @@ if TYPE_CHECKING:  # what reads config.json (the task table) runs without torch
 CONFIG = "config.json"
 VOCAB = "vocab.json"
 WEIGHTS = "model.safetensors"
+# Everything a model directory holds: its files, its card and a fine-tuned backbone's folder.
+MODEL_ENTRIES = frozenset({CONFIG, VOCAB, WEIGHTS, "README.md", "backbone"})
 
 
 def atomic_write(path: Path, write: Any) -> None:

@@ -27,7 +27,7 @@ import numpy as np
 from bistack.config.files import build_config
 from bistack.data.buckets import bucket_batches
 from bistack.data.features import TokenVocabularies, token_rows
-from bistack.errors import ConfigError, ModelFileError
+from bistack.errors import ConfigError, ModelFileError, needs_extra
 
 FORMAT = "bistack-onnx"
 FORMAT_VERSION = 2
@@ -75,10 +75,8 @@ def open_session(path: str | Path, threads: int | None = None) -> Any:
     core); a clear error when onnxruntime is missing."""
     try:
         import onnxruntime
-    except ImportError:
-        raise ConfigError(
-            "running an exported model needs onnxruntime: pip install 'bistack[onnx]'"
-        ) from None
+    except ImportError as error:
+        raise ConfigError(needs_extra("running an exported model", "onnx", error)) from None
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3  # warnings about unused initialisers are not the user's
     if threads is not None:

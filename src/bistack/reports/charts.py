@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bistack.errors import ConfigError
+from bistack.errors import ConfigError, needs_extra
 
 
 def draw(spec: dict[str, Any], path: Path) -> None:
@@ -14,10 +14,8 @@ def draw(spec: dict[str, Any], path: Path) -> None:
     try:
         import matplotlib  # noqa: F401 - the package itself, checked before anything is drawn
         from matplotlib.figure import Figure
-    except ImportError:
-        raise ConfigError(
-            "the report draws its charts with matplotlib: pip install 'bistack[plots]'"
-        ) from None
+    except ImportError as error:
+        raise ConfigError(needs_extra("the report's charts", "plots", error)) from None
     figure = Figure(figsize=(7, 4.2), constrained_layout=True)
     axes = figure.subplots()
     DRAWERS[spec["type"]](axes, spec)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from bistack.errors import BistackError
+from bistack.files.modeldir import MODEL_ENTRIES
 from bistack.files.paths import refuse_shared_folder
 
 MODEL = "model"
@@ -46,6 +47,14 @@ def check_output(output: Path, overwrite: bool) -> None:
             f"{output} already holds a model; give --overwrite to replace it (the old one stays "
             "until the new run has its first best model), or choose another --output"
         )
+    if (output / MODEL).is_dir():  # replaced whole: what bistack did not write there goes too
+        kept = sorted(e.name for e in (output / MODEL).iterdir() if e.name not in MODEL_ENTRIES)
+        if kept:
+            raise OutputError(
+                f"{output / MODEL} holds files bistack did not write ({', '.join(kept[:3])}); "
+                "the new model replaces that folder whole, so they would be lost: move them out "
+                "of it, or choose another --output (--overwrite never allows this)"
+            )
     foreign = (
         []
         if not output.is_dir()

@@ -12,7 +12,7 @@ import signal
 import sys
 import threading
 
-from bistack.errors import ConfigError
+from bistack.errors import ConfigError, needs_extra
 from bistack.serve.app import create_app
 from bistack.serve.served import ServedModel, checked_apart, served_from
 from bistack.serve.settings import Limits, ServeSettings
@@ -29,10 +29,7 @@ def launch(settings: ServeSettings) -> None:
         try:
             import ray.serve  # noqa: F401 (only whether it is there)
         except ImportError as error:
-            raise ConfigError(
-                f"serving on Ray needs the ray-serve extra ({error.name} is missing): "
-                "pip install 'bistack[ray-serve]'"
-            ) from None
+            raise ConfigError(needs_extra("serving on Ray", "ray-serve", error)) from None
     workers = settings.processes(len(os.sched_getaffinity(0)))
     where = (settings.host, settings.port, settings.limits, settings.model)
     if not settings.ray and workers == 1:

@@ -10,7 +10,7 @@ import html
 from collections.abc import Sequence
 from pathlib import Path
 
-from bistack.errors import ConfigError
+from bistack.errors import ConfigError, needs_extra
 from bistack.files.modeldir import atomic_write
 from bistack.text_models.outputs import TextPrediction
 from bistack.text_models.text import RecurrentTextModel
@@ -27,10 +27,8 @@ def explain(
         )
     try:
         import matplotlib  # noqa: F401 - checked before anything is written
-    except ImportError:
-        raise ConfigError(
-            "explain draws its heatmap with matplotlib: pip install 'bistack[plots]'"
-        ) from None
+    except ImportError as error:
+        raise ConfigError(needs_extra("explain's heatmap", "plots", error)) from None
     predictions = model.predict(texts, attention=True)
     output = Path(output)
     page, chart = output / "explain.html", output / "explain.png"

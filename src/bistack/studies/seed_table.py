@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bistack.errors import BistackError
+from bistack.errors import BistackError, needs_extra
 from bistack.files.modeldir import atomic_write, write_json
 from bistack.studies.repeated import RepeatedResult
 
@@ -106,10 +106,10 @@ def chart(path: Path, comparison: Comparison, results: Sequence[RepeatedResult])
     try:
         import matplotlib  # noqa: F401 - the package itself, checked before anything is drawn
         from matplotlib.figure import Figure  # a Figure of its own: no pyplot, no backend chosen
-    except ImportError:  # the table and its JSON are written; only the picture needs it
+    except ImportError as error:  # the table and its JSON are written; only the picture needs it
         raise BistackError(
-            f"{path}: not drawn: charts need matplotlib (pip install 'bistack[plots]'); the "
-            "table and the JSON beside it are written"
+            f"{path}: not drawn: " + needs_extra("the chart", "plots", error) + "; the table and "
+            "the JSON beside it are written"
         ) from None
 
     figure = Figure(figsize=(1.2 * len(results) + 2, 4))

@@ -40,7 +40,7 @@ from typing import Any
 import yaml
 
 from bistack.config import ExperimentConfig
-from bistack.errors import BistackError, ConfigError
+from bistack.errors import BistackError, ConfigError, needs_extra
 from bistack.files.modeldir import atomic_write
 from bistack.files.paths import refuse_overlap
 from bistack.metrics.dev import Metric
@@ -166,6 +166,11 @@ def tune(
         text = yaml.safe_dump(best.to_dict(), sort_keys=False, allow_unicode=True)
         atomic_write(output / "best.yaml", lambda tmp: Path(tmp).write_text(text))
     summary = write_report(output, config, space, metric, settings, rows, verdict)
+    if best is None:  # every trial failed: there is no best config to name
+        raise BistackError(
+            f"no trial completed, so there is no best config; {output}/{LOG} and each trial's "
+            f"log under {output} say why (report in {output}/tune.{{md,json}})"
+        )
     log.say(
         f"report in {output}/tune.{{md,json}}, charts tune-*.png; best config {output}/best.yaml"
     )
@@ -183,8 +188,8 @@ def open_study(
     started with another config, space or metric."""
     try:
         import optuna
-    except ImportError:
-        raise ConfigError("tune needs Optuna: pip install 'bistack[tune]'") from None
+    except ImportError as error:
+        raise ConfigError(needs_extra("tune", "tune", error)) from None
     url = storage_url(output, settings.storage)
     engine = {"connect_args": {"timeout": 120}} if url.startswith("sqlite") else {}
     try:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bistack.config import ExperimentConfig
-from bistack.errors import BistackError
+from bistack.errors import BistackError, needs_extra
 from bistack.files.modeldir import atomic_write, write_json
 from bistack.metrics.dev import Metric
 from bistack.studies.repeated import RepeatedResult
@@ -188,10 +188,10 @@ def _charts(output: Path, space: list[Parameter], metric: Metric, rows: list[Tri
     try:
         import matplotlib  # noqa: F401 - the package itself, checked before anything is drawn
         from matplotlib.figure import Figure
-    except ImportError:
+    except ImportError as error:
         raise BistackError(
-            f"{output}: charts not drawn: they need matplotlib (pip install 'bistack[plots]'); "
-            "tune.md and tune.json are written"
+            f"{output}: " + needs_extra("the charts", "plots", error) + "; tune.md and tune.json "
+            "are written"
         ) from None
     scored = [(r, r.value) for r in rows if r.value is not None and math.isfinite(r.value)]
     figure = Figure(figsize=(7, 4))

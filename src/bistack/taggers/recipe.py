@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from bistack.taggers.layer_tagger import LayerPoolingTagger
 from bistack.taggers.tagging import Emitter, check_gold_tags
 
-T = TypeVar("T", Tagger, LayerPoolingTagger)
+T = TypeVar("T", "Tagger", "LayerPoolingTagger")
 
 
 @dataclass

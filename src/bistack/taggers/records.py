@@ -12,6 +12,7 @@ from bistack.data.conll import Sentence, write_conll
 from bistack.data.conllu import write_conllu
 from bistack.data.spans import doccano_record
 from bistack.data.tokenize import Token
+from bistack.errors import needs_extra
 from bistack.schemes import PLAIN, convert_tags, spans_from_tags
 from bistack.taggers.decoding import Analysis, Span
 
@@ -132,8 +133,8 @@ class TaggedText(Sequence[TaggedSentence]):
         try:
             from spacy.tokens import Doc
             from spacy.vocab import Vocab
-        except ImportError:
-            raise ImportError("to_spacy needs spaCy: pip install 'bistack[spacy]'") from None
+        except ImportError as error:
+            raise ImportError(needs_extra("to_spacy", "spacy", error)) from None
         vocab = getattr(nlp_or_vocab, "vocab", nlp_or_vocab) or Vocab()
         words: list[str] = []
         spaces: list[bool] = []

@@ -99,7 +99,9 @@ class ExportedTagging(Tagging):
             raise ValueError("cannot tag an empty sentence")
         by_index: dict[int, SentenceAnalysis] = {}
         lengths = [len(s) for s in sentences]
-        for indices in self.files.batches(lengths, batch_size or self.batch_size):
+        for indices in self.files.batches(
+            lengths, self.batch_size if batch_size is None else batch_size
+        ):
             (tags,) = self.files.run(self.feed([sentences[i] for i in indices]), ["tags"])
             for row, index in enumerate(indices):
                 path = tags[row, : lengths[index]].tolist()

@@ -176,7 +176,9 @@ class Tagging(ABC):
         """The network's emissions of ``sentences``, a batch of similar lengths at a time."""
         emitter = emitter or self.emitter_of(sentences, documents)
         batches = bucket_batches(
-            [len(s) for s in sentences], batch_size or self.batch_size, shuffle=False
+            [len(s) for s in sentences],
+            self.batch_size if batch_size is None else batch_size,
+            shuffle=False,
         )
         with self.predicting():
             for indices in shown(batches, progress):

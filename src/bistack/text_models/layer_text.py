@@ -126,7 +126,7 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
             options.long_texts,
             stride=options.stride,
             max_length=options.max_length,
-            batch_size=batch_size or options.batch_size,
+            batch_size=options.batch_size if batch_size is None else batch_size,
             progress=progress,
         )
 

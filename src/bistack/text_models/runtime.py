@@ -119,7 +119,7 @@ class ExportedTextModel(ExportedText):
         vocabularies = self.files.token_vocabularies()
         scores = np.zeros((len(texts), len(self.outputs)), dtype=np.float32)
         weights: list[list[float]] = [[] for _ in texts]
-        size = batch_size or self.config.train.eval_batch_size
+        size = self.config.train.eval_batch_size if batch_size is None else batch_size
         for indices in bucket_batches([len(t) for t in tokens], size, shuffle=False):
             results = self.files.run(
                 token_feed([[t.text for t in tokens[i]] for i in indices], vocabularies)
@@ -160,7 +160,9 @@ class ExportedLayerTextModel(ExportedText):
                 raise DataError("input", f"text {index + 1} is empty")
         scores = np.zeros((len(texts), len(self.outputs)), dtype=np.float32)
         lengths = [len(text) for text in texts]  # as TransformerBackbone.layer_vectors orders them
-        for chosen in bucket_batches(lengths, batch_size or self.batch_size, shuffle=False):
+        for chosen in bucket_batches(
+            lengths, self.batch_size if batch_size is None else batch_size, shuffle=False
+        ):
             scores[chosen] = self.files.run(self.feed([texts[i] for i in chosen]))[0]
         return [[] for _ in texts], scores, None
 

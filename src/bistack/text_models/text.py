@@ -95,7 +95,7 @@ class RecurrentTextModel(SavedKind, TextModelBase):
         self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
     ) -> RawOutputs:
         """Outputs and attention for raw texts, batched by length, returned in input order."""
-        batch_size = batch_size or self.config.train.eval_batch_size
+        batch_size = self.config.train.eval_batch_size if batch_size is None else batch_size
         tokens = [self.tokenize(text) for text in texts]
         for index, text_tokens in enumerate(tokens):
             if not text_tokens:
