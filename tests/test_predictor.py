@@ -135,3 +135,14 @@ def test_records_are_predicted_each_apart_by_the_opened_model(small_classifier):
         "field 'text' is a list of tokens, which only a tagger takes; give a text"
     )
     assert outcomes[2] == Failed("not valid UTF-8")
+
+
+def test_a_model_folder_this_user_may_not_read_is_said_as_such(small_tagger, monkeypatch):
+    import os
+
+    from bistack.errors import ModelFileError
+
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: p != small_tagger and real(p, mode))
+    with pytest.raises(ModelFileError, match="may not read the model folder"):
+        open_model(small_tagger)

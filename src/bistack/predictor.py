@@ -13,6 +13,7 @@ its kind's card declares.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,6 +73,8 @@ def read_model_files(path: str | Path) -> ModelFiles:
     """The metadata of the model directory or exported directory at ``path`` (or of a
     HuggingFace hub id's snapshot: ``bistack.config.hub``), read once."""
     path = local_folder(path)
+    if path.is_dir() and not os.access(path, os.R_OK | os.X_OK):  # else "missing config.json"
+        raise ModelFileError(f"{path}: this user may not read the model folder (permission denied)")
     if is_exported(path):
         return ModelFiles(Path(path), read_export(path), exported=True)
     return ModelFiles(Path(path), read_config(path), exported=False)

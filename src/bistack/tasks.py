@@ -25,8 +25,10 @@ from bistack.config.files import (
     kind_named,
     read_yaml,
     resolved_paths,
+    set_key,
 )
 from bistack.config.recipes import config_file, is_recipe
+from bistack.data.tokenize import anchored
 from bistack.errors import ConfigError
 from bistack.language_models import cards as language_models
 from bistack.taggers import cards as taggers
@@ -149,8 +151,12 @@ def read_config_file(path: str | Path, say: Callable[[str], None] | None = None)
     path = config_file(path)
     data = read_yaml(path)
     config_class = task_of(kind_named(data, str(path)), str(path)).config_class
-    for warning in resolved_paths(data, config_class.INPUT_KEYS, Path(path).parent, str(path)):
+    keys, hubs = config_class.INPUT_KEYS, config_class.HUB_KEYS
+    for warning in resolved_paths(data, keys, Path(path).parent, str(path), hubs):
         (say or (lambda text: print(text, file=sys.stderr)))(f"warning: {warning}")
+    tokenizer = get_key(data, "data.tokenizer")
+    if isinstance(tokenizer, str):  # an hf:FOLDER beside the config, as its data is
+        set_key(data, "data.tokenizer", anchored(tokenizer, Path(path).parent), str(path))
     return data
 
 

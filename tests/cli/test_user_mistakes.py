@@ -307,3 +307,23 @@ def test_predict_into_a_folder_is_a_one_line_error(small_tagger, tmp_path, monke
     assert done.stderr.decode().splitlines() == [
         f"error: --output {output} is a folder; give a file name"
     ]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("calibration", "oops"), ("calibration", [[1.0]]), ("mean", [float("nan")])],
+)
+def test_a_damaged_regressor_scaling_is_named_when_the_model_opens(
+    small_regressor, tmp_path, key, value
+):
+    import shutil
+
+    model = Path(shutil.copytree(small_regressor, tmp_path / "model"))
+    meta = json.loads((model / "config.json").read_text())
+    meta["outputs"][key] = value
+    (model / "config.json").write_text(json.dumps(meta))
+    done = bistack("info", str(model))  # opening alone, before any prediction
+    assert done.returncode == 2
+    said = done.stderr.decode()
+    assert "config.json or vocab.json is damaged" in said and key in said
+    assert "Traceback" not in said

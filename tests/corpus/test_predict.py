@@ -361,7 +361,40 @@ def test_a_txt_of_conll_columns_is_read_as_conll_and_says_so(small_tagger, tmp_p
     texts.write_text("John lives in Paris .\nMary works in Berlin .\n")
     assert main(["predict", str(small_tagger), "--input", str(texts), "--format", "jsonl"]) == 0
     captured = capsys.readouterr()
-    assert len(captured.out.splitlines()) == 2 and "reading" not in captured.err
+    assert len(captured.out.splitlines()) == 2
+    assert captured.err.splitlines() == [
+        f"reading {texts} as one text a line; --input-format conll reads CoNLL columns"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("lines", "bad", "failing"),
+    [
+        # a header line has the columns' width: read as CoNLL, it is a token line like any
+        (["token tag", "John B-PER", "lives O", "", "Paris B-LOC", ""], 1, []),
+        (["John B-PER", "lives O", "", "Mary went home .", "", "Paris B-LOC", ""], 4, [4]),
+    ],
+    ids=["header", "a line of text"],
+)
+def test_a_file_of_conll_columns_with_a_line_that_is_not_is_an_error_naming_it(
+    small_tagger, tmp_path, capsys, lines, bad, failing
+):
+    """Neither reading of such a file is right, so neither is guessed: the line is named, and
+    --input-format says how to read it (CoNLL columns: that line fails alone)."""
+    path = tmp_path / "mixed.txt"
+    path.write_text("\n".join(lines) + "\n")
+    assert main(["predict", str(small_tagger), "--input", str(path)]) == 2
+    error = capsys.readouterr().err
+    assert f"{path}:{bad}: " in error and "is not CoNLL columns" in error
+    assert "--input-format conll" in error and error.count("\n") == 1
+    argv = ["predict", str(small_tagger), "--input", str(path), "--input-format", "conll"]
+    assert (
+        main([*argv, "--format", "jsonl", "--on-error", "skip", "--skipped", str(tmp_path / "s")])
+        == 0
+    )
+    skipped = [json.loads(line) for line in (tmp_path / "s").read_text().splitlines()]
+    assert [s["line"] for s in skipped] == failing
+    assert all("expected 2 columns (as on line 1), found 4" in s["error"] for s in skipped)
 
 
 def test_an_option_its_format_cannot_carry_is_a_usage_error(small_tagger, capsys):

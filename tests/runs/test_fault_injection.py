@@ -322,3 +322,29 @@ def test_an_interrupt_outside_the_epochs_still_says_what_the_run_leaves(tmp_path
         assert Tagger.load(run / "model").predict(TEXTS)
     assert out.count("interrupted") == 1
     assert not list(tmp_path.glob(".run.staging-*"))
+
+
+def test_a_full_disk_at_the_checkpoint_is_one_line_and_leaves_a_whole_model(
+    trained, tmp_path, monkeypatch, capsys
+):
+    """safetensors says a full disk in its own error class: the run stops with one line naming
+    the checkpoint, and the output holds a whole model that loads (the run's first best, which
+    replaced the old one as it does once it has one), no half-written checkpoint."""
+    from safetensors import SafetensorError
+
+    from bistack.cli import main
+    from bistack.runs import checkpoint
+
+    run = copy_of(trained, tmp_path)
+
+    def full(*args: object, **kwargs: object) -> None:
+        raise SafetensorError("No space left on device (os error 28)")
+
+    monkeypatch.setattr(checkpoint, "save_file", full)
+    argv = ["train", str(trained["config"]), "--output", str(run), "--overwrite", "--no-progress"]
+    assert main([*argv, "--set", "train.checkpoint_every=1"]) == 2
+    error = capsys.readouterr().err
+    assert "cannot write the checkpoint (No space left on device" in error
+    assert "Traceback" not in error
+    assert predictions(run / "model")  # a whole model
+    assert not list(run.glob(".checkpoint*")) and not list(run.glob("*.tmp-*"))

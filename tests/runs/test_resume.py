@@ -165,4 +165,4 @@ def test_resume_refuses_what_it_cannot_continue(config, uninterrupted, tmp_path)
     assert changed.returncode == 2
     assert "optimizer.lr (0.05 -> 0.5)" in changed.stderr
     both = bistack("train", str(config), "--output", str(run), "--resume", "--overwrite")
-    assert both.returncode == 2 and "--overwrite replaces it" in both.stderr
+    assert both.returncode == 2 and "overwrite (--overwrite) replaces it" in both.stderr

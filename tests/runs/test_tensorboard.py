@@ -68,3 +68,30 @@ def test_the_records_are_framed_as_tensorboards_own_writer_frames_them():
         theirs = Collected()
         RecordWriter(theirs).write(data)
         assert tfrecord(data) == theirs.data
+
+
+def test_a_resumed_run_drops_the_steps_it_writes_again(tmp_path):
+    """Killed after epoch 5 with its checkpoint at epoch 3, a run resumes from 3: the event
+    files hold epochs 4 and 5 once, as metrics.csv does (a kill mid-record included)."""
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    from bistack.runs.tensorboard import FOLDER, ScalarEvents, keep_until
+
+    first = ScalarEvents()
+    for step in range(1, 6):
+        first.write(tmp_path, {"dev_f1": step / 10}, step)
+    [written] = (tmp_path / FOLDER).glob("events.out.tfevents.*")
+    with written.open("ab") as handle:
+        handle.write(b"\x40\x00\x00\x00\x00\x00\x00\x00cut")  # a record the kill cut short
+    keep_until(tmp_path, 3)
+    again = ScalarEvents()
+    again.name += ".resumed"
+    for step in (4, 5):
+        again.write(tmp_path, {"dev_f1": step / 10}, step)
+    steps = [
+        event.step
+        for path in sorted((tmp_path / FOLDER).glob("events.out.tfevents.*"))
+        for event in EventFileLoader(str(path)).Load()
+        if event.summary.value
+    ]
+    assert sorted(steps) == [1, 2, 3, 4, 5]

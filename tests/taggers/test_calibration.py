@@ -129,3 +129,31 @@ def test_a_trained_tagger_keeps_its_temperature_in_every_outlet(noisy_dev_tagger
     assert [e.text for e in got.entities] == [e.text for e in calibrated.entities]
     for mine, theirs in zip(got.entities, calibrated.entities, strict=True):
         assert mine.confidence == pytest.approx(theirs.confidence, abs=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("temperature", "held_out", "kept", "said"),
+    [
+        (1.7, (0.10, 0.05), True, "temperature 1.700 fitted on dev"),
+        (1.7, (0.05, 0.09), False, "made the held-out halves worse calibrated"),
+        (0.0503, (0.30, 0.10), False, "reached 0.05, a bound of the search (dev too small"),
+        (19.99, (0.30, 0.10), False, "reached 20, a bound of the search (a tagger near chance"),
+    ],
+)
+def test_a_temperature_is_kept_only_inside_its_bounds_and_where_held_out_improves(
+    temperature, held_out, kept, said
+):
+    """A collapsed temperature (every probability 1, unseen text too) or one that the run's own
+    held-out check says made calibration worse is not kept, and the run says why."""
+    from bistack.taggers.calibration import TemperatureFit
+
+    before, after = held_out
+    fit = TemperatureFit(
+        temperature,
+        entities=40,
+        ece_before=0.2,
+        ece_after=0.1,
+        held_out=[{"temperature": temperature, "ece_before": before, "ece_after": after}] * 2,
+    )
+    assert fit.kept is kept
+    assert said in fit.summary()

@@ -112,8 +112,9 @@ def add_config(commands: Any) -> None:
     recipes = commands.add_parser(
         "recipes",
         help="list the configs bistack ships (train one as recipe:NAME)",
-        description="The recipes bistack ships: train one with bistack train recipe:NAME "
-        "--set data.train=... --set data.dev=..., or print it with bistack config --recipe NAME.",
+        description="The recipes bistack ships, one line each: train one as bistack train "
+        "recipe:NAME (with your data files), or print it to start a config of your own from "
+        "(bistack config).",
     )
     recipes.set_defaults(run=run_recipes)
 

@@ -185,6 +185,8 @@ class ExperimentConfig:
 
     RANGES: ClassVar[tuple[Range, ...]] = ()
     INPUT_KEYS: ClassVar[tuple[str, ...]] = ("data.train", "data.dev")
+    # Of the INPUT_KEYS, those that may name a HuggingFace hub id (``org/name``) instead.
+    HUB_KEYS: ClassVar[tuple[str, ...]] = ()
     SUMMARY_KEYS: ClassVar[tuple[str, ...]] = ()
 
     kind: str  # the model kind (the task table's key); each config class fixes its own

@@ -117,13 +117,18 @@ def get_key(data: dict[str, Any], key: str) -> Any:
 
 
 def resolved_paths(
-    data: dict[str, Any], keys: tuple[str, ...], folder: Path, source: str
+    data: dict[str, Any],
+    keys: tuple[str, ...],
+    folder: Path,
+    source: str,
+    hub_keys: tuple[str, ...] = (),
 ) -> list[str]:
     """Make the relative paths at ``keys`` of a config file's ``data`` relative to ``folder``
     (the file's own), in place, as absolute paths, so that a config names its data as seen
     from where it lies, whatever the working directory. A path found only from the working
     directory (as configs of earlier versions were read) is kept so; the warnings returned
-    say which. ``default`` (the packaged backbone) and ``memory:`` tables are not paths."""
+    say which. ``default`` (the packaged backbone) and ``memory:`` tables are not paths, nor
+    is a hub id (``org/name``) at one of ``hub_keys`` that names nothing on this disk."""
     warnings = []
     for key in keys:
         value = get_key(data, key)
@@ -133,7 +138,7 @@ def resolved_paths(
             continue
         beside = (folder / value).resolve()
         here = Path(value).resolve()
-        if not beside.exists() and not here.exists() and HUB_ID.match(value):
+        if key in hub_keys and not beside.exists() and not here.exists() and HUB_ID.match(value):
             continue  # a HuggingFace hub id (bistack.config.hub), not a path
         if not beside.exists() and here.exists():
             warnings.append(

@@ -79,20 +79,26 @@ def check_request(request: CorpusRequest, job: PredictionJob) -> None:
         )
 
 
-def say_format(request: CorpusRequest, fmt: str) -> None:
-    """Say on stderr that an ``--input`` file whose suffix did not name a format is read as
-    CoNLL columns, as its lines are (one text a line, what such a file is otherwise, goes
-    unsaid), and how to read it otherwise."""
+def say_format(request: CorpusRequest, fmt: str, takes_tokens: bool) -> None:
+    """Say on stderr, once, how an ``--input`` file whose suffix names no format is read, where
+    its lines decided it (a model that takes tokens reads CoNLL columns or one text a line), and
+    how to read it otherwise."""
     if (
-        request.input_format is None
-        and fmt == "conll"
-        and Path(request.input or "-").suffix.lower() not in BY_SUFFIX
+        request.input_format is not None
+        or request.tokenized
+        or not takes_tokens
+        or request.input in (None, "-")
+        or Path(request.input or "-").suffix.lower() in BY_SUFFIX
     ):
-        print(
-            f"reading {request.input} as CoNLL columns (a token and its tags a line, a blank line "
-            "between sentences); --input-format lines reads each line as a text",
-            file=sys.stderr,
+        return
+    if fmt == "conll":
+        said = (
+            "CoNLL columns (a token and its tags a line, a blank line between sentences); "
+            "--input-format lines reads each line as a text"
         )
+    else:
+        said = "one text a line; --input-format conll reads CoNLL columns"
+    print(f"reading {request.input} as {said}", file=sys.stderr)
 
 
 def predict_command(request: CorpusRequest, job: PredictionJob, model: Predictor) -> int:
@@ -104,7 +110,7 @@ def predict_command(request: CorpusRequest, job: PredictionJob, model: Predictor
         fmt = input_format(
             request.input, request.input_format, request.tokenized, card.takes("tokens")
         )
-        say_format(request, fmt)
+        say_format(request, fmt, card.takes("tokens"))
         if fmt in TOKEN_FORMATS and not card.takes("tokens"):
             raise ConfigError(
                 f"{fmt} input gives tokens, which only a tagger takes; {job.source.path} holds "

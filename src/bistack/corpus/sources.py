@@ -68,40 +68,53 @@ def input_format(
     named = BY_SUFFIX.get(Path(source).suffix.lower())
     if named is not None:
         return named
-    return "conll" if takes_tokens and looks_like_conll(Path(source)) else "lines"
+    return sniffed_format(Path(source)) if takes_tokens else "lines"
 
 
 SNIFFED_LINES = 200  # how many of a file's first lines say whether it is CoNLL columns
 _TAG = re.compile(r"^(O|[BIESLU]-\S+)$")  # an entity tag in any of the schemes
 
 
-def looks_like_conll(path: Path) -> bool:
-    """Whether the file's first lines are CoNLL columns: a ``-DOCSTART-`` line first, or
-    every non-blank line but comments (``# sent_id = 1``, as the CoNLL reader tells them) of
-    the same two or more columns whose last is an entity tag (``O``, ``B-PER``...), with a
-    blank line between sentences. A text a line rarely is: its last word
-    would have to be a tag on every line."""
+def sniffed_format(path: Path) -> str:
+    """How a file whose suffix names no format reads, for a model that takes tokens: ``conll``
+    when its first lines are CoNLL columns (a ``-DOCSTART-`` line first, or every line but
+    blank lines and comments, as the CoNLL reader tells them, of the same two or more columns
+    whose last is an entity tag, with a blank line between sentences), else ``lines``, one text
+    a line. A text a line rarely is CoNLL: its last word would have to be a tag on every line.
+    A file mostly of CoNLL columns with a line that is not (a header, a line of text) is a
+    DataError naming that line: neither reading would be right."""
     try:
         with path.open("rb") as handle:
             head = [handle.readline() for _ in range(SNIFFED_LINES)]
     except OSError:
-        return False  # reading it says why, with its name
+        return "lines"  # reading it says why, with its name
     lines = [line.decode("utf-8", "replace").strip() for line in head if line]
-    filled = [line.split() for line in lines if line]
-    first = next((columns for columns in filled if not columns[0].startswith("#")), None)
+    numbered = [(n, line.split()) for n, line in enumerate(lines, start=1) if line]
+    first = next((c for _, c in numbered if not c[0].startswith("#")), None)
     if first is None:
-        return False
+        return "lines"
     if first[0] == "-DOCSTART-":
-        return True
+        return "conll"
     layout = layout_of(first, tag_column=-1, plain=None)  # comments as the reader sees them
-    filled = [c for c in filled if not c[0].startswith("#") or not layout.is_comment(c)]
-    widths = {len(columns) for columns in filled}
-    sentences_end = "" in lines[: len(lines) - 1] or len(lines) < SNIFFED_LINES
-    return (
-        len(widths) == 1
-        and widths.pop() >= 2
-        and sentences_end
-        and all(_TAG.match(columns[-1]) for columns in filled)
+    filled = [(n, c) for n, c in numbered if not c[0].startswith("#") or not layout.is_comment(c)]
+    tagged = [(n, c) for n, c in filled if len(c) >= 2 and _TAG.match(c[-1])]
+    if not tagged:
+        return "lines"
+    width, where = len(tagged[0][1]), tagged[0][0]
+    columns = [(n, c) for n, c in tagged if len(c) == width]
+    others = [(n, c) for n, c in filled if len(c) != width or not _TAG.match(c[-1])]
+    if not others:
+        sentences_end = "" in lines[: len(lines) - 1] or len(lines) < SNIFFED_LINES
+        return "conll" if sentences_end else "lines"
+    if 2 * len(columns) < len(filled):
+        return "lines"  # texts, a few of which happen to end in a tag-like word
+    number, line = others[0]
+    raise DataError(
+        str(path),
+        f"{' '.join(line)!r} is not CoNLL columns, but the lines around it are (a token and its "
+        f"tags a line, as on line {where}): give --input-format conll to read the columns (such "
+        "a line then fails alone), or --input-format lines to read one text a line",
+        number,
     )
 
 

@@ -46,6 +46,7 @@ class Layout:
     width: int
     tag_column: int | None
     entity_tags: bool
+    line: int = 0  # the first token line's number
 
     def is_comment(self, columns: Sequence[str]) -> bool:
         """Whether a line starting with ``#`` where a sentence starts is a comment (see the
@@ -68,13 +69,15 @@ def is_entity_tag(tag: str) -> bool:
     return True
 
 
-def layout_of(columns: Sequence[str], tag_column: int | None, plain: bool | None) -> Layout:
+def layout_of(
+    columns: Sequence[str], tag_column: int | None, plain: bool | None, line: int = 0
+) -> Layout:
     """The layout of a file whose first token line is ``columns``; ``plain`` None: its tags
     (read or not) are entity tags when the line's tag column holds one."""
     if plain is None:
         column = columns[-1 if tag_column is None else tag_column] if len(columns) > 1 else ""
         plain = not is_entity_tag(column)
-    return Layout(len(columns), tag_column, entity_tags=not plain)
+    return Layout(len(columns), tag_column, entity_tags=not plain, line=line)
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,9 @@ def parse_conll(
     line (:class:`Layout`). ``lines``: numbered texts (a :class:`BadLine` is passed on in
     its place); ``tag_column`` None: tokens only; ``check(number, columns)``: called on each
     token line, to refuse it. A ``#`` line before the file's first token line waits for it,
-    which says what token lines look like."""
+    which says what token lines look like. A token line of another width than the first (a
+    line of text among the columns, say) is a :class:`BadLine` in its place, never a token
+    read from its first word."""
     document, layout = 0, None
     current = Sentence([], [], document=document)
     waiting: list[tuple[int, list[str]]] = []  # "#" lines before the first token line
@@ -131,11 +136,17 @@ def parse_conll(
             if layout.is_comment(columns):
                 continue
         if layout is None:
-            layout = layout_of(columns, tag_column, plain)
+            layout = layout_of(columns, tag_column, plain, number)
             for waited, shape in waiting:
                 if not layout.is_comment(shape):
                     add(waited, shape)
             waiting.clear()
+        if len(columns) != layout.width:
+            found = f"found {len(columns)}: {text.strip()!r}"
+            yield BadLine(
+                number, f"expected {layout.width} columns (as on line {layout.line}), {found}"
+            )
+            continue
         add(number, columns)
     if current.tokens:
         yield current
@@ -148,28 +159,24 @@ def read_conll(
     (for unlabelled input); ``plain`` takes tags as labels of their own (parts of speech), not
     entity tags. Every token line has the columns of the first, and each tag is one of a
     scheme: DataError naming the line otherwise."""
-    first: tuple[int, int] | None = None  # the first token line's columns, and its number
+    checked = False  # the first token line's columns hold the token and tag columns
 
     def check(number: int, columns: list[str]) -> None:
-        nonlocal first
-        if first is None:
-            first = (len(columns), number)
+        nonlocal checked
+        if not checked:
+            checked = True
             _check_column_index(path, number, columns, token_column, tag_column)
-        elif len(columns) != first[0]:
-            raise DataError(
-                path,
-                f"expected {first[0]} columns (as on line {first[1]}), found {len(columns)}: "
-                f"{' '.join(columns)!r}",
-                number,
-            )
         if tag_column is not None and not plain:
             try:
                 split_tag(columns[tag_column])
             except ValueError as error:
                 raise DataError(path, str(error), number) from None
 
-    parsed = parse_conll(numbered_lines(path), tag_column, plain, token_column, check)
-    sentences = [s for s in parsed if isinstance(s, Sentence)]  # numbered_lines raises on bytes
+    sentences = []
+    for item in parse_conll(numbered_lines(path), tag_column, plain, token_column, check):
+        if isinstance(item, BadLine):
+            raise DataError(path, item.problem, item.number)
+        sentences.append(item)
     if not sentences:
         raise DataError(
             path, "no sentences found: the file is empty or holds only -DOCSTART- or comments"

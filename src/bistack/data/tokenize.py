@@ -23,6 +23,7 @@ import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from bistack.errors import ConfigError, needs_extra
@@ -87,6 +88,16 @@ def check_tokenizer(name: Any, source: str, key: str = "data.tokenizer") -> None
     if name in ("text", "whitespace") or (kind in ("spacy", "hf") and argument.strip()):
         return
     raise ConfigError(f"{source}: {key} must be one of {TOKENIZERS}, got {name!r}")
+
+
+def anchored(name: str, folder: Path) -> str:
+    """``name`` with an ``hf:FOLDER`` tokenizer's relative folder made absolute from
+    ``folder`` (a config file's own; the working directory for one given on the command
+    line): the model keeps it, and must find it from wherever it predicts."""
+    kind, _, argument = name.partition(":")
+    if kind != "hf" or argument == "default" or Path(argument).is_absolute():
+        return name
+    return f"hf:{(folder / argument).resolve()}"
 
 
 Splitter = Callable[[str], list[list[Token]]]

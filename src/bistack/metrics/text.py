@@ -156,16 +156,17 @@ def expected_calibration_error(
     return sum(b.count * abs(b.confidence - b.accuracy) for b in found) / len(confidences)
 
 
-# A temperature fitted on dev is kept only below this: above it the fit says the model is near
-# chance on dev (every probability pushed towards uniform, so ties give every text one label),
-# not how sure it should be.
-MAX_TEMPERATURE = 20.0
+# A temperature fitted on dev is kept only between these: above the top the fit says the model
+# is near chance on dev (every probability pushed towards uniform, so ties give every text one
+# label); below the bottom, that dev is too small or too easy to say how sure to be (every
+# probability pushed to 1, unseen text too), not how sure it should be.
+MIN_TEMPERATURE, MAX_TEMPERATURE = 0.05, 20.0
 
 
 def plausible_temperature(value: float) -> bool:
-    """Whether a fitted temperature is one to keep: finite, > 0, and under MAX_TEMPERATURE (a
-    search that ends on that bound was stopped by it)."""
-    return math.isfinite(value) and 0 < value < MAX_TEMPERATURE / 1.01
+    """Whether a fitted temperature is one to keep: finite and strictly inside
+    MIN_TEMPERATURE..MAX_TEMPERATURE (a search that ends on a bound was stopped by it)."""
+    return math.isfinite(value) and MIN_TEMPERATURE * 1.01 < value < MAX_TEMPERATURE / 1.01
 
 
 def checked_temperature(value: Any) -> float:

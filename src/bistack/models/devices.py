@@ -19,6 +19,11 @@ def checked_device(device: str | torch.device) -> torch.device:
         chosen = torch.device(device)
     except (RuntimeError, ValueError, TypeError):
         raise ConfigError(f"device {device}: not a device (cpu, cuda, cuda:1, mps, ...)") from None
+    if chosen.type == "meta":
+        raise ConfigError(
+            f"device {device}: holds shapes, not numbers, so a model there cannot predict; "
+            "give cpu, cuda, cuda:1, mps, ..."
+        )
     if chosen.type == "cuda" and (
         not torch.cuda.is_available() or (chosen.index or 0) >= torch.cuda.device_count()
     ):

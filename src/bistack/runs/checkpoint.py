@@ -88,7 +88,11 @@ def save_checkpoint(
     path = directory / CHECKPOINT
     temporary = directory / f".{CHECKPOINT}.tmp-{os.getpid()}"
     directory.mkdir(parents=True, exist_ok=True)
-    save_file(tensors, temporary, metadata={"bistack": json.dumps(meta)})
+    try:
+        save_file(tensors, temporary, metadata={"bistack": json.dumps(meta)})
+    except SafetensorError as error:  # safetensors reports a full disk as its own error
+        temporary.unlink(missing_ok=True)
+        raise CheckpointError(f"{path}: cannot write the checkpoint ({error})") from None
     os.replace(temporary, path)
 
 

@@ -23,7 +23,7 @@ from torch import nn
 
 from bistack.config import ExperimentConfig
 from bistack.config.files import build_config
-from bistack.data.tokenize import splitter
+from bistack.data.tokenize import anchored, splitter
 from bistack.errors import BistackError, ConfigError
 from bistack.files.fingerprints import changed as changed_content
 from bistack.files.fingerprints import digests
@@ -136,6 +136,23 @@ def data_digests(config: ExperimentConfig, read: dict[str, str]) -> dict[str, st
     return {k: read.get(k) or digests([(k, p)])[k] for k, p in files}
 
 
+def tokenizer_ready(config: ExperimentConfig) -> ExperimentConfig:
+    """``config`` with its raw-text tokenizer (every family's ``data.tokenizer``, kept with the
+    model) found from anywhere: an ``hf:FOLDER`` given relative to the working directory made
+    absolute, on a copy (the caller's config stays as it was). A tokenizer that is not here (a
+    spaCy pipeline not installed, a folder that is no tokenizer) stops the run now, before it
+    trains, rather than at the model's first prediction, blaming the text."""
+    data: Any = getattr(config, "data", None)
+    if not isinstance(getattr(data, "tokenizer", None), str):
+        return config
+    tokenizer = anchored(data.tokenizer, Path.cwd())
+    splitter(tokenizer)
+    if tokenizer == data.tokenizer:
+        return config
+    family_config: Any = config  # the base class declares no data section; each family's has
+    return dataclasses.replace(family_config, data=dataclasses.replace(data, tokenizer=tokenizer))
+
+
 def train_model(
     config: ExperimentConfig,
     output: str | Path,
@@ -152,9 +169,7 @@ def train_model(
     sees each epoch's dev score and may stop the run (``bistack.runs.loop.fit``).
     """
     refuse_overlap(output, config.input_paths(), "the run's output")
-    tokenizer = getattr(getattr(config, "data", None), "tokenizer", None)
-    if isinstance(tokenizer, str):  # kept with the model: one not here stops the run now, not
-        splitter(tokenizer)  # at the model's first prediction, blaming the text
+    config = tokenizer_ready(config)
     loop_settings = config.train
     if not options.checkpoints:  # the model's config stays as given
         loop_settings = dataclasses.replace(loop_settings, checkpoint_every=0)

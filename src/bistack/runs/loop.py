@@ -32,6 +32,7 @@ from bistack.runs.checkpoint import Checkpoint, LoopState, save_checkpoint
 from bistack.runs.rundir import RunDirectory
 from bistack.runs.tensorboard import ScalarEvents
 from bistack.runs.tensorboard import installed as tensorboard_installed
+from bistack.runs.tensorboard import keep_until as keep_events_until
 
 if TYPE_CHECKING:
     from lightning_fabric import Fabric
@@ -224,6 +225,8 @@ class MetricsLog:
             temporary = path.with_name(f".{path.name}.tmp")
             temporary.write_text("".join(lines[:1] + rows))
             temporary.replace(path)
+        if self.events is not None:
+            keep_events_until(self.run.output, epoch)
 
     def write(self, row: dict[str, float]) -> None:
         path = self.run.output / "metrics.csv"

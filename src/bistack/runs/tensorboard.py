@@ -85,3 +85,25 @@ class ScalarEvents:
         records.append(Event(wall_time=time.time(), step=step, summary=Summary(value=values)))
         with path.open("ab") as handle:
             handle.write(b"".join(tfrecord(record.SerializeToString()) for record in records))
+
+
+def keep_until(folder: Path, step: int) -> None:
+    """Drop the records after ``step`` from every event file in ``folder/tensorboard`` (a
+    resumed run writes those steps again, into a file of its own: TensorBoard would show them
+    twice). Each file is rewritten whole beside itself, then renamed over it."""
+    from tensorboard.compat.proto.event_pb2 import Event
+
+    for path in sorted((folder / FOLDER).glob("events.out.tfevents.*")):
+        raw, kept, position = path.read_bytes(), [], 0
+        while position + 12 <= len(raw):
+            (length,) = struct.unpack("<Q", raw[position : position + 8])
+            data = raw[position + 12 : position + 12 + length]
+            position += 16 + length
+            if len(data) < length:
+                break  # a record cut short by a kill: gone with what follows it
+            event = Event.FromString(data)
+            if event.file_version or event.step <= step:
+                kept.append(tfrecord(data))
+        temporary = path.with_name(f".{path.name}.tmp")
+        temporary.write_bytes(b"".join(kept))
+        temporary.replace(path)

@@ -33,6 +33,7 @@ from bistack.data.conll import Sentence
 from bistack.metrics.entities import PRF
 from bistack.metrics.text import (
     MAX_TEMPERATURE,
+    MIN_TEMPERATURE,
     expected_calibration_error,
     plausible_temperature,
 )
@@ -41,7 +42,7 @@ from bistack.taggers.consistency import consistent
 from bistack.taggers.decoding import TagDecoder
 from bistack.taggers.tagging import EmissionBatch, Emitter, Tagging
 
-LOG_BOUNDS = (math.log(0.05), math.log(MAX_TEMPERATURE))  # the temperatures searched
+LOG_BOUNDS = (math.log(MIN_TEMPERATURE), math.log(MAX_TEMPERATURE))  # the temperatures searched
 STEPS = 30  # golden-section steps: the bracket shrinks to 0.618**30 of its width (~2e-6)
 
 
@@ -83,9 +84,14 @@ class TemperatureFit:
 
     @property
     def kept(self) -> bool:
-        """Whether the model keeps it: a fit that ran into the search's bounds says the tagger
-        is near chance on dev, or separates it perfectly, not how sure it should be."""
-        return plausible_temperature(self.temperature)
+        """Whether the model keeps it: not a fit that ran into the search's bounds (the tagger
+        near chance on dev, or separating it perfectly, not how sure it should be), and only
+        where it made the held-out halves better calibrated."""
+        return plausible_temperature(self.temperature) and self.held_out_improves
+
+    @property
+    def held_out_improves(self) -> bool:
+        return self.held_out_after < self.held_out_before
 
     @property
     def held_out_before(self) -> float:
@@ -107,10 +113,22 @@ class TemperatureFit:
         }
 
     def summary(self) -> str:
-        if not self.kept:
+        if not plausible_temperature(self.temperature):
+            bound, meaning = (
+                (MAX_TEMPERATURE, "a tagger near chance on dev")
+                if self.temperature > 1
+                else (MIN_TEMPERATURE, "dev too small or too easy to say how sure to be")
+            )
             return (
-                f"entity confidences kept as trained: the temperature fitted on dev reached "
-                f"{MAX_TEMPERATURE:g}, the most searched (a tagger near chance on dev)"
+                f"entity confidences kept as trained: the temperature fitted on dev "
+                f"({self.temperature:.3g}) reached {bound:g}, a bound of the search ({meaning})"
+            )
+        if not self.held_out_improves:
+            return (
+                f"entity confidences kept as trained: the temperature fitted on dev "
+                f"({self.temperature:.3f}) made the held-out halves worse calibrated "
+                f"({self.held_out_before:.4f} -> {self.held_out_after:.4f}, fitted on one half "
+                "of dev, measured on the other)"
             )
         return (
             f"entity confidences: temperature {self.temperature:.3f} fitted on dev "

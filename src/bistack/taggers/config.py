@@ -117,6 +117,7 @@ class LayerPoolingTaggerConfig(ExperimentConfig):
         "features.pretrained",
         "backbone.path",
     )
+    HUB_KEYS: ClassVar[tuple[str, ...]] = ("backbone.path",)
 
     kind: Literal["layer_tagger"] = "layer_tagger"
     data: DataConfig = field(default_factory=DataConfig)

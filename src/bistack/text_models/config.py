@@ -181,6 +181,7 @@ class LayerPoolingTextConfig(ExperimentConfig):
         "features.pretrained",
         "backbone.path",
     )
+    HUB_KEYS: ClassVar[tuple[str, ...]] = ("backbone.path",)
 
     kind: str = "layer_classifier"
     data: TextDataConfig = field(default_factory=TextDataConfig)

@@ -24,6 +24,7 @@ from bistack.data.tokenize import Token
 from bistack.metrics.dev import Evaluation
 from bistack.metrics.text import (
     MAX_TEMPERATURE,
+    MIN_TEMPERATURE,
     ClassificationScores,
     RegressionScores,
     Scores,
@@ -123,9 +124,14 @@ class ClassOutputs:
         if not math.isfinite(temperature):
             return "temperature scaling did not converge on dev; probabilities kept as trained"
         if not plausible_temperature(temperature):
+            why = (
+                f"above {MAX_TEMPERATURE:g} (a model near chance on dev)"
+                if temperature > 1
+                else f"below {MIN_TEMPERATURE:g} (dev too small or too easy to say how sure to be)"
+            )
             return (
-                f"temperature scaling fitted {temperature:.3g} on dev, above {MAX_TEMPERATURE:g} "
-                "(a model near chance on dev); probabilities kept as trained"
+                f"temperature scaling fitted {temperature:.3g} on dev, {why}; probabilities "
+                "kept as trained"
             )
         self.info["temperature"] = temperature
         after = self._calibration_error(raw, gold)
@@ -175,6 +181,35 @@ class ClassOutputs:
             metrics={"dev_accuracy": scores["accuracy"], "dev_macro_f1": scores["macro_f1"]},
             summary=f"dev accuracy {scores['accuracy']:.2f} macro-F1 {scores['macro_f1']:.2f}",
         )
+
+
+def checked_scaling(info: dict[str, Any], targets: int) -> None:
+    """ValueError unless a regressor's ``mean``, ``std`` and ``calibration`` (one ``[scale,
+    offset]`` per target, when fitted) are finite numbers, one for each of its ``targets``:
+    a damaged file gives every prediction NaN or nonsense, so it is named when it opens."""
+    for key in ("mean", "std"):
+        values = info[key]
+        if (
+            not isinstance(values, list)
+            or len(values) != targets
+            or not all(_finite(v) for v in values)
+        ):
+            raise ValueError(f"{key} must be {targets} finite numbers, got {values!r:.80}")
+    calibration = info.get("calibration")
+    if calibration is not None and (
+        not isinstance(calibration, list)
+        or len(calibration) != targets
+        or not all(isinstance(pair, list) and len(pair) == 2 for pair in calibration)
+        or not all(_finite(v) for pair in calibration for v in pair)
+    ):
+        raise ValueError(
+            f"calibration must be {targets} pairs [scale, offset] of finite numbers, "
+            f"got {calibration!r:.80}"
+        )
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def fit_temperature(logits: np.ndarray, gold: np.ndarray) -> float:
@@ -229,6 +264,7 @@ class TargetOutputs:
 
     def __init__(self, info: dict[str, Any]) -> None:
         self.info = info  # {"targets": [...], "mean": [...], "std": [...], "calibration"?}
+        checked_scaling(info, len(info["targets"]))  # a damaged file, named at open
 
     @classmethod
     def from_training(
