@@ -361,3 +361,18 @@ def test_the_scan_runs_a_number_of_operators_that_grows_with_log_length_not_leng
         for n in (16, 256)
     ]
     assert decode[1] < 2.5 * decode[0], decode
+
+
+def test_the_nll_of_bf16_emissions_is_the_float32_nll_of_the_same_values():
+    """Under bf16 autocast the CRF reads bf16 emissions; its loss is computed in float32, so it
+    is the float32 loss of those (rounded) values, per sequence (in bf16 a log Z in the
+    hundreds keeps 8 bits: off by nats)."""
+    torch.manual_seed(0)
+    crf = CRF(7)
+    emissions = (torch.randn(6, 60, 7) * 4).bfloat16()
+    tags = torch.randint(0, 7, (6, 60))
+    mask = torch.arange(60).expand(6, 60) < torch.tensor([[60], [55], [40], [30], [12], [3]])
+    low = crf.nll(emissions, tags, mask, reduction="none")
+    full = crf.nll(emissions.float(), tags, mask, reduction="none")
+    assert low.dtype == torch.float32
+    assert torch.allclose(low, full, atol=1e-3, rtol=0)

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
 from bistack.kernels.crf_compiled import IMPOSSIBLE, log_partition, viterbi_best
-from bistack.kernels.crf_scan import log_partition_scan, viterbi_scan
+from bistack.kernels.crf_scan import in_float32_or_wider, log_partition_scan, viterbi_scan
 from bistack.masking import check_mask
 from bistack.schemes import AllowedTransitions
 
@@ -123,6 +123,9 @@ class CRF(nn.Module):
         if real.numel() and (int(real.min()) < 0 or int(real.max()) >= self.num_tags):
             raise ValueError(f"tags must be in [0, {self.num_tags}) at real positions")
         self._check_gold_paths(tags, mask)
+        # In float32 at least: under bf16 autocast a sentence's log Z (in the hundreds) and its
+        # path score would each keep only 8 bits, the loss off by nats.
+        (emissions,) = in_float32_or_wider(emissions)
         transitions, start, end = self.constrained_scores()
         nll = self._log_partition(emissions, mask, transitions, start, end) - self._path_score(
             emissions, tags, mask, transitions, start, end

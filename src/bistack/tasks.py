@@ -12,7 +12,7 @@ written in: a format two kinds declare must be declared alike).
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, Self
 
@@ -65,24 +65,22 @@ TASKS: dict[str, Card] = {}
 
 
 def register(card: Card) -> Card:
-    """Add a kind to the table (a kind registered twice is an error, and so is an option
-    another kind declares otherwise under the same name: the faces offer one of each)."""
+    """Add a kind to the table (a kind registered twice is an error, and so is an option or an
+    output format another kind declares otherwise under the same name: the faces offer one of
+    each)."""
     if card.kind in TASKS:
         raise ValueError(f"model kind {card.kind!r} is already registered")
-    for option in card.predict_options:
-        known = offered_options().get(option.name)
-        if known is not None and known != option:
-            raise ValueError(
-                f"model kind {card.kind!r}: option {option.name!r} is declared otherwise by "
-                "another kind; give it another name or the same declaration"
-            )
-    for fmt in card.formats:
-        known_format = offered_formats().get(fmt.name)
-        if known_format is not None and known_format != fmt:
-            raise ValueError(
-                f"model kind {card.kind!r}: format {fmt.name!r} is declared otherwise by "
-                "another kind; give it another name or the same declaration"
-            )
+    offered: list[tuple[str, Sequence[PredictOption | OutputFormat], Mapping[str, object]]] = [
+        ("option", card.predict_options, offered_options()),
+        ("format", card.formats, offered_formats()),
+    ]
+    for what, declared, known in offered:
+        for item in declared:
+            if known.get(item.name, item) != item:
+                raise ValueError(
+                    f"model kind {card.kind!r}: {what} {item.name!r} is declared otherwise by "
+                    "another kind; give it another name or the same declaration"
+                )
     TASKS[card.kind] = card
     return card
 

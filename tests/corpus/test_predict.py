@@ -230,12 +230,13 @@ def test_off_a_terminal_progress_is_a_line_at_most_every_few_seconds(small_tagge
     source = corpus(tmp_path / "in.txt", 400)
     done = run(str(small_tagger), "--input", str(source), "--output", str(tmp_path / "o.conll"),
                "--chunk-size", "50", "--log-every", "0")  # fmt: skip
-    lines = done.stderr.decode().splitlines()
+    said, *lines = done.stderr.decode().splitlines()
+    assert said == f"reading {source} as one text a line; --input-format conll reads CoNLL columns"
     assert lines[0].startswith("predicted 50 records (") and lines[0].endswith("/s)")
     assert lines[-1].startswith("predicted 400 records into")
     quiet = run(str(small_tagger), "--input", str(source), "--output", str(tmp_path / "p.conll"),
                 "--chunk-size", "50")  # fmt: skip
-    assert len(quiet.stderr.decode().splitlines()) == 1  # the summary alone within 30 s
+    assert len(quiet.stderr.decode().splitlines()) == 2  # how it reads, and the summary
 
 
 def peak_rss_mb(args: list[str]) -> float:

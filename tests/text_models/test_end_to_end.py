@@ -75,11 +75,16 @@ def test_classifier_trains_saves_loads_and_predicts_the_same(tmp_path, sentiment
     assert abs(sum(first[0].probabilities.values()) - 1) < 1e-6
     metrics = classifier.evaluate(dev)
     assert metrics["accuracy"] >= 90
-    # Temperature scaling was fitted on dev and kept; dev_metrics.json has its result.
-    assert classifier.outputs.temperature > 0 and "temperature" in classifier.output_info
+    # Temperature scaling was fitted on dev: kept, with its result in dev_metrics.json, where it
+    # is a temperature to keep; on a dev set this easy it may collapse towards 0 (every
+    # probability 1.0), and then the probabilities stay as trained.
     saved = json.loads((tmp_path / "run" / "dev_metrics.json").read_text())
-    fit = classifier.output_info["temperature_fit"]
-    assert saved["expected_calibration_error"] == pytest.approx(fit["ece_after"])
+    if "temperature" in classifier.output_info:
+        assert 0.05 < classifier.outputs.temperature < 20
+        fit = classifier.output_info["temperature_fit"]
+        assert saved["expected_calibration_error"] == pytest.approx(fit["ece_after"])
+    else:
+        assert classifier.outputs.temperature == 1.0
     if pooling in ("additive", "dot"):
         weights = [w for _, w in first[1].attention]
         assert len(weights) == 5 and abs(sum(weights) - 1) < 1e-5

@@ -110,7 +110,6 @@ def predict_command(request: CorpusRequest, job: PredictionJob, model: Predictor
         fmt = input_format(
             request.input, request.input_format, request.tokenized, card.takes("tokens")
         )
-        say_format(request, fmt, card.takes("tokens"))
         if fmt in TOKEN_FORMATS and not card.takes("tokens"):
             raise ConfigError(
                 f"{fmt} input gives tokens, which only a tagger takes; {job.source.path} holds "
@@ -144,6 +143,8 @@ def predict_command(request: CorpusRequest, job: PredictionJob, model: Predictor
         output = FileOutput(path, skipped, settings, request.resume, request.overwrite)
     else:
         output = StdoutOutput(skipped)
+    if request.input:  # how the input reads, once the run is sure to go ahead
+        say_format(request, fmt, card.takes("tokens"))
     progress = Progress(
         bar=bool(request.input) and request.progress,
         every=request.log_every,

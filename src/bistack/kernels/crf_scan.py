@@ -33,7 +33,7 @@ def log_partition_scan(
     """log Z ``(batch,)`` of emissions ``(batch, seq_len, num_tags)``, mask ``(batch, seq_len)``
     True at real positions (right-padded, at least one each), transitions ``(from, to)``, start
     and end ``(num_tags,)`` (forbidden moves already IMPOSSIBLE). Differentiable."""
-    emissions, transitions, start, end = _in_float32_or_wider(emissions, transitions, start, end)
+    emissions, transitions, start, end = in_float32_or_wider(emissions, transitions, start, end)
     first = start + emissions[:, 0]  # (batch, num_tags)
     if emissions.size(1) == 1:
         return torch.logsumexp(first + end, dim=1)
@@ -52,7 +52,7 @@ def viterbi_scan(
         # Copies made here are ordinary tensors even when the inputs are inference tensors.
         scores = emissions.detach().clone().requires_grad_(True)  # the leaf the path is read from
         mask = mask.clone()
-        promoted, transitions, start, end = _in_float32_or_wider(
+        promoted, transitions, start, end = in_float32_or_wider(
             scores, *(tensor.detach().clone() for tensor in (transitions, start, end))
         )
         first = start + promoted[:, 0]
@@ -67,7 +67,7 @@ def viterbi_scan(
     return tags, best.detach().to(emissions.dtype)
 
 
-def _in_float32_or_wider(*tensors: Tensor) -> list[Tensor]:
+def in_float32_or_wider(*tensors: Tensor) -> list[Tensor]:
     """The scores in float32 at least: bf16 or fp16 sums of IMPOSSIBLE would lose every
     digit the scores differ in (mixed precision runs the CRF in float32)."""
     dtype = torch.promote_types(tensors[0].dtype, torch.float32)

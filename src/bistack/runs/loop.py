@@ -170,7 +170,11 @@ def build_optimizer(
     optimizer_class = torch.optim.Adam if options.name == "adam" else torch.optim.AdamW
     # fused: one kernel per step instead of a dozen passes over every parameter, 6x faster
     # on CPU for the dense update of a word-embedding table (benchmarks/results/speed.md).
-    return optimizer_class(groups, weight_decay=options.weight_decay, fused=fused)
+    # Where a loss scaler must unscale first, foreach (each op over all parameters at once),
+    # never the per-parameter loop torch otherwise falls back to (about 5x the operators).
+    if fused:
+        return optimizer_class(groups, weight_decay=options.weight_decay, fused=True)
+    return optimizer_class(groups, weight_decay=options.weight_decay, foreach=True)
 
 
 def optimizer_for(
