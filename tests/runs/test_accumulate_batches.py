@@ -89,7 +89,7 @@ def test_with_a_loss_scaler_gradients_are_clipped_by_an_unfused_optimizer():
     )
     model = Regression()
     optimizer = optimizer_for(fabric, OptimizerConfig(name="adam", lr=0.1), model)
-    assert optimizer.defaults["fused"] is False
+    assert not optimizer.defaults["fused"] and optimizer.defaults["foreach"] is True
     wrapped, optimizer = fabric.setup(model, optimizer)
     generator = torch.Generator().manual_seed(1)
     task = Rows(torch.randn(12, 3, generator=generator), torch.randn(12, generator=generator))

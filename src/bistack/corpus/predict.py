@@ -7,9 +7,11 @@ length, so a chunk of 1,024 records costs about what batch prediction of them co
 two chunks per worker are in flight, and the reader runs at most two chunks ahead, so memory
 does not grow with the input.
 
-A record that cannot be read, or that the model refuses, is skipped (listed in the
-skipped-records file with its line or row) or stops the run, as ``on_error`` says; a chunk that
-fails is retried one record at a time, so one bad record never costs the others.
+Each chunk goes through the opened model's own per-record prediction
+(``bistack.predictor.Predictor.predict_records``, where a chunk that fails is retried one record
+at a time, so one bad record never costs the others). A record that cannot be read, or that the
+model refuses, is skipped (listed in the skipped-records file with its line or row) or stops
+the run, as ``on_error`` says.
 """
 
 from __future__ import annotations
