@@ -2,6 +2,7 @@
 
 ``bistack.train(config_or_path, output=..., overrides={...})`` trains a model from Python (it is
 :func:`bistack.training.train`, imported on first use so that ``import bistack`` stays light);
+``bistack.cross_validate(config_or_path, output, folds=5)`` is ``bistack cv`` from Python;
 ``bistack.api`` loads trained models.
 """
 
@@ -14,6 +15,6 @@ from bistack._version import __version__ as __version__
 
 
 def __getattr__(name: str) -> Any:
-    if name == "train":
-        return importlib.import_module("bistack.training").train
+    if name in ("train", "cross_validate"):
+        return getattr(importlib.import_module("bistack.training"), name)
     raise AttributeError(f"module 'bistack' has no attribute {name!r}")

@@ -162,7 +162,11 @@ class Card:
     export, runtime: its export plan (the loaded model -> ``ExportPlan``) and the class whose
     ``load(path, threads)`` opens the directory it exports to; export_hint: why not, without;
     report: ``report(model, data_path) -> section``, what ``evaluate --report`` shows of it
-    (plain data, ``bistack.reports`` draws it); without one, its scores alone.
+    (plain data, ``bistack.reports`` draws it); without one, its scores alone;
+    cv: how ``bistack cv`` splits, trains and scores the kind (a class taking the config and
+    the loader class: ``bistack.studies.cross_validation.FoldFamily``); ensemble: the class
+    whose ``open(path, meta, loader, device)`` opens the fold models as one (a kind with
+    ``cv`` has one).
     """
 
     kind: str
@@ -187,6 +191,8 @@ class Card:
     runtime: Ref | None = None
     export_hint: str = ""
     report: Ref | None = None
+    cv: Ref | None = None
+    ensemble: Ref | None = None
     metric_of: Callable[[Any], Metric] | None = field(default=None, compare=False)
 
     def metric_for(self, config: Any) -> Metric:
@@ -290,6 +296,10 @@ class Card:
     @property
     def report_builder(self) -> Any:
         return None if self.report is None else resolve(self.report)
+
+    @property
+    def ensemble_class(self) -> Any:
+        return None if self.ensemble is None else resolve(self.ensemble)
 
     @property
     def runtime_class(self) -> Any:

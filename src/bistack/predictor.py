@@ -22,6 +22,7 @@ from typing import Any
 from bistack.cards import Card
 from bistack.config.hub import local_folder
 from bistack.errors import BistackError, ConfigError, ModelFileError
+from bistack.files.ensemble_dir import is_ensemble, member_paths, read_ensemble
 from bistack.files.modeldir import WEIGHTS, read_config, reading_model
 from bistack.files.onnx_session import EXPORT_FILE, MODEL_FILE, is_exported, read_export
 from bistack.inputs import Input, Record, described, unicode_problem
@@ -47,12 +48,14 @@ class ModelSource:
 
 @dataclass(frozen=True)
 class ModelFiles:
-    """A model's directory as read at the door: its metadata (config.json, or export.json of an
-    exported directory) and the kind it names."""
+    """A model's directory as read at the door: its metadata (config.json, export.json of an
+    exported directory, or ensemble.json of an ensemble of fold models) and the kind it
+    names."""
 
     path: Path
     meta: dict[str, Any]
     exported: bool
+    ensemble: bool = False
 
     @property
     def kind(self) -> str:
@@ -77,6 +80,8 @@ def read_model_files(path: str | Path) -> ModelFiles:
         raise ModelFileError(f"{path}: this user may not read the model folder (permission denied)")
     if is_exported(path):
         return ModelFiles(Path(path), read_export(path), exported=True)
+    if is_ensemble(path):
+        return ModelFiles(Path(path), read_ensemble(path), exported=False, ensemble=True)
     return ModelFiles(Path(path), read_config(path), exported=False)
 
 
@@ -112,6 +117,9 @@ class Predictor:
 
     @property
     def description(self) -> str:
+        if self.files.ensemble:
+            count = len(self.files.meta["members"])
+            return f"an ensemble of {count} fold models, each {self.card.description}"
         exported = " (exported)" if self.files.exported else ""
         return f"{self.card.description}{exported}"
 
@@ -240,6 +248,12 @@ class Predictor:
             raise ConfigError(
                 f"{self.path} is an exported model already; export its model directory"
             )
+        if self.files.ensemble:
+            raise ConfigError(
+                f"{self.path} is an ensemble of {len(self.files.meta['members'])} models, which "
+                "export does not write as one graph yet; export a member (its members/ folder), "
+                "or serve the ensemble with bistack serve"
+            )
         return self.card.export_plan(self.model)
 
     def info(self) -> dict[str, Any]:
@@ -266,7 +280,12 @@ class Predictor:
         if self.files.exported:
             graph = self.path / MODEL_FILE
             return {"graph_bytes": graph.stat().st_size if graph.exists() else None}
-        files = [self.path / WEIGHTS, *sorted((self.path / "backbone").glob("*.safetensors"))]
+        folders = member_paths(self.path, self.files.meta) if self.files.ensemble else [self.path]
+        files = [
+            file
+            for folder in folders
+            for file in [folder / WEIGHTS, *sorted((folder / "backbone").glob("*.safetensors"))]
+        ]
         return {"parameters": parameters_in([f for f in files if f.is_file()])}
 
 
@@ -303,6 +322,12 @@ def open_model(
     source = ModelSource(str(path), device, threads, precision)
     files = read_model_files(path)
     card, path = files.card, files.path
+    if files.ensemble:
+        if card.ensemble_class is None:
+            raise ModelFileError(f"{path}: {card.description} has no ensembles in this bistack")
+        with reading_model(path, "ensemble.json or a member's config.json"):
+            model = card.ensemble_class.open(path, files.meta, card.loader_class, device)
+        return Predictor(card, model, files, source)
     if not files.exported:
         from bistack.models.saved import opening
 

@@ -9,6 +9,7 @@ classifiers and regressors.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,38 @@ class TrainingResult:
         return load_model(self.model_dir)
 
 
+def config_data(
+    config: str | Path | dict[str, Any] | ExperimentConfig, overrides: dict[str, Any] | None
+) -> tuple[dict[str, Any], str]:
+    """A config given as a YAML path, a dict or a config object, as the dict its YAML would
+    give, with ``overrides`` (dotted keys) applied; and where it came from, for messages."""
+    from bistack.tasks import read_config_file
+
+    if isinstance(config, ExperimentConfig):
+        data, source = config.to_dict(), "config"
+    elif isinstance(config, dict):
+        data, source = copy.deepcopy(config), "config"
+    elif isinstance(config, str | Path):
+        data, source = read_config_file(config), str(config)
+    else:
+        raise TypeError(
+            "config: expected a YAML file's path, a dict or a config object, not "
+            f"{type(config).__name__}"
+        )
+    if overrides is not None and not isinstance(overrides, dict):
+        raise TypeError(
+            "overrides: expected a dict of dotted keys, e.g. {'train.max_epochs': 3}, not "
+            f"{type(overrides).__name__}"
+        )
+    for key, value in (overrides or {}).items():
+        if not isinstance(key, str) or not key:
+            raise TypeError(
+                f"overrides: a key must be a dotted string such as 'optimizer.lr', not {key!r}"
+            )
+        set_key(data, key, value, "overrides")
+    return data, source
+
+
 def train(
     config: str | Path | dict[str, Any] | ExperimentConfig,
     output: str | Path | None = None,
@@ -101,30 +134,9 @@ def train(
     ``devices``, ``precision`` (``bf16-mixed``, ``16-mixed``), ``resume``, ``overwrite``,
     ``progress``: as on the command line.
     """
-    from bistack.tasks import config_from_dict, read_config_file, task_of
+    from bistack.tasks import config_from_dict, task_of
 
-    if isinstance(config, ExperimentConfig):
-        data, source = config.to_dict(), "config"
-    elif isinstance(config, dict):
-        data, source = copy.deepcopy(config), "config"
-    elif isinstance(config, str | Path):
-        data, source = read_config_file(config), str(config)
-    else:
-        raise TypeError(
-            "config: expected a YAML file's path, a dict or a config object, not "
-            f"{type(config).__name__}"
-        )
-    if overrides is not None and not isinstance(overrides, dict):
-        raise TypeError(
-            "overrides: expected a dict of dotted keys, e.g. {'train.max_epochs': 3}, not "
-            f"{type(overrides).__name__}"
-        )
-    for key, value in (overrides or {}).items():
-        if not isinstance(key, str) or not key:
-            raise TypeError(
-                f"overrides: a key must be a dotted string such as 'optimizer.lr', not {key!r}"
-            )
-        set_key(data, key, value, "overrides")
+    data, source = config_data(config, overrides)
     tables = {
         name: checked_rows(rows, f"{name}_data")
         for name, rows in (("train", train_data), ("dev", dev_data))
@@ -154,3 +166,35 @@ def train(
         )
     trained = train_config(built, output, options, **inputs)
     return TrainingResult(trained.model_dir, trained.fit, trained.parameters)
+
+
+def cross_validate(
+    config: str | Path | dict[str, Any] | ExperimentConfig,
+    output: str | Path,
+    overrides: dict[str, Any] | None = None,
+    *,
+    folds: int = 5,
+    repeats: int = 1,
+    split: str = "auto",
+    inner_dev: bool = False,
+    workers: int = 1,
+    ray: bool = False,
+    accelerator: str = "auto",
+    precision: str | None = None,
+    progress: bool = False,
+    say: Callable[[str], None] = print,
+) -> Any:
+    """``bistack cv`` from Python: K-fold cross-validation of a classifier's or regressor's
+    config into ``output`` (out-of-fold predictions, scores, the fold ensemble in
+    ``output/model``); a CV started there before goes on from its first unfinished fold.
+    Returns its scores (``.cv``, ``.folds``, ``.mean``, ``.std``). ``config``, ``overrides``,
+    ``accelerator``, ``precision``, ``progress``: as for :func:`train`; the rest as the
+    command's flags."""
+    from bistack.studies.cross_validation import CVSettings
+    from bistack.studies.cross_validation import cross_validate as run
+    from bistack.tasks import config_from_dict
+
+    data, source = config_data(config, overrides)
+    options = RunOptions(accelerator=accelerator, precision=precision, progress=progress)
+    settings = CVSettings(folds, repeats, split, inner_dev, workers, ray)
+    return run(config_from_dict(data, source), output, settings, options, say)

@@ -86,3 +86,15 @@ def test_a_row_without_text_is_reported_not_dropped(small_classifier):
     assert json.loads(batch["prediction"][0])["text"] == "a great film"
     with pytest.raises(Exception, match="no column 'body'"):
         Predictions(str(small_classifier), text_column="body")(pd.DataFrame({"text": ["x"]}))
+
+
+def test_cv_on_ray_gives_what_one_process_gives(local_ray, tmp_path):
+    """``bistack cv --ray``: each fold a Ray task (here on the local Ray this module started),
+    the outputs those of folds trained one after another with one thread each."""
+    from tests.studies.test_cross_validation import cv, write_config, write_rows
+
+    config = write_config(tmp_path, write_rows(tmp_path / "train.tsv", 30))
+    assert cv(config, tmp_path / "here", "--folds", "2", "--threads", "1") == 0
+    assert cv(config, tmp_path / "ray", "--folds", "2", "--threads", "1", "--ray") == 0
+    for name in ("folds.json", "oof.jsonl", "oof.csv", "cv.json"):
+        assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "here" / name).read_bytes()

@@ -138,6 +138,11 @@ class TrainConfig:
     # divided by it): steps of batch_size x this examples, for a large encoder whose batch of
     # that size does not fit in memory. 1: a step per batch.
     accumulate_batches: int = 1
+    # Validate (score dev, keep the best model so far) every this many optimizer steps, counted
+    # over the whole run, or, below 1, this share of each epoch (0.25: four times an epoch),
+    # besides each epoch's end; patience then counts validations, not epochs. A fine-tuned
+    # encoder often peaks mid-epoch. 0: once an epoch.
+    eval_every: float = 0.0
 
 
 @dataclass
@@ -313,6 +318,7 @@ SHARED_RANGES: tuple[Range, ...] = (
     ("train.checkpoint_every", 0, True, None),
     ("train.weight_average", 0.0, True, 0.9999),
     ("train.accumulate_batches", 1, True, None),
+    ("train.eval_every", 0.0, True, None),
     ("train.eval_batch_size", 1, True, None),
     ("backbone.max_length", 8, True, None),
     ("backbone.stride", 0, True, None),
@@ -342,6 +348,12 @@ def check_ranges(config: ExperimentConfig, source: str) -> None:
         if too_low or (high is not None and given > high):
             bound = f"{'>=' if inclusive else '>'} {low}" + (f" and <= {high}" if high else "")
             raise ConfigError(f"{source}: {key} must be {bound}, got {given!r}")
+    every = getattr(getattr(config, "train", None), "eval_every", 0.0)
+    if every > 1 and not float(every).is_integer():
+        raise ConfigError(
+            f"{source}: train.eval_every must be a whole number of optimizer steps, or below 1 "
+            f"a share of an epoch, got {every!r}"
+        )
 
 
 def numbers_of(section: Any, prefix: str = "") -> list[tuple[str, float]]:

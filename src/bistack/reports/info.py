@@ -40,7 +40,16 @@ def described(info: dict[str, Any]) -> str:
         lines.append(f"graph: {info['graph_bytes']:,} bytes (model.onnx)")
     trained = {k: v for k, v in info["trained_on"].items() if v}
     lines.append("trained on: " + (", ".join(f"{k} {v}" for k, v in trained.items()) or "?"))
-    if info["dev_metrics"]:
+    ensemble = info.get("ensemble")
+    if ensemble:
+        cv = ensemble["cv"]
+        metric = cv.get("metric", "score")
+        folds = ", ".join(f"{name} {figure(v)}" for name, v in ensemble["folds"].items())
+        lines.append(
+            f"cross-validated {metric}: {figure(cv['cv'])} on the out-of-fold predictions "
+            f"({cv.get('split', '?')}); each fold on its held-out rows: {folds}"
+        )
+    elif info["dev_metrics"]:
         scores = ", ".join(
             f"{k.removeprefix('dev_')} {figure(v)}" for k, v in info["dev_metrics"].items()
         )

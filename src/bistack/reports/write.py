@@ -8,7 +8,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +66,21 @@ def write_report(
     )
     claim()
     sections = report_sections(opened, data)
+    record = {"model": str(opened.path), "kind": opened.card.kind}
+    write_pages(directory, f"{opened.description}: {opened.path}", record, sections, claim)
+    return sections
+
+
+def write_pages(
+    directory: Path,
+    title: str,
+    record: dict[str, Any],
+    sections: list[dict[str, Any]],
+    claim: Callable[[], bool],
+) -> None:
+    """``report.json`` (``record`` and the sections), a PNG per figure and ``report.html``,
+    written beside ``directory`` and renamed into it whole; ``claim()``, asked just before,
+    says whether an earlier report there is to be replaced (an error if it may not be)."""
     staging = directory.parent / f".{directory.name}.report-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
@@ -78,13 +93,11 @@ def write_report(
                 draw(spec, staging / name)
                 names.append(name)
             images.append(names)
-        record = {"model": str(opened.path), "kind": opened.card.kind, "sections": sections}
-        (staging / REPORT_JSON).write_text(json.dumps(record, indent=1, allow_nan=False))
-        title = f"{opened.description}: {opened.path}"
+        whole = {**record, "sections": sections}
+        (staging / REPORT_JSON).write_text(json.dumps(whole, indent=1, allow_nan=False))
         (staging / REPORT_HTML).write_text(page(title, sections, images), encoding="utf-8")
         if claim():  # checked again: it may have changed
             shutil.rmtree(directory)
         os.replace(staging, directory)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return sections

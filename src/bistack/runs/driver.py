@@ -233,14 +233,17 @@ def train_model(
             raise BistackError(
                 f"no epoch gave a finite {metric.name}; {kept(run, result.best_score, 0)}"
             )
+        step = f" step {result.best_step}" if result.best_step else ""
         run.say(
             f"best {metric.name} {metric.value(result.best_score):.4g} at epoch "
-            f"{result.best_epoch}; model in {run.model_dir}"
+            f"{result.best_epoch}{step}; model in {run.model_dir}"
         )
         if run.fabric.is_global_zero and prepared.finish is not None:
             prepared.finish(run)
         if run.fabric.is_global_zero:
-            metrics, seconds = best_metrics(run.output / "metrics.csv", result.best_epoch)
+            metrics, seconds = best_metrics(
+                run.output / "metrics.csv", result.best_epoch, result.best_step
+            )
             trained = Trained(
                 config.kind,
                 description,
@@ -255,6 +258,7 @@ def train_model(
                 metrics,
                 seconds,
                 data_digests(config, read),
+                result.best_step,
             )
             write_card(run.model_dir, trained, torch.__version__)
         if run.fabric.is_global_zero:  # finished: nothing left to resume

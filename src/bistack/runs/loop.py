@@ -61,6 +61,7 @@ class FitResult:
     best_score: float
     best_epoch: int
     epochs: int
+    best_step: int = 0  # optimizer steps before the best validation (train.eval_every)
 
 
 @dataclass(frozen=True)
@@ -220,8 +221,9 @@ class MetricsLog:
         run.output.mkdir(parents=True, exist_ok=True)
         self.events = ScalarEvents() if tensorboard_installed() else None
 
-    def keep_until(self, epoch: int) -> None:
-        """Drop the rows after ``epoch`` (a resumed run computes them again)."""
+    def keep_until(self, epoch: int, step: int) -> None:
+        """Drop the rows after ``epoch`` (a resumed run computes them again), and TensorBoard's
+        after ``step`` (the epoch's, or its last optimizer step's)."""
         path = self.run.output / "metrics.csv"
         if path.exists():
             lines = path.read_text().splitlines(keepends=True)
@@ -230,9 +232,11 @@ class MetricsLog:
             temporary.write_text("".join(lines[:1] + rows))
             temporary.replace(path)
         if self.events is not None:
-            keep_events_until(self.run.output, epoch)
+            keep_events_until(self.run.output, step)
 
-    def write(self, row: dict[str, float]) -> None:
+    def write(self, row: dict[str, float], step: int) -> None:
+        """Append ``row``; TensorBoard draws it at ``step`` (its epoch, or with
+        ``train.eval_every`` its optimizer step)."""
         path = self.run.output / "metrics.csv"
         new = not path.exists()
         with path.open("a", newline="") as handle:
@@ -241,8 +245,8 @@ class MetricsLog:
                 writer.writeheader()
             writer.writerow(row)
         if self.events is not None:
-            scalars = {key: value for key, value in row.items() if key != "epoch"}
-            self.events.write(self.run.output, scalars, int(row["epoch"]))
+            scalars = {key: value for key, value in row.items() if key not in ("epoch", "step")}
+            self.events.write(self.run.output, scalars, step)
 
 
 def fit(
@@ -273,6 +277,9 @@ def fit(
     wrapped, optimizer = fabric.setup(model, optimizer)
     average = WeightAverage(model, train.weight_average) if train.weight_average else None
     best, best_epoch, stale, epoch, spent, first = float("-inf"), 0, 0, 0, 0.0, 1
+    steps_per_epoch = len(my_batches(fabric, task, train, 1))
+    by_step = train.eval_every > 0
+    updates = math.ceil(steps_per_epoch / train.accumulate_batches)  # optimizer steps an epoch
     if resume is not None:
         resume.restore(model, getattr(optimizer, "optimizer", optimizer), average)
         state = resume.state
@@ -285,20 +292,80 @@ def fit(
         )
         first = train.max_epochs + 1 if state.stopped else state.epoch + 1
         if log is not None:
-            log.keep_until(state.epoch)
+            log.keep_until(state.epoch, state.epoch * updates if by_step else state.epoch)
         say(f"resumed after epoch {state.epoch} (best dev {best:.2f} at epoch {best_epoch})")
     started = time.monotonic() - spent
-    steps_per_epoch = len(my_batches(fabric, task, train, 1))
     schedule = Schedule(
         optimizer_config.lr_decay,
         optimizer_config.warmup_fraction,
         steps_per_epoch * train.max_epochs,
     )
+    best_step = 0
+
+    def validate(epoch: int, loss: float, update: int, end: bool) -> bool:
+        """Score dev after ``update`` optimizer steps of the run, keep the best weights, log
+        the row; whether training stops now (patience counts validations)."""
+        nonlocal best, best_epoch, best_step, stale
+        # dev scores the weights the best model would keep, at the training's precision
+        with averaged(average), fabric.autocast():
+            evaluation = task.evaluate()
+        improved = evaluation.score > best  # a NaN score never improves
+        elapsed = time.monotonic() - started
+        row = {"epoch": epoch, **({"step": update} if by_step else {}), "train_loss": loss}
+        row |= {**evaluation.metrics, "lr": optimizer.param_groups[0]["lr"]}
+        row["seconds"] = round(elapsed, 1)
+        if log is not None:  # before the save: the first best model takes its metrics along
+            log.write(row, update if by_step else epoch)
+        if improved:
+            best, best_epoch, stale = evaluation.score, epoch, 0
+            best_step = update if by_step else 0
+            with averaged(average):
+                refuse_non_finite_weights(model, epoch, optimizer)
+                if fabric.is_global_zero:
+                    task.save_weights(run.model_dir)
+            if fabric.is_global_zero:
+                run.directory.commit()
+        else:
+            stale += 1
+        where = f"epoch {epoch}" + (f" step {update}" if by_step else "")
+        run.report_epoch(
+            row,
+            f"{where}: loss {loss:.4f}  {evaluation.summary}"
+            f"{'  (best, saved)' if improved else ''}  [{elapsed:.0f}s]",
+            improved,
+        )
+        out_of_time = train.max_minutes is not None and elapsed > train.max_minutes * 60
+        halted = on_epoch(epoch, evaluation.score) if on_epoch is not None and end else None
+        stop = bool(fabric.broadcast(stale >= train.patience or out_of_time or halted is not None))
+        every = train.checkpoint_every
+        if end and fabric.is_global_zero and every and (epoch % every == 0 or stop):
+            state = LoopState(epoch, best, best_epoch, stale, elapsed, stopped=stop)
+            save_checkpoint(
+                run.output, model, optimizer, state, config or {}, inputs or {}, average
+            )
+        if stop:
+            reason = halted or ("time budget reached" if out_of_time else "no dev improvement")
+            say(f"stopping after {where}: {reason}")
+        return stop
+
+    def validate_within(
+        points: set[int], epoch: int, before: int, stopped: list[int], update: int, loss: float
+    ) -> bool:
+        """After ``update`` steps of ``epoch``: validate there if it is one of ``points``;
+        whether training stops (noted in ``stopped``)."""
+        if update in points and validate(epoch, loss, before + update, end=False):
+            stopped.append(update)
+        return bool(stopped)
+
     try:
         for epoch in range(first, train.max_epochs + 1):
             description = f"epoch {epoch}/{train.max_epochs}"
             if best_epoch:
                 description += f" (best dev {best:.2f})"
+            before = (epoch - 1) * updates  # optimizer steps of the earlier epochs
+            points = validation_points(train.eval_every, before, updates)
+            stopped: list[int] = []  # the step a validation within the epoch stopped at
+            within = functools.partial(validate_within, points, epoch, before, stopped)
             loss = run_epoch(
                 fabric,
                 wrapped,
@@ -312,56 +379,32 @@ def fit(
                 epoch,
                 average,
                 train.accumulate_batches,
+                within if points else None,
             )
-            # dev scores the weights the best model would keep, at the training's precision
-            with averaged(average), fabric.autocast():
-                evaluation = task.evaluate()
-            improved = evaluation.score > best  # a NaN score never improves
-            elapsed = time.monotonic() - started
-            row = {
-                "epoch": epoch,
-                "train_loss": loss,
-                **evaluation.metrics,
-                "lr": optimizer.param_groups[0]["lr"],
-                "seconds": round(elapsed, 1),
-            }
-            if log is not None:  # before the save: the first best model takes its metrics along
-                log.write(row)
-            if improved:
-                best, best_epoch, stale = evaluation.score, epoch, 0
-                with averaged(average):
-                    refuse_non_finite_weights(model, epoch, optimizer)
-                    if fabric.is_global_zero:
-                        task.save_weights(run.model_dir)
-                if fabric.is_global_zero:
-                    run.directory.commit()
-            else:
-                stale += 1
-            run.report_epoch(
-                row,
-                f"epoch {epoch}: loss {loss:.4f}  {evaluation.summary}"
-                f"{'  (best, saved)' if improved else ''}  [{elapsed:.0f}s]",
-                improved,
-            )
-            out_of_time = train.max_minutes is not None and elapsed > train.max_minutes * 60
-            halted = on_epoch(epoch, evaluation.score) if on_epoch is not None else None
-            stop = fabric.broadcast(stale >= train.patience or out_of_time or halted is not None)
-            every = train.checkpoint_every
-            if fabric.is_global_zero and every and (epoch % every == 0 or stop):
-                state = LoopState(epoch, best, best_epoch, stale, elapsed, stopped=stop)
-                save_checkpoint(
-                    run.output, model, optimizer, state, config or {}, inputs or {}, average
-                )
-            if stop:
-                reason = halted or ("time budget reached" if out_of_time else "no dev improvement")
-                say(f"stopping after epoch {epoch}: {reason}")
+            if stopped:
+                break
+            if validate(epoch, loss, before + updates, end=True):
                 break
     except KeyboardInterrupt:
         say(f"\ninterrupted: {kept(run, best, best_epoch)}")
         raise Interrupted from None
     except TrainingDiverged as error:
         raise TrainingDiverged(f"{error}; {kept(run, best, best_epoch)}") from None
-    return FitResult(best, best_epoch, epoch)
+    return FitResult(best, best_epoch, epoch, best_step)
+
+
+def validation_points(every: float, before: int, updates: int) -> set[int]:
+    """The optimizer steps of an epoch (counted from 1 within it) after which dev is scored
+    besides its end: every ``every`` steps of the run (``before``: the steps of the earlier
+    epochs), or, below 1, at each ``every`` share of the epoch; none when ``every`` is 0."""
+    if every <= 0:
+        return set()
+    if every >= 1:
+        period = int(every)
+        first = period - before % period
+        return set(range(first, updates, period))
+    period = max(1, round(every * updates))
+    return set(range(period, updates, period))
 
 
 def averaged(average: WeightAverage | None) -> AbstractContextManager:
@@ -415,6 +458,7 @@ def run_epoch(
     epoch: int = 0,
     average: WeightAverage | None = None,
     accumulate: int = 1,
+    after_step: Callable[[int, float], bool] | None = None,
 ) -> float:
     """One pass over ``batches``; returns the mean training loss.
 
@@ -423,7 +467,8 @@ def run_epoch(
     processes exchange gradients once per step. ``lr_factor(step)`` scales each group's base
     rate at the step's first batch (``step`` counts batches). A loss or gradient norm that is
     not finite raises :class:`TrainingDiverged` before the step. ``average``, when given, takes
-    in the weights after every step.
+    in the weights after every step. ``after_step(update, mean loss so far)``, when given, is
+    called after each optimizer step (counted from 1) and ends the pass when it returns True.
     """
     model.train()
     total, count = 0.0, 0
@@ -461,6 +506,10 @@ def run_epoch(
         optimizer.step()
         if average is not None:
             average.update()
+        if after_step is not None:
+            if after_step(step // accumulate + 1, total / count):
+                break
+            model.train()  # a validation scored dev in eval mode
     return total / max(count, 1)
 
 

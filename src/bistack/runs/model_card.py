@@ -43,16 +43,21 @@ class Trained:
     # A digest of each data file read ({"data.train": ...}, ``bistack.files.fingerprints``), so what
     # reads the file again later (the report's seen and unseen entities) knows it is the same.
     data_digests: dict[str, str] = dataclasses.field(default_factory=dict)
+    best_step: int = 0  # validated every few steps (train.eval_every): the best one's step
 
 
-def best_metrics(metrics_csv: Path, epoch: int) -> tuple[dict[str, float], float]:
-    """The dev metrics of ``epoch`` in a run's metrics.csv, and the seconds the run took (its
-    ``seconds`` column counts from the start)."""
+def best_metrics(metrics_csv: Path, epoch: int, step: int = 0) -> tuple[dict[str, float], float]:
+    """The dev metrics of ``epoch`` (or, validated every few steps, of optimizer ``step``) in a
+    run's metrics.csv, and the seconds the run took (its ``seconds`` column counts from the
+    start)."""
     if not metrics_csv.exists():
         return {}, 0.0
     with metrics_csv.open() as handle:
         rows = list(csv.DictReader(handle))
-    chosen = next((r for r in rows if int(r["epoch"]) == epoch), {})
+    chosen = next(
+        (r for r in rows if int(r["epoch"]) == epoch and int(r.get("step") or step) == step),
+        {},
+    )
     metrics = {k: float(v) for k, v in chosen.items() if k.startswith("dev_") and v != ""}
     seconds = max((float(r.get("seconds") or 0) for r in rows), default=0.0)
     return metrics, seconds
@@ -96,6 +101,7 @@ def render(trained: Trained, torch_version: str) -> str:
     settings = {key: config[key] for key in trained.summary_keys if config.get(key) is not None}
     scores = ", ".join(f"{k.removeprefix('dev_')} {v:.4g}" for k, v in trained.metrics.items())
     minutes = trained.seconds / 60
+    best_step = f" (optimizer step {trained.best_step})" if trained.best_step else ""
     lines = [
         "---",
         header.rstrip(),
@@ -105,9 +111,9 @@ def render(trained: Trained, torch_version: str) -> str:
         "",
         f"- **Data**: {trained.summary}.",
         f"- **Training**: {trained.epochs} epochs in {minutes:.1f} minutes; the best dev score "
-        f"at epoch {trained.best_epoch}, whose weights these are; {trained.parameters:,} trained "
-        "parameters.",
-        f"- **Dev scores** (epoch {trained.best_epoch}): {scores or 'none recorded'}.",
+        f"at epoch {trained.best_epoch}{best_step}, whose weights these are; "
+        f"{trained.parameters:,} trained parameters.",
+        f"- **Dev scores** (epoch {trained.best_epoch}{best_step}): {scores or 'none recorded'}.",
         *(f"- {note}" for note in trained.notes),
         f"- **Made with** bistack {__version__}, torch {torch_version}, Python "
         f"{platform.python_version()}.",

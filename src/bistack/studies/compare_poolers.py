@@ -15,43 +15,21 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import torch
-
 from bistack.data.splits import kfold, split_off_dev
 from bistack.data.tables import Example, read_table
 from bistack.errors import ConfigError
 from bistack.files.paths import refuse_overlap
-from bistack.models.backbone import LayerVectors, TransformerBackbone
+from bistack.models.backbone import TransformerBackbone
 from bistack.runs.driver import RunOptions
 from bistack.studies.pooler_variants import POOLER_VARIANTS as VARIANTS
 from bistack.studies.repeated import RepeatedResult, finished_run, run_or_reuse
 from bistack.studies.seed_table import Comparison, format_table, write_comparison
 from bistack.tasks import task_of
 from bistack.text_models.config import LayerPoolingTextConfig
-from bistack.text_models.layer_recipe import frozen_vectors
+from bistack.text_models.layer_recipe import VectorsByExample, frozen_vectors
 from bistack.text_models.layer_text import LayerPoolingTextModel
 from bistack.text_models.recipe import TextData, load_text_data
 from bistack.training import train_config as train
-
-
-class _Vectors:
-    """Per-layer vectors of examples, looked up in whole-table tensors computed once.
-
-    Examples are matched by identity: splits and folds keep the objects the table reader made.
-    """
-
-    def __init__(self) -> None:
-        self.index: dict[int, tuple[LayerVectors, int]] = {}
-
-    def add(self, examples: Sequence[Example], vectors: LayerVectors) -> None:
-        for position, example in enumerate(examples):
-            self.index[id(example)] = (vectors, position)
-
-    def __call__(self, examples: Sequence[Example]) -> LayerVectors:
-        parts = [self.index[id(e)] for e in examples]
-        cls = torch.stack([v.cls[i] for v, i in parts])
-        mean = torch.stack([v.mean[i] for v, i in parts])
-        return LayerVectors(cls, mean)
 
 
 def compare_poolers(
@@ -93,7 +71,7 @@ def compare_poolers(
     if finished_only:
         return _report_finished(config, output, poolers, names, folds, seeds, say)
     backbone = TransformerBackbone.load(config.backbone.path)
-    vectors = _Vectors()
+    vectors = VectorsByExample()
     if folds:
         table = read_table(
             config.data.train,
@@ -236,7 +214,7 @@ def _train_or_reuse(
     backbone: TransformerBackbone,
     data: TextData,
     held_out: list[Example],
-    vectors: _Vectors,
+    vectors: VectorsByExample,
     options: RunOptions,
 ) -> dict[str, Any]:
     """Train one head and score it on ``held_out``, unless an identical run has finished."""

@@ -71,6 +71,8 @@ TAGGER = Card(
     export="bistack.taggers.export:tagger_plan",
     runtime="bistack.taggers.runtime:ExportedTagger",
     report="bistack.taggers.report:tagger_report",
+    cv="bistack.taggers.folds:TaggerFolds",
+    ensemble="bistack.taggers.ensemble:TaggerEnsemble",
 )
 LAYER_TAGGER = Card(
     "layer_tagger",
@@ -89,5 +91,7 @@ LAYER_TAGGER = Card(
     export="bistack.taggers.export:layer_tagger_plan",
     runtime="bistack.taggers.runtime:ExportedLayerTagger",
     report="bistack.taggers.report:tagger_report",
+    cv="bistack.taggers.folds:TaggerFolds",
+    ensemble="bistack.taggers.ensemble:TaggerEnsemble",
 )
 CARDS = (TAGGER, LAYER_TAGGER)

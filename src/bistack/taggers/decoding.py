@@ -18,7 +18,7 @@ import numpy as np
 
 from bistack.kernels.crf_compiled import IMPOSSIBLE, log_partition, viterbi_best, viterbi_top_k
 from bistack.metrics.text import checked_temperature
-from bistack.schemes import PLAIN
+from bistack.schemes import PLAIN, allowed_transitions
 from bistack.taggers.confidence import (
     CRFScores,
     Span,
@@ -78,6 +78,31 @@ class TagDecoder:
         if self.crf is None:
             return self._independent(emissions, real, confidence, top_k)
         return self._crf(self._tempered(self.crf), emissions, real, confidence, top_k)
+
+    def marginals(self, emissions: np.ndarray, lengths: Sequence[int]) -> np.ndarray:
+        """Each token's probability of each tag ``(batch, seq_len, num_tags)`` (0 at padding),
+        the temperature applied: a CRF's marginals over every path, or a softmax head's."""
+        if self.temperature != 1.0:
+            emissions = emissions / np.float32(self.temperature)
+        real = np.asarray(lengths, dtype=np.int64)
+        if self.crf is None:
+            probabilities = _softmax(emissions)
+            probabilities[np.arange(emissions.shape[1])[None, :] >= real[:, None]] = 0.0
+            return probabilities
+        return crf_marginals(self._tempered(self.crf), emissions, real)
+
+    @classmethod
+    def constrained(cls, labels: list[str], scheme: str) -> TagDecoder:
+        """A decoder whose only transition scores are the scheme's constraints (0 where a move
+        is allowed, forbidden elsewhere): over log-probabilities it finds the most probable
+        path the scheme allows (an ensemble's averaged marginals)."""
+        allowed = allowed_transitions(scheme, labels)
+
+        def scores(moves: list[Any]) -> np.ndarray:
+            return np.where(np.asarray(moves), 0.0, IMPOSSIBLE).astype(np.float32)
+
+        crf = CRFScores(scores(allowed.transitions), scores(allowed.start), scores(allowed.end))
+        return cls(labels, scheme, crf)
 
     def _tempered(self, crf: CRFScores) -> CRFScores:
         """The CRF's scores divided by the temperature; forbidden moves stay forbidden."""

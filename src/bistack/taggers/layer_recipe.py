@@ -162,12 +162,20 @@ class WordLayerTask:
         self.tagger.save_weights(directory)
 
 
-def prepare_layer_tagger(config: LayerPoolingTaggerConfig, run: Run) -> Prepared:
-    """The tagger over transformer layers that ``config`` describes."""
-    data = load_tagging_data(config)
+def prepare_layer_tagger(
+    config: LayerPoolingTaggerConfig,
+    run: Run,
+    data: TaggingData | None = None,
+    backbone: TransformerBackbone | None = None,
+) -> Prepared:
+    """The tagger over transformer layers that ``config`` describes; ``data``: train and dev
+    sentences already chosen (cross-validation's folds), ``backbone``: a frozen one already
+    loaded (shared by the folds)."""
+    data = data or load_tagging_data(config)
     for note in data.notes:
         run.say(note)
-    backbone = TransformerBackbone.load(config.backbone.path)
+    if backbone is None or config.backbone.finetune:  # a fine-tuned one starts afresh
+        backbone = TransformerBackbone.load(config.backbone.path)
     train_tags = [convert_tags(s.tags, config.data.scheme) for s in data.train]
     labels = tag_order(tag for tags in train_tags for tag in tags)
     check_gold_tags(data.dev, labels, config.data.scheme, data.dev_source)

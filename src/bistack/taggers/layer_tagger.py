@@ -96,6 +96,10 @@ class LayerPoolingTagger(SavedKind, Tagging):
         self.save_metadata(path)
         self.save_weights(path)
 
+    def shared_parts(self) -> dict[str, Any]:
+        """A frozen backbone, for the other members of its ensemble."""
+        return {} if self.config.backbone.finetune else {"backbone": self.backbone}
+
     def save_metadata(self, path: str | Path) -> None:
         save_metadata(
             path,

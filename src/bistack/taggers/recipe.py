@@ -150,9 +150,10 @@ def finish_tagger(
         best.save_metadata(run.model_dir)
 
 
-def prepare_tagger(config: TaggerConfig, run: Run) -> Prepared:
-    """The recurrent tagger ``config`` describes, sized to its training data."""
-    data = load_tagging_data(config)
+def prepare_tagger(config: TaggerConfig, run: Run, data: TaggingData | None = None) -> Prepared:
+    """The recurrent tagger ``config`` describes, sized to its training data; ``data``: train
+    and dev sentences already chosen (cross-validation's folds)."""
+    data = data or load_tagging_data(config)
     for note in data.notes:
         run.say(note)
     pairs = [(s.tokens, convert_tags(s.tags, config.data.scheme)) for s in data.train]

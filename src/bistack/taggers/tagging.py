@@ -81,6 +81,11 @@ class Tagging(ABC):
         """What a prediction runs inside (PyTorch: no gradients, the network in eval mode)."""
         return nullcontext()
 
+    def shared_parts(self) -> dict[str, Any]:
+        """What another member of its ensemble takes when it opens, rather than load it again
+        (a frozen backbone); the keywords of its class's ``from_saved``."""
+        return {}
+
     @property
     def calibration(self) -> dict[str, Any]:
         """What was settled on dev after training (``temperature``, document ``consistency``,

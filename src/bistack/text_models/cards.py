@@ -15,6 +15,7 @@ LADDER = Ladder(
     {"pooling.type": "additive"},
 )
 HERE = "bistack.text_models"
+FOLDS, ENSEMBLE = f"{HERE}.folds:TextFolds", f"{HERE}.ensemble:TextEnsemble"
 ATTENTION = PredictOption("attention", bool, "include each token's attention weight", default=False)
 
 CLASSIFIER = Card(
@@ -31,6 +32,8 @@ CLASSIFIER = Card(
     runtime=f"{HERE}.runtime:ExportedClassifier",
     report=f"{HERE}.report:classifier_report",
     view="classes",
+    cv=FOLDS,
+    ensemble=ENSEMBLE,
 )
 REGRESSOR = Card(
     "regressor",
@@ -46,6 +49,8 @@ REGRESSOR = Card(
     runtime=f"{HERE}.runtime:ExportedRegressor",
     report=f"{HERE}.report:regressor_report",
     view="values",
+    cv=FOLDS,
+    ensemble=ENSEMBLE,
 )
 LAYER_CLASSIFIER = Card(
     "layer_classifier",
@@ -60,6 +65,8 @@ LAYER_CLASSIFIER = Card(
     runtime=f"{HERE}.runtime:ExportedLayerClassifier",
     report=f"{HERE}.report:classifier_report",
     view="classes",
+    cv=FOLDS,
+    ensemble=ENSEMBLE,
 )
 LAYER_REGRESSOR = Card(
     "layer_regressor",
@@ -74,5 +81,7 @@ LAYER_REGRESSOR = Card(
     runtime=f"{HERE}.runtime:ExportedLayerRegressor",
     report=f"{HERE}.report:regressor_report",
     view="values",
+    cv=FOLDS,
+    ensemble=ENSEMBLE,
 )
 CARDS = (CLASSIFIER, REGRESSOR, LAYER_CLASSIFIER, LAYER_REGRESSOR)

@@ -48,6 +48,9 @@ class TextDataConfig(SplitConfig):
     # sentences, Treebank words), whitespace, spacy:NAME (a spaCy pipeline, or a language such
     # as spacy:zh) or hf:FOLDER (a HuggingFace tokenizer's words; hf:default is MiniLM's).
     tokenizer: str = "text"
+    # Cross-validation (bistack cv): the column naming each row's group (an author, a
+    # document); a group's rows are never split across folds. None: rows split alone.
+    group_column: str | None = None
 
 
 @dataclass

@@ -89,6 +89,27 @@ def frozen_vectors(
     return cached.vectors
 
 
+class VectorsByExample:
+    """Per-layer vectors of examples, looked up in whole-table tensors computed once (by
+    studies that train many heads on subsets of one table: compare-poolers, cross-validation).
+
+    Examples are matched by identity: splits and folds keep the objects the table reader made.
+    """
+
+    def __init__(self) -> None:
+        self.index: dict[int, tuple[LayerVectors, int]] = {}
+
+    def add(self, examples: Sequence[Example], vectors: LayerVectors) -> None:
+        for position, example in enumerate(examples):
+            self.index[id(example)] = (vectors, position)
+
+    def __call__(self, examples: Sequence[Example]) -> LayerVectors:
+        parts = [self.index[id(e)] for e in examples]
+        cls = torch.stack([v.cls[i] for v, i in parts])
+        mean = torch.stack([v.mean[i] for v, i in parts])
+        return LayerVectors(cls, mean)
+
+
 class LayerTextTask:
     """Batches of cached per-layer vectors (frozen backbone: each batch is a slice of one
     tensor) or of tokenised texts (fine-tuned backbone), and dev scoring."""

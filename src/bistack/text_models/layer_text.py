@@ -8,9 +8,9 @@ How the backbone is kept in the model directory is ``bistack.models.backbone_fil
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -160,6 +160,25 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
             as_array(torch.cat(parts)) if parts else np.zeros((0, len(self.outputs)), np.float32)
         )
         return RawOutputs([[] for _ in range(len(outputs))], outputs, None, 0.0)
+
+    def shared_parts(self) -> dict[str, Any]:
+        """A frozen backbone, for the other members of its ensemble."""
+        return {} if self.config.backbone.finetune else {"backbone": self.backbone}
+
+    def shared_stage_key(self) -> Hashable | None:
+        """A frozen backbone read with the same settings gives the same per-layer vectors."""
+        if self.config.backbone.finetune:
+            return None
+        options = self.config.backbone
+        return (id(self.backbone), options.long_texts, options.stride, options.max_length)
+
+    def shared_stage(
+        self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
+    ) -> LayerVectors:
+        return self.layer_vectors(texts, batch_size, progress)
+
+    def run_after(self, stage: LayerVectors, texts: Sequence[str]) -> RawOutputs:
+        return self.outputs_of(stage, texts)
 
     def run(
         self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import statistics
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,7 +83,7 @@ class ClassOutputs:
     def from_training(
         cls, train: Sequence[Example], columns: Sequence[str], path: str
     ) -> ClassOutputs:
-        return cls({"labels": sorted({e.labels[0] for e in train}, key=_label_order)})
+        return cls({"labels": sorted({e.labels[0] for e in train}, key=label_order)})
 
     @property
     def labels(self) -> list[str]:
@@ -365,7 +365,7 @@ class TargetOutputs:
 Outputs = ClassOutputs | TargetOutputs
 
 
-def _label_order(label: str) -> tuple[int, float | str]:
+def label_order(label: str) -> tuple[int, float | str]:
     """Numeric labels in numeric order ("2" before "10"), then the rest alphabetically."""
     try:
         return (0, float(label))
@@ -391,6 +391,26 @@ class TextModelBase(ABC):
         self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
     ) -> RawOutputs:
         """The network's outputs for raw texts, in input order."""
+
+    def shared_parts(self) -> dict[str, Any]:
+        """What another member of its ensemble takes when it opens, rather than load it again
+        (a frozen backbone); the keywords of its class's ``from_saved``."""
+        return {}
+
+    def shared_stage_key(self) -> Hashable | None:
+        """Equal for models whose first stage (``shared_stage``) gives the same result on the
+        same texts, so that an ensemble runs it once; None: it has none to share."""
+        return None
+
+    def shared_stage(
+        self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
+    ) -> Any:
+        """The first stage of ``run`` on raw texts (a model with a ``shared_stage_key``)."""
+        raise NotImplementedError(f"{type(self).__name__} shares no first stage")
+
+    def run_after(self, stage: Any, texts: Sequence[str]) -> RawOutputs:
+        """``run``'s outputs from its first stage's result (``shared_stage``)."""
+        raise NotImplementedError(f"{type(self).__name__} shares no first stage")
 
     @property
     def output_info(self) -> dict[str, Any]:

@@ -113,10 +113,12 @@ def prepare_text_model(
     run: Run,
     model_class: type[RecurrentTextModel],
     tables: Tables | None = None,
+    data: TextData | None = None,
 ) -> Prepared:
     """The recurrent classifier or regressor ``config`` describes, sized to its training data
-    (``tables``: see ``load_text_data``)."""
-    data = load_text_data(config, tables)
+    (``tables``: see ``load_text_data``; ``data``: train and dev rows already chosen, by a
+    study that trains on subsets of one table, such as cross-validation's folds)."""
+    data = data or load_text_data(config, tables)
     outputs = text_outputs(config, model_class.OUTPUTS, data)
     # Tokenise with the same rules prediction will use.
     tokens = [[t.text for t in tokenize_text(e.text, config.data.tokenizer)] for e in data.train]
@@ -147,12 +149,22 @@ def prepare_text_model(
     )
 
 
-def prepare_classifier(config: TextModelConfig, run: Run, tables: Tables | None = None) -> Prepared:
-    return prepare_text_model(config, run, Classifier, tables)
+def prepare_classifier(
+    config: TextModelConfig,
+    run: Run,
+    tables: Tables | None = None,
+    data: TextData | None = None,
+) -> Prepared:
+    return prepare_text_model(config, run, Classifier, tables, data)
 
 
-def prepare_regressor(config: TextModelConfig, run: Run, tables: Tables | None = None) -> Prepared:
-    return prepare_text_model(config, run, Regressor, tables)
+def prepare_regressor(
+    config: TextModelConfig,
+    run: Run,
+    tables: Tables | None = None,
+    data: TextData | None = None,
+) -> Prepared:
+    return prepare_text_model(config, run, Regressor, tables, data)
 
 
 def finish_text_model(

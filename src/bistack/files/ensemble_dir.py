@@ -1,0 +1,99 @@
+"""An ensemble's directory: ``ensemble.json`` and one model directory a member under
+``members/`` (the K fold models ``bistack cv`` trained), opened through the one door like any
+model directory.
+
+``ensemble.json`` holds ``kind`` (every member's kind: an ensemble is of one kind), ``members``
+(their folder names, in order), what ``info`` says of them (``folds``: each member's held-out
+score; ``cv``: the cross-validated score) and the combination's own settings (a classifier
+ensemble's ``temperature``, fitted on the out-of-fold predictions). The directory is written
+beside its place and renamed into it whole.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bistack._version import __version__
+from bistack.errors import ModelFileError
+from bistack.files.modeldir import _read_json, read_config, write_json
+
+ENSEMBLE_FILE = "ensemble.json"
+MEMBERS = "members"
+
+
+def is_ensemble(path: str | Path) -> bool:
+    return (Path(path) / ENSEMBLE_FILE).is_file()
+
+
+def read_ensemble(path: str | Path) -> dict[str, Any]:
+    """``ensemble.json``, checked: a kind, and members that are model directories of it (a
+    member of another kind, or one missing, is an error naming it)."""
+    path = Path(path)
+    meta = _read_json(path / ENSEMBLE_FILE)
+    kind, members = meta.get("kind"), meta.get("members")
+    if (
+        not isinstance(kind, str)
+        or not isinstance(members, list)
+        or not members
+        or not all(isinstance(m, str) and m and "/" not in m and m != ".." for m in members)
+    ):
+        raise ModelFileError(
+            f"{path / ENSEMBLE_FILE}: expected a kind and a list of member folders; was it "
+            "edited by hand?"
+        )
+    for name in members:
+        member = read_config(path / MEMBERS / name)
+        if member["kind"] != kind:
+            raise ModelFileError(
+                f"{path}: an ensemble of {kind} models, but member {name} holds a "
+                f"{member['kind']} model; an ensemble's members are of one kind"
+            )
+    return meta
+
+
+def member_paths(path: str | Path, meta: dict[str, Any]) -> list[Path]:
+    return [Path(path) / MEMBERS / name for name in meta["members"]]
+
+
+def write_ensemble(target: Path, members: dict[str, Path], meta: dict[str, Any]) -> None:
+    """An ensemble directory at ``target`` of the model directories ``members`` (name: folder,
+    hard-linked where the file system allows, else copied) and ``meta``; staged beside
+    ``target`` and swapped in whole, so a reader never sees half an ensemble."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    try:
+        for name, folder in members.items():
+            shutil.copytree(folder, staging / MEMBERS / name, copy_function=_link_or_copy)
+        write_json(
+            staging / ENSEMBLE_FILE,
+            {**meta, "members": list(members), "bistack_version": __version__},
+        )
+        old = target.with_name(f".{target.name}.old")
+        if target.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            target.rename(old)
+        staging.rename(target)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _link_or_copy(source: str, destination: str) -> None:
+    try:
+        os.link(source, destination)
+    except OSError:
+        shutil.copy2(source, destination)
+
+
+def describe_ensemble(meta: dict[str, Any]) -> dict[str, Any]:
+    """What ``info`` says of an ensemble: its members and their scores, the CV score."""
+    return {
+        "members": len(meta["members"]),
+        "folds": meta.get("folds", {}),
+        "cv": meta.get("cv", {}),
+    }

@@ -1,0 +1,85 @@
+"""A fold ensemble of taggers, one tagger to every outlet: each member's token marginals
+(its own CRF's over every path, or its softmax head's, at its own temperature) averaged over
+the ensemble's tags, then the most probable path the scheme allows decoded from their logs
+(``TagDecoder.constrained``), with token and entity confidences as any tagger gives them.
+Averaging marginals rather than paths lets members that disagree on a span's edges still
+agree on its tokens; the scheme's constraints keep every path well formed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, ExitStack
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bistack.errors import ModelFileError
+from bistack.files.ensemble_dir import describe_ensemble
+from bistack.kernels.crf_compiled import IMPOSSIBLE
+from bistack.models.ensembles import open_members
+from bistack.taggers.decoding import TagDecoder
+from bistack.taggers.tagging import Emitter, Tagging
+
+
+class TaggerEnsemble(Tagging):
+    """K taggers of one kind, trained in one scheme, tagging as one (``members``: loaded)."""
+
+    def __init__(self, members: Sequence[Tagging], meta: dict[str, Any]) -> None:
+        self.members = list(members)
+        self.meta = meta
+        self.config = self.members[0].config
+        self.output_scheme = self.members[0].output_scheme
+        schemes = {(m.decoder.scheme, m.output_scheme) for m in self.members}
+        if len(schemes) > 1:
+            raise ModelFileError(f"ensemble members tag in different schemes ({sorted(schemes)})")
+        labels = list(self.members[0].decoder.labels)  # then any a fold alone learnt
+        labels += sorted({t for m in self.members for t in m.decoder.labels} - set(labels))
+        self._decoder = TagDecoder.constrained(labels, self.members[0].decoder.scheme)
+        self._calibration: dict[str, Any] = {}
+
+    @classmethod
+    def open(cls, path: Path, meta: dict[str, Any], loader: Any, device: str) -> TaggerEnsemble:
+        return cls(open_members(path, meta, loader, device), meta)
+
+    @property
+    def decoder(self) -> TagDecoder:
+        return self._decoder
+
+    @property
+    def batch_size(self) -> int:
+        return self.members[0].batch_size
+
+    def predicting(self) -> AbstractContextManager[Any]:
+        stack = ExitStack()
+        for member in self.members:
+            stack.enter_context(member.predicting())
+        return stack
+
+    def describe(self) -> dict[str, Any]:
+        return super().describe() | {"ensemble": describe_ensemble(self.meta)}
+
+    def emissions(self, indices: Sequence[int], sentences: Sequence[Sequence[str]]) -> np.ndarray:
+        return self.emitter_of(sentences, None)(indices, sentences)
+
+    def emitter_of(
+        self, sentences: Sequence[Sequence[str]], documents: Sequence[Any] | None
+    ) -> Emitter:
+        """The log of the members' mean marginals, each member reading the sentences as it
+        does alone (its document context included)."""
+        emitters = [m.emitter_of(sentences, documents) for m in self.members]
+
+        def emit(indices: Sequence[int], chosen: Sequence[Sequence[str]]) -> np.ndarray:
+            lengths = [len(sentence) for sentence in chosen]
+            width = max(lengths)
+            total = np.zeros((len(chosen), width, len(self.labels)), dtype=np.float32)
+            for member, emitter in zip(self.members, emitters, strict=True):
+                scores = emitter(indices, chosen)[:, :width]
+                columns = [self.labels.index(tag) for tag in member.decoder.labels]
+                total[:, :, columns] += member.decoder.marginals(scores, lengths)
+            mean = total / len(self.members)
+            with np.errstate(divide="ignore"):
+                return np.maximum(np.log(mean), IMPOSSIBLE).astype(np.float32)
+
+        return emit

@@ -1,0 +1,150 @@
+"""What cross-validation (``bistack.studies.cross_validation``) does with a tagger's sentences:
+split them by document (a CoNLL document's sentences never separated) or, in a file of one
+document, stratified by the rarest entity type each sentence holds; train each fold on its
+sentences; tag each fold's held-out sentences as ``predict`` writes them; pool the tags and
+score them as conlleval does."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from bistack.data.conll import Sentence
+from bistack.data.folds import FoldPlan
+from bistack.data.tagged import read_tagged
+from bistack.errors import ConfigError, DataError
+from bistack.files.formats import joined, json_line
+from bistack.files.modeldir import atomic_write
+from bistack.schemes import PLAIN, detect_scheme, spans_from_tags
+from bistack.taggers.recipe import TaggingData
+from bistack.taggers.tagging import score_sentences
+
+NO_ENTITY = "no entity"
+
+
+class TaggerFolds:
+    """Cross-validation of a tagger's config (``config``; ``loader``: its model class)."""
+
+    OOF_FILES = ("oof.jsonl", "oof.conll")
+
+    def __init__(self, config: Any, loader: Any) -> None:
+        self.config = config
+        data = config.data
+        self.rows: list[Sentence] = read_tagged(data.train, data)
+        if not self.rows:
+            raise DataError(data.train, "no sentences found")
+        tags = [s.tags for s in self.rows]
+        self.scheme = PLAIN if data.scheme == PLAIN else detect_scheme(tags)
+
+    def refuse(self, settings: Any) -> None:
+        if settings.repeats > 1:
+            raise ConfigError(
+                f"--repeats {settings.repeats}: a tagger's out-of-fold tags are one analysis a "
+                "sentence, which repeats cannot average; run one repeat a seed (data.split_seed)"
+            )
+
+    def split(self, folds: int, plain: bool) -> dict[str, Any]:
+        """By document when the file has several (always: a document's sentences share
+        names and context), else by each sentence's rarest entity type (nothing, when
+        ``plain`` or for tags that are not entities)."""
+        if len({s.document for s in self.rows}) > 1:
+            return {"groups": [f"{s.document}" for s in self.rows], "grouped_by": "document"}
+        if plain or self.scheme == PLAIN:
+            return {"strata": [""] * len(self.rows), "stratified_by": "plain"}
+        types = [{span.label for span in spans_from_tags(s.tags)} for s in self.rows]
+        counts = Counter(kind for present in types for kind in present)
+        strata = [
+            min(present, key=lambda k: (counts[k], k)) if present else NO_ENTITY
+            for present in types
+        ]
+        return {"strata": strata, "stratified_by": "entity type"}
+
+    def shared(self, say: Callable[[str], None]) -> dict[str, Any]:
+        """A frozen backbone, loaded once for every fold of a tagger over a transformer."""
+        options = getattr(self.config, "backbone", None)
+        if options is None or options.finetune:
+            return {}
+        from bistack.models.backbone import TransformerBackbone
+
+        return {"backbone": TransformerBackbone.load(options.path)}
+
+    def training(
+        self, train: list[int], dev: list[int], source: str, shared: dict[str, Any]
+    ) -> dict[str, Any]:
+        rows = self.rows
+        chosen = TaggingData(
+            [rows[i] for i in train], [rows[i] for i in dev], self.scheme, source, []
+        )
+        return {"data": chosen} | shared
+
+    @staticmethod
+    def parts(shared: dict[str, Any]) -> dict[str, Any]:
+        return dict(shared)
+
+    def held_out(
+        self, model: Any, held: list[int], shared: dict[str, Any], key: str
+    ) -> dict[str, Any]:
+        """The fold model's tagging of its held-out sentences (each as ``predict`` writes it)
+        and its scores."""
+        sentences = [self.rows[i] for i in held]
+        documents = [s.document for s in sentences]
+        tagged = model.predict_tokens([s.tokens for s in sentences], documents=documents)
+        predicted = {i: list(t.sentences[0].tags) for i, t in zip(held, tagged, strict=True)}
+        scores = self.scores(lambda index: predicted[index], held).to_json()
+        return {
+            "score": scores[key],
+            "metrics": scores,
+            "predictions": [t.to_json() for t in tagged],
+            "tags": [predicted[i] for i in held],
+            "labels": model.labels,
+            "output_scheme": model.output_scheme,
+        }
+
+    def scores(self, tags_of: Callable[[int], list[str]], rows: Sequence[int]) -> Any:
+        """Entity scores (or tag accuracy, for plain tags) of the tags ``tags_of(row)`` gives
+        for ``rows``, as conlleval computes them."""
+        chosen = [self.rows[i] for i in rows]
+
+        def tag_tokens(tokens: Any, documents: Any = None) -> list[list[str]]:
+            return [tags_of(row) for row in rows]  # the sentences of ``rows``, in order
+
+        labels = sorted({t for i in rows for t in tags_of(i)} | {t for s in chosen for t in s.tags})
+        return score_sentences(tag_tokens, labels, self.scheme, chosen, self.config.data.train)
+
+    def pool(self, plan: FoldPlan, records: list[dict], key: str) -> tuple[list[float], Any]:
+        """The metric on the pooled out-of-fold tags, and each row's record and fold."""
+        oof: dict[int, tuple[dict, list[str], int]] = {}
+        for (_, fold, _), record in zip(plan.runs(), records, strict=True):
+            for row, prediction, tags in zip(
+                record["held"], record["predictions"], record["tags"], strict=True
+            ):
+                oof[row] = (prediction, tags, fold)
+        rows = list(range(len(self.rows)))
+        return [float(self.scores(lambda row: oof[row][1], rows).to_json()[key])], oof
+
+    def ensemble_meta(self, oof: Any) -> tuple[dict[str, Any], str]:
+        return {}, ""
+
+    def write_oof(self, output: Path, card: Any, plan: FoldPlan, oof: Any) -> None:
+        """``oof.jsonl`` (each sentence as ``predict --format jsonl`` writes it, after its line,
+        fold and gold tags) and ``oof.conll`` (token, gold tag, predicted tag: conlleval's
+        input), every sentence once, in the file's order."""
+        lines, columns = [], []
+        for row, sentence in enumerate(self.rows):
+            prediction, tags, fold = oof[row]
+            extra = {"line": sentence.line, "fold": fold, "gold": list(sentence.tags)}
+            lines.append(json_line(joined(extra, prediction)))
+            columns += [
+                f"{t} {g} {p}\n"
+                for t, g, p in zip(sentence.tokens, sentence.tags, tags, strict=True)
+            ]
+            columns.append("\n")
+        text, conll = "".join(lines), "".join(columns)
+        atomic_write(output / "oof.jsonl", lambda temporary: Path(temporary).write_text(text))
+        atomic_write(output / "oof.conll", lambda temporary: Path(temporary).write_text(conll))
+
+    def report(self, card: Any, oof: Any, model_dir: Path) -> dict[str, Any] | None:
+        """None: a tagger's report reads a model's confidences, which pooled tags do not hold."""
+        return None

@@ -1,0 +1,128 @@
+"""A fold ensemble of text classifiers or regressors, one model to every outlet: the members'
+class probabilities averaged (then, where ``bistack cv`` fitted one on the out-of-fold
+predictions, divided by the ensemble's temperature in log space), or their values averaged in
+original units.
+
+Members over one frozen backbone share its forward: the backbone reads each text once and
+every member's head reads its per-layer vectors (a fine-tuned member runs its own backbone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bistack.errors import ConfigError, ModelFileError
+from bistack.files.ensemble_dir import describe_ensemble
+from bistack.models.ensembles import open_members
+from bistack.text_models.outputs import (
+    ClassOutputs,
+    RawOutputs,
+    TargetOutputs,
+    TextModelBase,
+    label_order,
+)
+from bistack.text_models.prediction import TextPrediction
+
+
+class TextEnsemble(TextModelBase):
+    """K text models of one kind predicting as one (``members``: loaded models)."""
+
+    def __init__(self, members: Sequence[TextModelBase], meta: dict[str, Any]) -> None:
+        self.members = list(members)
+        self.meta = meta
+        self.config = self.members[0].config
+        self.outputs = combined_outputs(self.members, meta)
+
+    @classmethod
+    def open(cls, path: Path, meta: dict[str, Any], loader: Any, device: str) -> TextEnsemble:
+        """The ensemble directory at ``path`` (``meta``: its ensemble.json, read and checked),
+        each member opened by ``loader`` onto ``device``, a frozen backbone loaded once."""
+        return cls(open_members(path, meta, loader, device), meta)
+
+    def describe(self) -> dict[str, Any]:
+        return super().describe() | {"ensemble": describe_ensemble(self.meta)}
+
+    def predict(
+        self,
+        texts: Sequence[str],
+        attention: bool = False,
+        batch_size: int | None = None,
+        progress: bool = False,
+    ) -> list[TextPrediction]:
+        """One prediction per text, as a single model's; ``attention`` is refused: the
+        members attend each their own way, and an average of them explains no model."""
+        if attention:
+            raise ConfigError(
+                "an ensemble has no one attention to show; explain or predict with a member "
+                "(its members/ folder) for token weights"
+            )
+        return super().predict(texts, False, batch_size, progress)
+
+    def member_outputs(
+        self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
+    ) -> list[np.ndarray]:
+        """Each member's ``(texts, outputs)`` probabilities (over the ensemble's labels) or
+        values, a shared first stage (a frozen backbone's vectors) computed once."""
+        stages: dict[Any, Any] = {}
+        outputs = []
+        for member in self.members:
+            key = member.shared_stage_key()
+            if key is None:
+                raw = member.run(texts, batch_size, progress)
+            else:
+                if key not in stages:
+                    stages[key] = member.shared_stage(texts, batch_size, progress)
+                raw = member.run_after(stages[key], texts)
+            outputs.append(member_values(member, raw, self.outputs))
+        return outputs
+
+    def run(
+        self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
+    ) -> RawOutputs:
+        """The members' mean: log-probabilities (the ensemble's outputs' logits) or values."""
+        mean = np.mean(np.stack(self.member_outputs(texts, batch_size, progress)), axis=0)
+        if isinstance(self.outputs, ClassOutputs):
+            with np.errstate(divide="ignore"):  # a class no member gives: probability 0
+                mean = np.log(mean)
+        return RawOutputs([[] for _ in texts], mean.astype(np.float32), None, 0.0)
+
+
+def combined_outputs(
+    members: Sequence[TextModelBase], meta: dict[str, Any]
+) -> ClassOutputs | TargetOutputs:
+    """What the ensemble's outputs mean: every member's labels (a fold may lack a rare one),
+    with the ensemble's temperature; or the members' targets, already in original units."""
+    first = members[0].outputs
+    if isinstance(first, ClassOutputs):
+        labels = sorted({label for m in members for label in m.outputs.names}, key=label_order)
+        info: dict[str, Any] = {"labels": labels}
+        if "temperature" in meta:
+            info["temperature"] = meta["temperature"]
+        return ClassOutputs(info)
+    targets = first.names
+    for member in members:
+        if member.outputs.names != targets:
+            raise ModelFileError(
+                f"ensemble members predict different targets ({targets} and {member.outputs.names})"
+            )
+    zeros, ones = [0.0] * len(targets), [1.0] * len(targets)
+    return TargetOutputs({"targets": targets, "mean": zeros, "std": ones})
+
+
+def member_values(
+    member: TextModelBase, raw: RawOutputs, combined: ClassOutputs | TargetOutputs
+) -> np.ndarray:
+    """A member's outputs as the ensemble averages them: its probabilities in the columns of
+    the ensemble's labels, or its values in original units."""
+    outputs = member.outputs
+    if isinstance(outputs, ClassOutputs):
+        probabilities = outputs.probabilities(raw)
+        placed = np.zeros((len(probabilities), len(combined)), dtype=np.float32)
+        columns = [combined.names.index(label) for label in outputs.names]
+        placed[:, columns] = probabilities
+        return placed
+    return outputs.values(raw)

@@ -1,0 +1,244 @@
+"""What cross-validation (``bistack.studies.cross_validation``) does with a table of texts:
+split it by class or binned target (or by ``data.group_column``), train each fold on its rows
+(a frozen backbone's per-layer vectors computed once for the whole table), keep each fold's
+probabilities or values on its held-out rows, pool them into the out-of-fold predictions
+(written as ``predict`` writes a prediction) and score them with the kind's metric."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bistack.data.folds import FoldPlan, target_bins
+from bistack.data.tables import Example, parse_targets, read_table
+from bistack.files.modeldir import atomic_write
+from bistack.metrics.text import plausible_temperature
+from bistack.text_models.ensemble import member_values
+from bistack.text_models.outputs import (
+    ClassOutputs,
+    RawOutputs,
+    TargetOutputs,
+    TextModelBase,
+    fit_temperature,
+)
+from bistack.text_models.recipe import TextData
+
+
+class TextFolds:
+    """Cross-validation of a classifier's or regressor's config (``config``), whose model
+    class (``loader``) says what its outputs are."""
+
+    OOF_FILES = ("oof.jsonl", "oof.csv")
+
+    def __init__(self, config: Any, loader: Any) -> None:
+        self.config = config
+        data = config.data
+        rows = read_table(data.train, data.text_column, data.label_columns, file_format=data.format)
+        self.rows = rows
+        self.outputs = table_outputs(loader.OUTPUTS, rows, data.label_columns, data.train)
+
+    def split(self, folds: int, plain: bool) -> dict[str, Any]:
+        """How ``plan_folds`` deals the rows: by ``data.group_column`` when the config names
+        one, else by class or binned first target (nothing, when ``plain``)."""
+        data = self.config.data
+        if data.group_column:
+            groups = read_table(
+                data.train, data.text_column, [data.group_column], file_format=data.format
+            )
+            return {
+                "groups": [e.labels[0] for e in groups],
+                "grouped_by": f"column {data.group_column!r}",
+            }
+        if plain:
+            return {"strata": [""] * len(self.rows), "stratified_by": "plain"}
+        if isinstance(self.outputs, ClassOutputs):
+            return {"strata": [e.labels[0] for e in self.rows], "stratified_by": "class"}
+        first = [t[0] for t in parse_targets(self.rows, data.label_columns, data.train)]
+        return {
+            "strata": target_bins(first, folds),
+            "stratified_by": f"binned {data.label_columns[0]}",
+        }
+
+    def refuse(self, settings: Any) -> None:
+        """Nothing: every setting of ``bistack cv`` acts on a table."""
+
+    def shared(self, say: Callable[[str], None]) -> dict[str, Any]:
+        """What every fold of a frozen layer-pooling model shares: the backbone, and the
+        per-layer vectors of the whole table (computed once, then read from the cache)."""
+        backbone_options = getattr(self.config, "backbone", None)
+        if backbone_options is None or backbone_options.finetune:
+            return {}
+        from bistack.models.backbone import TransformerBackbone
+        from bistack.text_models.layer_recipe import VectorsByExample, frozen_vectors
+
+        backbone = TransformerBackbone.load(backbone_options.path)
+        vectors = VectorsByExample()
+        vectors.add(self.rows, frozen_vectors(backbone, self.config, self.rows, say))
+        return {"backbone": backbone, "vectors_of": vectors}
+
+    def training(
+        self, train: list[int], dev: list[int], source: str, shared: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The fold's inputs to the kind's recipe: its rows, and what the folds share."""
+        rows = self.rows
+        return {"data": TextData([rows[i] for i in train], [rows[i] for i in dev], source)} | shared
+
+    @staticmethod
+    def parts(shared: dict[str, Any]) -> dict[str, Any]:
+        """What the fold's model opens with (the shared frozen backbone)."""
+        return {"backbone": shared["backbone"]} if "backbone" in shared else {}
+
+    def held_out(
+        self, model: TextModelBase, held: list[int], shared: dict[str, Any], key: str
+    ) -> dict[str, Any]:
+        """The fold model's probabilities or values on its held-out rows, and its scores."""
+        examples = [self.rows[i] for i in held]
+        texts = [e.text for e in examples]
+        if "vectors_of" in shared:
+            raw = model.run_after(shared["vectors_of"](examples), texts)
+        else:
+            raw = model.run(texts)
+        scores = model.metrics(examples, raw, self.config.data.train)
+        return {
+            "score": scores[key],
+            "metrics": scores.to_json(),
+            "outputs": member_values(model, raw, model.outputs).tolist(),
+            "labels": model.outputs.names,
+        }
+
+    def pool(self, plan: FoldPlan, records: list[dict], key: str) -> tuple[list[float], np.ndarray]:
+        """The kind's metric on each repeat's pooled out-of-fold predictions, and every row's
+        prediction (its mean over repeats)."""
+        outputs, path = self.outputs, self.config.data.train
+        per_repeat = [
+            np.zeros((len(self.rows), len(outputs)), dtype=np.float32) for _ in range(plan.repeats)
+        ]
+        for (repeat, fold, _), record in zip(plan.runs(), records, strict=True):
+            per_repeat[repeat][plan.held_out(repeat, fold)] = placed(record, outputs)
+        scores = [
+            float(outputs.scores(self.rows, raw_of(p, outputs), path)[key]) for p in per_repeat
+        ]
+        return scores, np.mean(np.stack(per_repeat), axis=0)
+
+    def ensemble_meta(self, oof: np.ndarray) -> tuple[dict[str, Any], str]:
+        """What the ensemble keeps of the OOF predictions (a classifier's temperature), and
+        what was done."""
+        if not isinstance(self.outputs, ClassOutputs):
+            return {}, ""
+        gold = np.asarray(self.outputs.label_ids(self.rows, self.config.data.train))
+        with np.errstate(divide="ignore"):
+            logits = np.maximum(np.log(oof.astype(np.float64)), -1e4)
+        temperature = fit_temperature(logits, gold)
+        if not math.isfinite(temperature) or not plausible_temperature(temperature):
+            return {}, "no plausible temperature fits the out-of-fold predictions; none kept"
+        said = f"temperature {temperature:.3f} fitted on the out-of-fold predictions"
+        return {"temperature": temperature}, said
+
+    def write_oof(self, output: Path, card: Any, plan: FoldPlan, oof: np.ndarray) -> None:
+        """``oof.jsonl`` (each row's prediction as ``predict`` writes it, after its row
+        number, fold and gold value) and ``oof.csv`` (the same as columns), every row once,
+        in the table's order."""
+        outputs, rows = self.outputs, self.rows
+        predictions = outputs.predictions([e.text for e in rows], raw_of(oof, outputs), False)
+        writer = card.output_format("jsonl")
+        names = outputs.names
+        classes = isinstance(outputs, ClassOutputs)
+        head = ["row", "fold"]
+        head += (
+            ["gold", "label", *(f"p_{n}" for n in names)]
+            if classes
+            else [
+                *(f"gold_{n}" for n in names),
+                *names,
+            ]
+        )
+        lines, table = [], io.StringIO()
+        table_writer = csv.writer(table, lineterminator="\n")
+        table_writer.writerow(head)
+        for index, (example, prediction) in enumerate(zip(rows, predictions, strict=True)):
+            held = [assigned[index] for assigned in plan.assignments]
+            fold: int | list[int] = held[0] if plan.repeats == 1 else held
+            if classes:
+                gold: Any = example.labels[0]
+                probabilities = prediction.probabilities or {}
+                cells = [gold, prediction.label, *(repr(probabilities[n]) for n in names)]
+            else:
+                gold = dict(zip(names, map(float, example.labels), strict=True))
+                values = prediction.values or {}
+                cells = [*example.labels, *(repr(values[n]) for n in names)]
+            lines.append(writer.write(prediction, {"row": example.row, "fold": fold, "gold": gold}))
+            table_writer.writerow([example.row, " ".join(map(str, held)), *cells])
+        text = "".join(lines)
+        atomic_write(output / "oof.jsonl", lambda temporary: Path(temporary).write_text(text))
+        written = table.getvalue()
+        atomic_write(output / "oof.csv", lambda temporary: Path(temporary).write_text(written))
+
+    def report(self, card: Any, oof: np.ndarray, model_dir: Path) -> dict[str, Any] | None:
+        """The kind's report (as ``evaluate --report`` draws it) of the OOF predictions."""
+        model = OutOfFold(self.config, self.outputs, self.rows, oof)
+        return dict(card.report_builder(model, self.config.data.train, model_dir))
+
+
+def table_outputs(
+    kind: type[ClassOutputs] | type[TargetOutputs],
+    rows: Sequence[Example],
+    columns: Sequence[str],
+    path: str,
+) -> ClassOutputs | TargetOutputs:
+    """What the out-of-fold predictions are: every class of the table, or its targets in
+    original units; every row's label checked now (an error naming a bad one's row)."""
+    if kind is ClassOutputs:
+        made: ClassOutputs | TargetOutputs = ClassOutputs.from_training(rows, columns, path)
+    else:
+        zeros, ones = [0.0] * len(columns), [1.0] * len(columns)
+        made = TargetOutputs({"targets": list(columns), "mean": zeros, "std": ones})
+    made.training_targets(rows, path)
+    return made
+
+
+def placed(record: dict, outputs: ClassOutputs | TargetOutputs) -> np.ndarray:
+    """A fold's held-out outputs in the columns of the table's classes (a fold may lack one)
+    or targets."""
+    values = np.asarray(record["outputs"], dtype=np.float32).reshape(len(record["held"]), -1)
+    if isinstance(outputs, TargetOutputs):
+        return values
+    whole = np.zeros((len(values), len(outputs)), dtype=np.float32)
+    whole[:, [outputs.names.index(label) for label in record["labels"]]] = values
+    return whole
+
+
+def raw_of(values: np.ndarray, outputs: ClassOutputs | TargetOutputs) -> RawOutputs:
+    """Out-of-fold probabilities or values as the outputs' raw outputs (log-probabilities)."""
+    if isinstance(outputs, ClassOutputs):
+        with np.errstate(divide="ignore"):
+            values = np.log(values)
+    return RawOutputs([[] for _ in values], values.astype(np.float32), None, 0.0)
+
+
+class OutOfFold(TextModelBase):
+    """The out-of-fold predictions as a model of the table's rows, for the kind's report."""
+
+    def __init__(
+        self,
+        config: Any,
+        outputs: ClassOutputs | TargetOutputs,
+        rows: list[Example],
+        oof: np.ndarray,
+    ) -> None:
+        self.config = config
+        self.outputs = outputs
+        self.texts = [e.text for e in rows]
+        self.oof = oof
+
+    def run(
+        self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
+    ) -> RawOutputs:
+        if list(texts) != self.texts:
+            raise ValueError("out-of-fold predictions are of the cross-validated table's rows")
+        return raw_of(self.oof, self.outputs)

@@ -1,0 +1,90 @@
+"""Cross-validation folds: every row held out once a repeat, classes and target bins spread
+over the folds, groups never separated, each impossible split refused with its reason."""
+
+import random
+
+import pytest
+
+from bistack.data.folds import FoldPlan, plan_folds, target_bins
+from bistack.errors import ConfigError
+
+
+def test_every_row_is_held_out_exactly_once_in_each_repeat():
+    strata = ["a"] * 30 + ["b"] * 12 + ["c"] * 7
+    plan = plan_folds(5, 3, 0, "digest", strata=strata)
+    for repeat in range(3):
+        held = [row for fold in range(5) for row in plan.held_out(repeat, fold)]
+        assert sorted(held) == list(range(len(strata)))
+        for fold in range(5):
+            assert set(plan.training(repeat, fold)).isdisjoint(plan.held_out(repeat, fold))
+    assert plan.assignments[0] != plan.assignments[1]  # each repeat shuffles anew
+
+
+def test_stratified_folds_hold_every_class_in_proportion():
+    strata = ["a"] * 30 + ["b"] * 12 + ["c"] * 7
+    random.Random(1).shuffle(strata)
+    plan = plan_folds(5, 1, 3, "digest", strata=strata)
+    sizes = [len(plan.held_out(0, fold)) for fold in range(5)]
+    assert max(sizes) - min(sizes) <= 1
+    for label, count in (("a", 30), ("b", 12), ("c", 7)):
+        per_fold = [sum(strata[r] == label for r in plan.held_out(0, f)) for f in range(5)]
+        assert min(per_fold) >= count // 5 and max(per_fold) <= -(-count // 5)
+    assert plan.split == "stratified by class"
+
+
+def test_a_plain_split_is_a_seeded_shuffle():
+    first = plan_folds(4, 1, 7, "d", strata=[""] * 20, stratified_by="plain")
+    assert first == plan_folds(4, 1, 7, "d", strata=[""] * 20, stratified_by="plain")
+    assert first != plan_folds(4, 1, 8, "d", strata=[""] * 20, stratified_by="plain")
+    assert first.split == "plain (shuffled)"
+
+
+def test_grouped_folds_never_separate_a_group():
+    rng = random.Random(0)
+    groups = [f"author{rng.randint(0, 11)}" for _ in range(80)]
+    plan = plan_folds(4, 2, 0, "d", groups=groups, grouped_by="column 'author'")
+    for repeat in range(2):
+        fold_of = {}
+        for row, group in enumerate(groups):
+            assert (
+                fold_of.setdefault(group, plan.assignments[repeat][row])
+                == (plan.assignments[repeat][row])
+            )
+    assert plan.split == "grouped by column 'author'"
+
+
+def test_target_bins_leave_each_bin_a_row_per_fold():
+    values = [random.Random(i).gauss(0, 1) for i in range(53)]
+    bins = target_bins(values, 5)
+    counts = {b: bins.count(b) for b in set(bins)}
+    assert len(counts) == 6  # Sturges: 1 + log2(53), floored
+    assert min(counts.values()) >= 5
+    ordered = sorted(range(53), key=values.__getitem__)  # bins follow the values' order
+    assert [bins[i] for i in ordered] == sorted(bins, key=lambda b: int(b.split()[1]))
+    plan = plan_folds(5, 1, 0, "d", strata=bins, stratified_by="binned target")
+    assert plan.split == "stratified by binned target"
+
+
+@pytest.mark.parametrize(
+    ("folds", "strata", "groups", "said"),
+    [
+        (1, ["a", "b"], None, "--folds 1: cross-validation needs at least 2 folds"),
+        (5, ["a"] * 4, None, "--folds 5: more folds than the 4 rows"),
+        (3, None, ["x", "x", "y", "y"], "only 2 distinct value(s) of group"),
+        (3, ["a"] * 9 + ["rare"] * 2, None, "'rare' has 2 row(s), fewer than the 3 folds"),
+    ],
+)
+def test_an_impossible_split_is_refused_with_its_reason(folds, strata, groups, said):
+    with pytest.raises(ConfigError, match=None) as refused:
+        plan_folds(folds, 1, 0, "d", strata=strata, groups=groups)
+    assert said in str(refused.value)
+    if strata and "rare" in strata:
+        assert "--split plain" in str(refused.value)
+
+
+def test_a_fold_file_edited_by_hand_is_refused():
+    plan = plan_folds(3, 1, 0, "d", strata=["a", "b"] * 6)
+    edited = plan.to_json() | {"assignments": [[0, 1, 7] + [0] * 9]}
+    with pytest.raises(ConfigError, match=r"folds\.json: not a fold assignment bistack wrote"):
+        FoldPlan.from_json(edited, "folds.json")
+    assert FoldPlan.from_json(plan.to_json(), "folds.json") == plan

