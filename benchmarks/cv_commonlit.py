@@ -26,7 +26,7 @@ from pathlib import Path
 
 from bistack.predictor import open_model
 from bistack.runs.driver import RunOptions
-from bistack.studies.cross_validation import CVSettings, cross_validate
+from bistack.studies.cross_validation import CVSettings, run_cv
 from bistack.tasks import load_config
 from bistack.training import train_config
 
@@ -86,9 +86,7 @@ def main() -> None:
         config = load_config(CONFIG, overrides)
         output = RUNS / f"cv-seed{seed}"
         started = time.monotonic()
-        result = cross_validate(
-            config, output, CVSettings(args.folds), RunOptions(progress=False), print
-        )
+        result = run_cv(config, output, CVSettings(args.folds), RunOptions(progress=False), print)
         cv_seconds = time.monotonic() - started
         ensemble = open_model(output / "model")
         members = [

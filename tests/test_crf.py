@@ -376,3 +376,30 @@ def test_the_nll_of_bf16_emissions_is_the_float32_nll_of_the_same_values():
     full = crf.nll(emissions.float(), tags, mask, reduction="none")
     assert low.dtype == torch.float32
     assert torch.allclose(low, full, atol=1e-3, rtol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_scan_equals_the_cpu_kernels_when_the_constraints_forbid_every_path(dtype):
+    """A user's constraint set may forbid every path (every move, start and end): each path then
+    scores thousands below zero, and a padding position that let the scan change tag at the
+    cost of one forbidden move would count paths the CPU kernels, which stop at each length,
+    never see."""
+    from bistack.kernels.crf_compiled import IMPOSSIBLE, log_partition, viterbi_best
+
+    num_tags = 3
+    generator = torch.Generator().manual_seed(5)
+    emissions = torch.randn(6, 7, num_tags, generator=generator, dtype=dtype)
+    lengths = torch.tensor([7, 5, 3, 2, 1, 6])
+    mask = torch.arange(7) < lengths.unsqueeze(1)
+    transitions = torch.full((num_tags, num_tags), IMPOSSIBLE, dtype=dtype)
+    start = torch.full((num_tags,), IMPOSSIBLE, dtype=dtype)
+    end = torch.full((num_tags,), IMPOSSIBLE, dtype=dtype)
+    arrays = [t.numpy() for t in (emissions, transitions, start, end)]
+    expected_log_z, _, _ = log_partition(arrays[0], lengths.numpy(), *arrays[1:])
+    expected_tags, expected_best = viterbi_best(arrays[0], lengths.numpy(), *arrays[1:])
+    log_z = log_partition_scan(emissions, mask, transitions, start, end)
+    tags, best = viterbi_scan(emissions, mask, transitions, start, end)
+    torch.testing.assert_close(log_z, torch.as_tensor(expected_log_z, dtype=dtype))
+    torch.testing.assert_close(best, torch.as_tensor(expected_best, dtype=dtype))
+    for b, length in enumerate(lengths.tolist()):
+        assert tags[b, :length].tolist() == expected_tags[b, :length].tolist()

@@ -15,6 +15,8 @@ from bistack._version import __version__ as __version__
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("train", "cross_validate"):
-        return getattr(importlib.import_module("bistack.training"), name)
+    if name == "train":
+        return importlib.import_module("bistack.training").train
+    if name == "cross_validate":
+        return importlib.import_module("bistack.studies.cross_validation").cross_validate
     raise AttributeError(f"module 'bistack' has no attribute {name!r}")

@@ -81,7 +81,8 @@ def read_model_files(path: str | Path) -> ModelFiles:
     if is_exported(path):
         return ModelFiles(Path(path), read_export(path), exported=True)
     if is_ensemble(path):
-        return ModelFiles(Path(path), read_ensemble(path), exported=False, ensemble=True)
+        meta = read_ensemble(path)
+        return ModelFiles(Path(path), meta, exported=bool(meta.get("exported")), ensemble=True)
     return ModelFiles(Path(path), read_config(path), exported=False)
 
 
@@ -117,10 +118,10 @@ class Predictor:
 
     @property
     def description(self) -> str:
+        exported = " (exported)" if self.files.exported else ""
         if self.files.ensemble:
             count = len(self.files.meta["members"])
-            return f"an ensemble of {count} fold models, each {self.card.description}"
-        exported = " (exported)" if self.files.exported else ""
+            return f"an ensemble of {count} fold models, each {self.card.description}{exported}"
         return f"{self.card.description}{exported}"
 
     def input_of(self, value: Any) -> Input:
@@ -248,12 +249,6 @@ class Predictor:
             raise ConfigError(
                 f"{self.path} is an exported model already; export its model directory"
             )
-        if self.files.ensemble:
-            raise ConfigError(
-                f"{self.path} is an ensemble of {len(self.files.meta['members'])} models, which "
-                "export does not write as one graph yet; export a member (its members/ folder), "
-                "or serve the ensemble with bistack serve"
-            )
         return self.card.export_plan(self.model)
 
     def info(self) -> dict[str, Any]:
@@ -277,10 +272,11 @@ class Predictor:
     def size(self) -> dict[str, int | None]:
         """How many numbers its weights hold (from the safetensors headers alone), or the
         bytes of an exported graph."""
-        if self.files.exported:
-            graph = self.path / MODEL_FILE
-            return {"graph_bytes": graph.stat().st_size if graph.exists() else None}
         folders = member_paths(self.path, self.files.meta) if self.files.ensemble else [self.path]
+        if self.files.exported:
+            graphs = [folder / MODEL_FILE for folder in folders]
+            sizes = [graph.stat().st_size for graph in graphs if graph.exists()]
+            return {"graph_bytes": sum(sizes) if sizes else None}
         files = [
             file
             for folder in folders
@@ -322,18 +318,50 @@ def open_model(
     source = ModelSource(str(path), device, threads, precision)
     files = read_model_files(path)
     card, path = files.card, files.path
+    if files.exported:
+        refuse_for_exported(path, device, precision)
+        if card.runtime_class is None:
+            raise ModelFileError(f"{path}: holds {card.description}, which has no exported runtime")
+    opener = member_opener(card, files.exported, device, threads)
     if files.ensemble:
         if card.ensemble_class is None:
             raise ModelFileError(f"{path}: {card.description} has no ensembles in this bistack")
-        with reading_model(path, "ensemble.json or a member's config.json"):
-            model = card.ensemble_class.open(path, files.meta, card.loader_class, device)
+        with reading_model(path, "ensemble.json or a member's files"):
+            model = card.ensemble_class.open(path, files.meta, opener)
         return Predictor(card, model, files, source)
-    if not files.exported:
+    return Predictor(card, opener(path, {}, files.meta), files, source)
+
+
+def member_opener(card: Card, exported: bool, device: str, threads: int | None) -> Any:
+    """What opens one model folder of ``card``'s kind, as the door opens it:
+    ``open(folder, shared, meta=None)`` (``shared``: parts another member holds, such as a
+    frozen backbone; ``meta``: its metadata when already read)."""
+    if not exported:
         from bistack.models.saved import opening
 
         loader = card.loader_class
-        with opening(path, card.kind, loader.CONFIG, device, meta=files.meta) as saved:
-            return Predictor(card, loader.from_saved(saved), files, source)
+
+        def open_saved(folder: Path, shared: dict[str, Any], meta: Any = None) -> Any:
+            meta = meta if meta is not None else read_config(folder)
+            with opening(folder, card.kind, loader.CONFIG, device, meta=meta) as saved:
+                return loader.from_saved(saved, **shared)
+
+        return open_saved
+    from bistack.files.onnx_session import ExportedFiles
+
+    runtime = card.runtime_class
+
+    def open_exported(folder: Path, shared: dict[str, Any], meta: Any = None) -> Any:
+        meta = meta if meta is not None else read_export(folder)
+        with reading_model(folder, EXPORT_FILE):
+            return runtime(ExportedFiles(folder, runtime.CONFIG, threads, meta=meta))
+
+    return open_exported
+
+
+def refuse_for_exported(path: Path, device: str, precision: str) -> None:
+    """What an exported model cannot do: another device than onnxruntime's CPU provider, or
+    mixed precision; refused here, at the door."""
     if device != "cpu":
         raise ConfigError(
             f"--device {device}: an exported model runs on onnxruntime's CPU provider; "
@@ -344,14 +372,6 @@ def open_model(
             f"--precision {precision}: {path} is an exported model, which runs its graph in "
             "float32 on onnxruntime; give the PyTorch model directory for mixed precision"
         )
-    if card.runtime_class is None:
-        raise ModelFileError(f"{path}: holds {card.description}, which has no exported runtime")
-    from bistack.files.onnx_session import ExportedFiles
-
-    runtime = card.runtime_class
-    with reading_model(path, EXPORT_FILE):
-        model = runtime(ExportedFiles(path, runtime.CONFIG, threads, meta=files.meta))
-    return Predictor(card, model, files, source)
 
 
 def load_model(path: str | Path, device: str = "cpu") -> Any:

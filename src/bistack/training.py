@@ -9,7 +9,6 @@ classifiers and regressors.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -166,35 +165,3 @@ def train(
         )
     trained = train_config(built, output, options, **inputs)
     return TrainingResult(trained.model_dir, trained.fit, trained.parameters)
-
-
-def cross_validate(
-    config: str | Path | dict[str, Any] | ExperimentConfig,
-    output: str | Path,
-    overrides: dict[str, Any] | None = None,
-    *,
-    folds: int = 5,
-    repeats: int = 1,
-    split: str = "auto",
-    inner_dev: bool = False,
-    workers: int = 1,
-    ray: bool = False,
-    accelerator: str = "auto",
-    precision: str | None = None,
-    progress: bool = False,
-    say: Callable[[str], None] = print,
-) -> Any:
-    """``bistack cv`` from Python: K-fold cross-validation of a classifier's or regressor's
-    config into ``output`` (out-of-fold predictions, scores, the fold ensemble in
-    ``output/model``); a CV started there before goes on from its first unfinished fold.
-    Returns its scores (``.cv``, ``.folds``, ``.mean``, ``.std``). ``config``, ``overrides``,
-    ``accelerator``, ``precision``, ``progress``: as for :func:`train`; the rest as the
-    command's flags."""
-    from bistack.studies.cross_validation import CVSettings
-    from bistack.studies.cross_validation import cross_validate as run
-    from bistack.tasks import config_from_dict
-
-    data, source = config_data(config, overrides)
-    options = RunOptions(accelerator=accelerator, precision=precision, progress=progress)
-    settings = CVSettings(folds, repeats, split, inner_dev, workers, ray)
-    return run(config_from_dict(data, source), output, settings, options, say)

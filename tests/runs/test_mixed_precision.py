@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from bistack.cli import main
@@ -79,3 +80,25 @@ def test_an_exported_model_refuses_mixed_precision(capsys):
     argv = ["predict", str(exported), "John visited Paris .", "--precision", "bf16-mixed"]
     assert main(argv) == 2
     assert "is an exported model, which runs its graph in float32" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("precision", ["bf16-mixed", "16-mixed"])
+def test_regression_targets_reach_the_loss_in_float32(work, precision, monkeypatch, capsys):
+    """Mixed precision leaves the batch as collated: a target as written, not rounded to the
+    half type (bfloat16 keeps 3 significant digits), while autocast runs the network's ops."""
+    from bistack.text_models import network
+
+    seen = []
+
+    def recorded(outputs, targets):
+        seen.append(targets.dtype)
+        return network.F.mse_loss(outputs.float(), targets)
+
+    monkeypatch.setitem(network.LOSSES, "mse", recorded)
+    config = configs(work)["regressor"]
+    config["train"] = {**config["train"], "max_epochs": 1}
+    path = work / f"targets-{precision}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    argv = ["train", str(path), "--output", str(work / f"targets-{precision}")]
+    assert main([*argv, "--precision", precision, "--no-progress"]) == 0, capsys.readouterr().err
+    assert seen and set(seen) == {torch.float32}

@@ -58,6 +58,21 @@ def test_the_average_is_the_exponential_moving_average_of_the_steps():
     assert model.frozen.weight.equal(frozen)
 
 
+def test_an_update_is_one_foreach_call_whatever_the_number_of_parameters():
+    model = torch.nn.Sequential(*(torch.nn.Linear(4, 4) for _ in range(12)))  # 24 tensors
+    average = WeightAverage(model, decay=0.9)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiled:
+        average.update()
+    events = profiled.events()
+    assert [e.name for e in events].count("aten::_foreach_lerp_") == 1
+    # On the CPU the foreach call runs a lerp a tensor inside it (a GPU fuses them); none
+    # is called on its own.
+    inner = [e for e in events if e.name == "aten::lerp_"]
+    assert all(
+        e.cpu_parent is not None and e.cpu_parent.name == "aten::_foreach_lerp_" for e in inner
+    )
+
+
 def test_the_average_stands_in_for_the_weights_and_gives_them_back_bit_for_bit():
     model = Regression()
     average = WeightAverage(model, decay=0.5)

@@ -180,8 +180,8 @@ def run_cv(args: argparse.Namespace) -> int:
     from bistack.studies.cross_validation import (
         SETTINGS_FILE,
         CVSettings,
-        cross_validate,
         is_cv_entry,
+        run_cv,
     )
     from bistack.tasks import load_config
 
@@ -203,7 +203,7 @@ def run_cv(args: argparse.Namespace) -> int:
         progress=show_progress(args),
         log_format=args.log_format,
     )
-    cross_validate(config, output, settings, options, say_as(args.log_format))
+    run_cv(config, output, settings, options, say_as(args.log_format))
     return 0
 
 

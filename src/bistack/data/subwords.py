@@ -57,16 +57,35 @@ def text_windows(
     limit, or with ``sliding`` every window of an overflowing text (consecutive windows share
     ``stride`` subwords, at most half a window); ``window_text`` ``(windows,)`` names each
     window's text."""
+    return windows_batch(encode_windows(tokenizer, texts, settings, sliding, stride), settings)
+
+
+def encode_windows(
+    tokenizer: Any,
+    texts: Sequence[str],
+    settings: SubwordSettings,
+    sliding: bool = False,
+    stride: int = 0,
+) -> list[list[list[int]]]:
+    """Each text's windows as subword ids (see :func:`text_windows`), unpadded: what a run
+    that reads the same texts every epoch tokenises once."""
     limit = settings.limit
     shared = min(stride, limit // 2) if sliding else 0
     tokenizer.no_padding()
     tokenizer.enable_truncation(limit, stride=shared, strategy="longest_first")
-    rows: list[list[int]] = []
-    owners: list[int] = []
-    for index, encoding in enumerate(tokenizer.encode_batch(list(texts))):
-        parts = [encoding, *(encoding.overflowing if sliding else [])]
-        rows.extend(part.ids for part in parts)
-        owners.extend([index] * len(parts))
+    return [
+        [encoding.ids, *(part.ids for part in (encoding.overflowing if sliding else []))]
+        for encoding in tokenizer.encode_batch(list(texts))
+    ]
+
+
+def windows_batch(
+    windows: Sequence[Sequence[Sequence[int]]], settings: SubwordSettings
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(input_ids, attention_mask, window_text)`` of texts' windows (:func:`encode_windows`),
+    padded to the longest."""
+    rows = [row for text in windows for row in text]
+    owners = [index for index, text in enumerate(windows) for _ in text]
     ids, mask = padded(rows, settings.pad_id)
     return ids, mask, np.asarray(owners, dtype=np.int64)
 

@@ -24,6 +24,7 @@ import torch
 
 from bistack._version import __version__
 from bistack.errors import ConfigError, ModelFileError, needs_extra
+from bistack.files.ensemble_dir import ENSEMBLE_FILE, MEMBERS, member_paths
 from bistack.files.modeldir import write_json
 from bistack.files.onnx_session import (
     EXPORT_FILE,
@@ -35,6 +36,7 @@ from bistack.files.onnx_session import (
 )
 from bistack.files.paths import claim_folder, refuse_overlap
 from bistack.models.graphs import ExportPlan
+from bistack.predictor import Predictor, open_model
 from bistack.runs.model_card import CARD
 
 OPSET = 17
@@ -43,14 +45,12 @@ OPSET = 17
 def is_export_file(name: str) -> bool:
     """Whether an exported folder's entry ``name`` is one an export writes."""
     return name in (EXPORT_FILE, MODEL_FILE, f"{MODEL_FILE}.data", VOCAB_FILE, CARD) or (
-        name == "tokenizer.json"
+        name in ("tokenizer.json", ENSEMBLE_FILE, MEMBERS)
     )
 
 
 def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool = False) -> Path:
     """Export the model in ``model_dir`` to the directory ``output``; returns ``output``."""
-    from bistack.predictor import open_model
-
     try:
         import onnx  # noqa: F401 - the graph is written with it
         import onnxruntime  # noqa: F401 - and checked against PyTorch on it
@@ -58,14 +58,16 @@ def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool =
         raise ConfigError(needs_extra("export", "onnx", error)) from None
     refuse_overlap(output, [("the model directory", model_dir)], "--output")
     model = open_model(model_dir)
-    plan = model.export_plan()
+    members = member_paths(model.path, model.files.meta) if model.files.ensemble else []
+    opened = [open_model(m) for m in members] if members else [model]
+    plans = [o.export_plan() for o in opened]
     output = Path(output)
     claim = functools.partial(
         claim_folder,
         output,
         "--output",
         overwrite=overwrite,
-        signature=EXPORT_FILE,
+        signature=ENSEMBLE_FILE if members else EXPORT_FILE,
         ours=is_export_file,
     )
     claim()
@@ -73,28 +75,41 @@ def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool =
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
-        trace(plan, staging / MODEL_FILE)
-        check_against_torch(plan, staging / MODEL_FILE)
-        if plan.vocabularies:
-            write_json(staging / VOCAB_FILE, plan.vocabularies)
-        plan.write_files(staging)
-        if (Path(model_dir) / CARD).is_file():  # the model's card travels with it
-            shutil.copyfile(Path(model_dir) / CARD, staging / CARD)
-        meta = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "kind": model.card.kind,
-            "bistack_version": __version__,
-            "config": model.model.config.to_dict(),
-            **plan.settings,
-        }
-        write_json(staging / EXPORT_FILE, meta)
+        if members:  # each member a graph of its own; the runtime averages them as PyTorch did
+            for member, one, plan in zip(members, opened, plans, strict=True):
+                write_export(one, plan, member, staging / MEMBERS / member.name)
+            write_json(staging / ENSEMBLE_FILE, {**model.files.meta, "exported": True})
+        else:
+            write_export(model, plans[0], Path(model_dir), staging)
         if claim():  # checked again: it may have changed
             shutil.rmtree(output)
         os.replace(staging, output)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return output
+
+
+def write_export(model: Predictor, plan: ExportPlan, model_dir: Path, target: Path) -> None:
+    """The exported directory of ``plan`` (of ``model``, opened from ``model_dir``) at
+    ``target``: the graph, checked against PyTorch, its vocabularies, files, card and
+    export.json."""
+    target.mkdir(parents=True, exist_ok=True)
+    trace(plan, target / MODEL_FILE)
+    check_against_torch(plan, target / MODEL_FILE)
+    if plan.vocabularies:
+        write_json(target / VOCAB_FILE, plan.vocabularies)
+    plan.write_files(target)
+    if (model_dir / CARD).is_file():  # the model's card travels with it
+        shutil.copyfile(model_dir / CARD, target / CARD)
+    meta = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "kind": model.card.kind,
+        "bistack_version": __version__,
+        "config": model.model.config.to_dict(),
+        **plan.settings,
+    }
+    write_json(target / EXPORT_FILE, meta)
 
 
 def trace(plan: ExportPlan, path: Path) -> None:

@@ -3,7 +3,8 @@
 model directory.
 
 ``ensemble.json`` holds ``kind`` (every member's kind: an ensemble is of one kind), ``members``
-(their folder names, in order), what ``info`` says of them (``folds``: each member's held-out
+(their folder names, in order), ``exported`` (true where ``bistack export`` wrote each member
+as an exported directory), what ``info`` says of them (``folds``: each member's held-out
 score; ``cv``: the cross-validated score) and the combination's own settings (a classifier
 ensemble's ``temperature``, fitted on the out-of-fold predictions). The directory is written
 beside its place and renamed into it whole.
@@ -20,6 +21,7 @@ from typing import Any
 from bistack._version import __version__
 from bistack.errors import ModelFileError
 from bistack.files.modeldir import _read_json, read_config, write_json
+from bistack.files.onnx_session import read_export
 
 ENSEMBLE_FILE = "ensemble.json"
 MEMBERS = "members"
@@ -45,8 +47,10 @@ def read_ensemble(path: str | Path) -> dict[str, Any]:
             f"{path / ENSEMBLE_FILE}: expected a kind and a list of member folders; was it "
             "edited by hand?"
         )
+    exported = bool(meta.get("exported", False))
     for name in members:
-        member = read_config(path / MEMBERS / name)
+        folder = path / MEMBERS / name
+        member = read_export(folder) if exported else read_config(folder)
         if member["kind"] != kind:
             raise ModelFileError(
                 f"{path}: an ensemble of {kind} models, but member {name} holds a "

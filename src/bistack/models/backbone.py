@@ -23,7 +23,13 @@ from tqdm import tqdm
 
 from bistack.config import BackboneConfig
 from bistack.config.hub import local_folder
-from bistack.data.subwords import SubwordSettings, text_windows, word_pieces
+from bistack.data.subwords import (
+    SubwordSettings,
+    encode_windows,
+    text_windows,
+    windows_batch,
+    word_pieces,
+)
 from bistack.data.word_rows import Context
 from bistack.errors import ModelFileError, needs_extra
 from bistack.models.mode import evaluating
@@ -218,6 +224,36 @@ class TransformerBackbone(nn.Module):
             torch.from_numpy(mask),
             torch.from_numpy(owners),
             len(texts),
+            targets,
+        )
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        long_texts: LongTexts,
+        stride: int = 64,
+        max_length: int | None = None,
+    ) -> list[list[list[int]]]:
+        """Each text's windows as subword ids, tokenised once for a run that reads the same
+        texts every epoch; :meth:`batch_of` makes a batch of any of them."""
+        settings = self.subword_settings(max_length)
+        sliding = long_texts == "sliding_window"
+        return encode_windows(self.subwords, texts, settings, sliding, stride)
+
+    def batch_of(
+        self,
+        windows: Sequence[Sequence[Sequence[int]]],
+        max_length: int | None = None,
+        targets: Tensor | None = None,
+    ) -> SubwordBatch:
+        """The batch of texts already tokenised by :meth:`encode` (as :meth:`tokenize` gives
+        it from the texts)."""
+        ids, mask, owners = windows_batch(windows, self.subword_settings(max_length))
+        return SubwordBatch(
+            torch.from_numpy(ids),
+            torch.from_numpy(mask),
+            torch.from_numpy(owners),
+            len(windows),
             targets,
         )
 

@@ -1,25 +1,26 @@
 """Opening an ensemble's members (``bistack.files.ensemble_dir``): each member directory opened
-by its kind's class onto one device, what the first one can share with the rest (a frozen
-backbone, ``shared_parts()``) handed to them rather than loaded again."""
+as the door opens one (a PyTorch model directory onto a device, or an exported one on
+onnxruntime), what the first one can share with the rest (a frozen backbone,
+``shared_parts()``) handed to them rather than loaded again."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from bistack.files.ensemble_dir import member_paths
-from bistack.files.modeldir import read_config
-from bistack.models.saved import opening
+
+# Opens one member's folder, given what the members before it share.
+OpenMember = Callable[[Path, dict[str, Any]], Any]
 
 
-def open_members(path: Path, meta: dict[str, Any], loader: Any, device: str) -> list[Any]:
+def open_members(path: Path, meta: dict[str, Any], open_member: OpenMember) -> list[Any]:
     """The members of the ensemble at ``path`` (``meta``: its ensemble.json, read and
-    checked), each built by ``loader`` (the kind's model class) onto ``device``."""
+    checked), each opened by ``open_member``."""
     members: list[Any] = []
     shared: dict[str, Any] = {}
     for folder in member_paths(path, meta):
-        member_meta = read_config(folder)
-        with opening(folder, loader.KIND, loader.CONFIG, device, meta=member_meta) as saved:
-            members.append(loader.from_saved(saved, **shared))
+        members.append(open_member(folder, shared))
         shared = members[0].shared_parts()
     return members

@@ -113,15 +113,21 @@ def start_run(
     0) lock the output and start staging, or, to ``resume``, write into it directly."""
     from lightning_fabric import Fabric  # only training needs it: most of a second to import
 
-    if accelerator in ("cuda", "gpu", "auto") and torch.cuda.is_available():
+    from bistack.runs.mixed import precision_plugin
+
+    on_cuda = accelerator in ("cuda", "gpu", "auto") and torch.cuda.is_available()
+    if on_cuda:
         set_matmul_precision("cuda", matmul_precision)  # before Fabric, which checks it
+    device = "cuda" if on_cuda else "cpu" if accelerator in ("cpu", "auto") else None
+    plugin = precision_plugin(precision, device)  # mixed: the batch's floats left as they are
     try:
         fabric = Fabric(
             accelerator=accelerator,
             devices=devices,
             num_nodes=num_nodes,
             strategy=strategy,
-            precision=precision,  # type: ignore[arg-type]  # a name Fabric checks itself
+            precision=None if plugin else precision,  # type: ignore[arg-type]  # Fabric checks
+            plugins=plugin,
         )
         fabric.launch()
     except (ValueError, TypeError, RuntimeError, ImportError) as error:
@@ -142,6 +148,8 @@ def start_run(
     run = Run(fabric, directory, log_format)
     for note in directory.notes:
         run.say(note)
+    if plugin is not None and plugin.precision != precision:
+        run.say(f"--precision {precision} runs as {plugin.precision} on the CPU (Fabric's rule)")
     return run
 
 

@@ -22,7 +22,6 @@ train one after another, in ``workers`` processes, or as Ray tasks, with the sam
 from __future__ import annotations
 
 import json
-import os
 import statistics
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from bistack.cards import resolve
+from bistack.config import ExperimentConfig
 from bistack.data.folds import FoldPlan, plan_folds
 from bistack.data.splits import split_off_dev
 from bistack.data.tables import MEMORY
@@ -170,6 +170,36 @@ def family_of(config: Any) -> FoldFamily:
 
 
 def cross_validate(
+    config: str | Path | dict[str, Any] | ExperimentConfig,
+    output: str | Path,
+    overrides: dict[str, Any] | None = None,
+    *,
+    folds: int = 5,
+    repeats: int = 1,
+    split: str = "auto",
+    inner_dev: bool = False,
+    workers: int = 1,
+    ray: bool = False,
+    accelerator: str = "auto",
+    precision: str | None = None,
+    progress: bool = False,
+    say: Callable[[str], None] = print,
+) -> CVResult:
+    """``bistack cv`` from Python (``bistack.cross_validate``): K-fold cross-validation of a
+    classifier's, regressor's or tagger's config into ``output`` (out-of-fold predictions,
+    scores, the fold ensemble in ``output/model``); a CV started there before goes on from its
+    first unfinished fold. Returns its scores (``.cv``, ``.folds``, ``.mean``, ``.std``).
+    ``config`` (a YAML path, a dict or a config object), ``overrides``, ``accelerator``,
+    ``precision``, ``progress``: as for ``bistack.train``; the rest as the command's flags."""
+    from bistack.training import config_data
+
+    data, source = config_data(config, overrides)
+    options = RunOptions(accelerator=accelerator, precision=precision, progress=progress)
+    settings = CVSettings(folds, repeats, split, inner_dev, workers, ray)
+    return run_cv(config_from_dict(data, source), output, settings, options, say)
+
+
+def run_cv(
     config: Any,
     output: str | Path,
     settings: CVSettings,
@@ -209,12 +239,10 @@ def cross_validate(
         fold_job(config, output, plan, repeat, fold, name, settings, options)
         for repeat, fold, name in plan.runs()
     ]
-    try:
-        if any(finished_fold(job) is None for job in jobs):  # what the folds share, said here
-            fold_inputs(jobs[0].config, say, family)
-        records = run_folds(jobs, settings.workers, say, settings.ray)
-    finally:
-        _LOADED.clear()
+    inputs = None
+    if any(finished_fold(job) is None for job in jobs):  # what the folds share, said here
+        inputs = fold_inputs(jobs[0].config, say, family)
+    records = run_folds(jobs, settings.workers, say, settings.ray, inputs)
     return finish(config, family, plan, records, settings, output, say)
 
 
@@ -300,10 +328,14 @@ def fold_job(
 
 
 def run_folds(
-    jobs: list[FoldJob], workers: int, say: Callable[[str], None], on_ray: bool = False
+    jobs: list[FoldJob],
+    workers: int,
+    say: Callable[[str], None],
+    on_ray: bool = False,
+    inputs: FoldInputs | None = None,
 ) -> list[dict]:
-    """Each fold's record: read where it finished before, else trained here, in one of
-    ``workers`` processes, or (``on_ray``) as Ray tasks."""
+    """Each fold's record: read where it finished before, else trained here (with ``inputs``,
+    when made already), in one of ``workers`` processes, or (``on_ray``) as Ray tasks."""
     records: dict[str, dict] = {}
     todo = []
     for job in jobs:
@@ -321,22 +353,22 @@ def run_folds(
         import torch
 
         count = min(workers, len(todo))
-        context = get_context("spawn")
-        gpus = None
-        if torch.cuda.is_available() and torch.cuda.device_count() > 1:  # a device each
-            gpus = context.Queue()
-            for index in range(count):
-                gpus.put(index % torch.cuda.device_count())
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if gpus > 1:  # the folds dealt over the GPUs, one device each
+            todo = [on_device(job, index % gpus) for index, job in enumerate(todo)]
         threads = max(1, torch.get_num_threads() // count)
         with ProcessPoolExecutor(
-            count, mp_context=context, initializer=start_worker, initargs=(threads, gpus)
+            count,
+            mp_context=get_context("spawn"),
+            initializer=torch.set_num_threads,
+            initargs=(threads,),
         ) as pool:
             for job, record in zip(todo, pool.map(train_fold, todo), strict=True):
                 records[job.name] = record
                 say(f"{job.name}: score {record['score']:.4f} (best epoch {record['best_epoch']})")
     else:
         for job in todo:
-            record = train_fold(job, say)
+            record = train_fold(job, say, inputs)
             records[job.name] = record
             say(f"{job.name}: score {record['score']:.4f} (best epoch {record['best_epoch']})")
     return [records[job.name] for job in jobs]
@@ -352,13 +384,8 @@ def on_ray_cluster(jobs: list[FoldJob]) -> list[dict]:
         raise ConfigError(needs_extra("cv --ray", "ray", error)) from None
     import torch
 
-    if not ray.is_initialized():
-        ray.init(
-            address=os.environ.get("RAY_ADDRESS"),
-            include_dashboard=False,
-            log_to_driver=False,
-            configure_logging=False,
-        )
+    if not ray.is_initialized():  # with no address, Ray reads RAY_ADDRESS itself
+        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
     threads = torch.get_num_threads()
     gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
     task = ray.remote(num_cpus=threads, num_gpus=gpus, max_retries=0)(train_fold_alone)
@@ -367,18 +394,15 @@ def on_ray_cluster(jobs: list[FoldJob]) -> list[dict]:
 
 def train_fold_alone(job: FoldJob, threads: int) -> dict:
     """:func:`train_fold` in a process of its own (a Ray worker) with ``threads`` threads."""
-    start_worker(threads, None)
-    return train_fold(job)
-
-
-def start_worker(threads: int, gpus: Any) -> None:
-    """A fold worker's share of the machine: ``threads`` of the CPUs, and its own GPU when
-    ``gpus`` (a queue of device numbers) deals them out."""
-    if gpus is not None:
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(gpus.get())
     import torch
 
     torch.set_num_threads(threads)
+    return train_fold(job)
+
+
+def on_device(job: FoldJob, index: int) -> FoldJob:
+    """``job`` trained on GPU ``index`` (Fabric's ``"N,"``: that device, not N of them)."""
+    return replace(job, options=replace(job.options, devices=f"{index},"))
 
 
 def finished_fold(job: FoldJob) -> dict | None:
@@ -399,15 +423,22 @@ def finished_fold(job: FoldJob) -> dict | None:
     return record
 
 
-def train_fold(job: FoldJob, say: Callable[[str], None] | None = None) -> dict:
+def train_fold(
+    job: FoldJob, say: Callable[[str], None] | None = None, inputs: FoldInputs | None = None
+) -> dict:
     """Train one fold and predict its held-out rows; its record, also written to
-    ``fold.json`` (last, so that only a finished fold has one)."""
+    ``fold.json`` (last, so that only a finished fold has one). ``inputs``: the config, its
+    family and what the folds share, made once for the folds one process trains in a row."""
     from bistack.training import train_config
 
-    config, family, shared = fold_inputs(job.config, say or (lambda _: None))
+    config, family, shared = inputs or fold_inputs(job.config, say or (lambda _: None))
     card = task_of(config.kind)
-    inputs = family.training(job.train, job.dev, job.dev_source, shared)
-    trained = train_config(config, job.directory, job.options, **inputs)
+    trained = train_config(
+        config,
+        job.directory,
+        job.options,
+        **family.training(job.train, job.dev, job.dev_source, shared),
+    )
     model = card.loader_class.load(trained.model_dir, **family.parts(shared))
     key = card.metric_for(config).column.removeprefix("dev_")
     record: dict[str, Any] = {"name": job.name, "train": job.train, "held": job.held}
@@ -417,22 +448,18 @@ def train_fold(job: FoldJob, say: Callable[[str], None] | None = None) -> dict:
     return record
 
 
-# The config, family and shared inputs of the CV this process trains folds of (one at a time).
-_LOADED: dict[str, tuple[Any, FoldFamily, dict[str, Any]]] = {}
+# The config, its fold family (rows read) and what every fold shares.
+FoldInputs = tuple[Any, FoldFamily, dict[str, Any]]
 
 
 def fold_inputs(
     config: dict[str, Any], say: Callable[[str], None], family: FoldFamily | None = None
-) -> tuple[Any, FoldFamily, dict[str, Any]]:
-    """The config, its fold family (rows read) and what every fold shares, made once a process
-    for all the folds it trains; ``family``: one already built from this config."""
-    key = json.dumps(config, sort_keys=True)
-    if key not in _LOADED:
-        _LOADED.clear()
-        built = config_from_dict(config)
-        chosen = family if family is not None else family_of(built)
-        _LOADED[key] = built, chosen, chosen.shared(say)
-    return _LOADED[key]
+) -> FoldInputs:
+    """What training a fold of ``config`` needs besides its rows; ``family``: one already
+    built from this config."""
+    built = config_from_dict(config)
+    chosen = family if family is not None else family_of(built)
+    return built, chosen, chosen.shared(say)
 
 
 def finish(

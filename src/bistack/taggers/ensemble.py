@@ -18,7 +18,7 @@ import numpy as np
 from bistack.errors import ModelFileError
 from bistack.files.ensemble_dir import describe_ensemble
 from bistack.kernels.crf_compiled import IMPOSSIBLE
-from bistack.models.ensembles import open_members
+from bistack.models.ensembles import OpenMember, open_members
 from bistack.taggers.decoding import TagDecoder
 from bistack.taggers.tagging import Emitter, Tagging
 
@@ -40,8 +40,10 @@ class TaggerEnsemble(Tagging):
         self._calibration: dict[str, Any] = {}
 
     @classmethod
-    def open(cls, path: Path, meta: dict[str, Any], loader: Any, device: str) -> TaggerEnsemble:
-        return cls(open_members(path, meta, loader, device), meta)
+    def open(cls, path: Path, meta: dict[str, Any], open_member: OpenMember) -> TaggerEnsemble:
+        """The ensemble directory at ``path`` (``meta``: its ensemble.json, read and checked),
+        each member opened by ``open_member``, a frozen backbone loaded once."""
+        return cls(open_members(path, meta, open_member), meta)
 
     @property
     def decoder(self) -> TagDecoder:

@@ -17,7 +17,7 @@ import numpy as np
 
 from bistack.errors import ConfigError, ModelFileError
 from bistack.files.ensemble_dir import describe_ensemble
-from bistack.models.ensembles import open_members
+from bistack.models.ensembles import OpenMember, open_members
 from bistack.text_models.outputs import (
     ClassOutputs,
     RawOutputs,
@@ -38,10 +38,10 @@ class TextEnsemble(TextModelBase):
         self.outputs = combined_outputs(self.members, meta)
 
     @classmethod
-    def open(cls, path: Path, meta: dict[str, Any], loader: Any, device: str) -> TextEnsemble:
+    def open(cls, path: Path, meta: dict[str, Any], open_member: OpenMember) -> TextEnsemble:
         """The ensemble directory at ``path`` (``meta``: its ensemble.json, read and checked),
-        each member opened by ``loader`` onto ``device``, a frozen backbone loaded once."""
-        return cls(open_members(path, meta, loader, device), meta)
+        each member opened by ``open_member``, a frozen backbone loaded once."""
+        return cls(open_members(path, meta, open_member), meta)
 
     def describe(self) -> dict[str, Any]:
         return super().describe() | {"ensemble": describe_ensemble(self.meta)}

@@ -132,9 +132,15 @@ class LayerTextTask:
         self.texts = [e.text for e in data.train]
         self.layers: Tensor | None = None  # (texts, num_layers, hidden_size) when frozen
         self.dev_vectors: LayerVectors | None = None
+        self.windows: list[list[list[int]]] = []  # fine-tuned: each text's subwords, once
+        options = model.config.backbone
         if vectors_of is not None:
             self.layers = vectors_of(data.train).of(model.model.features)
             self.dev_vectors = vectors_of(data.dev)
+        else:
+            self.windows = model.backbone.encode(
+                self.texts, options.long_texts, options.stride, options.max_length
+            )
 
     def train_lengths(self) -> Sequence[int]:
         if self.layers is not None:
@@ -149,12 +155,9 @@ class LayerTextTask:
             tokens = collate_tokens([self.encoded[i] for i in indices], self.model.vocabularies)
         if self.layers is not None:
             return LayerBatch(self.layers[index], self.targets[index], tokens)
-        options = self.model.config.backbone
-        subwords = self.model.backbone.tokenize(
-            [self.texts[i] for i in indices],
-            options.long_texts,
-            options.stride,
-            options.max_length,
+        subwords = self.model.backbone.batch_of(
+            [self.windows[i] for i in indices],
+            self.model.config.backbone.max_length,
             targets=self.targets[index],
         )
         return subwords if tokens is None else StackedSubwords(subwords, tokens)
