@@ -82,7 +82,15 @@ def read_model_files(path: str | Path) -> ModelFiles:
         return ModelFiles(Path(path), read_export(path), exported=True)
     if is_ensemble(path):
         meta = read_ensemble(path)
-        return ModelFiles(Path(path), meta, exported=bool(meta.get("exported")), ensemble=True)
+        exported = bool(meta.get("exported"))
+        for folder in member_paths(path, meta):  # an ensemble's members are of one kind
+            kind = (read_export(folder) if exported else read_config(folder))["kind"]
+            if kind != meta["kind"]:
+                raise ModelFileError(
+                    f"{path}: an ensemble of {meta['kind']} models, but member {folder.name} "
+                    f"holds a {kind} model; an ensemble's members are of one kind"
+                )
+        return ModelFiles(Path(path), meta, exported=exported, ensemble=True)
     return ModelFiles(Path(path), read_config(path), exported=False)
 
 

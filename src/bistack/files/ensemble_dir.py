@@ -20,8 +20,7 @@ from typing import Any
 
 from bistack._version import __version__
 from bistack.errors import ModelFileError
-from bistack.files.modeldir import _read_json, read_config, write_json
-from bistack.files.onnx_session import read_export
+from bistack.files.modeldir import _read_json, write_json
 
 ENSEMBLE_FILE = "ensemble.json"
 MEMBERS = "members"
@@ -32,8 +31,8 @@ def is_ensemble(path: str | Path) -> bool:
 
 
 def read_ensemble(path: str | Path) -> dict[str, Any]:
-    """``ensemble.json``, checked: a kind, and members that are model directories of it (a
-    member of another kind, or one missing, is an error naming it)."""
+    """``ensemble.json``, checked to name a kind and member folders (the door checks that
+    each member holds a model of that kind)."""
     path = Path(path)
     meta = _read_json(path / ENSEMBLE_FILE)
     kind, members = meta.get("kind"), meta.get("members")
@@ -47,15 +46,6 @@ def read_ensemble(path: str | Path) -> dict[str, Any]:
             f"{path / ENSEMBLE_FILE}: expected a kind and a list of member folders; was it "
             "edited by hand?"
         )
-    exported = bool(meta.get("exported", False))
-    for name in members:
-        folder = path / MEMBERS / name
-        member = read_export(folder) if exported else read_config(folder)
-        if member["kind"] != kind:
-            raise ModelFileError(
-                f"{path}: an ensemble of {kind} models, but member {name} holds a "
-                f"{member['kind']} model; an ensemble's members are of one kind"
-            )
     return meta
 
 
