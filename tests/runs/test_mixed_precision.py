@@ -102,3 +102,25 @@ def test_regression_targets_reach_the_loss_in_float32(work, precision, monkeypat
     argv = ["train", str(path), "--output", str(work / f"targets-{precision}")]
     assert main([*argv, "--precision", precision, "--no-progress"]) == 0, capsys.readouterr().err
     assert seen and set(seen) == {torch.float32}
+
+
+def test_a_loss_scalers_overflows_are_skipped_not_taken_for_divergence(work, monkeypatch, capsys):
+    """float16's loss scaler starts high and halves its scale at each step whose gradients
+    overflow, skipping it: the run goes on (on a GPU, as here with a scale set to overflow)."""
+    from bistack.runs import mixed
+
+    scalers = []
+
+    def overflowing(precision, device):
+        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**24)
+        scalers.append(scaler)
+        return mixed.MixedKeepingInputs("16-mixed", "cpu", scaler=scaler)
+
+    monkeypatch.setattr(mixed, "precision_plugin", overflowing)
+    config = configs(work)["tagger"]
+    config["train"] = {**config["train"], "max_epochs": 1}
+    path = work / "scaled.yaml"
+    path.write_text(yaml.safe_dump(config))
+    argv = ["train", str(path), "--output", str(work / "scaled"), "--no-progress"]
+    assert main([*argv, "--precision", "16-mixed"]) == 0, capsys.readouterr().err
+    assert scalers[0].get_scale() < 2.0**24  # it overflowed, halved, and went on

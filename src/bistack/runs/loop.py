@@ -474,12 +474,16 @@ def run_epoch(
     gradients summed, each batch's loss divided by how many its step takes; under DDP the
     processes exchange gradients once per step. ``lr_factor(step)`` scales each group's base
     rate at the step's first batch (``step`` counts batches). A loss or gradient norm that is
-    not finite raises :class:`TrainingDiverged` before the step. ``average``, when given, takes
-    in the weights after every step. ``after_step(update, mean loss so far)``, when given, is
-    called after each optimizer step (counted from 1) and ends the pass when it returns True.
+    not finite raises :class:`TrainingDiverged` before the step, but for a float16 loss
+    scaler's overflow, whose step the scaler skips (up to ``MAX_SKIPPED_STEPS`` in a row).
+    ``average``, when given, takes in the weights after every step. ``after_step(update, mean
+    loss so far)``, when given, is called after each optimizer step (counted from 1) and ends
+    the pass when it returns True.
     """
     model.train()
     total, count = 0.0, 0
+    scaler = getattr(fabric.strategy.precision, "scaler", None)  # float16's loss scaler, if any
+    skipped = 0  # steps in a row the loss scaler skipped
     bar = tqdm(batches, desc=description, disable=not show, leave=False, dynamic_ncols=True)
     for step, indices in enumerate(bar):
         first = step - step % accumulate  # the step's first batch
@@ -509,7 +513,11 @@ def run_epoch(
                 model, optimizer, max_norm=grad_clip, error_if_nonfinite=False
             )
             norm = float(cast(torch.Tensor, clipped))  # clipping by norm returns the norm
-            if not math.isfinite(norm):
+            if math.isfinite(norm):
+                skipped = 0
+            elif scaler is not None and skipped < MAX_SKIPPED_STEPS:
+                skipped += 1  # a float16 loss scaler's overflow: its step skips, its scale halves
+            else:
                 raise diverged("gradient norm", norm, epoch, step + 1, optimizer)
         optimizer.step()
         if average is not None:
@@ -519,6 +527,11 @@ def run_epoch(
                 break
             model.train()  # a validation scored dev in eval mode
     return total / max(count, 1)
+
+
+# A float16 loss scaler halves its scale at each step whose gradients overflow, and skips it;
+# this many in a row (a scale 2^30 smaller) and the gradients are not finite at any scale.
+MAX_SKIPPED_STEPS = 30
 
 
 def refuse_non_finite_weights(
