@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from bistack._version import __version__
 from bistack.errors import ModelFileError
-from bistack.files.modeldir import _read_json, write_json
+from bistack.files.modeldir import atomic_folder, read_json_object, write_json
 
 ENSEMBLE_FILE = "ensemble.json"
 MEMBERS = "members"
@@ -34,7 +33,7 @@ def read_ensemble(path: str | Path) -> dict[str, Any]:
     """``ensemble.json``, checked to name a kind and member folders (the door checks that
     each member holds a model of that kind)."""
     path = Path(path)
-    meta = _read_json(path / ENSEMBLE_FILE)
+    meta = read_json_object(path / ENSEMBLE_FILE)
     kind, members = meta.get("kind"), meta.get("members")
     if (
         not isinstance(kind, str)
@@ -57,24 +56,13 @@ def write_ensemble(target: Path, members: dict[str, Path], meta: dict[str, Any])
     """An ensemble directory at ``target`` of the model directories ``members`` (name: folder,
     hard-linked where the file system allows, else copied) and ``meta``; staged beside
     ``target`` and swapped in whole, so a reader never sees half an ensemble."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-    try:
+    with atomic_folder(target) as staging:
         for name, folder in members.items():
             shutil.copytree(folder, staging / MEMBERS / name, copy_function=_link_or_copy)
         write_json(
             staging / ENSEMBLE_FILE,
             {**meta, "members": list(members), "bistack_version": __version__},
         )
-        old = target.with_name(f".{target.name}.old")
-        if target.exists():
-            shutil.rmtree(old, ignore_errors=True)
-            target.rename(old)
-        staging.rename(target)
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
 
 
 def _link_or_copy(source: str, destination: str) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,6 +41,26 @@ def atomic_write(path: Path, write: Any) -> None:
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def atomic_folder(target: Path) -> Iterator[Path]:
+    """A staging folder beside ``target`` to fill inside the block; swapped in whole when the
+    block ends (an earlier ``target`` replaced only then), removed when it fails, so a reader
+    never sees half a folder."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    try:
+        yield staging
+        old = target.with_name(f".{target.name}.old")
+        if target.exists():
+            shutil.rmtree(old, ignore_errors=True)
+            target.rename(old)
+        staging.rename(target)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
         raise
 
 
@@ -97,7 +118,7 @@ def load_metadata(
             f"{directory}: holds a {meta['kind']!r} model, not a {kind!r} one; "
             "bistack.load_model loads any kind"
         )
-    return meta, _read_json(directory / VOCAB)
+    return meta, read_json_object(directory / VOCAB)
 
 
 def require_readable(directory: Path, name: str) -> None:
@@ -125,7 +146,7 @@ def read_config(directory: str | Path) -> dict[str, Any]:
     if not (directory / CONFIG).is_file():
         _check_is_model_directory(directory)
         raise ModelFileError(f"{directory}: missing {CONFIG}; is this a bistack model directory?")
-    meta = _read_json(directory / CONFIG)
+    meta = read_json_object(directory / CONFIG)
     config = meta.get("config")
     if not isinstance(config, dict):
         raise ModelFileError(f"{directory / CONFIG}: no config object; was it edited by hand?")
@@ -197,7 +218,8 @@ def reading_model(
         ) from None
 
 
-def _read_json(path: Path) -> dict:
+def read_json_object(path: Path) -> dict:
+    """The JSON object in ``path``; not JSON, or not an object, is an error naming the file."""
     try:
         data = json.loads(path.read_text(encoding="utf-8-sig"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:

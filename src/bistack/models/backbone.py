@@ -26,7 +26,6 @@ from bistack.config.hub import local_folder
 from bistack.data.subwords import (
     SubwordSettings,
     encode_windows,
-    text_windows,
     windows_batch,
     word_pieces,
 )
@@ -216,15 +215,8 @@ class TransformerBackbone(nn.Module):
         targets: Tensor | None = None,
     ) -> SubwordBatch:
         """Subword ids of ``texts``; long texts truncated or cut into overlapping windows."""
-        settings = self.subword_settings(max_length)
-        sliding = long_texts == "sliding_window"
-        ids, mask, owners = text_windows(self.subwords, texts, settings, sliding, stride)
-        return SubwordBatch(
-            torch.from_numpy(ids),
-            torch.from_numpy(mask),
-            torch.from_numpy(owners),
-            len(texts),
-            targets,
+        return self.batch_of(
+            self.encode(texts, long_texts, stride, max_length), max_length, targets
         )
 
     def encode(

@@ -7,8 +7,6 @@ of its files, checked on load. A fine-tuned one also holds the tuned backbone in
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +14,7 @@ import torch
 
 from bistack.config import BackboneConfig
 from bistack.errors import ModelFileError
-from bistack.files.modeldir import save_weights
+from bistack.files.modeldir import atomic_folder, save_weights
 from bistack.models.backbone import TransformerBackbone
 from bistack.models.feature_cache import model_fingerprint
 
@@ -39,18 +37,9 @@ def save_head_and_backbone(
 
 def save_backbone(backbone: TransformerBackbone, target: Path) -> None:
     """Write the backbone's weights and tokenizer to ``target``, replacing it only when done."""
-    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-    try:
+    with atomic_folder(target) as staging:
         backbone.model.save_pretrained(staging)
         backbone.tokenizer.save_pretrained(staging)
-        old = target.with_name(f".{target.name}.old")
-        if target.exists():
-            target.rename(old)
-        staging.rename(target)
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
 
 
 def load_saved_backbone(
