@@ -343,3 +343,36 @@ def test_a_tagger_cv_refuses_repeats(tmp_path, capsys):
     assert cv(path, tmp_path / "out", "--folds", "2", "--repeats", "2") == 2
     assert "repeats cannot average" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_layer_tagger_ensemble_runs_its_frozen_backbone_once_a_batch(tmp_path, monkeypatch):
+    """Taggers over one frozen backbone share its pass: one a batch, not one a member; the
+    ensemble's emissions are still the log of its members' mean marginals."""
+    pytest.importorskip("transformers", reason="the layer kinds need bistack[transformers]")
+    from bistack.taggers import layer_tagger
+    from tests.fixtures.written_models.make_fixtures import configs, write_data
+
+    write_data(tmp_path / "out", tmp_path)
+    config = configs(tmp_path)["tiny_layer_tagger"]
+    config["data"]["dev"] = None
+    config["train"] = {**config["train"], "max_epochs": 1}
+    bistack.cross_validate(config, tmp_path / "cv", folds=2, say=lambda _: None)
+    ensemble = open_model(tmp_path / "cv" / "model").model
+    tokens = [["Anna", "visited", "Paris", "yesterday", "."], ["Paul", "left", "Rome", "."]]
+    lengths = [len(t) for t in tokens]
+    mean = 0
+    for member in ensemble.members:  # each alone: its own pass
+        columns = [ensemble.labels.index(tag) for tag in member.decoder.labels]
+        marginals = np.zeros((2, 5, len(ensemble.labels)), dtype=np.float32)
+        marginals[:, :, columns] = member.decoder.marginals(
+            member.emissions([0, 1], tokens), lengths
+        )
+        mean = mean + marginals / len(ensemble.members)
+    passes = []
+    original = layer_tagger.word_layer_states
+    monkeypatch.setattr(
+        layer_tagger, "word_layer_states", lambda *a, **k: passes.append(1) or original(*a, **k)
+    )
+    emissions = ensemble.emissions([0, 1], tokens)
+    assert len(passes) == 1  # one batch, two members
+    np.testing.assert_allclose(np.exp(emissions), mean, atol=1e-5)

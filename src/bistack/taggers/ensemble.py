@@ -69,17 +69,31 @@ class TaggerEnsemble(Tagging):
         self, sentences: Sequence[Sequence[str]], documents: Sequence[Any] | None
     ) -> Emitter:
         """The log of the members' mean marginals, each member reading the sentences as it
-        does alone (its document context included)."""
-        emitters = [m.emitter_of(sentences, documents) for m in self.members]
+        does alone (its document context included); members over one frozen backbone read
+        alike share its pass (one a batch, not one a member)."""
+        groups: dict[Any, list[Tagging]] = {}  # members that share a first stage, together
+        for member in self.members:
+            key = member.shared_stage_key()
+            groups.setdefault(id(member) if key is None else key, []).append(member)
+        emitters = [
+            (group, group[0].shared_emitter(group, sentences, documents))
+            if len(group) > 1
+            else (group, group[0].emitter_of(sentences, documents))
+            for group in groups.values()
+        ]
 
         def emit(indices: Sequence[int], chosen: Sequence[Sequence[str]]) -> np.ndarray:
             lengths = [len(sentence) for sentence in chosen]
             width = max(lengths)
             total = np.zeros((len(chosen), width, len(self.labels)), dtype=np.float32)
-            for member, emitter in zip(self.members, emitters, strict=True):
-                scores = emitter(indices, chosen)[:, :width]
-                columns = [self.labels.index(tag) for tag in member.decoder.labels]
-                total[:, :, columns] += member.decoder.marginals(scores, lengths)
+            for group, emitter in emitters:
+                side_by_side, start = emitter(indices, chosen)[:, :width], 0
+                for member in group:  # each member's tags, in order along the last axis
+                    count = len(member.decoder.labels)
+                    scores = side_by_side[:, :, start : start + count]
+                    start += count
+                    columns = [self.labels.index(tag) for tag in member.decoder.labels]
+                    total[:, :, columns] += member.decoder.marginals(scores, lengths)
             mean = total / len(self.members)
             with np.errstate(divide="ignore"):
                 return np.maximum(np.log(mean), IMPOSSIBLE).astype(np.float32)

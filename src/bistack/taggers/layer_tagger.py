@@ -7,10 +7,10 @@ the words' own features (``features`` in its config) keeps their vocabularies to
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -160,6 +160,32 @@ class LayerPoolingTagger(SavedKind, Tagging):
         def emit(chosen: Sequence[Sequence[str]], contexts: Sequence[Context]) -> np.ndarray:
             return self.emissions_of(self.word_states(chosen, contexts), chosen)
 
+        return context_emitter(emit, sentences, documents, context)
+
+    def shared_stage_key(self) -> Hashable | None:
+        """A frozen backbone read with the same settings gives the same word states."""
+        if self.config.backbone.finetune:
+            return None
+        options = self.config.backbone
+        return (id(self.backbone), options.max_length, options.context, repr(self.config.subwords))
+
+    def shared_emitter(
+        self,
+        taggers: Sequence[Tagging],
+        sentences: Sequence[Sequence[str]],
+        documents: Sequence[Any] | None,
+    ) -> Emitter:
+        """The emissions of ``taggers`` (over this one's frozen backbone, read alike) side by
+        side along the tag axis, the backbone's word states computed once a batch."""
+        members = cast("list[LayerPoolingTagger]", list(taggers))
+
+        def emit(chosen: Sequence[Sequence[str]], contexts: Sequence[Context] | None) -> np.ndarray:
+            states = self.word_states(chosen, contexts)
+            return np.concatenate([m.emissions_of(states, chosen) for m in members], axis=-1)
+
+        context = self.config.backbone.context
+        if not context:
+            return lambda indices, chosen: emit(chosen, None)
         return context_emitter(emit, sentences, documents, context)
 
     def emissions_of(self, words: torch.Tensor, sentences: Sequence[Sequence[str]]) -> np.ndarray:

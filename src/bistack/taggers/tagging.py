@@ -6,7 +6,7 @@ gold tags, as conlleval computes them."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -85,6 +85,21 @@ class Tagging(ABC):
         """What another member of its ensemble takes when it opens, rather than load it again
         (a frozen backbone); the keywords of its class's ``from_saved``."""
         return {}
+
+    def shared_stage_key(self) -> Hashable | None:
+        """Equal for taggers whose first stage gives the same result on the same sentences (one
+        frozen backbone read alike), so that an ensemble runs it once; None: none shared."""
+        return None
+
+    def shared_emitter(
+        self,
+        taggers: Sequence[Tagging],
+        sentences: Sequence[Sequence[str]],
+        documents: Sequence[Any] | None,
+    ) -> Emitter:
+        """The emissions of ``taggers`` (sharing this one's ``shared_stage_key``), side by side
+        along the tag axis, their first stage run once (a tagger with a shared stage)."""
+        raise NotImplementedError(f"{type(self).__name__} shares no first stage")
 
     @property
     def calibration(self) -> dict[str, Any]:
