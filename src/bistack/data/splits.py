@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
+from bistack.data.folds import plain_folds
 from bistack.errors import DataError
 
 T = TypeVar("T")
@@ -27,9 +28,8 @@ def kfold(count: int, folds: int, seed: int) -> list[list[int]]:
         raise ValueError(
             f"folds must be between 2 and the number of examples ({count}), got {folds}"
         )
-    order = list(range(count))
-    random.Random(seed).shuffle(order)
-    return [sorted(order[fold::folds]) for fold in range(folds)]
+    assignment = plain_folds(count, folds, random.Random(seed))  # cross-validation's own
+    return [[row for row, held in enumerate(assignment) if held == fold] for fold in range(folds)]
 
 
 class SplitSource(Protocol):
