@@ -52,6 +52,17 @@ def test_the_temperature_leaves_every_path_and_the_k_best_order_unchanged(scheme
     assert np.mean([max(a.token_confidence) for a in soft]) < np.mean(sure)
 
 
+def test_a_sharp_temperature_never_buys_a_forbidden_move():
+    """Emissions in the hundreds divided by a temperature near its lower bound outweigh the
+    finite score of a forbidden move unless it is sharpened alike: ``O I-PER`` was decoded."""
+    decoder = TagDecoder.constrained(["O", "B-PER", "I-PER"], "BIO")
+    emissions = np.array([[[600.0, 0.0, 0.0], [0.0, -50.0, 600.0]]], dtype=np.float32)
+    for temperature in (1.0, 0.06, 15.0):
+        [analysis] = replace(decoder, temperature=temperature).analyse(emissions, [2], top_k=2)
+        assert analysis.path == [0, 0]
+        assert [path for path, _ in analysis.alternatives] == [[0, 0], [1, 2]]
+
+
 @pytest.mark.parametrize("scheme", ["BIOES", "BIO", "IOB1"])
 def test_tempered_entity_confidences_are_the_brute_force_probabilities(scheme):
     for seed in range(4):
@@ -85,6 +96,26 @@ def test_the_fit_finds_the_temperature_the_outcomes_were_drawn_at():
     assert fit_temperature(dev, decoder, None) == pytest.approx(2.5, rel=0.1)
     half = set(range(3000))
     assert fit_temperature(dev, decoder, half) == pytest.approx(2.5, rel=0.15)
+
+
+def test_the_fit_copes_with_the_large_float16_emissions_of_a_16_true_tagger():
+    """Trained in ``16-true``, a tagger's emissions can run to thousands, a token's every tag
+    below the score of a forbidden move (-1e4) included (or pass it divided by the small
+    temperatures the search tries). The fit ends on a temperature, every confidence a
+    probability (it once ended in ``OverflowError``, after the model was saved)."""
+    decoder, _ = crf_decoder("BIO", 0)
+    generator = np.random.default_rng(2)
+    emissions = generator.normal(size=(32, 6, len(decoder.labels))) * 300
+    emissions[:, 2] = emissions[:, 2] / 10 - 12000  # every tag of one token far below
+    emissions = emissions.astype(np.float16).astype(np.float32)  # as the model hands them over
+    analyses = decoder.analyse(emissions, [6] * 32)
+    predicted = [set(a.entities) for a in analyses]
+    gold = [spans if i % 3 else set() for i, spans in enumerate(predicted)]  # a third wrong
+    dev = DevEmissions([EmissionBatch(list(range(32)), [6] * 32, emissions)], gold)
+    temperature = fit_temperature(dev, decoder, None)
+    assert math.isfinite(temperature)
+    confidences, _ = dev.outcomes(replace(decoder, temperature=temperature))
+    assert confidences and all(0.0 <= c <= 1.0 for c in confidences)
 
 
 @pytest.fixture(scope="module")

@@ -86,6 +86,31 @@ def test_an_entity_confidence_is_the_probability_of_its_span(scheme):
             assert probability == pytest.approx(truth, abs=1e-5)
 
 
+@pytest.mark.parametrize("scheme", ["BIOES", "BIO", "IOB1"])
+def test_an_entity_confidence_holds_where_every_tag_of_a_token_scores_far_below_a_forbidden_move(
+    scheme,
+):
+    """A sharply tempered (or float16-trained) tagger's emissions reach -1e4 and below at a
+    token: a span's clamped partition must still be a part of the whole (it once rose above
+    it, and fitting the temperature ended in ``OverflowError``)."""
+    labels = LABELS[scheme]
+    checked = 0
+    for seed in range(4):
+        crf, emissions = make_crf(scheme, seed)
+        emissions = emissions.double()
+        emissions[0, 1] -= 2e4  # one token's every tag: the same probabilities, far below
+        paths = path_probabilities(crf, emissions)
+        best = max(paths, key=paths.__getitem__)
+        spans = spans_of(best, labels)
+        events = [span_event(span, best, labels, scheme) for span in spans]
+        [got] = crf_span_probabilities(scores_of(crf), emissions.numpy(), [4], [events])
+        for span, probability in zip(spans, got, strict=True):
+            truth = sum(p for path, p in paths.items() if span in spans_of(path, labels))
+            assert probability == pytest.approx(truth, abs=1e-5)
+            checked += 1
+    assert checked
+
+
 @pytest.mark.parametrize("scheme", ["BIO", "IOB1"])
 def test_softmax_entity_confidence_is_the_span_probability_of_independent_tokens(scheme):
     labels = LABELS[scheme]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from bistack.kernels.crf_compiled import IMPOSSIBLE, log_partition
+from bistack.kernels.crf_compiled import log_partition
 from bistack.schemes import spans_from_tags
 
 Span = tuple[int, int, str]  # (start, end, type), end exclusive
@@ -160,11 +160,13 @@ def independent_span_probabilities(
 
 def _clamped(emissions: np.ndarray, clamp: dict[int, int]) -> np.ndarray:
     """A copy of ``emissions`` ``(seq_len, num_tags)`` where each clamped position can only take
-    its tag."""
+    its tag. The others get -inf, not IMPOSSIBLE: a token whose every emission lies below
+    IMPOSSIBLE (a sharp temperature, float16 training) would otherwise gain paths by the clamp,
+    and the span's probability exceed 1 by hundreds of nats."""
     result = emissions.copy()
     for position, tag in clamp.items():
         keep = result[position, tag]
-        result[position] = IMPOSSIBLE
+        result[position] = -np.inf
         result[position, tag] = keep
     return result
 

@@ -105,13 +105,16 @@ class TagDecoder:
         return cls(labels, scheme, crf)
 
     def _tempered(self, crf: CRFScores) -> CRFScores:
-        """The CRF's scores divided by the temperature; forbidden moves stay forbidden."""
+        """The CRF's scores divided by the temperature; forbidden moves stay forbidden: below
+        1 they are multiplied by 1/T as the emissions are (IMPOSSIBLE is finite, and emissions
+        sharpened past it would buy a forbidden move), above 1 they keep IMPOSSIBLE."""
         if self.temperature == 1.0:
             return crf
         divisor = np.float32(self.temperature)
+        forbidden = np.float32(IMPOSSIBLE * max(1.0, 1.0 / self.temperature))
         return CRFScores(
             *(
-                np.where(scores <= IMPOSSIBLE, scores, scores / divisor).astype(scores.dtype)
+                np.where(scores <= IMPOSSIBLE, forbidden, scores / divisor).astype(scores.dtype)
                 for scores in (crf.transitions, crf.start, crf.end)
             )
         )
