@@ -1,44 +1,51 @@
-"""bistack on a GPU beside hand-written floors of the same networks, in one process.
+"""bistack on a GPU beside hand-written floors doing the same work, in one process.
 
-On CoNLL-2003 (the sizes of configs/conll03-bilstm-crf.yaml: word 100 + char BiLSTM 25 + casing
-10, BiLSTM 200, CRF, batch 32):
-- the floors (``../shared/gpu/floor.py``'s networks): the same network hand-written with a
-  packed cuDNN ``nn.LSTM`` and a softmax head, or pytorch-crf's CRF; one timed training epoch
-  (after one warm-up epoch) and prediction at batch 256;
-- bistack's training epoch through its own loop (``bistack.runs.loop.run_epoch``: the batches,
-  divergence checks and clipping ``bistack train`` runs), in float32 and bf16-mixed; prediction
-  of tags at batch 256 and at batch 1 (p50), and with confidences at batch 256;
-- the frozen feature cache of a MiniLM-shaped encoder (every layer of every word, brought to the
-  host) against the encoder's bare forward over the same sentences;
-- a BERT-large-shaped encoder fine-tuned under layer pooling, float32 against bf16-mixed;
-- where a bistack training step spends its GPU time (the profiler's top kernels).
+Every row times the same stages on both sides (``benchmarks/timed.py``: one warm-up call, 3
+timed calls, median and spread; the same optimizer kind), against two floors where the host
+matters:
 
-  python benchmarks/gpu.py --train T.txt --dev D.txt --backbone MINILM_DIR --large LARGE_DIR \
+- the *device floor*: batches prebuilt on the device before the timer, on both sides (what the
+  hardware allows);
+- the *from-tokens floor*: a competent hand-written pipeline from strings (ids, vectorised
+  collation, a copy to the device) inside the timer, as bistack's own.
+
+On CoNLL-2003 at the sizes of configs/conll03-bilstm-crf.yaml (word 100 + char BiLSTM 25 +
+casing 10, BiLSTM 200, CRF, batch 32): a training epoch against each floor, prediction of tags
+at batch 256 against each floor, with confidences (bistack alone: the floor has none), and one
+sentence at a time (p50). The frozen feature cache of a MiniLM-shaped encoder against its bare
+forward writing the same file; a BERT-large-shaped encoder fine-tuned under LSTM layer pooling
+against a plain PyTorch + transformers loop (the recipe's parameter groups, the same fused or
+foreach AdamW, batches pre-tokenised and pinned), at batch 16 and 64, float32 and bf16-mixed.
+
+  python benchmarks/gpu.py --train T.txt --backbone MINILM_DIR --large LARGE_DIR \\
       [--device cuda] [--limit N] [--out benchmarks/results]
 
-Writes gpu.md and gpu.json in --out. ``--device cpu --limit 200`` runs every row on the CPU, a
-smoke test of the script (the suite runs it so).
+Writes gpu.md and gpu.json in --out. ``--device cpu`` with a small ``--limit`` runs every row
+on the CPU: the suite runs it so, and checks every comparison's two timers hold the same
+stages (tests/benchmarks/test_gpu_benchmark.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import copy
 import json
 import platform
 import random
+import re
 import statistics
+import sys
 import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bistack.data.batching import collate_tagging
 from bistack.data.buckets import bucket_batches
@@ -50,278 +57,322 @@ from bistack.schemes import convert_tags
 from bistack.taggers.network import build_tagger
 from bistack.taggers.tagger import Tagger
 from bistack.tasks import load_config
+from timed import Comparison, Side, mark, measure, synchronised, unwrapped
 
 ROOT = Path(__file__).resolve().parent.parent
+Sentences = list[tuple[list[str], list[str]]]
 
-
-def synchronised(device: torch.device) -> Callable[[], None]:
-    return torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-
-
-def timed(device: torch.device, work: Callable[[], object]) -> float:
-    sync = synchronised(device)
-    sync()
-    start = time.perf_counter()
-    work()
-    sync()
-    return time.perf_counter() - start
-
-
-# ---- the floors: the same network, hand-written --------------------------------------------
+# ---- the floor: the BiLSTM-CRF hand-written --------------------------------------------------
 
 
 class Floor(nn.Module):
-    """word 100 + char BiLSTM 25 + casing 10 -> packed BiLSTM 200 -> softmax or pytorch-crf."""
+    """word 100 + char BiLSTM 25 + casing 10 -> packed BiLSTM 200 -> pytorch-crf."""
 
-    def __init__(self, words: int, chars: int, tags: int, crf: bool) -> None:
+    def __init__(self, words: int, chars: int, tags: int) -> None:
+        from torchcrf import CRF
+
         super().__init__()
         self.w = nn.Embedding(words, 100, padding_idx=0)
         self.c = nn.Embedding(chars, 25, padding_idx=0)
-        self.k = nn.Embedding(8, 10)
+        self.k = nn.Embedding(4, 10)
         self.clstm = nn.LSTM(25, 25, batch_first=True, bidirectional=True)
         self.lstm = nn.LSTM(160, 200, batch_first=True, bidirectional=True)
         self.out = nn.Linear(400, tags)
         self.drop = nn.Dropout(0.5)
-        if crf:
-            from torchcrf import CRF
+        self.crf = CRF(tags, batch_first=True)
 
-            self.crf = CRF(tags, batch_first=True)
-        else:
-            self.crf = None
-
-    def emissions(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
-        words, casing, chars, char_lengths, lengths, _ = batch
+    def emissions(self, batch: dict) -> torch.Tensor:
         packed = pack_padded_sequence(
-            self.c(chars), char_lengths, batch_first=True, enforce_sorted=False
+            self.c(batch["chars"]), batch["char_lengths"], batch_first=True, enforce_sorted=False
         )
         _, (h, _) = self.clstm(packed)
-        mask = words > 0
+        words = batch["words"]
         spelled = torch.zeros(*words.shape, 50, device=words.device)
-        spelled[mask] = torch.cat([h[0], h[1]], -1)
-        x = self.drop(torch.cat([self.w(words), spelled, self.k(casing)], -1))
-        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        spelled[batch["mask"]] = torch.cat([h[0], h[1]], -1)
+        x = self.drop(torch.cat([self.w(words), spelled, self.k(batch["casing"])], -1))
+        packed = pack_padded_sequence(x, batch["lengths"], batch_first=True, enforce_sorted=False)
         out, _ = self.lstm(packed)
         out, _ = pad_packed_sequence(out, batch_first=True, total_length=words.size(1))
-        return self.out(self.drop(out)), mask
+        return self.out(self.drop(out))
 
-    def loss(self, batch) -> torch.Tensor:
-        emissions, mask = self.emissions(batch)
-        tags = batch[-1]
-        if self.crf is not None:
-            return -self.crf(emissions, tags, mask, reduction="mean")
-        return nn.functional.cross_entropy(emissions[mask], tags[mask])
+    def loss(self, batch: dict) -> torch.Tensor:
+        emissions = self.emissions(batch)
+        return -self.crf(emissions, batch["tags"], batch["mask"], reduction="mean")
 
     @torch.no_grad()
-    def predict(self, batch) -> list:
-        emissions, mask = self.emissions(batch)
-        if self.crf is not None:
-            return self.crf.decode(emissions, mask)
-        return emissions.argmax(-1).cpu().tolist()
-
-
-def floor_batch(sentences, words, chars, labels, device):
-    """Padded tensors of ``sentences`` (tokens, tags) as floor.py builds them."""
-    lengths = torch.tensor([len(tokens) for tokens, _ in sentences])
-    width = int(lengths.max())
-    flat = [token for tokens, _ in sentences for token in tokens]
-    spelled = torch.zeros(len(flat), max(map(len, flat)), dtype=torch.long)
-    for i, token in enumerate(flat):
-        spelled[i, : len(token)] = torch.tensor([chars.get(c, 0) for c in token])
-    w = torch.zeros(len(sentences), width, dtype=torch.long)
-    k = torch.zeros_like(w)
-    y = torch.zeros_like(w)
-    for i, (tokens, tags) in enumerate(sentences):
-        w[i, : len(tokens)] = torch.tensor([words.get(t.lower(), 1) for t in tokens])
-        k[i, : len(tokens)] = torch.tensor([casing_class(t) for t in tokens])
-        y[i, : len(tokens)] = torch.tensor([labels[t] for t in tags])
-    char_lengths = torch.tensor([len(t) for t in flat])
-    return (w.to(device), k.to(device), spelled.to(device), char_lengths, lengths, y.to(device))
+    def predict(self, batch: dict) -> list[list[int]]:
+        return self.crf.decode(self.emissions(batch), batch["mask"])
 
 
 def casing_class(token: str) -> int:
     return 1 if token.isupper() else 2 if token[:1].isupper() else 3 if token.isdigit() else 0
 
 
-def floor_rows(train, device) -> list[dict]:
-    words = {w: i + 2 for i, w in enumerate(sorted({t.lower() for s, _ in train for t in s}))}
-    chars = {c: i + 1 for i, c in enumerate(sorted({c for s, _ in train for t in s for c in t}))}
-    labels = {t: i for i, t in enumerate(sorted({t for _, tags in train for t in tags}))}
-    order = sorted(range(len(train)), key=lambda i: len(train[i][0]))
-    batches = [[train[i] for i in order[k : k + 32]] for k in range(0, len(order), 32)]
-    random.Random(0).shuffle(batches)
-    predict_batches = [[train[i] for i in order[k : k + 256]] for k in range(0, len(order), 256)]
-    rows = []
-    for crf in (False, True):
-        torch.manual_seed(0)
-        net = Floor(len(words) + 2, len(chars) + 1, len(labels), crf).to(device)
-        optimizer = torch.optim.Adam(net.parameters(), lr=0.002)
+class FloorVocabulary:
+    """The floor's ids: lowercased words, characters, tags."""
 
-        def epoch(net=net, optimizer=optimizer) -> None:
-            net.train()
-            for sentences in batches:
-                optimizer.zero_grad()
-                net.loss(floor_batch(sentences, words, chars, labels, device)).backward()
-                nn.utils.clip_grad_norm_(net.parameters(), 5.0)
-                optimizer.step()
+    def __init__(self, train: Sentences) -> None:
+        self.words = {
+            w: i + 2 for i, w in enumerate(sorted({t.lower() for s, _ in train for t in s}))
+        }
+        self.chars = {
+            c: i + 1 for i, c in enumerate(sorted({c for s, _ in train for t in s for c in t}))
+        }
+        self.tags = {t: i for i, t in enumerate(sorted({t for _, tags in train for t in tags}))}
 
-        epoch()  # warm-up: cuDNN picks its kernels
-        seconds = timed(device, epoch)
-        net.eval()
-        predict = timed(
-            device,
-            lambda net=net: [
-                net.predict(floor_batch(s, words, chars, labels, device)) for s in predict_batches
-            ],
+
+@mark("strings to ids")
+def floor_encode(sentences: Sentences, vocabulary: FloorVocabulary) -> list[tuple]:
+    """Each sentence's word, casing, tag and char ids."""
+    words, chars, tags = vocabulary.words, vocabulary.chars, vocabulary.tags
+    return [
+        (
+            [words.get(t.lower(), 1) for t in tokens],
+            [casing_class(t) for t in tokens],
+            [tags.get(t, 0) for t in gold],
+            [[chars.get(c, 0) for c in t] for t in tokens],
         )
-        rows.append(
-            {
-                "row": "floor-crf" if crf else "floor-softmax",
-                "what": "hand-written BiLSTM-" + ("CRF (pytorch-crf)" if crf else "softmax"),
-                "epoch_s": seconds,
-                "predict_b256_sent_per_s": len(train) / predict,
-            }
-        )
-    return rows
+        for tokens, gold in sentences
+    ]
 
 
-# ---- bistack's BiLSTM-CRF -------------------------------------------------------------------
+def _padded(rows: Sequence[Sequence[int]], width: int) -> np.ndarray:
+    out = np.zeros((len(rows), width), dtype=np.int64)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row
+    return out
+
+
+@mark("collation")
+def floor_collate(encoded: Sequence[tuple], device: torch.device) -> dict:
+    """Padded tensors of encoded sentences, built in numpy, pinned on a GPU, copied without
+    waiting: the competent hand-written collation."""
+    lengths = [len(e[0]) for e in encoded]
+    width = max(lengths)
+    spelled = [c for e in encoded for c in e[3]]
+    arrays = {
+        "words": _padded([e[0] for e in encoded], width),
+        "casing": _padded([e[1] for e in encoded], width),
+        "tags": _padded([e[2] for e in encoded], width),
+        "chars": _padded(spelled, max(map(len, spelled))),
+    }
+    batch = {k: torch.from_numpy(v) for k, v in arrays.items()}
+    if device.type == "cuda":
+        batch = {k: v.pin_memory() for k, v in batch.items()}
+    batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+    batch["mask"] = batch["words"] > 0
+    batch["lengths"] = torch.tensor(lengths)  # packing reads them on the host
+    batch["char_lengths"] = torch.tensor([len(c) for c in spelled])
+    return batch
+
+
+# ---- the BiLSTM-CRF: training epochs and prediction --------------------------------------------
 
 
 class TaggingTask:
     """What ``run_epoch`` needs of a recipe: lengths and collated batches of the sentences."""
 
-    def __init__(self, encoded, vocabularies) -> None:
+    def __init__(self, encoded: list, vocabularies: TokenVocabularies) -> None:
         self.encoded, self.vocabularies = encoded, vocabularies
 
     def train_lengths(self) -> list[int]:
         return [len(e.words) for e in self.encoded]
 
-    def collate(self, indices):
+    def collate(self, indices: list[int]) -> Any:
         return collate_tagging([self.encoded[i] for i in indices], self.vocabularies)
 
 
-def bistack_tagger(train):
+class PrebuiltTask(TaggingTask):
+    """The same batches, collated on the device before the timer (the device floor's terms)."""
+
+    def __init__(self, task: TaggingTask, batches: list[list[int]], device: torch.device) -> None:
+        super().__init__(task.encoded, task.vocabularies)
+        self.ready = {tuple(b): task.collate(b).to(device) for b in batches}
+
+    def collate(self, indices: list[int]) -> Any:
+        return self.ready[tuple(indices)]
+
+
+def tagger_comparisons(train: Sentences, device: torch.device, precision: str | None) -> list:
+    """Training epochs against both floors, and prediction at batch 256 against both."""
+    from lightning_fabric import Fabric
+
     config = load_config(ROOT / "configs/conll03-bilstm-crf.yaml")
-    tags = [convert_tags(t, config.data.scheme) for _, t in train]
-    pairs = [(tokens, t) for (tokens, _), t in zip(train, tags, strict=True)]
+    pairs = [(tokens, convert_tags(tags, config.data.scheme)) for tokens, tags in train]
     vocabularies = TokenVocabularies.build(pairs, min_freq=1, lowercase=True, normalise_digits=True)
     torch.manual_seed(0)
     model = build_tagger(config, vocabularies, singleton_mask(vocabularies, pairs))
-    encoded = [vocabularies.encode(tokens, t) for tokens, t in pairs]
-    return config, model, vocabularies, encoded
-
-
-def bistack_training_rows(train, device, precision: str | None) -> tuple[list[dict], object]:
-    from lightning_fabric import Fabric
-
-    config, model, vocabularies, encoded = bistack_tagger(train)
-    fabric = Fabric(accelerator=device.type, devices=1, precision=precision)
+    fabric = Fabric(accelerator=device.type, devices=1, precision=precision)  # type: ignore[arg-type]
     optimizer = build_optimizer(config.optimizer, model)
     wrapped, optimizer = fabric.setup(model, optimizer)
-    task = TaggingTask(encoded, vocabularies)
-    lengths = task.train_lengths()
+    task = TaggingTask([vocabularies.encode(t, g) for t, g in pairs], vocabularies)
+    batches = bucket_batches(task.train_lengths(), 32, shuffle=True, seed=1, pool=50)
+    prebuilt = PrebuiltTask(task, batches, device)
 
-    def epoch(number: int) -> None:
-        batches = bucket_batches(lengths, 32, shuffle=True, seed=number, pool=50)
-        run_epoch(fabric, wrapped, optimizer, task, batches, 5.0, lambda _: 1.0, "", False)
+    floor_vocabulary = FloorVocabulary(pairs)
+    torch.manual_seed(0)
+    floor = Floor(
+        len(floor_vocabulary.words) + 2, len(floor_vocabulary.chars) + 1, len(floor_vocabulary.tags)
+    ).to(device)
+    floor_optimizer = same_kind(optimizer, floor.parameters(), lr=config.optimizer.lr)
+    encoded = floor_encode(pairs, floor_vocabulary)
+    floor_ready = [floor_collate([encoded[i] for i in b], device) for b in batches]
+    autocast = fabric.autocast
 
-    epoch(1)  # warm-up
-    seconds = timed(device, lambda: epoch(2))
-    row = {
-        "row": "bistack-train" + (f"-{precision}" if precision else ""),
-        "what": "bistack BiLSTM-CRF training epoch (its own loop)"
-        + (f", {precision}" if precision else ""),
-        "epoch_s": seconds,
-    }
-    return [row], (config, model, vocabularies, encoded, fabric, wrapped, optimizer, task)
+    def floor_step(batch: dict) -> None:
+        floor_optimizer.zero_grad(set_to_none=True)
+        with autocast():
+            loss = floor.loss(batch)
+        loss.backward()
+        nn.utils.clip_grad_norm_(floor.parameters(), config.optimizer.grad_clip)
+        floor_optimizer.step()
 
+    def floor_epoch_on_device() -> None:
+        floor.train()
+        for batch in floor_ready:
+            floor_step(batch)
 
-def bistack_prediction_rows(train, device, built) -> list[dict]:
-    config, model, vocabularies, *_ = built
-    tagger = Tagger(model.to(device), vocabularies, config, "IOB1")
-    sentences = [tokens for tokens, _ in train]
-    tagger.tag_tokens(sentences[:512], batch_size=256)  # warm-up
-    tags = timed(device, lambda: tagger.tag_tokens(sentences, batch_size=256))
-    with_confidences = timed(device, lambda: tagger.predict_tokens(sentences, batch_size=256))
-    singles = []
-    for tokens in sentences[:300]:
-        singles.append(timed(device, lambda tokens=tokens: tagger.tag_tokens([tokens])))
-    on_cpu = Tagger(copy.deepcopy(model).cpu(), vocabularies, config, "IOB1")
-    cpu_singles = []
-    with torch_threads(2):  # as on the 2-core machines benchmarks/results/batch1-profile.md used
-        for tokens in sentences[:300]:
-            cpu_singles.append(timed(torch.device("cpu"), lambda t=tokens: on_cpu.tag_tokens([t])))
+    def floor_epoch_from_ids() -> None:
+        floor.train()
+        for b in batches:
+            floor_step(floor_collate([encoded[i] for i in b], device))
+
+    def ours_epoch(on: TaggingTask) -> Callable[[], None]:
+        grad_clip = config.optimizer.grad_clip
+        return lambda: run_epoch(
+            fabric, wrapped, optimizer, on, batches, grad_clip, lambda _: 1.0, "", False
+        )
+
+    suffix = f", {precision}" if precision else ""
+    rows = [
+        Comparison(
+            f"train-device{suffix}",
+            f"BiLSTM-CRF training epoch, batches prebuilt on the device{suffix}",
+            Side("bistack run_epoch", ours_epoch(prebuilt), optimizer),
+            Side("hand-written loop", floor_epoch_on_device, floor_optimizer),
+            per=len(train),
+        ),
+        Comparison(
+            f"train-from-ids{suffix}",
+            f"BiLSTM-CRF training epoch, collated in the timer{suffix}",
+            Side("bistack run_epoch", ours_epoch(task), optimizer),
+            Side("hand-written loop", floor_epoch_from_ids, floor_optimizer),
+            per=len(train),
+        ),
+    ]
+    if precision is not None:
+        return rows
+    tagger = Tagger(model, vocabularies, config, "IOB1")
+    tokens = [t for t, _ in pairs]
+    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]))
+    chunks = [order[k : k + 256] for k in range(0, len(order), 256)]
+    decoder = model.head.decoder()
+    ours_device = {tuple(c): prebuilt_batch(task, c, device) for c in chunks}
+    floor_device = [floor_collate([encoded[i] for i in c], device) for c in chunks]
+
+    def ours_from_tokens() -> None:
+        tagger.tag_tokens(tokens, batch_size=256)
+
+    def floor_from_tokens() -> None:
+        floor.eval()
+        for c in chunks:
+            floor.predict(
+                floor_collate(floor_encode([pairs[i] for i in c], floor_vocabulary), device)
+            )
+
+    def ours_on_device() -> None:
+        model.eval()
+        with torch.inference_mode():
+            for batch in ours_device.values():
+                emissions = model.emissions(batch).float().cpu().numpy()
+                decoder.analyse(emissions, batch.mask.sum(1).tolist(), confidence=False)
+
+    def floor_on_device() -> None:
+        floor.eval()
+        for batch in floor_device:
+            floor.predict(batch)
+
+    singles = tokens[:100]
+    single_times: dict[str, list[float]] = {"bistack": [], "floor": []}
+
+    def one_at_a_time(name: str, predict: Callable[[Any], object]) -> Callable[[], None]:
+        sync = synchronised(device)
+
+        def work() -> None:
+            single_times[name].clear()
+            for sentence in singles:
+                start = time.perf_counter()
+                predict(sentence)
+                sync()
+                single_times[name].append(time.perf_counter() - start)
+
+        return work
+
+    floor_index = {tuple(t): i for i, t in enumerate(tokens)}
     return [
-        {
-            "row": "bistack-predict-b256",
-            "what": "bistack tag_tokens at batch 256 (tags)",
-            "predict_b256_sent_per_s": len(sentences) / tags,
-        },
-        {
-            "row": "bistack-predict-confidences-b256",
-            "what": "bistack predict_tokens at batch 256 (tags, token and entity confidences)",
-            "predict_b256_sent_per_s": len(sentences) / with_confidences,
-        },
-        {
-            "row": "bistack-predict-b1",
-            "what": "bistack tag_tokens of one sentence, p50 over 300",
-            "p50_ms": 1000 * statistics.median(singles[20:]),
-            "cpu_p50_ms": 1000 * statistics.median(cpu_singles[20:]),
-        },
-        *batch1_profile(tagger, sentences[:50], device),
+        *rows,
+        Comparison(
+            "predict-from-tokens",
+            "tags at batch 256, from tokens",
+            Side("bistack tag_tokens", ours_from_tokens),
+            Side("hand-written", floor_from_tokens),
+            per=len(train),
+        ),
+        Comparison(
+            "predict-device",
+            "tags at batch 256, batches prebuilt on the device",
+            Side("bistack network + decoder", ours_on_device),
+            Side("hand-written", floor_on_device),
+            per=len(train),
+        ),
+        Comparison(
+            "predict-one",
+            "tags of one sentence at a time, from tokens",
+            Side("bistack tag_tokens", one_at_a_time("bistack", lambda s: tagger.tag_tokens([s]))),
+            Side(
+                "hand-written",
+                one_at_a_time(
+                    "floor",
+                    lambda s: floor.predict(
+                        floor_collate(
+                            floor_encode([pairs[floor_index[tuple(s)]]], floor_vocabulary), device
+                        )
+                    ),
+                ),
+            ),
+            per=len(singles),
+            extra={"times": single_times},
+        ),
+        Comparison(
+            "predict-confidences",
+            "tags, token and entity confidences at batch 256",
+            Side("bistack predict_tokens", lambda: tagger.predict_tokens(tokens, batch_size=256)),
+            Side("hand-written tags alone", floor_from_tokens),
+            per=len(train),
+            extra={"stages_differ": "the floor computes no confidences"},
+        ),
     ]
 
 
-def batch1_profile(tagger: Tagger, sentences: list, device) -> list[dict]:
-    """Where one sentence's prediction spends its time: operators by host time, and how often
-    the host waits for the device."""
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities) as profiled:
-        for tokens in sentences:
-            tagger.tag_tokens([tokens])
-    events = profiled.key_averages()
-    waits = sum(e.count for e in events if "Synchronize" in e.key or e.key == "cudaMemcpyAsync")
-    launches = sum(e.count for e in events if e.key.startswith("cudaLaunch"))
-    table = events.table(sort_by="self_cpu_time_total", row_limit=15)
-    return [{"row": "bistack-predict-b1-profile", "sentences": len(sentences),
-             "waits_per_sentence": waits / len(sentences),
-             "launches_per_sentence": launches / len(sentences), "table": table}]  # fmt: skip
+def prebuilt_batch(task: TaggingTask, chunk: list[int], device: torch.device) -> Any:
+    return task.collate(chunk).to(device)
 
 
-@contextlib.contextmanager
-def torch_threads(count: int):
-    before = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
+def same_kind(optimizer: torch.optim.Optimizer, parameters: Any, **options: Any) -> Any:
+    """An optimizer of ``optimizer``'s class and implementation over ``parameters``."""
+    optimizer = unwrapped(optimizer)
+    defaults = optimizer.defaults
+    way = {k: defaults[k] for k in ("fused", "foreach") if defaults.get(k) is not None}
+    return type(optimizer)(parameters, **options, **way)
 
 
-def profile_rows(device, built) -> list[dict]:
-    """The kernels of five bistack training steps, by total device (or CPU) time."""
-    from torch.profiler import ProfilerActivity, profile
-
-    _, _, _, _, fabric, wrapped, optimizer, task = built
-    lengths = task.train_lengths()
-    batches = bucket_batches(lengths, 32, shuffle=True, seed=3, pool=50)[:5]
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    with profile(activities=activities) as profiled:
-        run_epoch(fabric, wrapped, optimizer, task, batches, 5.0, lambda _: 1.0, "", False)
-        synchronised(device)()
-    key = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    table = profiled.key_averages().table(sort_by=key, row_limit=15)
-    launches = sum(e.count for e in profiled.key_averages() if e.key.startswith("cudaLaunch"))
-    return [{"row": "bistack-profile", "steps": len(batches), "cuda_launches": launches,
-             "table": table}]  # fmt: skip
+# ---- the frozen feature cache ----------------------------------------------------------------
 
 
-# ---- the frozen feature cache ---------------------------------------------------------------
-
-
-def feature_cache_rows(train, backbone_dir: str, device) -> list[dict]:
+def feature_cache_comparison(train: Sentences, backbone_dir: str, device: torch.device) -> Any:
+    """Every layer of every word of the training sentences, to a file on the host: bistack's
+    cache against the encoder's bare forward over the same sentences, writing the same."""
+    from safetensors.torch import save_file
     from transformers import AutoModel, AutoTokenizer
 
     from bistack.config.files import build_config
@@ -334,205 +385,286 @@ def feature_cache_rows(train, backbone_dir: str, device) -> list[dict]:
     tokenizer = AutoTokenizer.from_pretrained(backbone_dir)
     encoder = AutoModel.from_pretrained(backbone_dir).to(device).eval()
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    folder = Path(tempfile.mkdtemp())
 
     def bare() -> None:
+        kept = []
         with torch.inference_mode():
             for k in range(0, len(order), 64):
                 chosen = [sentences[i] for i in order[k : k + 64]]
-                inputs = tokenizer(chosen, is_split_into_words=True, truncation=True,
-                                   max_length=128, padding=True, return_tensors="pt")  # fmt: skip
-                states = encoder(**inputs.to(device), output_hidden_states=True).hidden_states
-                torch.stack(states[1:], -2).half().cpu()
-
-    bare()  # warm-up
-    floor = timed(device, bare)
-    backbone = TransformerBackbone.load(backbone_dir)
-    data = {"kind": "layer_tagger", "data": {"train": "unused"},
-            "backbone": {"path": backbone_dir, "batch_size": 64}}  # fmt: skip
-    given = [Sentence(tokens, ["O"] * len(tokens)) for tokens in sentences]
-    spent = []
-    for sentences_now in (given[:256], given):  # a warm-up, then the timed run: new caches
-        with tempfile.TemporaryDirectory() as cache:
-            data["backbone"]["cache_dir"] = cache
-            config = build_config(LayerPoolingTaggerConfig, data, "gpu benchmark")
-            spent.append(
-                timed(
-                    device,
-                    lambda c=config, s=sentences_now: cached_word_states(
-                        backbone, c, s, print, device
-                    ),
+                inputs = tokenizer(
+                    chosen,
+                    is_split_into_words=True,
+                    truncation=True,
+                    max_length=128,
+                    padding=True,
+                    return_tensors="pt",
                 )
-            )
-    ours = spent[-1]
-    return [
-        {
-            "row": "feature-cache",
-            "what": "frozen MiniLM-shaped word states of every training sentence (all layers)",
-            "sentences": len(sentences),
-            "bistack_s": ours,
-            "bare_forward_s": floor,
-            "ratio_to_bare": floor / ours,
-        }
+                states = encoder(**inputs.to(device), output_hidden_states=True).hidden_states
+                kept.append(torch.stack(states[1:], -2).half().flatten(0, 1).cpu())
+        save_file({"states": torch.cat(kept)}, str(folder / "bare.safetensors"))
+
+    backbone = TransformerBackbone.load(backbone_dir)
+    data = {
+        "kind": "layer_tagger",
+        "data": {"train": "unused"},
+        "backbone": {"path": backbone_dir, "batch_size": 64},
+    }
+    given = [Sentence(tokens, ["O"] * len(tokens)) for tokens in sentences]
+    runs = iter(range(1000))
+
+    def ours() -> None:  # a new cache folder each call: computed, never read back
+        data["backbone"]["cache_dir"] = str(folder / f"cache-{next(runs)}")
+        config = build_config(LayerPoolingTaggerConfig, data, "gpu benchmark")
+        cached_word_states(backbone.to(device), config, given, lambda _: None, device)
+
+    return Comparison(
+        "feature-cache",
+        "frozen MiniLM-shaped word states, all layers, to a file",
+        Side("bistack cache", ours),
+        Side("bare forward", bare),
+        per=len(train),
+    )
+
+
+# ---- a large encoder, fine-tuned ---------------------------------------------------------------
+
+
+LAYER = re.compile(r"\.layer\.(\d+)\.")
+
+
+def layer_groups(
+    encoder: nn.Module, head: nn.Module, lr: float, backbone_lr: float, decay: float, layers: int
+) -> list[dict]:
+    """Layer-wise learning-rate decay, by hand: the head at ``lr``, the top layer at
+    ``backbone_lr``, each below ``decay`` times the one above, the embeddings lowest."""
+    by_depth: dict[int, list] = {}
+    for name, parameter in encoder.named_parameters():
+        found = LAYER.search(f".{name}")
+        depth = int(found.group(1)) + 1 if found else (0 if "embed" in name else layers)
+        by_depth.setdefault(min(depth, layers), []).append(parameter)
+    groups = [{"params": list(head.parameters()), "lr": lr}]
+    groups += [
+        {"params": p, "lr": backbone_lr * decay ** (layers - d)}
+        for d, p in sorted(by_depth.items())
     ]
+    return groups
 
 
-# ---- a large encoder, fine-tuned --------------------------------------------------------------
+class PlainLayerModel(nn.Module):
+    """transformers' encoder, a BiLSTM over its layers' CLS vectors, a linear head."""
+
+    def __init__(self, encoder: nn.Module, hidden: int, lstm: int, labels: int) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.head = nn.ModuleDict(
+            {
+                "lstm": nn.LSTM(hidden, lstm, batch_first=True, bidirectional=True),
+                "out": nn.Linear(2 * lstm, labels),
+            }
+        )
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        states = self.encoder(input_ids=ids, attention_mask=mask, output_hidden_states=True)
+        cls = torch.stack([s[:, 0] for s in states.hidden_states[1:]], 1)  # (batch, layers, h)
+        _, (h, _) = self.head["lstm"](cls.float())
+        return self.head["out"](torch.cat([h[0], h[1]], -1))
 
 
-@dataclass
-class FineTuning:
-    """A layer classifier over a large encoder, set up to train as ``bistack train`` would
-    (the recipe's own model, batches and optimizer, on Fabric at ``precision``)."""
-
-    run: Any
-    wrapped: Any
-    optimizer: Any
-    task: Any
-
-    def epoch(self, seed: int, limit: int | None = None) -> None:
-        """One pass of the training loop (its first ``limit`` batches)."""
-        lengths = self.task.train_lengths()
-        batches = bucket_batches(lengths, 16, shuffle=True, seed=seed, pool=50)[:limit]
-        fabric = self.run.fabric
-        run_epoch(fabric, self.wrapped, self.optimizer, self.task, batches, 1.0, lambda _: 1.0,
-                  "", False)  # fmt: skip
+@mark("collation")
+def plain_collate(
+    windows: Sequence[Sequence[int]], labels: Sequence[int], device: torch.device
+) -> tuple:
+    """Pre-tokenised ids padded in numpy, pinned on a GPU, copied without waiting."""
+    ids = _padded(windows, max(map(len, windows)))
+    tensors = [torch.from_numpy(ids), torch.from_numpy(ids > 0), torch.tensor(labels)]
+    if device.type == "cuda":
+        tensors = [t.pin_memory() for t in tensors]
+    return tuple(t.to(device, non_blocking=True) for t in tensors)
 
 
-def synthetic_table(large_dir: str, texts: int, folder: Path) -> Path:
-    """``texts`` rows of 300 random words of the encoder's vocabulary, with random labels."""
+def synthetic_table(vocab_file: Path, texts: int, folder: Path, words: int) -> Path:
+    """``texts`` rows of ``words`` random words of the encoder's vocabulary, random labels."""
     rng = random.Random(0)
-    words = (Path(large_dir) / "vocab.txt").read_text(encoding="utf-8").split()
-    vocabulary = [w for w in words if w.isalpha() and w.islower()][:5000]
+    vocabulary = [
+        w for w in vocab_file.read_text(encoding="utf-8").split() if w.isalpha() and w.islower()
+    ][:5000]
     rows = [
-        " ".join(rng.choices(vocabulary, k=300)) + f"\t{rng.randint(0, 1)}" for _ in range(texts)
+        " ".join(rng.choices(vocabulary, k=words)) + f"\t{rng.randint(0, 1)}" for _ in range(texts)
     ]
     table = folder / "train.tsv"
     table.write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
     return table
 
 
-def fine_tuning(
-    large_dir: str, table: Path, device, precision: str | None, folder: Path
-) -> FineTuning:
-    """The large encoder under BiLSTM layer pooling, fine-tuned at 256 subwords, batch 16."""
+def fine_tuning_comparison(
+    large_dir: str,
+    device: torch.device,
+    precision: str | None,
+    batch_size: int,
+    texts: int,
+    max_length: int,
+) -> Comparison:
+    """A layer classifier over the encoder, fine-tuned: ``bistack train``'s recipe and loop
+    against a plain loop with the same model shape, groups, optimizer kind and precision."""
+    from transformers import AutoModel
+
     from bistack.runs.loop import optimizer_for, start_run
     from bistack.tasks import config_from_dict, task_of
 
-    data = {"train": str(table), "dev": str(table), "text_column": "sentence"}
+    work = Path(tempfile.mkdtemp())
+    table = synthetic_table(Path(large_dir) / "vocab.txt", texts, work, words=max_length)
+    data = {
+        "train": str(table),
+        "dev": str(table),
+        "text_column": "sentence",
+        "label_columns": ["label"],
+    }
     config = config_from_dict(
         {
             "kind": "layer_classifier",
-            "data": data | {"label_columns": ["label"]},
-            "backbone": {"path": large_dir, "finetune": True, "max_length": 256},
+            "data": data,
+            "backbone": {
+                "path": large_dir,
+                "finetune": True,
+                "max_length": max_length,
+                "layer_lr_decay": 0.9,
+            },
             "layer_pooling": {"type": "lstm", "lstm_hidden": 256},
-            "optimizer": {"name": "adamw", "lr": 1e-5},
-            "train": {"batch_size": 16},
+            "optimizer": {"name": "adamw", "lr": 1e-3, "grad_clip": 1.0},
+            "train": {"batch_size": batch_size},
         }
     )
-    run = start_run(folder / f"run-{precision}", 1, devices=1, strategy="auto",
-                    accelerator=device.type, precision=precision)  # fmt: skip
+    run = start_run(
+        work / "run", 1, devices=1, strategy="auto", accelerator=device.type, precision=precision
+    )
     prepared = task_of(config.kind).prepare(config, run)
-    model = prepared.network
-    wrapped, optimizer = run.fabric.setup(model, optimizer_for(run.fabric, config.optimizer, model))
-    return FineTuning(run, wrapped, optimizer, prepared.loop)
+    optimizer = optimizer_for(
+        run.fabric, config.optimizer, prepared.network, prepared.parameter_groups
+    )
+    wrapped, optimizer = run.fabric.setup(prepared.network, optimizer)
+    loop_task = prepared.loop
+    batches = bucket_batches(loop_task.train_lengths(), batch_size, shuffle=True, seed=1, pool=50)
+
+    def ours() -> None:
+        run_epoch(run.fabric, wrapped, optimizer, loop_task, batches, 1.0, lambda _: 1.0, "", False)
+
+    torch.manual_seed(0)
+    encoder = AutoModel.from_pretrained(large_dir)
+    hidden, layers = encoder.config.hidden_size, encoder.config.num_hidden_layers
+    plain = PlainLayerModel(encoder, hidden, 256, 2).to(device)
+    groups = layer_groups(plain.encoder, plain.head, 1e-3, config.backbone.lr, 0.9, layers)
+    plain_optimizer = same_kind(optimizer, groups)
+    windows = prepared.network.backbone.encode(
+        [line.split("\t")[0] for line in table.read_text().splitlines()[1:]],
+        "truncate",
+        max_length=max_length,
+    )
+    ids = [w[0] for w in windows]  # one window a text
+    labels = [int(line.rsplit("\t", 1)[1]) for line in table.read_text().splitlines()[1:]]
+    dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(precision or "")
+
+    def plain_epoch() -> None:
+        plain.train()
+        for b in batches:
+            x, mask, y = plain_collate([ids[i] for i in b], [labels[i] for i in b], device)
+            plain_optimizer.zero_grad(set_to_none=True)
+            with torch.autocast(
+                device.type, dtype=dtype or torch.float32, enabled=dtype is not None
+            ):
+                loss = nn.functional.cross_entropy(plain(x, mask), y)
+            loss.backward()
+            nn.utils.clip_grad_norm_(plain.parameters(), 1.0)
+            plain_optimizer.step()
+
+    name = f"finetune-b{batch_size}-{precision or 'fp32'}"
+    return Comparison(
+        name,
+        f"BERT-large-shaped encoder fine-tuned, {max_length} subwords, batch "
+        f"{batch_size}, {precision or 'float32'}",
+        Side("bistack run_epoch", ours, optimizer),
+        Side("plain PyTorch + transformers", plain_epoch, plain_optimizer),
+        per=texts,
+    )
 
 
-def large_encoder_rows(large_dir: str, device, texts: int) -> list[dict]:
-    """A layer classifier over a BERT-large-shaped encoder, fine-tuned at 256 subwords a text:
-    texts per second of the training loop's steps (the recipe's own batches and model, after a
-    warm-up epoch; no dev scoring or saving timed), float32 and bf16-mixed."""
-    rows = []
-    with tempfile.TemporaryDirectory() as work:
-        table = synthetic_table(large_dir, texts, Path(work))
-        for precision in (None, "bf16-mixed"):
-            tuning = fine_tuning(large_dir, table, device, precision, Path(work))
-            tuning.epoch(1)  # warm-up
-            if device.type == "cuda":
-                torch.cuda.reset_peak_memory_stats()
-            seconds = timed(device, lambda tuning=tuning: tuning.epoch(2))
-            peak = torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else 0.0
-            tuning.run.directory.close()
-            rows.append(
-                {
-                    "row": f"large-finetune-{precision or 'fp32'}",
-                    "what": "BERT-large-shaped encoder fine-tuned, 256 subwords, batch 16, "
-                    f"{precision or 'float32'}",
-                    "texts_per_s": texts / seconds,
-                    "peak_gib": peak,
-                }
-            )
-            del tuning
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-    return rows
+# ---- the report ------------------------------------------------------------------------------
 
 
-# ---- the report ----------------------------------------------------------------------------
+def measured(device: torch.device, comparison: Comparison) -> dict:
+    """Both sides measured, each 3 times after a warm-up; the ratio of the medians."""
+    ours, floor = measure(device, comparison.ours), measure(device, comparison.floor)
+    row = {
+        "row": comparison.row,
+        "what": comparison.what,
+        "items": comparison.per,
+        "bistack": ours,
+        "floor": floor,
+        "floor_side": comparison.floor.label,
+        "ratio_time": ours["median_s"] / floor["median_s"],
+    }
+    times = comparison.extra.get("times")
+    if times:  # one sentence at a time: the p50 of the last run's calls
+        row["p50_ms"] = {k: 1000 * statistics.median(v) for k, v in times.items()}
+    if "stages_differ" in comparison.extra:
+        row["stages_differ"] = comparison.extra["stages_differ"]
+    return row
 
 
-def report(rows: list[dict], device, args) -> str:
-    by = {row["row"]: row for row in rows}
+def report(rows: list[dict], device: torch.device, sentences: int) -> str:
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     lines = [
-        "# bistack on a GPU beside hand-written floors",
+        "# bistack beside hand-written floors doing the same work",
         "",
-        f"Device: {torch.cuda.get_device_name(device) if device.type == 'cuda' else 'cpu'}; "
-        f"torch {torch.__version__}; Python {platform.python_version()}; "
-        f"{args.sentences} CoNLL-2003 training sentences. Reproduce: see the header of "
-        "benchmarks/gpu.py.",
+        f"Device: {name}; torch {torch.__version__}; Python {platform.python_version()}; "
+        f"{sentences} CoNLL-2003 training sentences. Each side: one warm-up call, then 3 timed "
+        "calls (median, min-max); the same stages inside both timers (benchmarks/timed.py). "
+        "Reproduce: see the header of benchmarks/gpu.py.",
         "",
-        "| what | bistack | floor | ratio | target |",
-        "|---|---:|---:|---:|---|",
+        "| row | bistack (median, min-max) | floor (median, min-max) | bistack time / floor time |",
+        "|---|---:|---:|---:|",
     ]
+    for row in rows:
+        ours, floor = row["bistack"], row["floor"]
 
-    def line(what, ours, floor, ratio, target):
-        lines.append(f"| {what} | {ours} | {floor} | {ratio} | {target} |")
+        def cell(m: dict, items: int = row["items"]) -> str:
+            return (
+                f"{items / m['median_s']:,.0f}/s ({m['median_s']:.3f} s, "
+                f"{m['min_s']:.3f}-{m['max_s']:.3f})"
+            )
 
-    soft, crf = by["floor-softmax"], by["floor-crf"]
-    ours = by["bistack-train"]
-    line("BiLSTM-CRF training epoch (s)", f"{ours['epoch_s']:.2f}",
-         f"softmax {soft['epoch_s']:.2f}; pytorch-crf {crf['epoch_s']:.2f}",
-         f"{ours['epoch_s'] / soft['epoch_s']:.2f}x softmax", "<= 1.5x")  # fmt: skip
-    if "bistack-train-bf16-mixed" in by:
-        bf16 = by["bistack-train-bf16-mixed"]
-        line("the same, bf16-mixed (s)", f"{bf16['epoch_s']:.2f}", "", "", "")
-    predicted = by["bistack-predict-b256"]["predict_b256_sent_per_s"]
-    line("prediction at batch 256 (sentences/s, tags)", f"{predicted:,.0f}",
-         f"softmax {soft['predict_b256_sent_per_s']:,.0f}; "
-         f"pytorch-crf {crf['predict_b256_sent_per_s']:,.0f}",
-         f"{predicted / soft['predict_b256_sent_per_s']:.2f}x softmax", ">= 0.5x")  # fmt: skip
-    confident = by["bistack-predict-confidences-b256"]["predict_b256_sent_per_s"]
-    line("the same with token and entity confidences", f"{confident:,.0f}", "", "", "")
-    single = by["bistack-predict-b1"]
-    line("prediction of one sentence, p50 (ms)", f"{single['p50_ms']:.2f}",
-         f"the same model on 2 CPU threads {single['cpu_p50_ms']:.2f}",
-         f"{single['p50_ms'] / single['cpu_p50_ms']:.2f}x", "<= 1x the CPU's")  # fmt: skip
-    if "feature-cache" in by:
-        cache = by["feature-cache"]
-        line("frozen feature cache (s)", f"{cache['bistack_s']:.2f}",
-             f"bare forward {cache['bare_forward_s']:.2f}", f"{cache['ratio_to_bare']:.2f}x",
-             ">= 0.5x")  # fmt: skip
-    if "large-finetune-fp32" in by:
-        fp32, bf16 = by["large-finetune-fp32"], by["large-finetune-bf16-mixed"]
-        line("BERT-large-shaped fine-tuning (texts/s)",
-             f"bf16 {bf16['texts_per_s']:.1f} ({bf16['peak_gib']:.1f} GiB)",
-             f"fp32 {fp32['texts_per_s']:.1f} ({fp32['peak_gib']:.1f} GiB)",
-             f"{bf16['texts_per_s'] / fp32['texts_per_s']:.2f}x", ">= 3x")  # fmt: skip
-    single_profile = by.get("bistack-predict-b1-profile")
-    if single_profile:
-        waits = single_profile["waits_per_sentence"]
-        launches = single_profile["launches_per_sentence"]
-        lines += ["", f"## One sentence's prediction ({waits:.1f} waits for the device and "
-                  f"{launches:.0f} kernel launches a sentence)", "", "```",
-                  single_profile["table"], "```"]  # fmt: skip
-    profile = by.get("bistack-profile")
-    if profile:
-        lines += ["", f"## Where a training step's time goes ({profile['steps']} steps, "
-                  f"{profile['cuda_launches']} kernel launches)", "", "```",
-                  profile["table"], "```"]  # fmt: skip
+        what = row["what"] + (f" (floor: {row['stages_differ']})" if "stages_differ" in row else "")
+        if "p50_ms" in row:
+            what += (
+                f"; p50 {row['p50_ms']['bistack']:.2f} ms against {row['p50_ms']['floor']:.2f} ms"
+            )
+        lines.append(f"| {what} | {cell(ours)} | {cell(floor)} | {row['ratio_time']:.2f}x |")
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def comparisons(args: argparse.Namespace, device: torch.device, train: Sentences) -> list:
+    """Every row's comparison, built (not yet measured)."""
+    found = tagger_comparisons(train, device, None)
+    found += [c for c in tagger_comparisons(train, device, "bf16-mixed") if "train" in c.row]
+    if args.backbone:
+        found.append(feature_cache_comparison(train, args.backbone, device))
+    if args.large:
+        for precision in (None, "bf16-mixed"):
+            for batch_size in (16, 64):
+                found.append(
+                    fine_tuning_comparison(
+                        args.large,
+                        device,
+                        precision,
+                        batch_size,
+                        args.large_texts,
+                        args.large_length,
+                    )
+                )
+    return found
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", required=True)
     parser.add_argument("--backbone", help="MiniLM-shaped HuggingFace folder (feature cache)")
@@ -540,36 +672,21 @@ def main() -> None:
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--limit", type=int, help="at most this many training sentences")
     parser.add_argument("--large-texts", type=int, default=512)
+    parser.add_argument("--large-length", type=int, default=256)
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda":
         torch.set_float32_matmul_precision("high")  # what bistack's commands set on a GPU
     train = [(s.tokens, s.tags) for s in read_conll(args.train)][: args.limit]
-    args.sentences = len(train)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
-
-    def add(new: list[dict]) -> None:
-        """Keep each section's rows as soon as they are measured (a run cut short keeps them)."""
-        rows.extend(new)
-        for row in new:
-            print(json.dumps(row)[:400], flush=True)
+    for comparison in comparisons(args, device, train):
+        rows.append(measured(device, comparison))  # kept as measured: a run cut short keeps them
+        print(json.dumps(rows[-1])[:300], flush=True)
         (out / "gpu.json").write_text(json.dumps(rows, indent=1) + "\n")
-
-    add(floor_rows(train, device))
-    for precision in (None, "bf16-mixed"):
-        trained, built = bistack_training_rows(train, device, precision)
-        add(trained)
-        if precision is None:
-            add(bistack_prediction_rows(train, device, built))
-            add(profile_rows(device, built))
-    if args.backbone:
-        add(feature_cache_rows(train, args.backbone, device))
-    if args.large:
-        add(large_encoder_rows(args.large, device, args.large_texts))
-    text = report(rows, device, args)
+    text = report(rows, device, len(train))
     (out / "gpu.md").write_text(text)
     print(text)
 

@@ -100,6 +100,8 @@ class CRF(nn.Module):
         tags: Tensor,
         mask: Tensor | None = None,
         reduction: Reduction = "mean",
+        *,
+        validate: bool = True,
     ) -> Tensor:
         """Negative log-likelihood of ``tags`` given ``emissions``: a loss to minimise.
 
@@ -110,19 +112,22 @@ class CRF(nn.Module):
 
         A gold path that takes a move the constraints forbid raises ValueError: its score would
         be IMPOSSIBLE, a loss of about 10^4 that trains nothing. Tags in another scheme than the
-        CRF's (IOB1 tags under a BIOES CRF) are the usual cause.
+        CRF's (IOB1 tags under a BIOES CRF) are the usual cause. ``validate``: check the mask,
+        the tags' range and the gold paths first (reads of the device: ``bistack.masking``
+        says when not to).
         """
-        mask = self._check(emissions, mask)
+        mask = self._check(emissions, mask, validate)
         if tags.shape != emissions.shape[:2]:
             raise ValueError(
                 f"tags shape {tuple(tags.shape)} does not match emissions "
                 f"{tuple(emissions.shape[:2])}"
             )
         tags = tags.masked_fill(~mask, 0)
-        real = tags[mask]
-        if real.numel() and (int(real.min()) < 0 or int(real.max()) >= self.num_tags):
-            raise ValueError(f"tags must be in [0, {self.num_tags}) at real positions")
-        self._check_gold_paths(tags, mask)
+        if validate:
+            real = tags[mask]
+            if real.numel() and (int(real.min()) < 0 or int(real.max()) >= self.num_tags):
+                raise ValueError(f"tags must be in [0, {self.num_tags}) at real positions")
+            self._check_gold_paths(tags, mask)
         # In float32 at least: under bf16 autocast a sentence's log Z (in the hundreds) and its
         # path score would each keep only 8 bits, the loss off by nats.
         (emissions,) = in_float32_or_wider(emissions)
@@ -142,13 +147,20 @@ class CRF(nn.Module):
             f"invalid reduction: {reduction!r} (expected 'mean', 'sum', 'none' or 'token_mean')"
         )
 
-    def decode(self, emissions: Tensor, mask: Tensor | None = None, top_k: int = 1) -> CRFDecoding:
+    def decode(
+        self,
+        emissions: Tensor,
+        mask: Tensor | None = None,
+        top_k: int = 1,
+        *,
+        validate: bool = True,
+    ) -> CRFDecoding:
         """The ``top_k`` highest-scoring tag paths (Viterbi, tensor backtrace).
 
-        emissions: ``(batch_size, seq_len, num_tags)``; mask as in :meth:`nll`. Paths that do not
-        exist (fewer than ``top_k`` possible) score -inf.
+        emissions: ``(batch_size, seq_len, num_tags)``; mask and ``validate`` as in :meth:`nll`.
+        Paths that do not exist (fewer than ``top_k`` possible) score -inf.
         """
-        mask = self._check(emissions, mask)
+        mask = self._check(emissions, mask, validate)
         if top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
         with torch.no_grad():
@@ -156,7 +168,7 @@ class CRF(nn.Module):
                 return self._viterbi_best(emissions, mask, *self.constrained_scores())
             return self._viterbi(emissions, mask, top_k, *self.constrained_scores())
 
-    def _check(self, emissions: Tensor, mask: Tensor | None) -> Tensor:
+    def _check(self, emissions: Tensor, mask: Tensor | None, validate: bool) -> Tensor:
         if emissions.dim() != 3:
             raise ValueError(
                 f"emissions must be 3-D (batch_size, seq_len, num_tags), got shape "
@@ -168,7 +180,8 @@ class CRF(nn.Module):
             )
         if mask is None:
             return emissions.new_ones(emissions.shape[:2], dtype=torch.bool)
-        check_mask(mask, tuple(emissions.shape[:2]))
+        if validate:
+            check_mask(mask, tuple(emissions.shape[:2]))
         return mask
 
     def _check_gold_paths(self, tags: Tensor, mask: Tensor) -> None:

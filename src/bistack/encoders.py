@@ -76,9 +76,12 @@ class SequenceEncoder(Protocol):
         """Whether a state reads tokens after its position (then ``step`` is refused)."""
         ...
 
-    def __call__(self, inputs: Tensor, mask: Tensor | None = None) -> EncoderOutput:
+    def __call__(
+        self, inputs: Tensor, mask: Tensor | None = None, *, validate: bool = True
+    ) -> EncoderOutput:
         """inputs ``(batch_size, seq_len, input_size)``, mask ``(batch_size, seq_len)`` True at
-        real tokens -> states zero at padding, and the final-state summary."""
+        real tokens -> states zero at padding, and the final-state summary. ``validate``:
+        check the mask first (``bistack.masking``)."""
         ...
 
     def step(self, inputs: Tensor, state: EncoderState) -> tuple[Tensor, EncoderState]:
@@ -255,14 +258,20 @@ class RecurrentEncoder(nn.Module):
         return self.hidden_size * (2 if self.bidirectional else 1)
 
     def forward(
-        self, inputs: Tensor, lengths: Tensor | None = None, mask: Tensor | None = None
+        self,
+        inputs: Tensor,
+        lengths: Tensor | None = None,
+        mask: Tensor | None = None,
+        *,
+        validate: bool = True,
     ) -> EncoderOutput:
         """Encode ``inputs`` ``(batch_size, seq_len, input_size)``.
 
         Give either ``lengths`` ``(batch_size,)`` (each in 1..seq_len) or ``mask``
-        ``(batch_size, seq_len)`` bool, True at real tokens, right-padded.
+        ``(batch_size, seq_len)`` bool, True at real tokens, right-padded. ``validate``: check
+        them first (reads of the device; ``bistack.masking`` says when not to).
         """
-        lengths, mask = self._check_inputs(inputs, lengths, mask)
+        lengths, mask = self._check_inputs(inputs, lengths, mask, validate)
         lengths = lengths.to(inputs.device)
         x = inputs
         if self.cell in MIN_CELLS:  # their backward direction starts at each sequence's end
@@ -350,7 +359,7 @@ class RecurrentEncoder(nn.Module):
         return x.squeeze(1), tuple(states)
 
     def _check_inputs(
-        self, inputs: Tensor, lengths: Tensor | None, mask: Tensor | None
+        self, inputs: Tensor, lengths: Tensor | None, mask: Tensor | None, validate: bool
     ) -> tuple[Tensor, Tensor]:
         if inputs.dim() != 3:
             raise ValueError(
@@ -363,11 +372,13 @@ class RecurrentEncoder(nn.Module):
         if (lengths is None) == (mask is None):
             raise ValueError("give exactly one of lengths or mask")
         if mask is not None:
-            check_mask(mask, (batch_size, seq_len))
+            if validate:
+                check_mask(mask, (batch_size, seq_len))
             return mask.sum(dim=1), mask
         assert lengths is not None
-        check_lengths(lengths, batch_size, seq_len)
-        return lengths, lengths_to_mask(lengths.to(inputs.device), seq_len)
+        if validate:
+            check_lengths(lengths, batch_size, seq_len)
+        return lengths, lengths_to_mask(lengths.to(inputs.device), seq_len, validate=False)
 
 
 def check_lengths(lengths: Tensor, batch_size: int, seq_len: int) -> None:

@@ -22,7 +22,6 @@ from torch import Tensor, nn
 
 from bistack.dropout import Dropout
 from bistack.encoders import needs_float32_recurrence
-from bistack.masking import masked_softmax
 
 RecurrentSummary = Literal["final_states", "last_output"]
 LayerVectorKind = Literal["cls", "mean"]
@@ -179,7 +178,7 @@ class AttentionLayerPooling(nn.Module):
     def weights(self, layers: Tensor) -> Tensor:
         """``(batch_size, num_layers)`` attention over the layers (rows sum to 1)."""
         scores = self.key(layers) @ self.query * self.scale  # (batch_size, num_layers)
-        return masked_softmax(scores, torch.ones_like(scores, dtype=torch.bool))
+        return torch.softmax(scores, dim=-1)  # every layer is real: no mask to apply
 
     def forward(self, layers: Tensor) -> Tensor:
         """layers ``(batch_size, num_layers, hidden_size)`` -> ``(batch_size, hidden_size)``."""

@@ -38,23 +38,24 @@ class LastStatePooling(nn.Module):
         super().__init__()
         self.bidirectional = bidirectional
 
-    def forward(self, states: Tensor, mask: Tensor) -> Pooled:
-        check_mask(mask, tuple(states.shape[:2]))
+    def forward(self, states: Tensor, mask: Tensor, *, validate: bool = True) -> Pooled:
+        if validate:
+            check_mask(mask, tuple(states.shape[:2]))
         return Pooled(last_real_states(states, mask.sum(dim=1), self.bidirectional), None)
 
 
 class MeanPooling(nn.Module):
     """Mean over real positions."""
 
-    def forward(self, states: Tensor, mask: Tensor) -> Pooled:
-        return Pooled(masked_mean(states, mask), None)
+    def forward(self, states: Tensor, mask: Tensor, *, validate: bool = True) -> Pooled:
+        return Pooled(masked_mean(states, mask, validate=validate), None)
 
 
 class MaxPooling(nn.Module):
     """Element-wise max over real positions."""
 
-    def forward(self, states: Tensor, mask: Tensor) -> Pooled:
-        return Pooled(masked_max(states, mask), None)
+    def forward(self, states: Tensor, mask: Tensor, *, validate: bool = True) -> Pooled:
+        return Pooled(masked_max(states, mask, validate=validate), None)
 
 
 class AdditiveAttention(nn.Module):
@@ -65,10 +66,10 @@ class AdditiveAttention(nn.Module):
         self.project = nn.Linear(input_size, attention_size, bias=False)
         self.score = nn.Linear(attention_size, 1, bias=False)
 
-    def forward(self, states: Tensor, mask: Tensor) -> Pooled:
+    def forward(self, states: Tensor, mask: Tensor, *, validate: bool = True) -> Pooled:
         """states ``(batch, seq, input_size)``, mask ``(batch, seq)`` -> ``(batch, input_size)``."""
         scores = self.score(torch.tanh(self.project(states))).squeeze(-1)  # (batch, seq)
-        return attend(states, scores, mask)
+        return attend(states, scores, mask, validate)
 
 
 class DotProductAttention(nn.Module):
@@ -79,15 +80,15 @@ class DotProductAttention(nn.Module):
         self.query = nn.Parameter(torch.randn(input_size) / input_size**0.5)
         self.scale = input_size**-0.5
 
-    def forward(self, states: Tensor, mask: Tensor) -> Pooled:
+    def forward(self, states: Tensor, mask: Tensor, *, validate: bool = True) -> Pooled:
         """states ``(batch, seq, input_size)``, mask ``(batch, seq)`` -> ``(batch, input_size)``."""
         scores = states @ self.query * self.scale  # (batch, seq)
-        return attend(states, scores, mask)
+        return attend(states, scores, mask, validate)
 
 
-def attend(states: Tensor, scores: Tensor, mask: Tensor) -> Pooled:
+def attend(states: Tensor, scores: Tensor, mask: Tensor, validate: bool = True) -> Pooled:
     """Weighted average of ``states`` by the masked softmax of ``scores`` ``(batch, seq)``."""
-    weights = masked_softmax(scores, mask)  # (batch, seq), exactly 0 at padding
+    weights = masked_softmax(scores, mask, validate=validate)  # (batch, seq), 0 at padding
     vector = torch.bmm(weights.unsqueeze(1), states).squeeze(1)  # (batch, hidden)
     return Pooled(vector, weights)
 

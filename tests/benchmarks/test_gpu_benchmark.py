@@ -1,15 +1,17 @@
-"""benchmarks/gpu.py runs every row on the CPU at tiny sizes (``--device cpu``), so the script a
-GPU session runs in its few minutes has run here first: every row measured, the report written."""
+"""benchmarks/gpu.py, run on the CPU at tiny sizes, so the script a GPU session runs in its few
+minutes has run here first; and its method kept honest: every comparison's two timers hold the
+same stages and step the same kind of optimizer (read by tracing each timed closure), every
+side is warmed up and measured 3 times."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
+import argparse
+import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.conftest import tiny_sentences, write_conll
 from tests.fixtures.written_models.make_fixtures import tiny_transformer
@@ -17,22 +19,98 @@ from tests.fixtures.written_models.make_fixtures import tiny_transformer
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_every_row_is_measured_and_reported(tmp_path):
+def benchmark_module(name: str):
+    """``benchmarks/NAME.py`` imported (the folder is not a package)."""
+    folder = str(ROOT / "benchmarks")
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def modules():
     pytest.importorskip("transformers", reason="its encoder rows need bistack[transformers]")
     pytest.importorskip("torchcrf", reason="its floor uses pytorch-crf (the dev extra)")
-    train = write_conll(tmp_path / "train.txt", tiny_sentences(60, seed=0))
+    return benchmark_module("timed"), benchmark_module("gpu")
+
+
+def test_every_row_times_the_same_stages_on_both_sides_and_is_reported(modules, tmp_path):
+    timed, gpu = modules
+    torch.set_num_threads(1)
+    train = write_conll(tmp_path / "train.txt", tiny_sentences(40, seed=0))
     encoder = tiny_transformer(tmp_path / "tiny-bert")
-    command = [sys.executable, str(ROOT / "benchmarks" / "gpu.py"), "--train", str(train)]
-    command += ["--device", "cpu", "--backbone", str(encoder), "--large", str(encoder)]
-    command += ["--large-texts", "16", "--out", str(tmp_path / "out")]
-    environment = os.environ | {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run(command, capture_output=True, text=True, env=environment, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = {row["row"] for row in json.loads((tmp_path / "out" / "gpu.json").read_text())}
+    args = argparse.Namespace(
+        backbone=str(encoder), large=str(encoder), large_texts=8, large_length=16
+    )
+    sentences = [(s.tokens, s.tags) for s in gpu.read_conll(train)]
+    comparisons = gpu.comparisons(args, torch.device("cpu"), sentences)
+    rows = {c.row for c in comparisons}
     assert rows >= {
-        "floor-softmax", "floor-crf", "bistack-train", "bistack-train-bf16-mixed",
-        "bistack-predict-b256", "bistack-predict-confidences-b256", "bistack-predict-b1",
-        "bistack-profile", "feature-cache", "large-finetune-fp32", "large-finetune-bf16-mixed",
+        "train-device", "train-from-ids", "train-device, bf16-mixed", "predict-from-tokens",
+        "predict-device", "predict-one", "predict-confidences", "feature-cache",
+        "finetune-b16-fp32", "finetune-b64-fp32", "finetune-b16-bf16-mixed",
     }  # fmt: skip
-    report = (tmp_path / "out" / "gpu.md").read_text()
-    assert "BiLSTM-CRF training epoch" in report and "frozen feature cache" in report
+    problems = []
+    for comparison in comparisons:
+        found = timed.unequal_stages(comparison)
+        if "stages_differ" in comparison.extra:  # said in the report, beside the row
+            assert found, f"{comparison.row} says its stages differ, yet they do not"
+        else:
+            problems += found
+    assert not problems, "\n".join(problems)
+    measured = [gpu.measured(torch.device("cpu"), c) for c in comparisons[:3]]
+    for row in measured:
+        for side in ("bistack", "floor"):
+            assert len(row[side]["runs_s"]) == timed.REPEATS
+            assert row[side]["min_s"] <= row[side]["median_s"] <= row[side]["max_s"]
+    report = gpu.report(measured, torch.device("cpu"), len(sentences))
+    assert "BiLSTM-CRF training epoch, batches prebuilt on the device" in report
+
+
+def test_the_check_names_a_stage_only_one_timer_holds_and_another_optimizer(modules):
+    """The check can fail: a floor that collates inside its timer against a side that does not,
+    and a foreach optimizer against a fused one."""
+    timed, gpu = modules
+    encoded = [([2, 3], [1, 0], [0, 1], [[1], [2]])]
+    prebuilt = gpu.floor_collate(encoded, torch.device("cpu"))
+    weights = [torch.nn.Parameter(torch.zeros(2))]
+    loop = torch.optim.Adam(weights, foreach=True)
+    fused = torch.optim.Adam(weights, fused=True)
+    comparison = timed.Comparison(
+        "toy",
+        "a toy row",
+        timed.Side("ours", lambda: prebuilt["words"].sum(), loop),
+        timed.Side("floor", lambda: gpu.floor_collate(encoded, torch.device("cpu")), fused),
+        per=1,
+    )
+    problems = timed.unequal_stages(comparison)
+    assert "toy: only the floor's timer holds collation" in problems
+    assert "toy: bistack steps ('Adam', 'foreach'), the floor ('Adam', 'fused')" in problems
+
+
+def test_a_fine_tuning_step_issues_no_more_operators_than_a_plain_loop(modules, tmp_path):
+    """On a tiny 24-layer encoder (where per-layer and per-group overheads show), bistack's
+    fine-tuning epoch issues at most 1.05x the PyTorch operators of the plain loop doing the
+    same work: the same model shape, parameter groups, optimizer kind and batches."""
+    from torch.profiler import ProfilerActivity, profile
+
+    _, gpu = modules
+    torch.set_num_threads(1)
+    encoder = tiny_transformer(tmp_path / "tiny-24", layers=24)
+    comparison = gpu.fine_tuning_comparison(
+        str(encoder), torch.device("cpu"), None, batch_size=4, texts=16, max_length=16
+    )
+    counts = {}
+    for side in (comparison.ours, comparison.floor):
+        side.work()  # warm-up
+        with profile(activities=[ProfilerActivity.CPU]) as profiled:
+            side.work()
+        counts[side.label] = sum(1 for e in profiled.events() if e.name.startswith("aten::"))
+    ours, plain = counts[comparison.ours.label], counts[comparison.floor.label]
+    print(f"operators: bistack {ours}, the plain loop {plain}")
+    assert ours <= 1.05 * plain, f"bistack {ours} operators, the plain loop {plain}"

@@ -143,8 +143,12 @@ def padded_rows(rows: Sequence[Sequence[int]], width: int, fill: int = 0) -> lis
 
 
 def token_rows(sentences: Sequence[EncodedSentence], vocabularies: TokenVocabularies) -> TokenRows:
-    """Pad encoded texts into :class:`TokenRows`; each distinct token is spelled once."""
-    seq_len = max(len(s.words) for s in sentences)
+    """Pad encoded texts into :class:`TokenRows`; each distinct token is spelled once. The one
+    check of a batch's lengths (``bistack.masking``): here, on the host."""
+    lengths = [len(s.words) for s in sentences]
+    if min(lengths, default=0) < 1:
+        raise ValueError(f"every text in a batch needs a token; text {lengths.index(0)} has none")
+    seq_len = max(lengths)
     unique: dict[str, int] = {}
     positions = [[unique.setdefault(token, len(unique)) for token in s.tokens] for s in sentences]
     char_ids = vocabularies.chars.index
@@ -155,7 +159,7 @@ def token_rows(sentences: Sequence[EncodedSentence], vocabularies: TokenVocabula
         chars=padded_rows(spelled, max(len(token) for token in unique)),
         char_lengths=[len(token) for token in spelled],
         char_index=padded_rows(positions, seq_len),
-        lengths=[len(s.words) for s in sentences],
+        lengths=lengths,
         spellings=tuple(unique),
     )
 

@@ -190,6 +190,17 @@ class TransformerBackbone(nn.Module):
         backbone.check_hidden_states()
         return backbone
 
+    def hidden_states(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, ...]:
+        """The embeddings' and every layer's states, each ``(rows, seq, hidden)``, of subword
+        ids ``(rows, seq)`` right-padded as ``attention_mask`` says. Under PyTorch's SDPA the
+        mask goes in as the ``(rows, 1, 1, seq)`` mask transformers would build from it: given
+        the 2-D one, transformers reads the device each call to see whether it can skip it."""
+        mask = attention_mask
+        if getattr(self.model.config, "_attn_implementation", None) == "sdpa":
+            mask = attention_mask[:, None, None, :].bool()
+        output = self.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
+        return tuple(output.hidden_states)
+
     def check_hidden_states(self) -> None:
         """Fail now, not mid-training, when the model gives no per-layer hidden states."""
         batch = self.tokenize(["a"], "truncate")
@@ -261,12 +272,8 @@ class TransformerBackbone(nn.Module):
         A text cut into windows gets the mean of its windows' CLS vectors and the mean of all
         its windows' real token states (tokens in an overlap count once per window).
         """
-        output = self.model(
-            input_ids=batch.input_ids,
-            attention_mask=batch.attention_mask,
-            output_hidden_states=True,
-        )
-        states = torch.stack(output.hidden_states[1:], dim=1)  # (windows, layers, seq, hidden)
+        hidden = self.hidden_states(batch.input_ids, batch.attention_mask)
+        states = torch.stack(hidden[1:], dim=1)  # (windows, layers, seq, hidden)
         mask = batch.attention_mask.to(states.dtype)  # (windows, seq)
         cls = states[:, :, 0]  # (windows, layers, hidden)
         token_sums = torch.einsum("wlsh,ws->wlh", states, mask)
@@ -392,12 +399,8 @@ def word_layer_states(
 ) -> Tensor:
     """Every word's state in every layer ``(total_words, num_layers, hidden_size)``: its first
     subword's, the mean of its subwords', or its last subword's."""
-    output = backbone.model(
-        input_ids=pieces.input_ids,
-        attention_mask=pieces.attention_mask,
-        output_hidden_states=True,
-    )
-    states = torch.stack(output.hidden_states[1:], dim=2)  # (rows, seq, layers, hidden)
+    hidden = backbone.hidden_states(pieces.input_ids, pieces.attention_mask)
+    states = torch.stack(hidden[1:], dim=2)  # (rows, seq, layers, hidden)
     flat = states.flatten(0, 1)  # (rows * seq, layers, hidden)
     if alignment == "first":
         return flat[pieces.first_subword]

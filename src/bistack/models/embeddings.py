@@ -34,16 +34,18 @@ class CharLSTMEncoder(nn.Module):
         self.output_size = self.encoder.output_size
 
     def forward(self, chars: Tensor, lengths: Tensor) -> Tensor:
-        """chars ``(words, max_chars)``, lengths ``(words,)`` -> ``(words, 2 * hidden)``."""
+        """chars ``(words, max_chars)``, lengths ``(words,)`` (each >= 1: a batch's, from its
+        collation, so not checked again) -> ``(words, 2 * hidden)``."""
+        if chars.device.type != "cpu":  # packed there: padding costs nothing, calls do
+            return self.encoder(self.embedding(chars), lengths=lengths, validate=False).summary
         order = torch.argsort(lengths)
-        parts = []
+        ranked = lengths[order].tolist()  # ascending, read on the host where they live
+        parts, end = [], 0
         groups = min(self.length_groups, max(1, len(order) // self.words_per_group))
-        if chars.device.type == "cuda":  # packed there: padding costs nothing, calls do
-            groups = 1
         for group in order.chunk(groups):
-            width = int(lengths[group].max())
-            embedded = self.embedding(chars[group, :width])
-            parts.append(self.encoder(embedded, lengths=lengths[group]).summary)
+            end += len(group)
+            embedded = self.embedding(chars[group, : ranked[end - 1]])
+            parts.append(self.encoder(embedded, lengths=lengths[group], validate=False).summary)
         return torch.cat(parts)[torch.argsort(order)]
 
 
@@ -58,7 +60,7 @@ class CharCNNEncoder(nn.Module):
 
     def forward(self, chars: Tensor, lengths: Tensor) -> Tensor:
         """chars ``(words, max_chars)``, lengths ``(words,)`` -> ``(words, filters)``."""
-        mask = lengths_to_mask(lengths, chars.size(1)).unsqueeze(1)  # (words, 1, chars)
+        mask = lengths_to_mask(lengths, chars.size(1), validate=False).unsqueeze(1)  # (w, 1, c)
         # Zero the padding so windows at a word's edge see the same zeros as the conv padding.
         embedded = self.embedding(chars).transpose(1, 2) * mask  # (words, char_dim, chars)
         features = self.conv(embedded)  # (words, filters, chars)
@@ -124,12 +126,15 @@ class TokenEmbedder(nn.Module):
 
     def spelled(self, batch: TokenBatch) -> Tensor:
         """The character encoding of each distinct token ``(unique_words, char_out)``: from
-        the cache in prediction, computed while training (or wherever gradients flow)."""
+        the cache in prediction on the CPU, computed while training (or wherever gradients
+        flow), and on a GPU, where checking the cache's weights would make the host wait for
+        the device every batch, longer than the packed encoder takes."""
         assert self.char_encoder is not None
         if (
             self.training
             or torch.is_grad_enabled()
             or not batch.spellings
+            or batch.chars.device.type != "cpu"
             or not spelling_cache_on()
         ):
             return self.char_encoder(batch.chars, batch.char_lengths)

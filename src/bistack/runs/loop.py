@@ -24,12 +24,13 @@ import torch
 from tqdm import tqdm
 
 from bistack.config import OptimizerConfig, TrainConfig
-from bistack.errors import BistackError, ConfigError
+from bistack.errors import ConfigError
 from bistack.metrics.dev import Evaluation
 from bistack.models.devices import MatmulPrecision, set_matmul_precision
 from bistack.runs.averaging import WeightAverage
 from bistack.runs.checkpoint import Checkpoint, LoopState, save_checkpoint
 from bistack.runs.rundir import RunDirectory
+from bistack.runs.tally import READ_EVERY, StepTally, TrainingDiverged
 from bistack.runs.tensorboard import ScalarEvents
 from bistack.runs.tensorboard import installed as tensorboard_installed
 from bistack.runs.tensorboard import keep_until as keep_events_until
@@ -50,10 +51,6 @@ class LoopTask(Protocol):
 # Called after each epoch's dev evaluation with the epoch and the score the loop maximises;
 # returns why training stops now (a tuner pruning a hopeless trial), or None to go on.
 EpochHook = Callable[[int, float], str | None]
-
-
-class TrainingDiverged(BistackError):
-    """A loss or gradient norm that is not finite: training cannot go on from here."""
 
 
 @dataclass(frozen=True)
@@ -357,11 +354,17 @@ def fit(
         return stop
 
     def validate_within(
-        points: set[int], epoch: int, before: int, stopped: list[int], update: int, loss: float
+        points: set[int],
+        epoch: int,
+        before: int,
+        stopped: list[int],
+        update: int,
+        loss: Callable[[], float],
     ) -> bool:
-        """After ``update`` steps of ``epoch``: validate there if it is one of ``points``;
-        whether training stops (noted in ``stopped``)."""
-        if update in points and validate(epoch, loss, before + update, end=False):
+        """After ``update`` steps of ``epoch``: validate there if it is one of ``points``
+        (``loss`` reads the pass's mean loss so far); whether training stops (noted in
+        ``stopped``)."""
+        if update in points and validate(epoch, loss(), before + update, end=False):
             stopped.append(update)
         return bool(stopped)
 
@@ -466,24 +469,28 @@ def run_epoch(
     epoch: int = 0,
     average: WeightAverage | None = None,
     accumulate: int = 1,
-    after_step: Callable[[int, float], bool] | None = None,
+    after_step: Callable[[int, Callable[[], float]], bool] | None = None,
 ) -> float:
     """One pass over ``batches``; returns the mean training loss.
 
     The optimizer steps once every ``accumulate`` batches (and after the last), on their
     gradients summed, each batch's loss divided by how many its step takes; under DDP the
     processes exchange gradients once per step. ``lr_factor(step)`` scales each group's base
-    rate at the step's first batch (``step`` counts batches). A loss or gradient norm that is
-    not finite raises :class:`TrainingDiverged` before the step, but for a float16 loss
-    scaler's overflow, whose step the scaler skips (up to ``MAX_SKIPPED_STEPS`` in a row).
-    ``average``, when given, takes in the weights after every step. ``after_step(update, mean
-    loss so far)``, when given, is called after each optimizer step (counted from 1) and ends
-    the pass when it returns True.
+    rate at the step's first batch (``step`` counts batches). Losses and gradient norms stay on
+    the device (:class:`~bistack.runs.tally.StepTally`): one that is not finite raises
+    :class:`TrainingDiverged` when they are next read, but for a float16 loss scaler's
+    overflow, whose step the scaler skips. ``average``, when given, takes in the weights after
+    every step. ``after_step(update, mean_loss)``, when given, is called after each optimizer
+    step (counted from 1) with a function that reads the mean loss so far, and ends the pass
+    when it returns True.
     """
     model.train()
-    total, count = 0.0, 0
     scaler = getattr(fabric.strategy.precision, "scaler", None)  # float16's loss scaler, if any
-    skipped = 0  # steps in a row the loss scaler skipped
+
+    def diverged_at(what: str, value: float, batch: int) -> TrainingDiverged:
+        return diverged(what, value, epoch, batch, optimizer)
+
+    tally = StepTally(fabric.device, scaler is not None, diverged_at)
     bar = tqdm(batches, desc=description, disable=not show, leave=False, dynamic_ncols=True)
     for step, indices in enumerate(bar):
         first = step - step % accumulate  # the step's first batch
@@ -496,42 +503,27 @@ def run_epoch(
         batch = task.collate(indices).to(fabric.device)
         with fabric.no_backward_sync(model, enabled=not last):
             loss = model(batch)  # (), the mean loss per real token or example
-            value = loss.item()
-            if not math.isfinite(value):
-                raise diverged("loss", value, epoch, step + 1, optimizer)
+            tally.add_loss(loss)
             fabric.backward(loss / taken if taken > 1 else loss)
-        total += value
-        count += 1
-        if count % 20 == 0:
-            bar.set_postfix(loss=f"{total / count:.4f}")
+        if show and (step + 1) % READ_EVERY == 0:
+            bar.set_postfix(loss=f"{tally.read():.4f}")
         if not last:
             continue
         if grad_clip > 0:
-            # The norm is checked here, so the divergence is named (epoch, step, what to do)
-            # rather than ending in the clipping's own error.
+            # Clipping by norm returns the norm, kept to be checked with the losses (a
+            # non-finite one then names the step, rather than ending in clipping's own error).
             clipped = fabric.clip_gradients(
                 model, optimizer, max_norm=grad_clip, error_if_nonfinite=False
             )
-            norm = float(cast(torch.Tensor, clipped))  # clipping by norm returns the norm
-            if math.isfinite(norm):
-                skipped = 0
-            elif scaler is not None and skipped < MAX_SKIPPED_STEPS:
-                skipped += 1  # a float16 loss scaler's overflow: its step skips, its scale halves
-            else:
-                raise diverged("gradient norm", norm, epoch, step + 1, optimizer)
+            tally.add_norm(cast(torch.Tensor, clipped))
         optimizer.step()
         if average is not None:
             average.update()
         if after_step is not None:
-            if after_step(step // accumulate + 1, total / count):
+            if after_step(step // accumulate + 1, tally.read):
                 break
             model.train()  # a validation scored dev in eval mode
-    return total / max(count, 1)
-
-
-# A float16 loss scaler halves its scale at each step whose gradients overflow, and skips it;
-# this many in a row (a scale 2^30 smaller) and the gradients are not finite at any scale.
-MAX_SKIPPED_STEPS = 30
+    return tally.read()
 
 
 def refuse_non_finite_weights(

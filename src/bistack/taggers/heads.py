@@ -57,8 +57,12 @@ class CRFHead(nn.Module):
         self.scheme = scheme
 
     def loss(self, states: Tensor, tags: Tensor, mask: Tensor) -> Tensor:
-        """CRF negative log-likelihood per real token (the same scale as cross-entropy)."""
-        return self.crf.nll(self.project(states), tags, mask, reduction="token_mean")
+        """CRF negative log-likelihood per real token (the same scale as cross-entropy); the
+        mask and tags are a collated batch's (checked there: ``bistack.masking``)."""
+        # Every gold path is allowed: convert_tags rewrites the tags from their entities in the
+        # CRF's scheme.
+        emissions = self.project(states)
+        return self.crf.nll(emissions, tags, mask, reduction="token_mean", validate=False)
 
     def emissions(self, states: Tensor) -> Tensor:
         """Emission scores ``(batch, seq, num_tags)``, which the CRF scores as sequences."""

@@ -143,7 +143,7 @@ class LayerTagger(nn.Module):
     def states(self, batch: WordLayerBatch) -> Tensor:
         """Encoder states ``(batch_size, seq_len, encoder.output_size)``."""
         vectors = self.dropout(self.word_vectors(batch))
-        return self.dropout(self.encoder(vectors, mask=batch.mask).states)
+        return self.dropout(self.encoder(vectors, mask=batch.mask, validate=False).states)
 
     def forward(self, batch: WordLayerBatch) -> Tensor:
         """Training loss per real word; padding never counts."""

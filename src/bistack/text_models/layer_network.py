@@ -98,8 +98,8 @@ class WordBranch(nn.Module):
             for name, vectors in self.embedder.parts(tokens)
         ]
         inputs = self.dropout(torch.cat(parts, dim=-1))
-        states = self.encoder(inputs, mask=tokens.mask).states
-        return self.dropout(self.pooling(states, tokens.mask).vector)
+        states = self.encoder(inputs, mask=tokens.mask, validate=False).states
+        return self.dropout(self.pooling(states, tokens.mask, validate=False).vector)
 
 
 class LayerPoolingModel(nn.Module):

@@ -66,8 +66,9 @@ class SequenceClassifier(nn.Module):
 
     def predict(self, batch: TextBatch) -> TextOutput:
         tokens = self.dropout(self.embedder(batch))
-        states = self.encoder(tokens, mask=batch.mask).states  # (batch, seq, output_size)
-        pooled = self.pooling(states, batch.mask)
+        # The batch's mask came from its collation (bistack.masking): not checked again.
+        states = self.encoder(tokens, mask=batch.mask, validate=False).states  # (batch, seq, out)
+        pooled = self.pooling(states, batch.mask, validate=False)
         return TextOutput(self.head(self.dropout(pooled.vector)), pooled.weights)
 
     def forward(self, batch: TextBatch) -> Tensor:

