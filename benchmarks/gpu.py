@@ -580,7 +580,7 @@ def fine_tuning_comparison(
     name = f"finetune-b{batch_size}-{precision or 'fp32'}"
     return Comparison(
         name,
-        f"BERT-large-shaped encoder fine-tuned, {max_length} subwords, batch "
+        f"encoder of {layers} layers x {hidden} fine-tuned, {max_length} subwords, batch "
         f"{batch_size}, {precision or 'float32'}",
         Side("bistack run_epoch", ours, optimizer),
         Side("plain PyTorch + transformers", plain_epoch, plain_optimizer),

@@ -90,7 +90,9 @@ def add(commands: Any) -> None:
         help="K-fold cross-validation: out-of-fold predictions, the CV score, and the fold "
         "models as one ensemble",
     )
-    add_config_file(cv, "YAML config of a classifier or regressor (text or layer-pooling)")
+    add_config_file(
+        cv, "YAML config of a classifier, regressor or tagger (recurrent or layer-pooling)"
+    )
     add_overrides(cv)
     add_training_device(cv)
     cv.add_argument("--folds", type=int, default=5, metavar="K", help="folds (default 5)")
@@ -101,8 +103,9 @@ def add(commands: Any) -> None:
         "--split",
         choices=("auto", "plain"),
         default="auto",
-        help="auto (default): stratified by class (classifiers) or binned target (regressors), "
-        "grouped by data.group_column when the config names one; plain: a shuffle",
+        help="auto (default): stratified by class (classifiers), binned target (regressors) or "
+        "rarest entity type (taggers), grouped by data.group_column when the config names one "
+        "(a tagger's documents always); plain: a shuffle",
     )
     cv.add_argument(
         "--inner-dev",
