@@ -347,7 +347,8 @@ def test_a_tagger_cv_refuses_repeats(tmp_path, capsys):
 
 def test_a_layer_tagger_ensemble_runs_its_frozen_backbone_once_a_batch(tmp_path, monkeypatch):
     """Taggers over one frozen backbone share its pass: one a batch, not one a member; the
-    ensemble's emissions are still the log of its members' mean marginals."""
+    ensemble's emissions are still the log of its members' mean marginals. The folds share
+    the backbone's word states of the whole file, computed (and cached) once."""
     pytest.importorskip("transformers", reason="the layer kinds need bistack[transformers]")
     from bistack.taggers import layer_tagger
     from tests.fixtures.written_models.make_fixtures import configs, write_data
@@ -356,7 +357,11 @@ def test_a_layer_tagger_ensemble_runs_its_frozen_backbone_once_a_batch(tmp_path,
     config = configs(tmp_path)["tiny_layer_tagger"]
     config["data"]["dev"] = None
     config["train"] = {**config["train"], "max_epochs": 1}
-    bistack.cross_validate(config, tmp_path / "cv", folds=2, say=lambda _: None)
+    said: list[str] = []
+    bistack.cross_validate(config, tmp_path / "cv", folds=2, say=said.append)
+    computed = [line for line in said if line.startswith("word states of")]
+    assert len(computed) == 1 and "computed and cached" in computed[0], computed
+    assert len(list(Path(config["backbone"]["cache_dir"]).glob("*.safetensors"))) == 1
     ensemble = open_model(tmp_path / "cv" / "model").model
     tokens = [["Anna", "visited", "Paris", "yesterday", "."], ["Paul", "left", "Rome", "."]]
     lengths = [len(t) for t in tokens]

@@ -62,13 +62,18 @@ class TaggerFolds:
         return {"strata": strata, "stratified_by": "entity type"}
 
     def shared(self, say: Callable[[str], None]) -> dict[str, Any]:
-        """A frozen backbone, loaded once for every fold of a tagger over a transformer."""
+        """What every fold of a tagger over a frozen transformer shares: the backbone, and
+        its word states of every sentence of the file (computed once, then read from the
+        cache), each fold taking its sentences' rows."""
         options = getattr(self.config, "backbone", None)
         if options is None or options.finetune:
             return {}
         from bistack.models.backbone import TransformerBackbone
+        from bistack.taggers.layer_recipe import WordStatesByLine, cached_word_states
 
-        return {"backbone": TransformerBackbone.load(options.path)}
+        backbone = TransformerBackbone.load(options.path)
+        states = cached_word_states(backbone, self.config, self.rows, say)
+        return {"backbone": backbone, "word_states_of": WordStatesByLine(self.rows, states)}
 
     def training(
         self, train: list[int], dev: list[int], source: str, shared: dict[str, Any]
@@ -81,7 +86,8 @@ class TaggerFolds:
 
     @staticmethod
     def parts(shared: dict[str, Any]) -> dict[str, Any]:
-        return dict(shared)
+        """What a fold model opens with: the shared backbone (the word states are training's)."""
+        return {key: value for key, value in shared.items() if key == "backbone"}
 
     def held_out(
         self, model: Any, held: list[int], shared: dict[str, Any], key: str

@@ -105,6 +105,28 @@ def cached_word_states(
     return cached.tensors["words"]
 
 
+class WordStatesByLine:
+    """The word states of a file's sentences ``(total_words, num_layers, hidden_size)``,
+    computed once and handed out by sentence (known by the line it starts at, the same in
+    every process): cross-validation's folds take their sentences' rows instead of each
+    computing (and caching) the backbone over its own share of the file."""
+
+    def __init__(self, sentences: Sequence[Sentence], states: Tensor) -> None:
+        self.states = states
+        self.rows: dict[int, tuple[int, int]] = {}  # line -> (first word row, words)
+        start = 0
+        for sentence in sentences:
+            self.rows[sentence.line] = (start, len(sentence.tokens))
+            start += len(sentence.tokens)
+
+    def __call__(self, sentences: Sequence[Sentence]) -> Tensor:
+        """The word states of ``sentences``, in their order."""
+        index = torch.cat(
+            [torch.arange(start, start + n) for start, n in (self.rows[s.line] for s in sentences)]
+        )
+        return self.states.index_select(0, index)
+
+
 class WordLayerTask:
     """Batches of cached word states (frozen) or of subwords (fine-tuned), and dev scoring."""
 
@@ -167,10 +189,12 @@ def prepare_layer_tagger(
     run: Run,
     data: TaggingData | None = None,
     backbone: TransformerBackbone | None = None,
+    word_states_of: WordStatesByLine | None = None,
 ) -> Prepared:
     """The tagger over transformer layers that ``config`` describes; ``data``: train and dev
     sentences already chosen (cross-validation's folds), ``backbone``: a frozen one already
-    loaded (shared by the folds)."""
+    loaded, ``word_states_of``: its word states of every sentence they are drawn from (both
+    shared by the folds)."""
     data = data or load_tagging_data(config)
     for note in data.notes:
         run.say(note)
@@ -208,7 +232,9 @@ def prepare_layer_tagger(
         )
     tagger = LayerPoolingTagger(model, backbone, labels, config, data.input_scheme, vocabularies)
     train_states = dev_states = None
-    if not config.backbone.finetune:
+    if not config.backbone.finetune and word_states_of is not None:
+        train_states, dev_states = word_states_of(data.train), word_states_of(data.dev)
+    elif not config.backbone.finetune:
         device = run.fabric.device
         train_states = cached_word_states(backbone, config, data.train, run.say, device)
         dev_states = cached_word_states(backbone, config, data.dev, run.say, device)
