@@ -77,7 +77,8 @@ def test_a_rerun_without_overwrite_is_refused_and_changes_nothing(trained, tmp_p
 
 def test_overwrite_never_takes_a_file_the_user_kept_in_the_model_folder(trained, tmp_path):
     """The new model replaces OUTPUT/model whole: a file bistack did not write there would go
-    with the old model, so the run is refused before it starts, and nothing changes."""
+    with the old model, so the run is refused before it starts, and nothing changes; what a
+    killed save of bistack's left there is no reason to refuse."""
     run = copy_of(trained, tmp_path)
     (run / "model" / "notes.md").write_text("what I found about this model")
     before = snapshot(run)
@@ -87,7 +88,11 @@ def test_overwrite_never_takes_a_file_the_user_kept_in_the_model_folder(trained,
     assert "holds files bistack did not write (notes.md)" in done.stderr
     assert snapshot(run) == before
     (run / "model" / "notes.md").unlink()
+    # What a run killed while saving its weights leaves beside them is bistack's own: it goes.
+    stale = run / "model" / ".model.safetensors.k7x2q9ab.tmp"
+    stale.write_bytes(b"half a file")
     assert bistack(*argv, "--overwrite").returncode == 0
+    assert not stale.exists()
 
 
 def test_a_retrain_that_fails_a_data_check_leaves_the_old_model(trained, tmp_path):

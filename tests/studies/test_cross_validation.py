@@ -6,6 +6,7 @@ giving what one process gives, and each mistake refused with its reason, nothing
 import csv
 import itertools
 import json
+import random
 import signal
 import subprocess
 import sys
@@ -271,28 +272,47 @@ def test_a_frozen_backbone_ensemble_reads_each_text_once(tmp_path, monkeypatch):
     np.testing.assert_allclose(got, scaled / scaled.sum(axis=1, keepdims=True), atol=1e-6)
 
 
-def write_documents(path: Path, documents: int, sentences: int) -> Path:
-    """A CoNLL file of ``documents`` documents (``-DOCSTART-``) of tiny sentences each."""
+def write_documents(
+    path: Path, documents: int, sentences: int, noise: float = 0.0, own_names: bool = False
+) -> Path:
+    """A CoNLL file of ``documents`` documents (``-DOCSTART-``) of tiny sentences each; with
+    ``noise``, that share of the names tagged as organisations instead (seeded): a tagger
+    cannot be sure of them; ``own_names``: each document's first name one of its own."""
     from tests.conftest import tiny_sentences
 
-    lines = []
+    lines, rng = [], random.Random(0)
     for document in range(documents):
         lines += ["-DOCSTART- -X- O O", ""]
-        for sentence in tiny_sentences(sentences, seed=document):
+        for number, sentence in enumerate(tiny_sentences(sentences, seed=document)):
+            if own_names and number == 0:
+                sentence = [(f"Zed{chr(97 + document)}", "I-PER"), *sentence[1:]]
+            if rng.random() < noise:
+                sentence = [(sentence[0][0], "I-ORG"), *sentence[1:]]
             lines += [f"{token} NNP I-NP {tag}" for token, tag in sentence] + [""]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
 
 
-def test_a_tagger_cv_keeps_documents_whole_and_its_ensemble_decodes_allowed_paths(tmp_path):
-    from bistack.data.conll import read_conll
-    from bistack.schemes import allowed_transitions
+@pytest.fixture(scope="module")
+def tagger_cv(tmp_path_factory):
+    """A finished 3-fold CV of a small tagger over 6 documents, a share of their names tagged
+    as organisations (so that its out-of-fold entities are not all right), each document with
+    a name of its own: the training file, the output, what it said."""
     from tests.conftest import tiny_config
 
-    train = write_documents(tmp_path / "train.txt", 6, 8)
-    config = tiny_config(train, None, train={"max_epochs": 3, "patience": 3})
-    out = tmp_path / "out"
-    result = bistack.cross_validate(config, out, folds=3, say=lambda _: None)
+    root = tmp_path_factory.mktemp("tagger-cv")
+    train = write_documents(root / "train.txt", 6, 16, noise=0.3, own_names=True)
+    config = tiny_config(train, None, train={"max_epochs": 8, "patience": 8})
+    said: list[str] = []
+    result = bistack.cross_validate(config, root / "out", folds=3, say=said.append)
+    return train, root / "out", said, result
+
+
+def test_a_tagger_cv_keeps_documents_whole_and_its_ensemble_decodes_allowed_paths(tagger_cv):
+    from bistack.data.conll import read_conll
+    from bistack.schemes import allowed_transitions
+
+    train, out, _, result = tagger_cv
     sentences = read_conll(train)
     plan = json.loads((out / "folds.json").read_text())
     assert plan["split"] == "grouped by document"
@@ -332,6 +352,66 @@ def test_a_tagger_cv_keeps_documents_whole_and_its_ensemble_decodes_allowed_path
         path = analysis.path
         assert allowed.start[path[0]] and allowed.end[path[-1]]
         assert all(allowed.transitions[a][b] for a, b in itertools.pairwise(path))
+
+
+def out_of_fold_log_loss(out: Path, ensemble, temperature: float) -> float:
+    """The entity log-loss of the ensemble's decoding at ``temperature`` of each member's
+    marginals on its own held-out sentences."""
+    from dataclasses import replace
+
+    from bistack.data.conll import read_conll
+    from bistack.schemes import spans_from_tags
+    from bistack.taggers.calibration import entity_log_loss
+
+    settings = json.loads((out / "cv-settings.json").read_text())
+    sentences = read_conll(settings["config"]["data"]["train"])
+    decoder = replace(ensemble.decoder, temperature=temperature)
+    confidences, right = [], []
+    for name, member in zip(["fold0", "fold1", "fold2"], ensemble.members, strict=True):
+        held = json.loads((out / "folds" / name / "fold.json").read_text())["held"]
+        tokens = [sentences[i].tokens for i in held]
+        lengths = [len(t) for t in tokens]
+        logs = ensemble.log_mean_marginals(
+            [(member, member.emissions(range(len(held)), tokens))], lengths
+        )
+        for index, analysis in zip(held, decoder.analyse(logs, lengths), strict=True):
+            gold = {(s.start, s.end, s.label) for s in spans_from_tags(sentences[index].tags)}
+            for span, confidence in analysis.entities.items():
+                confidences.append(confidence)
+                right.append(span in gold)
+    return entity_log_loss(confidences, right)
+
+
+def test_a_tagger_ensemble_keeps_the_temperature_its_out_of_fold_marginals_fit(tagger_cv):
+    """The temperature is fitted on what each member says of the sentences it never saw,
+    decoded as the ensemble decodes: none nearby fits them better; the ensemble keeps it where
+    it calibrates held-out halves better; it changes how sure the ensemble is, never its tags;
+    info names it."""
+    from dataclasses import replace
+
+    from bistack.data.conll import read_conll
+
+    train, out, said, _ = tagger_cv
+    meta = json.loads((out / "model" / "ensemble.json").read_text())
+    fit = meta["out_of_fold_fit"]
+    assert any("on the out-of-fold marginals" in line for line in said), said
+    ensemble = open_model(out / "model").model
+    best = out_of_fold_log_loss(out, ensemble, fit["temperature"])
+    for other in (1.0, fit["temperature"] * 1.25, fit["temperature"] / 1.25):
+        assert best <= out_of_fold_log_loss(out, ensemble, other) + 1e-9, other
+    kept = fit["held_out"][0]["ece_after"] + fit["held_out"][1]["ece_after"] < (
+        fit["held_out"][0]["ece_before"] + fit["held_out"][1]["ece_before"]
+    )
+    assert fit["kept"] == kept and ("calibration" in meta) == kept
+    assert ensemble.temperature == (fit["temperature"] if kept else 1.0)
+    assert ensemble.describe()["ensemble"].get("temperature", 1.0) == ensemble.temperature
+    tokens = [s.tokens for s in read_conll(train)]
+    emissions = ensemble.emissions(range(len(tokens)), tokens)
+    lengths = [len(t) for t in tokens]
+    sharper = replace(ensemble.decoder, temperature=0.5)
+    assert [a.path for a in ensemble.decoder.analyse(emissions, lengths)] == [
+        a.path for a in sharper.analyse(emissions, lengths)
+    ]
 
 
 def test_a_tagger_cv_refuses_repeats(tmp_path, capsys):
@@ -381,3 +461,21 @@ def test_a_layer_tagger_ensemble_runs_its_frozen_backbone_once_a_batch(tmp_path,
     emissions = ensemble.emissions([0, 1], tokens)
     assert len(passes) == 1  # one batch, two members
     np.testing.assert_allclose(np.exp(emissions), mean, atol=1e-5)
+
+
+def test_a_tagger_cv_report_reads_the_out_of_fold_tags(tagger_cv):
+    """The report's second section is the tagger's report of the pooled out-of-fold tags: its
+    F1 the CV score, every predicted entity's confidence in its calibration, and a document's
+    own name unseen by the fold model that tagged it (documents never split)."""
+    from bistack.schemes import spans_from_tags
+
+    _, out, _, result = tagger_cv
+    sections = json.loads((out / "cv_report" / "report.json").read_text())["sections"]
+    assert len(sections) == 2
+    section = sections[1]
+    assert section["scores"]["f1"] == pytest.approx(result.cv)
+    records = [json.loads(line) for line in (out / "oof.jsonl").read_text().splitlines()]
+    assert section["calibration"]["entities"] == sum(len(r["entities"]) for r in records)
+    gold = sum(len(spans_from_tags(r["gold"])) for r in records)
+    assert section["seen_unseen"]["unseen"]["gold"] == 6
+    assert section["seen_unseen"]["seen"]["gold"] == gold - 6

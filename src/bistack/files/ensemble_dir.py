@@ -5,8 +5,9 @@ model directory.
 ``ensemble.json`` holds ``kind`` (every member's kind: an ensemble is of one kind), ``members``
 (their folder names, in order), ``exported`` (true where ``bistack export`` wrote each member
 as an exported directory), what ``info`` says of them (``folds``: each member's held-out
-score; ``cv``: the cross-validated score) and the combination's own settings (a classifier
-ensemble's ``temperature``, fitted on the out-of-fold predictions). The directory is written
+score; ``cv``: the cross-validated score) and the combination's own settings, fitted on the
+out-of-fold predictions (a classifier ensemble's ``temperature``, a tagger ensemble's
+``calibration``). The directory is written
 beside its place and renamed into it whole.
 """
 

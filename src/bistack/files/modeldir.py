@@ -30,6 +30,14 @@ WEIGHTS = "model.safetensors"
 MODEL_ENTRIES = frozenset({CONFIG, VOCAB, WEIGHTS, "README.md", "backbone"})
 
 
+def is_model_entry(name: str) -> bool:
+    """Whether bistack writes ``name`` in a model folder: one of its entries, or what a save
+    of one killed midway left (``atomic_write``'s temporary ``.NAME.XXXXXXXX.tmp``)."""
+    return name in MODEL_ENTRIES or any(
+        name.startswith(f".{entry}.") and name.endswith(".tmp") for entry in MODEL_ENTRIES
+    )
+
+
 def atomic_write(path: Path, write: Any) -> None:
     """Call ``write(temporary_path)`` then rename the result onto ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)

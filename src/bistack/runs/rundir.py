@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from bistack.errors import BistackError
-from bistack.files.modeldir import MODEL_ENTRIES
+from bistack.files.modeldir import is_model_entry
 from bistack.files.paths import refuse_shared_folder
 
 MODEL = "model"
@@ -48,7 +48,7 @@ def check_output(output: Path, overwrite: bool) -> None:
             "until the new run has its first best model), or choose another --output"
         )
     if (output / MODEL).is_dir():  # replaced whole: what bistack did not write there goes too
-        kept = sorted(e.name for e in (output / MODEL).iterdir() if e.name not in MODEL_ENTRIES)
+        kept = sorted(e.name for e in (output / MODEL).iterdir() if not is_model_entry(e.name))
         if kept:
             raise OutputError(
                 f"{output / MODEL} holds files bistack did not write ({', '.join(kept[:3])}); "

@@ -152,7 +152,9 @@ class FoldFamily(Protocol):
         self, model: Any, held: list[int], shared: dict[str, Any], key: str
     ) -> dict[str, Any]: ...
     def pool(self, plan: FoldPlan, records: list[dict], key: str) -> tuple[list[float], Any]: ...
-    def ensemble_meta(self, oof: Any) -> tuple[dict[str, Any], str]: ...
+    def ensemble_meta(
+        self, oof: Any, members: dict[str, Path], records: list[dict], say: Callable[[str], None]
+    ) -> tuple[dict[str, Any], str]: ...
     def write_oof(self, output: Path, card: Any, plan: FoldPlan, oof: Any) -> None: ...
     def report(self, card: Any, oof: Any, model_dir: Path) -> dict[str, Any] | None: ...
 
@@ -490,12 +492,12 @@ def finish(
         if settings.inner_dev
         else "the held-out fold",
     }
-    extra, note = family.ensemble_meta(oof)
+    members = {r["name"]: output / "folds" / r["name"] / MODEL_DIR for r in records}
+    extra, note = family.ensemble_meta(oof, members, records, say)
     cv = {name: value for name, value in summary.items() if name != "folds"}
     meta: dict[str, Any] = {"kind": config.kind, "folds": folds, "cv": cv} | extra
     family.write_oof(output, card, plan, oof)
     write_json(output / RESULT_FILE, summary)
-    members = {r["name"]: output / "folds" / r["name"] / MODEL_DIR for r in records}
     write_ensemble(output / MODEL_DIR, members, meta)
     write_cv_report(output, card, family, oof, summary)
     say(

@@ -4,6 +4,10 @@ the ensemble's tags, then the most probable path the scheme allows decoded from 
 (``TagDecoder.constrained``), with token and entity confidences as any tagger gives them.
 Averaging marginals rather than paths lets members that disagree on a span's edges still
 agree on its tokens; the scheme's constraints keep every path well formed.
+
+Where ``bistack cv`` fitted one, the ensemble's confidences divide those logs by a temperature
+fitted on the out-of-fold marginals (``calibration`` in ``ensemble.json``): each member reads
+its own held-out sentences there, decoded as the ensemble decodes.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ class TaggerEnsemble(Tagging):
         labels = list(self.members[0].decoder.labels)  # then any a fold alone learnt
         labels += sorted({t for m in self.members for t in m.decoder.labels} - set(labels))
         self._decoder = TagDecoder.constrained(labels, self.members[0].decoder.scheme)
-        self._calibration: dict[str, Any] = {}
+        self.calibration = dict(meta.get("calibration") or {})
 
     @classmethod
     def open(cls, path: Path, meta: dict[str, Any], open_member: OpenMember) -> TaggerEnsemble:
@@ -47,7 +51,7 @@ class TaggerEnsemble(Tagging):
 
     @property
     def decoder(self) -> TagDecoder:
-        return self._decoder
+        return self.calibrated(self._decoder)
 
     @property
     def batch_size(self) -> int:
@@ -60,7 +64,10 @@ class TaggerEnsemble(Tagging):
         return stack
 
     def describe(self) -> dict[str, Any]:
-        return super().describe() | {"ensemble": describe_ensemble(self.meta)}
+        described = describe_ensemble(self.meta)
+        if self.temperature != 1.0:
+            described["temperature"] = self.temperature
+        return super().describe() | {"ensemble": described}
 
     def emissions(self, indices: Sequence[int], sentences: Sequence[Sequence[str]]) -> np.ndarray:
         return self.emitter_of(sentences, None)(indices, sentences)
@@ -85,17 +92,28 @@ class TaggerEnsemble(Tagging):
         def emit(indices: Sequence[int], chosen: Sequence[Sequence[str]]) -> np.ndarray:
             lengths = [len(sentence) for sentence in chosen]
             width = max(lengths)
-            total = np.zeros((len(chosen), width, len(self.labels)), dtype=np.float32)
+            parts = []
             for group, emitter in emitters:
                 side_by_side, start = emitter(indices, chosen)[:, :width], 0
                 for member in group:  # each member's tags, in order along the last axis
                     count = len(member.decoder.labels)
-                    scores = side_by_side[:, :, start : start + count]
+                    parts.append((member, side_by_side[:, :, start : start + count]))
                     start += count
-                    columns = [self.labels.index(tag) for tag in member.decoder.labels]
-                    total[:, :, columns] += member.decoder.marginals(scores, lengths)
-            mean = total / len(self.members)
-            with np.errstate(divide="ignore"):
-                return np.maximum(np.log(mean), IMPOSSIBLE).astype(np.float32)
+            return self.log_mean_marginals(parts, lengths)
 
         return emit
+
+    def log_mean_marginals(
+        self, parts: Sequence[tuple[Tagging, np.ndarray]], lengths: Sequence[int]
+    ) -> np.ndarray:
+        """What the ensemble decodes: the log of the mean over ``parts`` (a member, and its
+        emissions ``(batch, seq_len, member's tags)`` of one batch) of the members' marginals,
+        ``(batch, seq_len, ensemble's tags)``; a tag no member gives: IMPOSSIBLE."""
+        width = max(lengths)
+        total = np.zeros((len(lengths), width, len(self.labels)), dtype=np.float32)
+        for member, scores in parts:
+            columns = [self.labels.index(tag) for tag in member.decoder.labels]
+            total[:, :, columns] += member.decoder.marginals(scores[:, :width], lengths)
+        mean = total / len(parts)
+        with np.errstate(divide="ignore"):
+            return np.maximum(np.log(mean), IMPOSSIBLE).astype(np.float32)

@@ -19,6 +19,7 @@ from bistack.files.formats import joined, json_line
 from bistack.files.modeldir import atomic_write
 from bistack.schemes import PLAIN, detect_scheme, spans_from_tags
 from bistack.taggers.recipe import TaggingData
+from bistack.taggers.records import SentenceAnalysis
 from bistack.taggers.tagging import score_sentences
 
 NO_ENTITY = "no entity"
@@ -31,12 +32,15 @@ class TaggerFolds:
 
     def __init__(self, config: Any, loader: Any) -> None:
         self.config = config
+        self.loader = loader
+        self._shared: dict[str, Any] | None = None  # what ``shared`` gave, kept for the ensemble
         data = config.data
         self.rows: list[Sentence] = read_tagged(data.train, data)
         if not self.rows:
             raise DataError(data.train, "no sentences found")
         tags = [s.tags for s in self.rows]
         self.scheme = PLAIN if data.scheme == PLAIN else detect_scheme(tags)
+        self.output_scheme = self.scheme  # the scheme the folds' tags are in, once pooled
 
     def refuse(self, settings: Any) -> None:
         if settings.repeats > 1:
@@ -64,16 +68,22 @@ class TaggerFolds:
     def shared(self, say: Callable[[str], None]) -> dict[str, Any]:
         """What every fold of a tagger over a frozen transformer shares: the backbone, and
         its word states of every sentence of the file (computed once, then read from the
-        cache), each fold taking its sentences' rows."""
+        cache), each fold taking its sentences' rows; made once a process."""
+        if self._shared is not None:
+            return self._shared
         options = getattr(self.config, "backbone", None)
-        if options is None or options.finetune:
-            return {}
-        from bistack.models.backbone import TransformerBackbone
-        from bistack.taggers.layer_recipe import WordStatesByLine, cached_word_states
+        self._shared = {}
+        if options is not None and not options.finetune:
+            from bistack.models.backbone import TransformerBackbone
+            from bistack.taggers.layer_recipe import WordStatesByLine, cached_word_states
 
-        backbone = TransformerBackbone.load(options.path)
-        states = cached_word_states(backbone, self.config, self.rows, say)
-        return {"backbone": backbone, "word_states_of": WordStatesByLine(self.rows, states)}
+            backbone = TransformerBackbone.load(options.path)
+            states = cached_word_states(backbone, self.config, self.rows, say)
+            self._shared = {
+                "backbone": backbone,
+                "word_states_of": WordStatesByLine(self.rows, states),
+            }
+        return self._shared
 
     def training(
         self, train: list[int], dev: list[int], source: str, shared: dict[str, Any]
@@ -121,6 +131,7 @@ class TaggerFolds:
 
     def pool(self, plan: FoldPlan, records: list[dict], key: str) -> tuple[list[float], Any]:
         """The metric on the pooled out-of-fold tags, and each row's record and fold."""
+        self.output_scheme = records[0]["output_scheme"]
         oof: dict[int, tuple[dict, list[str], int]] = {}
         for (_, fold, _), record in zip(plan.runs(), records, strict=True):
             for row, prediction, tags in zip(
@@ -130,8 +141,48 @@ class TaggerFolds:
         rows = list(range(len(self.rows)))
         return [float(self.scores(lambda row: oof[row][1], rows).to_json()[key])], oof
 
-    def ensemble_meta(self, oof: Any) -> tuple[dict[str, Any], str]:
-        return {}, ""
+    def ensemble_meta(
+        self, oof: Any, members: dict[str, Path], records: list[dict], say: Callable[[str], None]
+    ) -> tuple[dict[str, Any], str]:
+        """The ensemble's temperature, fitted on the out-of-fold marginals: each fold's member
+        reads its held-out sentences (a frozen backbone's word states shared, as in training),
+        their marginals decoded as the ensemble decodes its mean, the log-loss of each
+        predicted entity's confidence minimised (as a tagger's is on dev); kept only where it
+        makes held-out halves of the file better calibrated (the fit is recorded either way).
+        Plain tags: none to fit."""
+        if self.scheme == PLAIN:
+            return {}, ""
+        from bistack.taggers.calibration import DevEmissions, calibrate
+        from bistack.taggers.ensemble import TaggerEnsemble
+        from bistack.taggers.tagging import EmissionBatch
+
+        shared = self.shared(say)
+        opened = [self.loader.load(members[r["name"]], **self.parts(shared)) for r in records]
+        ensemble = TaggerEnsemble(opened, {})
+        batches = []
+        for member, record in zip(opened, records, strict=True):
+            held = record["held"]
+            sentences = [self.rows[i] for i in held]
+            tokens = [s.tokens for s in sentences]
+            documents = [s.document for s in sentences]
+            emitter = (
+                member.cached(tokens, shared["word_states_of"](sentences))
+                if "word_states_of" in shared
+                else None
+            )
+            for batch in member.emission_batches(tokens, emitter=emitter, documents=documents):
+                logs = ensemble.log_mean_marginals([(member, batch.emissions)], batch.lengths)
+                rows = [held[i] for i in batch.indices]
+                batches.append(EmissionBatch(rows, batch.lengths, logs))
+        gold = [{(s.start, s.end, s.label) for s in spans_from_tags(r.tags)} for r in self.rows]
+        fit = calibrate(ensemble, self.rows, dev=DevEmissions(batches, gold))
+        if fit is None:
+            return {}, "entity confidences as the members give them: out-of-fold entities all right"
+        said = fit.summary().replace("on dev", "on the out-of-fold marginals")
+        said = said.replace("of dev", "of the file")
+        fitted_on = "the out-of-fold marginals: the log-loss of each predicted entity's confidence"
+        measured = fit.to_json() | {"fitted_on": fitted_on, "kept": fit.kept}
+        return {"out_of_fold_fit": measured} | ({"calibration": measured} if fit.kept else {}), said
 
     def write_oof(self, output: Path, card: Any, plan: FoldPlan, oof: Any) -> None:
         """``oof.jsonl`` (each sentence as ``predict --format jsonl`` writes it, after its line,
@@ -152,5 +203,63 @@ class TaggerFolds:
         atomic_write(output / "oof.conll", lambda temporary: Path(temporary).write_text(conll))
 
     def report(self, card: Any, oof: Any, model_dir: Path) -> dict[str, Any] | None:
-        """None: a tagger's report reads a model's confidences, which pooled tags do not hold."""
-        return None
+        """The tagger's report (as ``evaluate --report`` draws it) of the out-of-fold tags and
+        confidences: each sentence tagged by the fold model that never saw it, an entity
+        "seen in training" when it occurs as an entity in that model's training folds."""
+        from bistack.taggers.report import entity_texts, tagger_report
+
+        folds = [fold for _, _, fold in (oof[row] for row in range(len(self.rows)))]
+        counts: dict[str, Counter[int]] = {}  # entity text: in how many sentences, by fold
+        for sentence, fold in zip(self.rows, folds, strict=True):
+            for text in entity_texts(sentence):
+                counts.setdefault(text, Counter())[fold] += 1
+
+        def seen(row: int, text: str) -> bool:
+            found = counts.get(text, Counter())
+            return found.total() > found[folds[row]]
+
+        note = (
+            "seen in training: an entity whose text occurs as an entity in the folds that "
+            "trained its sentence's model"
+        )
+        model = OutOfFoldTags(self, oof)
+        return dict(tagger_report(model, self.config.data.train, model_dir, (seen, note)))
+
+
+class OutOfFoldTags:
+    """The out-of-fold tags and confidences of a cross-validated file, as the tagger's report
+    reads a tagger: its scores, and each sentence's analysis."""
+
+    def __init__(self, folds: TaggerFolds, oof: Any) -> None:
+        self.folds = folds
+        self.oof = oof
+        self.config = folds.config
+        self.output_scheme = folds.output_scheme
+
+    def score(self, sentences: Sequence[Sentence], path: Any) -> Any:
+        self._check(sentences)
+        return self.folds.scores(lambda row: self.oof[row][1], range(len(sentences)))
+
+    def analyse_tokens(
+        self, tokens: Sequence[Sequence[str]], documents: Any = None
+    ) -> list[SentenceAnalysis]:
+        self._check(tokens)
+        return [self._analysis(row) for row in range(len(tokens))]
+
+    def _check(self, sentences: Sequence[Any]) -> None:
+        if len(sentences) != len(self.folds.rows):
+            raise ValueError("out-of-fold tags are of the cross-validated file's sentences")
+
+    def _analysis(self, row: int) -> SentenceAnalysis:
+        """The sentence's tags, token confidences and entities with their confidences, as its
+        fold model predicted them (entities found by their characters in the spaced text)."""
+        prediction, tags, _ = self.oof[row]
+        tokens = prediction["tokens"]
+        by_place = {(e["start"], e["end"]): e["confidence"] for e in prediction["entities"]}
+        entities = {}
+        for span in spans_from_tags(tags):
+            place = (tokens[span.start]["start"], tokens[span.end - 1]["end"])
+            if by_place.get(place) is not None:
+                entities[(span.start, span.end, span.label)] = by_place[place]
+        confidences = [t["confidence"] for t in tokens]
+        return SentenceAnalysis(list(tags), confidences, entities, plain=self.folds.scheme == PLAIN)

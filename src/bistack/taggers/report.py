@@ -6,6 +6,7 @@ entities marked. Torch-free: an exported tagger is reported alike."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +33,15 @@ def spans_of(tags: list[str]) -> list[tuple[int, int, str]]:
     return [(s.start, s.end, s.label) for s in spans_from_tags(tags)]
 
 
-def seen_entities(model: Any, model_dir: str | Path) -> tuple[set[str] | None, str]:
-    """The entity texts (lowercased) of the file the model in ``model_dir`` was trained on, and
-    a note; None when that file is not there to read, or is no longer the one it read (its
-    card's digest of it differs)."""
+# Whether the entity text (lowercased) in a sentence (its index in the file) was seen in the
+# training of the model that tagged it.
+Seen = Callable[[int, str], bool]
+
+
+def seen_entities(model: Any, model_dir: str | Path) -> tuple[Seen | None, str]:
+    """Whether an entity text (lowercased) occurs as an entity in the file the model in
+    ``model_dir`` was trained on, and a note; None when that file is not there to read, or is
+    no longer the one it read (its card's digest of it differs)."""
     data = model.config.data
     train = str(data.train)
     if not train or train.startswith("memory:") or not Path(train).is_file():
@@ -51,10 +57,16 @@ def seen_entities(model: Any, model_dir: str | Path) -> tuple[set[str] | None, s
         )
     seen = set()
     for sentence in read_tagged(train, data):
-        for start, end, _ in spans_of(convert_tags(sentence.tags, "BIO")):
-            seen.add(" ".join(sentence.tokens[start:end]).lower())
+        seen.update(entity_texts(sentence))
     checked = "" if recorded else " (this model does not record which file it read: assumed)"
-    return seen, f"seen in training: an entity whose text occurs as an entity in {train}{checked}"
+    note = f"seen in training: an entity whose text occurs as an entity in {train}{checked}"
+    return (lambda _, text: text in seen), note
+
+
+def entity_texts(sentence: Any) -> set[str]:
+    """The texts (lowercased) of a gold sentence's entities."""
+    tags = convert_tags(sentence.tags, "BIO")
+    return {" ".join(sentence.tokens[start:end]).lower() for start, end, _ in spans_of(tags)}
 
 
 def marked(
@@ -79,8 +91,15 @@ def marked(
     return segments
 
 
-def tagger_report(model: Any, path: str | Path, model_dir: str | Path) -> dict[str, Any]:
-    """One section of the report: the scores ``evaluate`` gives, and what explains them."""
+def tagger_report(
+    model: Any,
+    path: str | Path,
+    model_dir: str | Path,
+    seen: tuple[Seen | None, str] | None = None,
+) -> dict[str, Any]:
+    """One section of the report: the scores ``evaluate`` gives, and what explains them.
+    ``seen``: which entities the tagger of each sentence saw in training, with a note (by
+    default, those of the file ``model`` was trained on)."""
     sentences = read_tagged(path, model.config.data)
     scores = model.score(sentences, path)
     section: dict[str, Any] = {"scores": scores.to_json(), "summary": str(scores)}
@@ -147,14 +166,14 @@ def tagger_report(model: Any, path: str | Path, model_dir: str | Path) -> dict[s
         }
     )
     drawn: list[dict[str, Any]] = []  # tables shown above the counts
-    seen, note = seen_entities(model, model_dir)
+    was_seen, note = seen if seen is not None else seen_entities(model, model_dir)
     section["notes"].append(note)
-    if seen is not None:
+    if was_seen is not None:
         split = {"seen": [0, 0], "unseen": [0, 0]}  # [found, gold]
-        for sentence, gold, predicted, *_ in rows:
+        for index, (sentence, gold, predicted, *_) in enumerate(rows):
             for span in gold:
                 text = " ".join(sentence.tokens[span[0] : span[1]]).lower()
-                bucket = split["seen" if text in seen else "unseen"]
+                bucket = split["seen" if was_seen(index, text) else "unseen"]
                 bucket[1] += 1
                 bucket[0] += span in predicted
         section["seen_unseen"] = {

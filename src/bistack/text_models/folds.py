@@ -126,7 +126,9 @@ class TextFolds:
         ]
         return scores, np.mean(np.stack(per_repeat), axis=0)
 
-    def ensemble_meta(self, oof: np.ndarray) -> tuple[dict[str, Any], str]:
+    def ensemble_meta(
+        self, oof: np.ndarray, members: dict[str, Path], records: list[dict], say: Any
+    ) -> tuple[dict[str, Any], str]:
         """What the ensemble keeps of the OOF predictions (a classifier's temperature), and
         what was done."""
         if not isinstance(self.outputs, ClassOutputs):
