@@ -12,6 +12,7 @@ import collections
 
 import pytest
 import torch
+from torch._C._profiler import _ExperimentalConfig
 from torch.profiler import ProfilerActivity, profile
 
 from bistack import tasks
@@ -25,6 +26,12 @@ from tests.text_models.test_end_to_end import sentiment_rows, text_config, write
 # Operators that make the host wait for the device (on a GPU): a scalar read (``item``,
 # ``int()``, ``bool()``), a shape that depends on values, a comparison of whole tensors.
 WAITS = ("aten::_local_scalar_dense", "aten::nonzero", "aten::equal")
+
+
+def profiled_everywhere() -> profile:
+    """A CPU profile of every thread (bistack collates and predicts a batch ahead in one)."""
+    everywhere = _ExperimentalConfig(profile_all_threads=True)
+    return profile(activities=[ProfilerActivity.CPU], experimental_config=everywhere)
 
 
 def waits(profiled: profile) -> collections.Counter:
@@ -57,7 +64,7 @@ def steady_state_reads(config: dict, tmp_path, monkeypatch) -> tuple[int, collec
             return real_epoch(*args, **kwargs)
         seen["steps"] = len(args[4])
         monkeypatch.setattr(tally.StepTally, "read", counted_read)
-        with profile(activities=[ProfilerActivity.CPU]) as profiled:
+        with profiled_everywhere() as profiled:
             result = real_epoch(*args, **kwargs)
         monkeypatch.setattr(tally.StepTally, "read", real_read)
         seen["waits"] = waits(profiled)
@@ -128,8 +135,10 @@ def test_prediction_reads_the_device_only_for_its_results(kind, tmp_path):
     model.predict(texts[:4])  # warm-up: first calls
     # Without the spelling cache, which serves the CPU alone: its check of the char encoder's
     # weights compares them on the host (a GPU encodes every batch's words instead).
-    with each_batch_alone(), profile(activities=[ProfilerActivity.CPU]) as profiled:
+    with each_batch_alone(), profiled_everywhere() as profiled:
         model.predict(texts)
+    ran = [e.name for e in profiled.events() if e.name == "aten::lstm"]
+    assert ran, "the profiler saw no pass of the network"
     assert not waits(profiled), dict(waits(profiled))
 
 

@@ -24,6 +24,7 @@ import torch
 from tqdm import tqdm
 
 from bistack.config import OptimizerConfig, TrainConfig
+from bistack.data.ahead import overlapped
 from bistack.errors import ConfigError
 from bistack.metrics.dev import Evaluation
 from bistack.models.devices import MatmulPrecision, set_matmul_precision
@@ -492,37 +493,42 @@ def run_epoch(
 
     tally = StepTally(fabric.device, scaler is not None, diverged_at)
     bar = tqdm(batches, desc=description, disable=not show, leave=False, dynamic_ncols=True)
-    for step, indices in enumerate(bar):
-        first = step - step % accumulate  # the step's first batch
-        taken = min(accumulate, len(batches) - first)  # batches in this step
-        if step == first:
-            for group in optimizer.param_groups:
-                group["lr"] = group["base_lr"] * lr_factor(step)
-            optimizer.zero_grad(set_to_none=True)
-        last = step == first + taken - 1
-        batch = task.collate(indices).to(fabric.device)
-        with fabric.no_backward_sync(model, enabled=not last):
-            loss = model(batch)  # (), the mean loss per real token or example
-            tally.add_loss(loss)
-            fabric.backward(loss / taken if taken > 1 else loss)
-        if show and (step + 1) % READ_EVERY == 0:
-            bar.set_postfix(loss=f"{tally.read():.4f}")
-        if not last:
-            continue
-        if grad_clip > 0:
-            # Clipping by norm returns the norm, kept to be checked with the losses (a
-            # non-finite one then names the step, rather than ending in clipping's own error).
-            clipped = fabric.clip_gradients(
-                model, optimizer, max_norm=grad_clip, error_if_nonfinite=False
-            )
-            tally.add_norm(cast(torch.Tensor, clipped))
-        optimizer.step()
-        if average is not None:
-            average.update()
-        if after_step is not None:
-            if after_step(step // accumulate + 1, tally.read):
-                break
-            model.train()  # a validation scored dev in eval mode
+    # The next batches collated and copied to the device while this step runs.
+    moved = (task.collate(indices).to(fabric.device) for indices in batches)
+    collated = overlapped(moved, fabric.device, depth=2)
+    try:
+        for step, (_, batch) in enumerate(zip(bar, collated, strict=True)):
+            first = step - step % accumulate  # the step's first batch
+            taken = min(accumulate, len(batches) - first)  # batches in this step
+            if step == first:
+                for group in optimizer.param_groups:
+                    group["lr"] = group["base_lr"] * lr_factor(step)
+                optimizer.zero_grad(set_to_none=True)
+            last = step == first + taken - 1
+            with fabric.no_backward_sync(model, enabled=not last):
+                loss = model(batch)  # (), the mean loss per real token or example
+                tally.add_loss(loss)
+                fabric.backward(loss / taken if taken > 1 else loss)
+            if show and (step + 1) % READ_EVERY == 0:
+                bar.set_postfix(loss=f"{tally.read():.4f}")
+            if not last:
+                continue
+            if grad_clip > 0:
+                # Clipping by norm returns the norm, kept to be checked with the losses (a
+                # non-finite one then names the step, rather than ending in clipping's own error).
+                clipped = fabric.clip_gradients(
+                    model, optimizer, max_norm=grad_clip, error_if_nonfinite=False
+                )
+                tally.add_norm(cast(torch.Tensor, clipped))
+            optimizer.step()
+            if average is not None:
+                average.update()
+            if after_step is not None:
+                if after_step(step // accumulate + 1, tally.read):
+                    break
+                model.train()  # a validation scored dev in eval mode
+    finally:
+        collated.close()
     return tally.read()
 
 

@@ -63,6 +63,11 @@ class TaggerEnsemble(Tagging):
             stack.enter_context(member.predicting())
         return stack
 
+    @property
+    def device(self) -> str:
+        """Where its members run: an accelerator when any of them is on one."""
+        return next((m.device for m in self.members if m.device != "cpu"), "cpu")
+
     def describe(self) -> dict[str, Any]:
         described = describe_ensemble(self.meta)
         if self.temperature != 1.0:

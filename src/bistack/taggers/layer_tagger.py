@@ -147,6 +147,10 @@ class LayerPoolingTagger(SavedKind, Tagging):
     def predicting(self) -> AbstractContextManager[Any]:
         return predicting(self.model)
 
+    @property
+    def device(self) -> str:
+        return str(next(self.model.parameters()).device)
+
     def emissions(self, indices: Sequence[int], sentences: Sequence[Sequence[str]]) -> np.ndarray:
         return self.emissions_of(self.word_states(sentences), sentences)
 

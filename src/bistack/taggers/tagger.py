@@ -85,6 +85,10 @@ class Tagger(SavedKind, Tagging):
     def predicting(self) -> AbstractContextManager[Any]:
         return predicting(self.model)
 
+    @property
+    def device(self) -> str:
+        return str(next(self.model.parameters()).device)
+
     def emissions(self, indices: Sequence[int], sentences: Sequence[Sequence[str]]) -> np.ndarray:
         encoded = [self.vocabularies.encode(tokens) for tokens in sentences]
         batch = collate_tagging(encoded, self.vocabularies)

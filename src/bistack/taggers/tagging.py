@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from bistack.data.ahead import overlapped
 from bistack.data.buckets import bucket_batches
 from bistack.data.conll import Sentence
 from bistack.data.tagged import read_tagged
@@ -80,6 +81,11 @@ class Tagging(ABC):
     def predicting(self) -> AbstractContextManager[Any]:
         """What a prediction runs inside (PyTorch: no gradients, the network in eval mode)."""
         return nullcontext()
+
+    @property
+    def device(self) -> str:
+        """Where its network runs (``cpu``, ``cuda:0``...): an exported graph on the CPU."""
+        return "cpu"
 
     def shared_parts(self) -> dict[str, Any]:
         """What another member of its ensemble takes when it opens, rather than load it again
@@ -169,7 +175,8 @@ class Tagging(ABC):
         by_index: dict[int, Analysis] = {}
         unsure: dict[int, np.ndarray] = {}  # emissions of sentences the rule may change
         batches = self.emission_batches(sentences, batch_size, progress, emitter, documents)
-        for batch in batches:
+        # On a GPU the next batch's network pass runs while this one's tags are decoded.
+        for batch in overlapped(batches, self.device):
             analyses = decoder.analyse(
                 batch.emissions, batch.lengths, confidence or documentwise, top_k
             )

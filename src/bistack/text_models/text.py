@@ -6,14 +6,15 @@ by default); what the outputs mean is ``bistack.text_models.outputs``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import ClassVar
 
 import torch
 from torch import Tensor
 
-from bistack.data.batching import collate_text
+from bistack.data.ahead import overlapped
+from bistack.data.batching import TextBatch, collate_text
 from bistack.data.buckets import bucket_batches
 from bistack.data.features import TokenVocabularies
 from bistack.data.tokenize import Token, tokenize_text
@@ -105,11 +106,17 @@ class RecurrentTextModel(SavedKind, TextModelBase):
         weights: list[list[float]] = [[] for _ in texts]
         padding_mass = 0.0
         device = next(self.model.parameters()).device
-        with evaluating(self.model):
-            batches = bucket_batches([len(t) for t in tokens], batch_size, shuffle=False)
+        batches = bucket_batches([len(t) for t in tokens], batch_size, shuffle=False)
+
+        def collated() -> Iterator[tuple[list[int], TextBatch, TextBatch]]:
             for indices in shown(batches, progress):
                 batch = collate_text([encoded[i] for i in indices], self.vocabularies)
-                result = self.model.predict(batch.to(device))
+                yield indices, batch, batch.to(device)
+
+        with evaluating(self.model):
+            # On a GPU the next batch is collated and copied while this one runs.
+            for indices, batch, placed in overlapped(collated(), device, depth=2):
+                result = self.model.predict(placed)
                 scores = result.outputs.float().cpu()  # the batch's one copy to the host
                 attended = result.weights  # (batch, seq) attention, when the pooling attends
                 attention = None if attended is None else attended.float().cpu().numpy()
