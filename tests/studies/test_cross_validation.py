@@ -297,12 +297,15 @@ def write_documents(
 def tagger_cv(tmp_path_factory):
     """A finished 3-fold CV of a small tagger over 6 documents, a share of their names tagged
     as organisations (so that its out-of-fold entities are not all right), each document with
-    a name of its own: the training file, the output, what it said."""
+    a name of its own, document consistency asked for: the training file, the output, what it
+    said."""
     from tests.conftest import tiny_config
 
     root = tmp_path_factory.mktemp("tagger-cv")
     train = write_documents(root / "train.txt", 6, 16, noise=0.3, own_names=True)
-    config = tiny_config(train, None, train={"max_epochs": 8, "patience": 8})
+    config = tiny_config(
+        train, None, train={"max_epochs": 8, "patience": 8}, head={"document_consistency": 0.9}
+    )
     said: list[str] = []
     result = bistack.cross_validate(config, root / "out", folds=3, say=said.append)
     return train, root / "out", said, result
@@ -386,7 +389,7 @@ def test_a_tagger_ensemble_keeps_the_temperature_its_out_of_fold_marginals_fit(t
     """The temperature is fitted on what each member says of the sentences it never saw,
     decoded as the ensemble decodes: none nearby fits them better; the ensemble keeps it where
     it calibrates held-out halves better; it changes how sure the ensemble is, never its tags;
-    info names it."""
+    info names it. Document consistency is kept as the config asks."""
     from dataclasses import replace
 
     from bistack.data.conll import read_conll
@@ -402,8 +405,11 @@ def test_a_tagger_ensemble_keeps_the_temperature_its_out_of_fold_marginals_fit(t
     kept = fit["held_out"][0]["ece_after"] + fit["held_out"][1]["ece_after"] < (
         fit["held_out"][0]["ece_before"] + fit["held_out"][1]["ece_before"]
     )
-    assert fit["kept"] == kept and ("calibration" in meta) == kept
+    assert fit["kept"] == kept and ("temperature" in meta["calibration"]) == kept
     assert ensemble.temperature == (fit["temperature"] if kept else 1.0)
+    # Document consistency as the config asks of each model, measured out of fold.
+    assert ensemble.consistency == meta["calibration"]["consistency"] == 0.9
+    assert "retyped" in meta["calibration"]["consistency_dev"]
     assert ensemble.describe()["ensemble"].get("temperature", 1.0) == ensemble.temperature
     tokens = [s.tokens for s in read_conll(train)]
     emissions = ensemble.emissions(range(len(tokens)), tokens)

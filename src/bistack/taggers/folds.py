@@ -149,10 +149,11 @@ class TaggerFolds:
         their marginals decoded as the ensemble decodes its mean, the log-loss of each
         predicted entity's confidence minimised (as a tagger's is on dev); kept only where it
         makes held-out halves of the file better calibrated (the fit is recorded either way).
-        Plain tags: none to fit."""
+        Document consistency at the config's threshold, as each model keeps it, measured on
+        the same out-of-fold sentences. Plain tags: none to fit."""
         if self.scheme == PLAIN:
             return {}, ""
-        from bistack.taggers.calibration import DevEmissions, calibrate
+        from bistack.taggers.calibration import DevEmissions, calibrate, check_consistency
         from bistack.taggers.ensemble import TaggerEnsemble
         from bistack.taggers.tagging import EmissionBatch
 
@@ -175,14 +176,32 @@ class TaggerFolds:
                 rows = [held[i] for i in batch.indices]
                 batches.append(EmissionBatch(rows, batch.lengths, logs))
         gold = [{(s.start, s.end, s.label) for s in spans_from_tags(r.tags)} for r in self.rows]
-        fit = calibrate(ensemble, self.rows, dev=DevEmissions(batches, gold))
+        oof = DevEmissions(batches, gold)
+        fit = calibrate(ensemble, self.rows, dev=oof)
+        meta: dict[str, Any] = {}
+        notes = []
         if fit is None:
-            return {}, "entity confidences as the members give them: out-of-fold entities all right"
-        said = fit.summary().replace("on dev", "on the out-of-fold marginals")
-        said = said.replace("of dev", "of the file")
-        fitted_on = "the out-of-fold marginals: the log-loss of each predicted entity's confidence"
-        measured = fit.to_json() | {"fitted_on": fitted_on, "kept": fit.kept}
-        return {"out_of_fold_fit": measured} | ({"calibration": measured} if fit.kept else {}), said
+            notes.append(
+                "entity confidences as the members give them: the out-of-fold entities are all "
+                "right (or all wrong, or none), so there is nothing to fit a temperature on"
+            )
+        else:
+            said = fit.summary().replace("on dev", "on the out-of-fold marginals")
+            notes.append(said.replace("of dev", "of the file"))
+            fitted_on = (
+                "the out-of-fold marginals: the log-loss of each predicted entity's confidence"
+            )
+            meta["out_of_fold_fit"] = fit.to_json() | {"fitted_on": fitted_on, "kept": fit.kept}
+            if fit.kept:
+                ensemble.calibration = meta["out_of_fold_fit"]
+        threshold = self.config.head.document_consistency
+        if threshold:  # as the config asks of each model: measured on what no member saw
+            check = check_consistency(oof, ensemble.decoder, self.rows, threshold)
+            ensemble.calibration = ensemble.calibration | check.to_json()
+            notes.append(check.summary().replace("on dev", "out of fold"))
+        if ensemble.calibration:
+            meta["calibration"] = ensemble.calibration
+        return meta, "\n".join(notes)
 
     def write_oof(self, output: Path, card: Any, plan: FoldPlan, oof: Any) -> None:
         """``oof.jsonl`` (each sentence as ``predict --format jsonl`` writes it, after its line,
