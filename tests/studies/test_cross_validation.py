@@ -434,7 +434,8 @@ def test_a_tagger_cv_refuses_repeats(tmp_path, capsys):
 def test_a_layer_tagger_ensemble_runs_its_frozen_backbone_once_a_batch(tmp_path, monkeypatch):
     """Taggers over one frozen backbone share its pass: one a batch, not one a member; the
     ensemble's emissions are still the log of its members' mean marginals. The folds share
-    the backbone's word states of the whole file, computed (and cached) once."""
+    the backbone's word states of the whole file, computed (and cached) once, and each fold's
+    held-out tags read them."""
     pytest.importorskip("transformers", reason="the layer kinds need bistack[transformers]")
     from bistack.taggers import layer_tagger
     from tests.fixtures.written_models.make_fixtures import configs, write_data
@@ -444,7 +445,13 @@ def test_a_layer_tagger_ensemble_runs_its_frozen_backbone_once_a_batch(tmp_path,
     config["data"]["dev"] = None
     config["train"] = {**config["train"], "max_epochs": 1}
     said: list[str] = []
+    passes = []
+    original = layer_tagger.word_layer_states
+    monkeypatch.setattr(
+        layer_tagger, "word_layer_states", lambda *a, **k: passes.append(1) or original(*a, **k)
+    )
     bistack.cross_validate(config, tmp_path / "cv", folds=2, say=said.append)
+    assert not passes  # the held-out tags and the ensemble's fit read the shared states too
     computed = [line for line in said if line.startswith("word states of")]
     assert len(computed) == 1 and "computed and cached" in computed[0], computed
     assert len(list(Path(config["backbone"]["cache_dir"]).glob("*.safetensors"))) == 1
@@ -459,11 +466,7 @@ def test_a_layer_tagger_ensemble_runs_its_frozen_backbone_once_a_batch(tmp_path,
             member.emissions([0, 1], tokens), lengths
         )
         mean = mean + marginals / len(ensemble.members)
-    passes = []
-    original = layer_tagger.word_layer_states
-    monkeypatch.setattr(
-        layer_tagger, "word_layer_states", lambda *a, **k: passes.append(1) or original(*a, **k)
-    )
+    passes.clear()
     emissions = ensemble.emissions([0, 1], tokens)
     assert len(passes) == 1  # one batch, two members
     np.testing.assert_allclose(np.exp(emissions), mean, atol=1e-5)

@@ -20,7 +20,7 @@ from bistack.files.modeldir import atomic_write
 from bistack.schemes import PLAIN, detect_scheme, spans_from_tags
 from bistack.taggers.recipe import TaggingData
 from bistack.taggers.records import SentenceAnalysis
-from bistack.taggers.tagging import score_sentences
+from bistack.taggers.tagging import Emitter, score_sentences
 
 NO_ENTITY = "no entity"
 
@@ -105,8 +105,10 @@ class TaggerFolds:
         """The fold model's tagging of its held-out sentences (each as ``predict`` writes it)
         and its scores."""
         sentences = [self.rows[i] for i in held]
+        tokens = [s.tokens for s in sentences]
         documents = [s.document for s in sentences]
-        tagged = model.predict_tokens([s.tokens for s in sentences], documents=documents)
+        emitter = self.shared_emitter(model, sentences, shared)
+        tagged = model.predict_tokens(tokens, documents=documents, emitter=emitter)
         predicted = {i: list(t.sentences[0].tags) for i, t in zip(held, tagged, strict=True)}
         scores = self.scores(lambda index: predicted[index], held).to_json()
         return {
@@ -117,6 +119,16 @@ class TaggerFolds:
             "labels": model.labels,
             "output_scheme": model.output_scheme,
         }
+
+    @staticmethod
+    def shared_emitter(
+        model: Any, sentences: Sequence[Sentence], shared: dict[str, Any]
+    ) -> Emitter | None:
+        """The emissions of ``sentences`` from the word states the folds share (a frozen
+        backbone's, computed once for the file), or None: the model's own pass."""
+        if "word_states_of" not in shared:
+            return None
+        return model.cached([s.tokens for s in sentences], shared["word_states_of"](sentences))
 
     def scores(self, tags_of: Callable[[int], list[str]], rows: Sequence[int]) -> Any:
         """Entity scores (or tag accuracy, for plain tags) of the tags ``tags_of(row)`` gives
@@ -166,11 +178,7 @@ class TaggerFolds:
             sentences = [self.rows[i] for i in held]
             tokens = [s.tokens for s in sentences]
             documents = [s.document for s in sentences]
-            emitter = (
-                member.cached(tokens, shared["word_states_of"](sentences))
-                if "word_states_of" in shared
-                else None
-            )
+            emitter = self.shared_emitter(member, sentences, shared)
             for batch in member.emission_batches(tokens, emitter=emitter, documents=documents):
                 logs = ensemble.log_mean_marginals([(member, batch.emissions)], batch.lengths)
                 rows = [held[i] for i in batch.indices]

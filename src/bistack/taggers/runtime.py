@@ -137,10 +137,11 @@ class ExportedTagging(Tagging):
         top_k: int = 1,
         progress: bool = False,
         documents: Sequence[Any] | None = None,
+        emitter: Emitter | None = None,
     ) -> list[TaggedText]:
         self.offers(min_confidence, top_k)
         return super().predict_tokens(
-            sentences, min_confidence, batch_size, top_k, progress, documents
+            sentences, min_confidence, batch_size, top_k, progress, documents, emitter
         )
 
 

@@ -231,14 +231,16 @@ class Tagging(ABC):
         top_k: int = 1,
         progress: bool = False,
         documents: Sequence[Any] | None = None,
+        emitter: Emitter | None = None,
     ) -> list[SentenceAnalysis]:
         """Tags of pre-tokenised sentences with each token's and each entity's confidence, and
         the ``top_k`` best analyses of each sentence when ``top_k`` > 1; ``documents``: each
-        sentence's document, for a tagger that reads document context."""
+        sentence's document, for a tagger that reads document context; ``emitter``: where the
+        emissions come from when not from the network's own pass (cached features)."""
         if top_k < 1:
             raise ValueError(f"top_k must be >= 1, got {top_k}")
         sentences = token_lists_of(sentences)
-        return self._analyse(sentences, batch_size, True, top_k, progress, documents=documents)
+        return self._analyse(sentences, batch_size, True, top_k, progress, emitter, documents)
 
     def tag_tokens(
         self,
@@ -284,19 +286,23 @@ class Tagging(ABC):
         top_k: int = 1,
         progress: bool = False,
         documents: Sequence[Any] | None = None,
+        emitter: Emitter | None = None,
     ) -> list[TaggedText]:
         """Tag pre-tokenised sentences, one tag per given token (as ``predict`` does raw
         text); each result's text is its tokens joined by single spaces, which the offsets
         index. ``documents``: each sentence's document, for a tagger that reads document
-        context (None: each sentence alone)."""
+        context (None: each sentence alone); ``emitter``: the emissions of the sentences
+        (none of them blank) from elsewhere (cached features)."""
         check_min_confidence(min_confidence)
         sentences = token_lists_of(sentences)
         kept = [i for i, tokens in enumerate(sentences) if tokens]  # a blank line: no sentence
+        if emitter is not None and len(kept) < len(sentences):
+            raise ValueError("an emitter reads sentences by their place: none may be blank")
         words = [sentences[i] for i in kept]
         given = None if documents is None else list(documents)
         named = None if given is None else [given[i] for i in kept]
         analyses = iter(
-            self.analyse_tokens(words, batch_size, top_k, progress, named) if words else []
+            self.analyse_tokens(words, batch_size, top_k, progress, named, emitter) if words else []
         )
         placed = [[spaced_tokens(tokens)] if tokens else [] for tokens in sentences]
         return self._placed(
