@@ -59,6 +59,22 @@ def path_probabilities(crf: CRF, emissions: torch.Tensor) -> dict[tuple[int, ...
     return {p: math.exp(s - top) / total for p, s in scores.items()}
 
 
+def assert_span_probabilities(
+    crf: CRF, emissions: torch.Tensor, best: list[int], scheme: str
+) -> int:
+    """Each entity of ``best`` has the probability that the paths holding it have (brute
+    force); how many there were."""
+    labels = LABELS[scheme]
+    paths = path_probabilities(crf, emissions)
+    spans = spans_of(best, labels)
+    events = [span_event(span, best, labels, scheme) for span in spans]
+    [got] = crf_span_probabilities(scores_of(crf), emissions.numpy(), [4], [events])
+    for span, probability in zip(spans, got, strict=True):
+        truth = sum(p for path, p in paths.items() if span in spans_of(path, labels))
+        assert probability == pytest.approx(truth, abs=1e-5)
+    return len(spans)
+
+
 @pytest.mark.parametrize("scheme", ["BIOES", "BIO", "IOB1"])
 def test_marginals_are_the_summed_path_probabilities(scheme):
     crf, emissions = make_crf(scheme)
@@ -73,17 +89,10 @@ def test_marginals_are_the_summed_path_probabilities(scheme):
 
 @pytest.mark.parametrize("scheme", ["BIOES", "BIO", "IOB1"])
 def test_an_entity_confidence_is_the_probability_of_its_span(scheme):
-    labels = LABELS[scheme]
     for seed in range(6):
         crf, emissions = make_crf(scheme, seed)
-        paths = path_probabilities(crf, emissions)
         best = list(crf.decode(emissions).to_lists()[0])
-        spans = spans_of(best, labels)
-        events = [span_event(span, best, labels, scheme) for span in spans]
-        [got] = crf_span_probabilities(scores_of(crf), emissions.numpy(), [4], [events])
-        for span, probability in zip(spans, got, strict=True):
-            truth = sum(p for path, p in paths.items() if span in spans_of(path, labels))
-            assert probability == pytest.approx(truth, abs=1e-5)
+        assert_span_probabilities(crf, emissions, best, scheme)
 
 
 @pytest.mark.parametrize("scheme", ["BIOES", "BIO", "IOB1"])
@@ -93,21 +102,14 @@ def test_an_entity_confidence_holds_where_every_tag_of_a_token_scores_far_below_
     """A sharply tempered (or float16-trained) tagger's emissions reach -1e4 and below at a
     token: a span's clamped partition must still be a part of the whole (it once rose above
     it, and fitting the temperature ended in ``OverflowError``)."""
-    labels = LABELS[scheme]
     checked = 0
     for seed in range(4):
         crf, emissions = make_crf(scheme, seed)
         emissions = emissions.double()
         emissions[0, 1] -= 2e4  # one token's every tag: the same probabilities, far below
         paths = path_probabilities(crf, emissions)
-        best = max(paths, key=paths.__getitem__)
-        spans = spans_of(best, labels)
-        events = [span_event(span, best, labels, scheme) for span in spans]
-        [got] = crf_span_probabilities(scores_of(crf), emissions.numpy(), [4], [events])
-        for span, probability in zip(spans, got, strict=True):
-            truth = sum(p for path, p in paths.items() if span in spans_of(path, labels))
-            assert probability == pytest.approx(truth, abs=1e-5)
-            checked += 1
+        best = list(max(paths, key=paths.__getitem__))
+        checked += assert_span_probabilities(crf, emissions, best, scheme)
     assert checked
 
 
