@@ -89,7 +89,8 @@ def main() -> None:
         "",
         "Config `configs/conll03-stacked-minilm-crf.yaml` (frozen all-MiniLM-L6-v2 word states, "
         "the last 4 layers side by side, with words, chars and casing; BiLSTM-CRF; document "
-        "consistency at 0.9), each fold model with the config's own budget. Commands: "
+        f"consistency at {ensemble.config.head.document_consistency:g}), each fold model with "
+        "the config's own budget. Commands: "
         "`bistack cv configs/conll03-stacked-minilm-crf.yaml --set data.dev=null --folds 5 "
         "--output runs/cv-conll03 --threads 1`, then `OMP_NUM_THREADS=2 .venv/bin/python "
         "benchmarks/cv_conll03.py`. Entity F1 as conlleval scores it.",
