@@ -110,7 +110,9 @@ def main() -> None:
         "",
         "Each fold model trains on four fifths of train and stops on its own held-out fifth, so "
         "dev chose nothing for the ensemble; the single model's 95.19 is at the epoch dev "
-        "scored best (a little optimistic), on all of train.",
+        "scored best (a little optimistic), on all of train. The ensemble gains "
+        f"{scores.f1 - statistics.fmean(members.values()):+.2f} F1 over its members' mean, each "
+        "of them trained on a fifth less data.",
         "",
         f"Entity confidences: the ensemble's temperature, fitted on the out-of-fold marginals, "
         f"is {fit.get('temperature', 1.0):.3f} ({'kept' if fit.get('kept') else 'not kept'}; "

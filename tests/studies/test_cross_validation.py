@@ -385,7 +385,7 @@ def out_of_fold_log_loss(out: Path, ensemble, temperature: float) -> float:
     return entity_log_loss(confidences, right)
 
 
-def test_a_tagger_ensemble_keeps_the_temperature_its_out_of_fold_marginals_fit(tagger_cv):
+def test_a_tagger_ensemble_keeps_the_temperature_its_out_of_fold_marginals_fit(tagger_cv, capsys):
     """The temperature is fitted on what each member says of the sentences it never saw,
     decoded as the ensemble decodes: none nearby fits them better; the ensemble keeps it where
     it calibrates held-out halves better; it changes how sure the ensemble is, never its tags;
@@ -399,18 +399,22 @@ def test_a_tagger_ensemble_keeps_the_temperature_its_out_of_fold_marginals_fit(t
     fit = meta["out_of_fold_fit"]
     assert any("on the out-of-fold marginals" in line for line in said), said
     ensemble = open_model(out / "model").model
-    best = out_of_fold_log_loss(out, ensemble, fit["temperature"])
-    for other in (1.0, fit["temperature"] * 1.25, fit["temperature"] / 1.25):
+    temperature = fit["temperature"]
+    best = out_of_fold_log_loss(out, ensemble, temperature)
+    for other in (1.0, temperature * 1.25, temperature / 1.25):
         assert best <= out_of_fold_log_loss(out, ensemble, other) + 1e-9, other
     kept = fit["held_out"][0]["ece_after"] + fit["held_out"][1]["ece_after"] < (
         fit["held_out"][0]["ece_before"] + fit["held_out"][1]["ece_before"]
     )
     assert fit["kept"] == kept and ("temperature" in meta["calibration"]) == kept
-    assert ensemble.temperature == (fit["temperature"] if kept else 1.0)
+    assert ensemble.temperature == (temperature if kept else 1.0)
     # Document consistency as the config asks of each model, measured out of fold.
     assert ensemble.consistency == meta["calibration"]["consistency"] == 0.9
     assert "retyped" in meta["calibration"]["consistency_dev"]
     assert ensemble.describe()["ensemble"].get("temperature", 1.0) == ensemble.temperature
+    assert main(["info", str(out / "model")]) == 0
+    shown = capsys.readouterr().out
+    assert (f"a temperature of {temperature:.3f}" in shown) == kept
     tokens = [s.tokens for s in read_conll(train)]
     emissions = ensemble.emissions(range(len(tokens)), tokens)
     lengths = [len(t) for t in tokens]

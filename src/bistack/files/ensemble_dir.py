@@ -74,9 +74,14 @@ def _link_or_copy(source: str, destination: str) -> None:
 
 
 def describe_ensemble(meta: dict[str, Any]) -> dict[str, Any]:
-    """What ``info`` says of an ensemble: its members and their scores, the CV score."""
-    return {
+    """What ``info`` says of an ensemble: its members and their scores, the CV score, and the
+    temperature its confidences take from the out-of-fold predictions, where one was kept."""
+    described = {
         "members": len(meta["members"]),
         "folds": meta.get("folds", {}),
         "cv": meta.get("cv", {}),
     }
+    temperature = meta.get("temperature", (meta.get("calibration") or {}).get("temperature"))
+    if temperature is not None:
+        described["temperature"] = temperature
+    return described

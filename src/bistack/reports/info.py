@@ -49,6 +49,11 @@ def described(info: dict[str, Any]) -> str:
             f"cross-validated {metric}: {figure(cv['cv'])} on the out-of-fold predictions "
             f"({cv.get('split', '?')}); each fold on its held-out rows: {folds}"
         )
+        if "temperature" in ensemble:
+            lines.append(
+                f"confidences: a temperature of {ensemble['temperature']:.3f}, fitted on the "
+                "out-of-fold predictions"
+            )
     elif info["dev_metrics"]:
         scores = ", ".join(
             f"{k.removeprefix('dev_')} {figure(v)}" for k, v in info["dev_metrics"].items()

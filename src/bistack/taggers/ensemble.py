@@ -69,10 +69,7 @@ class TaggerEnsemble(Tagging):
         return next((m.device for m in self.members if m.device != "cpu"), "cpu")
 
     def describe(self) -> dict[str, Any]:
-        described = describe_ensemble(self.meta)
-        if self.temperature != 1.0:
-            described["temperature"] = self.temperature
-        return super().describe() | {"ensemble": described}
+        return super().describe() | {"ensemble": describe_ensemble(self.meta)}
 
     def emissions(self, indices: Sequence[int], sentences: Sequence[Sequence[str]]) -> np.ndarray:
         return self.emitter_of(sentences, None)(indices, sentences)
