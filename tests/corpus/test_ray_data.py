@@ -88,9 +88,9 @@ def test_a_row_without_text_is_reported_not_dropped(small_classifier):
         Predictions(str(small_classifier), text_column="body")(pd.DataFrame({"text": ["x"]}))
 
 
-def test_cv_on_ray_gives_what_one_process_gives(local_ray, tmp_path):
-    """``bistack cv --ray``: each fold a Ray task (here on the local Ray this module started),
-    the outputs those of folds trained one after another with one thread each."""
+def test_cv_on_ray_gives_what_one_process_gives(local_ray, tmp_path, monkeypatch):
+    """``bistack cv --ray [ADDRESS]``: each fold a Ray task (here on the local Ray this module
+    started), the outputs those of folds trained one after another with one thread each."""
     from tests.studies.test_cross_validation import cv, write_config, write_rows
 
     config = write_config(tmp_path, write_rows(tmp_path / "train.tsv", 30))
@@ -98,3 +98,19 @@ def test_cv_on_ray_gives_what_one_process_gives(local_ray, tmp_path):
     assert cv(config, tmp_path / "ray", "--folds", "2", "--threads", "1", "--ray") == 0
     for name in ("folds.json", "oof.jsonl", "oof.csv", "cv.json"):
         assert (tmp_path / "ray" / name).read_bytes() == (tmp_path / "here" / name).read_bytes()
+    # The cluster named by its address (here the one this process joined already, so the
+    # joining is watched, not done again): the address reaches Ray, the outputs are the same.
+    address = ray.get_runtime_context().gcs_address
+    joined, real = [], ray.is_initialized
+
+    def join(address: str | None = None, **settings) -> None:
+        joined.append(address)
+        monkeypatch.setattr(ray, "is_initialized", real)  # joined: Ray's own calls see it so
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", join)
+    flags = ["--folds", "2", "--threads", "1", "--ray", address]
+    assert cv(config, tmp_path / "named", *flags) == 0
+    assert joined == [address]
+    for name in ("folds.json", "oof.jsonl", "oof.csv", "cv.json"):
+        assert (tmp_path / "named" / name).read_bytes() == (tmp_path / "here" / name).read_bytes()

@@ -123,9 +123,11 @@ def add(commands: Any) -> None:
     )
     cv.add_argument(
         "--ray",
-        action="store_true",
-        help="train each fold as a Ray task (bistack[ray]): on the cluster RAY_ADDRESS names, "
-        "else a local Ray; every node must see --output",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="train each fold as a Ray task (bistack[ray]): on the cluster at ADDRESS, else the "
+        "one RAY_ADDRESS names, else a local Ray; every node must see --output",
     )
     cv.add_argument("--output", help="folder (default runs/cv-<config name>)")
     cv.add_argument(
@@ -198,7 +200,13 @@ def run_cv(args: argparse.Namespace) -> int:
     refuse_shared_folder(output, "--output")
     say_cpu_warning(args)
     settings = CVSettings(
-        args.folds, args.repeats, args.split, args.inner_dev, args.workers, args.ray
+        args.folds,
+        args.repeats,
+        args.split,
+        args.inner_dev,
+        args.workers,
+        args.ray is not None,
+        args.ray or None,
     )
     options = RunOptions(
         accelerator=args.accelerator,

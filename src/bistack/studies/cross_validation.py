@@ -73,12 +73,15 @@ class CVSettings:
     inner_dev: bool = False
     workers: int = 1
     ray: bool = False  # folds as Ray tasks (the cluster RAY_ADDRESS names, else a local Ray)
+    ray_address: str | None = None  # the cluster's address, over RAY_ADDRESS
 
     def __post_init__(self) -> None:
         if self.split not in ("auto", "plain"):
             raise ConfigError(f"split {self.split!r}: auto or plain")
         if self.workers < 1:
             raise ConfigError(f"--workers {self.workers}: at least 1")
+        if self.ray_address and not self.ray:
+            raise ConfigError("a Ray address is for --ray")
         if self.ray and self.workers > 1:
             raise ConfigError("--ray runs each fold as a Ray task; --workers is for one machine")
 
@@ -181,7 +184,7 @@ def cross_validate(
     split: str = "auto",
     inner_dev: bool = False,
     workers: int = 1,
-    ray: bool = False,
+    ray: bool | str = False,
     accelerator: str = "auto",
     precision: str | None = None,
     progress: bool = False,
@@ -197,7 +200,8 @@ def cross_validate(
 
     data, source = config_data(config, overrides)
     options = RunOptions(accelerator=accelerator, precision=precision, progress=progress)
-    settings = CVSettings(folds, repeats, split, inner_dev, workers, ray)
+    address = ray if isinstance(ray, str) and ray else None  # else RAY_ADDRESS, or a local Ray
+    settings = CVSettings(folds, repeats, split, inner_dev, workers, bool(ray), address)
     return run_cv(config_from_dict(data, source), output, settings, options, say)
 
 
@@ -244,7 +248,8 @@ def run_cv(
     inputs = None
     if any(finished_fold(job) is None for job in jobs):  # what the folds share, said here
         inputs = fold_inputs(jobs[0].config, say, family)
-    records = run_folds(jobs, settings.workers, say, settings.ray, inputs)
+    on_ray = settings.ray_address or "" if settings.ray else None
+    records = run_folds(jobs, settings.workers, say, on_ray, inputs)
     return finish(config, family, plan, records, settings, output, say)
 
 
@@ -333,11 +338,12 @@ def run_folds(
     jobs: list[FoldJob],
     workers: int,
     say: Callable[[str], None],
-    on_ray: bool = False,
+    on_ray: str | None = None,
     inputs: FoldInputs | None = None,
 ) -> list[dict]:
     """Each fold's record: read where it finished before, else trained here (with ``inputs``,
-    when made already), in one of ``workers`` processes, or (``on_ray``) as Ray tasks."""
+    when made already), in one of ``workers`` processes, or as Ray tasks on the cluster at
+    ``on_ray`` ("": the one RAY_ADDRESS names, else a local Ray; None: not on Ray)."""
     records: dict[str, dict] = {}
     todo = []
     for job in jobs:
@@ -347,8 +353,8 @@ def run_folds(
         else:
             records[job.name] = record
             say(f"{job.name}: finished before, score {record['score']:.4f}")
-    if on_ray and todo:
-        for job, record in zip(todo, on_ray_cluster(todo), strict=True):
+    if on_ray is not None and todo:
+        for job, record in zip(todo, on_ray_cluster(todo, on_ray or None), strict=True):
             records[job.name] = record
             say(f"{job.name}: score {record['score']:.4f} (best epoch {record['best_epoch']})")
     elif workers > 1 and len(todo) > 1:
@@ -376,10 +382,11 @@ def run_folds(
     return [records[job.name] for job in jobs]
 
 
-def on_ray_cluster(jobs: list[FoldJob]) -> list[dict]:
+def on_ray_cluster(jobs: list[FoldJob], address: str | None = None) -> list[dict]:
     """The folds' records, each fold trained as a Ray task (``torch``'s threads of this
-    process as its CPUs, a GPU when the cluster has them) on the cluster ``RAY_ADDRESS`` names,
-    else on a local Ray; every node must see the output folder (shared storage)."""
+    process as its CPUs, a GPU when the cluster has them) on the cluster at ``address``, else
+    the one ``RAY_ADDRESS`` names, else a local Ray (a Ray this process joined already: that
+    one); every node must see the output folder (shared storage)."""
     try:
         import ray
     except ImportError as error:
@@ -387,7 +394,7 @@ def on_ray_cluster(jobs: list[FoldJob]) -> list[dict]:
     import torch
 
     if not ray.is_initialized():  # with no address, Ray reads RAY_ADDRESS itself
-        ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(address, include_dashboard=False, log_to_driver=False, configure_logging=False)
     threads = torch.get_num_threads()
     gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
     task = ray.remote(num_cpus=threads, num_gpus=gpus, max_retries=0)(train_fold_alone)
