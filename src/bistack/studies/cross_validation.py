@@ -248,8 +248,7 @@ def run_cv(
     inputs = None
     if any(finished_fold(job) is None for job in jobs):  # what the folds share, said here
         inputs = fold_inputs(jobs[0].config, say, family)
-    on_ray = settings.ray_address or "" if settings.ray else None
-    records = run_folds(jobs, settings.workers, say, on_ray, inputs)
+    records = run_folds(jobs, settings, say, inputs)
     return finish(config, family, plan, records, settings, output, say)
 
 
@@ -336,14 +335,13 @@ def fold_job(
 
 def run_folds(
     jobs: list[FoldJob],
-    workers: int,
+    settings: CVSettings,
     say: Callable[[str], None],
-    on_ray: str | None = None,
     inputs: FoldInputs | None = None,
 ) -> list[dict]:
     """Each fold's record: read where it finished before, else trained here (with ``inputs``,
-    when made already), in one of ``workers`` processes, or as Ray tasks on the cluster at
-    ``on_ray`` ("": the one RAY_ADDRESS names, else a local Ray; None: not on Ray)."""
+    when made already), in one of ``settings.workers`` processes, or as Ray tasks."""
+    workers = settings.workers
     records: dict[str, dict] = {}
     todo = []
     for job in jobs:
@@ -353,8 +351,8 @@ def run_folds(
         else:
             records[job.name] = record
             say(f"{job.name}: finished before, score {record['score']:.4f}")
-    if on_ray is not None and todo:
-        for job, record in zip(todo, on_ray_cluster(todo, on_ray or None), strict=True):
+    if settings.ray and todo:
+        for job, record in zip(todo, on_ray_cluster(todo, settings.ray_address), strict=True):
             records[job.name] = record
             say(f"{job.name}: score {record['score']:.4f} (best epoch {record['best_epoch']})")
     elif workers > 1 and len(todo) > 1:

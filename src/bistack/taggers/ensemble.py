@@ -112,10 +112,12 @@ class TaggerEnsemble(Tagging):
         emissions ``(batch, seq_len, member's tags)`` of one batch) of the members' marginals,
         ``(batch, seq_len, ensemble's tags)``; a tag no member gives: IMPOSSIBLE."""
         width = max(lengths)
-        total = np.zeros((len(lengths), width, len(self.labels)), dtype=np.float32)
+        column = {tag: index for index, tag in enumerate(self._decoder.labels)}
+        total = np.zeros((len(lengths), width, len(column)), dtype=np.float32)
         for member, scores in parts:
-            columns = [self.labels.index(tag) for tag in member.decoder.labels]
-            total[:, :, columns] += member.decoder.marginals(scores[:, :width], lengths)
+            decoder = member.decoder
+            columns = [column[tag] for tag in decoder.labels]
+            total[:, :, columns] += decoder.marginals(scores[:, :width], lengths)
         mean = total / len(parts)
         with np.errstate(divide="ignore"):
             return np.maximum(np.log(mean), IMPOSSIBLE).astype(np.float32)
