@@ -263,6 +263,7 @@ def train_model(
             write_card(run.model_dir, trained, torch.__version__)
         if run.fabric.is_global_zero:  # finished: nothing left to resume
             (run.output / CHECKPOINT).unlink(missing_ok=True)
+        leave_together(run.fabric)
         return TrainedModel(run.model_dir, result, parameters)
     except Interrupted:
         raise
@@ -271,3 +272,14 @@ def train_model(
         raise
     finally:
         run.directory.close()
+
+
+def leave_together(fabric: Any) -> None:
+    """Under DDP, every process waits for the others to finish (rank 0 calibrates and writes
+    the card after the last epoch), then leaves the process group: a process of another node
+    that exited first, its group still open, aborted as rank 0's store went away."""
+    import torch.distributed as dist
+
+    if fabric.world_size > 1 and dist.is_available() and dist.is_initialized():
+        fabric.barrier()
+        dist.destroy_process_group()
