@@ -140,3 +140,49 @@ def test_layer_vectors_in_your_own_loop_are_the_ones_bistack_trains_on(minilm):
     finally:
         minilm.model.zero_grad(set_to_none=True)
         minilm.model.eval()
+
+
+def stacked_shapes(run) -> list[tuple[int, ...]]:
+    """The shapes of every tensor ``aten.stack`` makes while ``run()`` runs."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    shapes: list[tuple[int, ...]] = []
+
+    class Stacks(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.overloadpacket is torch.ops.aten.stack:
+                shapes.append(tuple(out.shape))
+            return out
+
+    with Stacks():
+        run()
+    return shapes
+
+
+def test_a_cls_reading_pooler_never_stacks_every_layers_token_states(minilm):
+    """A fine-tuned LSTM over the layers' CLS vectors gets exactly the CLS vectors ``forward``
+    gives, for whole texts and for texts cut into windows, without the ``(windows, layers, seq,
+    hidden)`` stack of every token state that only a mean-reading pooler needs."""
+    from bistack.layer_pooling import build_layer_pooler
+    from bistack.text_models.layer_network import LayerPoolingModel
+
+    long = " ".join(["word"] * 40) + " and a different ending"
+    for batch in (
+        minilm.tokenize(["A short one.", "A longer one, padded against."], "truncate"),
+        minilm.tokenize([long, "short"], "sliding_window", stride=8, max_length=32),
+    ):
+        with torch.inference_mode():
+            both = minilm(batch)
+            for kind in ("cls", "mean"):
+                torch.testing.assert_close(minilm.features(batch, kind), both.of(kind))
+
+    pooler = build_layer_pooler("lstm", 6, 384, lstm_hidden=8)
+    for features, four_dimensional in (("cls", False), ("mean", True)):
+        model = LayerPoolingModel(
+            pooler, [1, 2, 3, 4, 5, 6], features, 2, dropout=0.1, loss="cross_entropy",
+            backbone=minilm,
+        )  # fmt: skip
+        shapes = stacked_shapes(lambda model=model: model.predict(batch).sum().backward())
+        assert any(len(shape) == 4 for shape in shapes) is four_dimensional, shapes
+    minilm.zero_grad(set_to_none=True)

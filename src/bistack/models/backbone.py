@@ -273,19 +273,15 @@ class TransformerBackbone(nn.Module):
         its windows' real token states (tokens in an overlap count once per window).
         """
         hidden = self.hidden_states(batch.input_ids, batch.attention_mask)
-        states = torch.stack(hidden[1:], dim=1)  # (windows, layers, seq, hidden)
-        mask = batch.attention_mask.to(states.dtype)  # (windows, seq)
-        cls = states[:, :, 0]  # (windows, layers, hidden)
-        token_sums = torch.einsum("wlsh,ws->wlh", states, mask)
-        counts = mask.sum(dim=1)  # (windows,)
-        if batch.input_ids.shape[0] == batch.num_texts:
-            return LayerVectors(cls, token_sums / counts[:, None, None])
-        index = batch.window_text
-        text_cls = cls.new_zeros((batch.num_texts, *cls.shape[1:])).index_add_(0, index, cls)
-        text_sums = cls.new_zeros(text_cls.shape).index_add_(0, index, token_sums)
-        windows = counts.new_zeros(batch.num_texts).index_add_(0, index, torch.ones_like(counts))
-        tokens = counts.new_zeros(batch.num_texts).index_add_(0, index, counts)
-        return LayerVectors(text_cls / windows[:, None, None], text_sums / tokens[:, None, None])
+        return LayerVectors(_cls_vectors(hidden, batch), _mean_vectors(hidden, batch))
+
+    def features(self, batch: SubwordBatch, kind: Literal["cls", "mean"]) -> Tensor:
+        """One kind of the per-layer vectors :meth:`forward` gives, ``(num_texts, num_layers,
+        hidden_size)``, and only that one computed: a pooler that reads CLS (the LSTM over
+        layers) never stacks every layer's token states ``(windows, layers, seq, hidden)`` nor
+        averages them, a step a fine-tuned backbone would otherwise take and differentiate."""
+        hidden = self.hidden_states(batch.input_ids, batch.attention_mask)
+        return (_cls_vectors if kind == "cls" else _mean_vectors)(hidden, batch)
 
     @torch.inference_mode()
     def layer_vectors(
@@ -314,6 +310,34 @@ class TransformerBackbone(nn.Module):
         inverse = torch.empty(len(order), dtype=torch.long)
         inverse[torch.tensor(order)] = torch.arange(len(order))
         return LayerVectors(torch.cat(cls_parts)[inverse], torch.cat(mean_parts)[inverse])
+
+
+def _cls_vectors(hidden: tuple[Tensor, ...], batch: SubwordBatch) -> Tensor:
+    """Each text's CLS vector of every layer ``(num_texts, layers, hidden)`` from the states
+    ``hidden`` (embeddings first, each ``(windows, seq, hidden)``): the mean over its windows."""
+    cls = torch.stack([states[:, 0] for states in hidden[1:]], dim=1)  # (windows, layers, hidden)
+    if batch.input_ids.shape[0] == batch.num_texts:
+        return cls
+    windows = torch.ones(cls.shape[0], dtype=cls.dtype, device=cls.device)
+    return _per_text(cls, windows, batch)
+
+
+def _mean_vectors(hidden: tuple[Tensor, ...], batch: SubwordBatch) -> Tensor:
+    """Each text's mean real-token state of every layer ``(num_texts, layers, hidden)``."""
+    states = torch.stack(hidden[1:], dim=1)  # (windows, layers, seq, hidden)
+    mask = batch.attention_mask.to(states.dtype)  # (windows, seq)
+    return _per_text(torch.einsum("wlsh,ws->wlh", states, mask), mask.sum(dim=1), batch)
+
+
+def _per_text(sums: Tensor, counts: Tensor, batch: SubwordBatch) -> Tensor:
+    """Each text's total of its windows' ``sums`` ``(windows, layers, hidden)`` over the total
+    of their ``counts`` ``(windows,)``."""
+    if batch.input_ids.shape[0] == batch.num_texts:
+        return sums / counts[:, None, None]
+    index = batch.window_text
+    text_sums = sums.new_zeros((batch.num_texts, *sums.shape[1:])).index_add_(0, index, sums)
+    totals = counts.new_zeros(batch.num_texts).index_add_(0, index, counts)
+    return text_sums / totals[:, None, None]
 
 
 @dataclass  # not frozen: mixed precision walks the batch (Fabric's convert_input)

@@ -176,9 +176,9 @@ class LayerPoolingModel(nn.Module):
         if self.backbone is None:
             raise ValueError("a frozen-backbone model takes per-layer vectors (a LayerBatch)")
         if isinstance(batch, StackedSubwords):
-            layers = self.backbone(batch.subwords).of(self.features)
+            layers = self.backbone.features(batch.subwords, self.features)
             return self.outputs_from_layers(layers, batch.tokens)
-        return self.outputs_from_layers(self.backbone(batch).of(self.features))
+        return self.outputs_from_layers(self.backbone.features(batch, self.features))
 
     def forward(self, batch: LayerBatch | SubwordBatch | StackedSubwords) -> Tensor:
         """The training loss, averaged over texts."""
