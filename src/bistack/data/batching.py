@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from bistack.data.features import EncodedSentence, TokenVocabularies, padded_rows, token_rows
+from bistack.data.transfer import to_device
 
 PAD_TAG = -100  # ignored by cross-entropy; the CRF reads the mask instead
 
@@ -41,7 +42,7 @@ class TokenBatch:
         moved: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            moved[f.name] = value.to(device) if isinstance(value, Tensor) else value
+            moved[f.name] = to_device(value, device) if isinstance(value, Tensor) else value
         return type(self)(**moved)
 
 

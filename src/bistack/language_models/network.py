@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from bistack.causality import require_causal
 from bistack.data.batching import PAD_TAG
+from bistack.data.transfer import to_device
 from bistack.dropout import Dropout
 from bistack.encoders import SequenceEncoder
 from bistack.language_models.config import LanguageModelConfig
@@ -31,7 +32,7 @@ class LMBatch:
     mask: Tensor
 
     def to(self, device: torch.device | str) -> LMBatch:
-        return LMBatch(self.words.to(device), self.targets.to(device), self.mask.to(device))
+        return LMBatch(*(to_device(t, device) for t in (self.words, self.targets, self.mask)))
 
 
 def collate_lm(sequences: list[list[int]]) -> LMBatch:

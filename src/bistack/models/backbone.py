@@ -29,6 +29,7 @@ from bistack.data.subwords import (
     windows_batch,
     word_pieces,
 )
+from bistack.data.transfer import to_device
 from bistack.data.word_rows import Context
 from bistack.errors import ModelFileError, needs_extra
 from bistack.models.mode import evaluating
@@ -78,12 +79,12 @@ class SubwordBatch:
 
     def to(self, device: torch.device | str) -> SubwordBatch:
         def move(t: Tensor | None) -> Tensor | None:
-            return None if t is None else t.to(device)
+            return None if t is None else to_device(t, device)
 
         return SubwordBatch(
-            self.input_ids.to(device),
-            self.attention_mask.to(device),
-            self.window_text.to(device),
+            to_device(self.input_ids, device),
+            to_device(self.attention_mask, device),
+            to_device(self.window_text, device),
             self.num_texts,
             move(self.targets),
         )
@@ -361,11 +362,11 @@ class WordPieces:
 
     def to(self, device: torch.device | str) -> WordPieces:
         return WordPieces(
-            self.input_ids.to(device),
-            self.attention_mask.to(device),
-            self.subword_word.to(device),
-            self.first_subword.to(device),
-            self.last_subword.to(device),
+            to_device(self.input_ids, device),
+            to_device(self.attention_mask, device),
+            to_device(self.subword_word, device),
+            to_device(self.first_subword, device),
+            to_device(self.last_subword, device),
             self.lengths,
         )
 

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from bistack.data.batching import TokenBatch
 from bistack.data.features import TokenVocabularies
+from bistack.data.transfer import to_device
 from bistack.dropout import Dropout, part_dropout
 from bistack.encoders import SequenceEncoder
 from bistack.errors import ConfigError
@@ -54,10 +55,10 @@ class WordLayerBatch:
 
     def to(self, device: torch.device | str) -> WordLayerBatch:
         return WordLayerBatch(
-            self.mask.to(device),
-            None if self.layers is None else self.layers.to(device),
+            to_device(self.mask, device),
+            None if self.layers is None else to_device(self.layers, device),
             None if self.pieces is None else self.pieces.to(device),
-            None if self.tags is None else self.tags.to(device),
+            None if self.tags is None else to_device(self.tags, device),
             None if self.tokens is None else self.tokens.to(device),
         )
 

@@ -18,6 +18,7 @@ import torch
 from bistack.data.batching import TokenBatch, collate_tokens
 from bistack.data.conll import Sentence
 from bistack.data.features import TokenVocabularies
+from bistack.data.transfer import to_device
 from bistack.data.word_rows import Context
 from bistack.files.modeldir import (
     checked_output_scheme,
@@ -197,7 +198,7 @@ class LayerPoolingTagger(SavedKind, Tagging):
         hidden_size)`` are ``words``."""
         device = next(self.model.parameters()).device
         lengths = [len(s) for s in sentences]
-        layers = pad_words(words.float().to(device), lengths)
+        layers = pad_words(to_device(words.float(), device), lengths)
         mask = (
             torch.arange(max(lengths), device=device)[None, :]
             < torch.tensor(lengths, device=device)[:, None]

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from bistack.data.batching import TokenBatch
 from bistack.data.features import TokenVocabularies
+from bistack.data.transfer import to_device
 from bistack.dropout import Dropout, part_dropout
 from bistack.encoders import SequenceEncoder
 from bistack.layer_pooling import (
@@ -51,9 +52,9 @@ class LayerBatch:
     tokens: TokenBatch | None = None
 
     def to(self, device: torch.device | str) -> LayerBatch:
-        targets = None if self.targets is None else self.targets.to(device)
+        targets = None if self.targets is None else to_device(self.targets, device)
         tokens = None if self.tokens is None else self.tokens.to(device)
-        return LayerBatch(self.layers.to(device), targets, tokens)
+        return LayerBatch(to_device(self.layers, device), targets, tokens)
 
 
 @dataclass  # not frozen: mixed precision walks the batch (Fabric's convert_input)

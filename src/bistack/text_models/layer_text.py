@@ -18,6 +18,7 @@ import torch
 from bistack.data.batching import TokenBatch, collate_tokens
 from bistack.data.features import TokenVocabularies
 from bistack.data.tokenize import tokenize_text
+from bistack.data.transfer import to_device
 from bistack.errors import DataError
 from bistack.files.modeldir import save_metadata
 from bistack.models.backbone import LayerVectors, TransformerBackbone
@@ -153,7 +154,7 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
         with evaluating(self.model):
             for start in range(0, len(layers), size):
                 tokens = self.token_features(texts[start : start + size])
-                chosen = layers[start : start + size].to(device)
+                chosen = to_device(layers[start : start + size], device)
                 moved = None if tokens is None else tokens.to(device)
                 parts.append(self.model.outputs_from_layers(chosen, moved).float().cpu())
         outputs = (
