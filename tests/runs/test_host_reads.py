@@ -19,6 +19,7 @@ from bistack import tasks
 from bistack.models.spelling_cache import each_batch_alone
 from bistack.predictor import open_model
 from bistack.runs import loop, tally
+from bistack.taggers import device_decoding
 from tests.conftest import tiny_config, tiny_sentences, train_quietly, write_conll
 from tests.language_models.test_end_to_end import corpus, lm_config
 from tests.text_models.test_end_to_end import sentiment_rows, text_config, write_tsv
@@ -127,8 +128,16 @@ def test_a_training_step_reads_the_device_at_most_once(kind, tmp_path, monkeypat
     assert sum(reads.values()) - reads["tally"] == 0, f"{kind}: {dict(reads)}"
 
 
-@pytest.mark.parametrize("kind", ["tagger, CRF", "classifier, attention"])
-def test_prediction_reads_the_device_only_for_its_results(kind, tmp_path):
+@pytest.mark.parametrize(
+    "kind", ["tagger, CRF", "tagger, CRF, decoded on the device", "classifier, attention"]
+)
+def test_prediction_reads_the_device_only_for_its_results(kind, tmp_path, monkeypatch):
+    """Decoded on the device (as a GPU's emissions are; taken here for a GPU's), a CRF tagger's
+    paths and confidences are computed there and copied: no wait besides the copies."""
+    scanned = kind.endswith("on the device")
+    if scanned:
+        monkeypatch.setattr(device_decoding, "on_accelerator", lambda scores: True)
+        kind = "tagger, CRF"
     config = KINDS[kind](tmp_path)
     model = open_model(train_quietly(tasks.config_from_dict(config), tmp_path / "run"))
     texts = [" ".join(t for t, _ in s) for s in tiny_sentences(40, seed=3)]
@@ -139,6 +148,7 @@ def test_prediction_reads_the_device_only_for_its_results(kind, tmp_path):
         model.predict(texts)
     ran = [e.name for e in profiled.events() if e.name == "aten::lstm"]
     assert ran, "the profiler saw no pass of the network"
+    assert any(e.name == "aten::logsumexp" for e in profiled.events()) is scanned
     assert not waits(profiled), dict(waits(profiled))
 
 

@@ -7,10 +7,11 @@ Prediction reads batches this way (the next batch's encoding, collation and netw
 while the caller decodes the current one's tags on the host), and training collates the next
 batch and copies it from pinned memory (:mod:`bistack.data.transfer`) while the device runs
 the current step. Collation holds the interpreter's lock only between tensor calls, and
-PyTorch, onnxruntime and the decoding kernels release it, so the two threads overlap. Items come in order; an error raised making one is raised where the caller
-would have met it; a caller that stops early stops the thread. The thread runs in the caller's
-context (its context variables, such as :func:`~bistack.models.spelling_cache.each_batch_alone`,
-and PyTorch's gradient and inference modes), so an item is made as the caller would make it.
+PyTorch, onnxruntime and the decoding kernels release it, so the two threads overlap. Items
+come in order; an error raised making one is raised where the caller would have met it; a
+caller that stops early stops the thread. The thread runs in the caller's context (its context
+variables, such as :func:`~bistack.models.spelling_cache.each_batch_alone`, and PyTorch's
+gradient and inference modes), so an item is made as the caller would make it.
 """
 
 from __future__ import annotations

@@ -112,6 +112,46 @@ def crf_marginals(scores: CRFScores, emissions: np.ndarray, lengths: np.ndarray)
     return marginals
 
 
+@dataclass(frozen=True)
+class ClampedTerm:
+    """One clamped partition an event's probability adds (``sign`` +1) or takes away (-1): of
+    sentence ``row``, for its event ``event``, with ``clamp`` (position -> the one tag left)."""
+
+    row: int
+    event: int
+    sign: int
+    clamp: dict[int, int]
+
+
+def clamped_terms(
+    lengths: Sequence[int], events: Sequence[Sequence[SpanEvent]]
+) -> list[ClampedTerm]:
+    """Every clamped partition the events of a batch need: ``events[b]`` those of sentence b,
+    whose first ``lengths[b]`` positions are real."""
+    return [
+        ClampedTerm(row, number, sign, clamp)
+        for row, (length, sentence_events) in enumerate(zip(lengths, events, strict=True))
+        for number, event in enumerate(sentence_events)
+        for alternative in event
+        for sign, clamp in alternative.terms(length)
+    ]
+
+
+def span_probabilities(
+    events: Sequence[Sequence[SpanEvent]],
+    terms: Sequence[ClampedTerm],
+    log_z: np.ndarray,
+    term_log_z: np.ndarray,
+) -> list[list[float]]:
+    """Each event's probability, ``sum of sign * Z(clamp) / Z`` over its ``terms``, from each
+    sentence's ``log_z`` ``(batch,)`` and each term's ``term_log_z`` ``(terms,)``."""
+    log_z = log_z.astype(np.float64)
+    totals = [[0.0] * len(sentence_events) for sentence_events in events]
+    for term, value in zip(terms, term_log_z.astype(np.float64).tolist(), strict=True):
+        totals[term.row][term.event] += term.sign * math.exp(value - log_z[term.row])
+    return [[min(1.0, max(0.0, total)) for total in row] for row in totals]
+
+
 def crf_span_probabilities(
     scores: CRFScores,
     emissions: np.ndarray,
@@ -121,24 +161,14 @@ def crf_span_probabilities(
     """Exact probability of each sentence's events: emissions ``(batch, seq_len, num_tags)``,
     the first ``lengths[b]`` positions of row b real, ``events[b]`` its events. Every clamped
     partition of the batch runs in one kernel call, beside each sentence's own."""
-    copies, copy_lengths, owners = [], [], []  # one clamped copy per term: (sentence, event, sign)
-    for row, (length, sentence_events) in enumerate(zip(lengths, events, strict=True)):
-        for number, event in enumerate(sentence_events):
-            for alternative in event:
-                for sign, clamp in alternative.terms(length):
-                    copies.append(_clamped(emissions[row], clamp))
-                    copy_lengths.append(length)
-                    owners.append((row, number, sign))
-    totals = [[0.0] * len(sentence_events) for sentence_events in events]
-    if not copies:
-        return totals
+    terms = clamped_terms(lengths, events)
+    if not terms:
+        return [[0.0] * len(sentence_events) for sentence_events in events]
+    copies = [_clamped(emissions[term.row], term.clamp) for term in terms]
     batch = np.concatenate([emissions, np.stack(copies)])  # (batch + terms, seq_len, num_tags)
-    all_lengths = np.asarray([*lengths, *copy_lengths], dtype=np.int64)
+    all_lengths = np.asarray([*lengths, *(lengths[t.row] for t in terms)], dtype=np.int64)
     log_z, _, _ = log_partition(batch, all_lengths, scores.transitions, scores.start, scores.end)
-    log_z = log_z.astype(np.float64)
-    for (row, number, sign), value in zip(owners, log_z[len(lengths) :], strict=True):
-        totals[row][number] += sign * math.exp(value - log_z[row])
-    return [[min(1.0, max(0.0, total)) for total in row] for row in totals]
+    return span_probabilities(events, terms, log_z[: len(lengths)], log_z[len(lengths) :])
 
 
 def independent_span_probabilities(

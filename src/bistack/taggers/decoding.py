@@ -22,6 +22,7 @@ from bistack.schemes import PLAIN, allowed_transitions
 from bistack.taggers.confidence import (
     CRFScores,
     Span,
+    SpanEvent,
     crf_marginals,
     crf_span_probabilities,
     independent_best_paths,
@@ -104,6 +105,11 @@ class TagDecoder:
         crf = CRFScores(scores(allowed.transitions), scores(allowed.start), scores(allowed.end))
         return cls(labels, scheme, crf)
 
+    def tempered_crf(self) -> CRFScores | None:
+        """The CRF's scores as its confidences read them (the temperature applied); None for a
+        softmax head."""
+        return None if self.crf is None else self._tempered(self.crf)
+
     def _tempered(self, crf: CRFScores) -> CRFScores:
         """The CRF's scores divided by the temperature; forbidden moves stay forbidden: below
         1 they are multiplied by 1/T as the emissions are (IMPOSSIBLE is finite, and emissions
@@ -157,11 +163,7 @@ class TagDecoder:
     ) -> list[Analysis]:
         """Analyses of ``paths``: each token's marginal of its tag, each entity's probability."""
         marginals = crf_marginals(crf, emissions, lengths)  # (batch, seq_len, num_tags)
-        spans = [self._spans(path) for path in paths]
-        events = [
-            [span_event(s, path, self.labels, self.scheme) for s in row_spans]
-            for path, row_spans in zip(paths, spans, strict=True)
-        ]
+        spans, events = self.span_events(paths)
         chances_of = crf_span_probabilities(crf, emissions, lengths.tolist(), events)
         results = []
         for row, path in enumerate(paths):
@@ -169,6 +171,18 @@ class TagDecoder:
             entities = dict(zip(spans[row], chances_of[row], strict=True))
             results.append(Analysis(path, token, entities, alternatives[row]))
         return results
+
+    def span_events(
+        self, paths: Sequence[Sequence[int]]
+    ) -> tuple[list[list[Span]], list[list[SpanEvent]]]:
+        """Each path's entities, and for each the event "it is an entity of its type" whose
+        probability is its confidence (:func:`~bistack.taggers.confidence.span_event`)."""
+        spans = [self._spans(path) for path in paths]
+        events = [
+            [span_event(s, path, self.labels, self.scheme) for s in row_spans]
+            for path, row_spans in zip(paths, spans, strict=True)
+        ]
+        return spans, events
 
     def _independent(
         self, emissions: np.ndarray, lengths: np.ndarray, confidence: bool, top_k: int

@@ -24,7 +24,7 @@ from bistack.files.ensemble_dir import describe_ensemble
 from bistack.kernels.crf_compiled import IMPOSSIBLE
 from bistack.models.ensembles import OpenMember, open_members
 from bistack.taggers.decoding import TagDecoder
-from bistack.taggers.tagging import Emitter, Tagging
+from bistack.taggers.tagging import Emitter, Tagging, host_array
 
 
 class TaggerEnsemble(Tagging):
@@ -96,7 +96,7 @@ class TaggerEnsemble(Tagging):
             width = max(lengths)
             parts = []
             for group, emitter in emitters:
-                side_by_side, start = emitter(indices, chosen)[:, :width], 0
+                side_by_side, start = host_array(emitter(indices, chosen))[:, :width], 0
                 for member in group:  # each member's tags, in order along the last axis
                     count = len(member.decoder.labels)
                     parts.append((member, side_by_side[:, :, start : start + count]))

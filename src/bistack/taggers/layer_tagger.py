@@ -31,22 +31,29 @@ from bistack.models.backbone_files import (
     load_saved_backbone,
     save_head_and_backbone,
 )
-from bistack.models.mode import as_array, predicting
+from bistack.models.mode import predicting
 from bistack.models.saved import SavedKind, SavedModel
 from bistack.taggers.config import LayerPoolingTaggerConfig
 from bistack.taggers.decoding import TagDecoder
+from bistack.taggers.device_decoding import DeviceDecoding
 from bistack.taggers.layer_network import (
     LayerTagger,
     WordLayerBatch,
     build_layer_tagger,
     pad_words,
 )
-from bistack.taggers.tagging import Emitter, Tagging, context_emitter, score_sentences
+from bistack.taggers.tagging import (
+    Emitter,
+    Tagging,
+    context_emitter,
+    host_array,
+    score_sentences,
+)
 
 KIND = "layer_tagger"
 
 
-class LayerPoolingTagger(SavedKind, Tagging):
+class LayerPoolingTagger(SavedKind, DeviceDecoding):
     """A trained tagger over a transformer's layers, with its backbone and tag labels."""
 
     KIND = KIND
@@ -153,16 +160,17 @@ class LayerPoolingTagger(SavedKind, Tagging):
         return str(next(self.model.parameters()).device)
 
     def emissions(self, indices: Sequence[int], sentences: Sequence[Sequence[str]]) -> np.ndarray:
-        return self.emissions_of(self.word_states(sentences), sentences)
+        return host_array(self.emissions_of(self.word_states(sentences), sentences))
 
     def emitter_of(
         self, sentences: Sequence[Sequence[str]], documents: Sequence[Any] | None
     ) -> Emitter:
+        """The network's pass over each batch, its emissions left on its device."""
         context = self.config.backbone.context
         if not context:
-            return self.emissions
+            return lambda indices, chosen: self.emissions_of(self.word_states(chosen), chosen)
 
-        def emit(chosen: Sequence[Sequence[str]], contexts: Sequence[Context]) -> np.ndarray:
+        def emit(chosen: Sequence[Sequence[str]], contexts: Sequence[Context]) -> torch.Tensor:
             return self.emissions_of(self.word_states(chosen, contexts), chosen)
 
         return context_emitter(emit, sentences, documents, context)
@@ -184,18 +192,20 @@ class LayerPoolingTagger(SavedKind, Tagging):
         side along the tag axis, the backbone's word states computed once a batch."""
         members = cast("list[LayerPoolingTagger]", list(taggers))
 
-        def emit(chosen: Sequence[Sequence[str]], contexts: Sequence[Context] | None) -> np.ndarray:
+        def emit(
+            chosen: Sequence[Sequence[str]], contexts: Sequence[Context] | None
+        ) -> torch.Tensor:
             states = self.word_states(chosen, contexts)
-            return np.concatenate([m.emissions_of(states, chosen) for m in members], axis=-1)
+            return torch.cat([m.emissions_of(states, chosen) for m in members], dim=-1)
 
         context = self.config.backbone.context
         if not context:
             return lambda indices, chosen: emit(chosen, None)
         return context_emitter(emit, sentences, documents, context)
 
-    def emissions_of(self, words: torch.Tensor, sentences: Sequence[Sequence[str]]) -> np.ndarray:
-        """Emissions of ``sentences`` whose flat word states ``(total_words, num_layers,
-        hidden_size)`` are ``words``."""
+    def emissions_of(self, words: torch.Tensor, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
+        """Emissions ``(batch, seq_len, num_tags)``, on the network's device, of ``sentences``
+        whose flat word states ``(total_words, num_layers, hidden_size)`` are ``words``."""
         device = next(self.model.parameters()).device
         lengths = [len(s) for s in sentences]
         layers = pad_words(to_device(words.float(), device), lengths)
@@ -204,14 +214,14 @@ class LayerPoolingTagger(SavedKind, Tagging):
             < torch.tensor(lengths, device=device)[:, None]
         )
         batch = WordLayerBatch(mask, layers, tokens=self.token_features(sentences, device))
-        return as_array(self.model.emissions(batch))
+        return self.model.emissions(batch)
 
     def cached(self, sentences: Sequence[Sequence[str]], states: torch.Tensor) -> Emitter:
         """Emissions from ``states``, the flat word states of all of ``sentences`` (the
         feature cache), instead of the backbone's pass."""
         starts = np.cumsum([0, *(len(s) for s in sentences)]).tolist()
 
-        def emit(indices: Sequence[int], chosen: Sequence[Sequence[str]]) -> np.ndarray:
+        def emit(indices: Sequence[int], chosen: Sequence[Sequence[str]]) -> torch.Tensor:
             # One gather by row number (a cat of the float16 slices fails under CPU autocast).
             rows = torch.cat([torch.arange(starts[i], starts[i + 1]) for i in indices])
             words = states[rows]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 
 from bistack.data.batching import collate_tagging
 from bistack.data.features import TokenVocabularies
@@ -16,12 +17,13 @@ from bistack.files.modeldir import (
     save_metadata,
     save_weights,
 )
-from bistack.models.mode import as_array, predicting
+from bistack.models.mode import predicting
 from bistack.models.saved import SavedKind, SavedModel
 from bistack.taggers.config import TaggerConfig
 from bistack.taggers.decoding import TagDecoder
+from bistack.taggers.device_decoding import DeviceDecoding
 from bistack.taggers.network import SequenceTagger, build_tagger
-from bistack.taggers.tagging import Tagging
+from bistack.taggers.tagging import Emitter, host_array
 
 if TYPE_CHECKING:
     from bistack.taggers.streaming import StreamingTagger
@@ -29,7 +31,7 @@ if TYPE_CHECKING:
 KIND = "tagger"
 
 
-class Tagger(SavedKind, Tagging):
+class Tagger(SavedKind, DeviceDecoding):
     """A trained sequence tagger with its vocabularies; tags in the scheme of its training data."""
 
     KIND = KIND
@@ -90,10 +92,23 @@ class Tagger(SavedKind, Tagging):
         return str(next(self.model.parameters()).device)
 
     def emissions(self, indices: Sequence[int], sentences: Sequence[Sequence[str]]) -> np.ndarray:
+        return host_array(self.network_emissions(indices, sentences))
+
+    def network_emissions(
+        self, indices: Sequence[int], sentences: Sequence[Sequence[str]]
+    ) -> torch.Tensor:
+        """The network's emissions ``(batch, seq_len, num_tags)`` of one batch of
+        ``sentences``, left on its device."""
         encoded = [self.vocabularies.encode(tokens) for tokens in sentences]
         batch = collate_tagging(encoded, self.vocabularies)
         device = next(self.model.parameters()).device
-        return as_array(self.model.emissions(batch.to(device)))
+        return self.model.emissions(batch.to(device))
+
+    def emitter_of(
+        self, sentences: Sequence[Sequence[str]], documents: Sequence[Any] | None
+    ) -> Emitter:
+        """The network's pass over each batch, its emissions left on its device."""
+        return self.network_emissions
 
     def streamer(self) -> StreamingTagger:
         """Tags token by token as they arrive (``predict --stream``); a unidirectional tagger

@@ -9,6 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -37,19 +38,33 @@ from bistack.taggers.records import (
     tagged_text,
 )
 
-# Emissions ``(batch, seq_len, num_tags)`` float32 of a batch: its sentences' indices in the
-# call, and the sentences.
-Emitter = Callable[[Sequence[int], Sequence[Sequence[str]]], np.ndarray]
+# Emissions ``(batch, seq_len, num_tags)`` of a batch: its sentences' indices in the call, and
+# the sentences. Float32 numpy, or a PyTorch tensor where a network computed them (left on its
+# device, for a decoder that reads them there: see ``Tagging.decoded``).
+Emitter = Callable[[Sequence[int], Sequence[Sequence[str]]], Any]
+
+
+def host_array(scores: Any) -> np.ndarray:
+    """Emissions as float32 numpy on the host: a numpy array as it is, a PyTorch tensor copied
+    (without importing torch: an exported model's runtime never has one)."""
+    if isinstance(scores, np.ndarray):
+        return scores
+    return scores.detach().float().cpu().numpy()
 
 
 @dataclass(frozen=True)
 class EmissionBatch:
     """Emissions ``(batch, seq_len, num_tags)`` of the sentences at ``indices`` of a call, row b
-    real for its first ``lengths[b]`` positions."""
+    real for its first ``lengths[b]`` positions: ``scores`` as the emitter gave them (on the
+    network's device, maybe), ``emissions`` on the host (copied there once, when first read)."""
 
     indices: list[int]
     lengths: list[int]
-    emissions: np.ndarray
+    scores: Any
+
+    @cached_property
+    def emissions(self) -> np.ndarray:
+        return host_array(self.scores)
 
 
 class Tagging(ABC):
@@ -177,9 +192,7 @@ class Tagging(ABC):
         batches = self.emission_batches(sentences, batch_size, progress, emitter, documents)
         # On a GPU the next batch's network pass runs while this one's tags are decoded.
         for batch in overlapped(batches, self.device):
-            analyses = decoder.analyse(
-                batch.emissions, batch.lengths, confidence or documentwise, top_k
-            )
+            analyses = self.decoded(decoder, batch, confidence or documentwise, top_k)
             for row, (index, analysis) in enumerate(zip(batch.indices, analyses, strict=True)):
                 by_index[index] = analysis
                 if documentwise and min(analysis.entities.values(), default=1.0) < (
@@ -191,6 +204,12 @@ class Tagging(ABC):
             named = list(documents) if documents is not None else list(range(len(sentences)))
             ordered = consistent(decoder, ordered, sentences, named, unsure)
         return [in_output_scheme(a, decoder.labels, self.output_scheme) for a in ordered]
+
+    def decoded(
+        self, decoder: TagDecoder, batch: EmissionBatch, confidence: bool, top_k: int
+    ) -> list[Analysis]:
+        """``decoder``'s analyses of one batch (``TagDecoder.analyse``), on the host."""
+        return decoder.analyse(batch.emissions, batch.lengths, confidence, top_k)
 
     def emission_batches(
         self,
@@ -334,7 +353,7 @@ TagTokens = Callable[..., list[list[str]]]  # (sentences, documents=...) -> tags
 
 
 def context_emitter(
-    emit: Callable[[Sequence[Sequence[str]], Sequence[Context]], np.ndarray],
+    emit: Callable[[Sequence[Sequence[str]], Sequence[Context]], Any],
     sentences: Sequence[Sequence[str]],
     documents: Sequence[Any] | None,
     context: int,

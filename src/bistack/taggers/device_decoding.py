@@ -1,0 +1,102 @@
+"""A CRF tagger's analyses computed where its emissions are: on a GPU, the best paths, each
+token's marginal and each entity's probability come from the CRF's parallel scan
+(``bistack.kernels.crf_scan``) on the device, and the host receives the paths, the token
+confidences and the partitions, not the emissions to run forward-backward over.
+
+The same analyses as ``TagDecoder.analyse`` (best path only) computes on the host, by the same
+event math (``bistack.taggers.confidence``): the marginals are the gradient of log Z; an
+entity's probability is its clamped partitions over Z, every clamped copy of the batch in one
+scan. Two copies to the host a batch: the paths (the entities, and so the clamps, follow from
+them), then the clamped partitions. On the CPU the compiled kernels stay faster, and batches
+there are decoded on the host as before; a softmax head's tokens are independent and cheap to
+decode, and k-best lists are rare: both stay on the host too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from bistack.kernels.crf_scan import log_partition_scan, viterbi_scan
+from bistack.taggers.confidence import clamped_terms, span_probabilities
+from bistack.taggers.decoding import Analysis, TagDecoder
+from bistack.taggers.tagging import EmissionBatch, Tagging
+
+
+class DeviceDecoding(Tagging):
+    """A PyTorch tagger whose own pass leaves its emissions on its device: a CRF tagger's
+    batches there are decoded there (:func:`device_analyses`)."""
+
+    def decoded(
+        self, decoder: TagDecoder, batch: EmissionBatch, confidence: bool, top_k: int
+    ) -> list[Analysis]:
+        if top_k == 1 and decoder.crf is not None and on_accelerator(batch.scores):
+            return device_analyses(decoder, batch.scores, batch.lengths, confidence)
+        return super().decoded(decoder, batch, confidence, top_k)
+
+
+def on_accelerator(scores: object) -> bool:
+    """Whether ``scores`` are a tensor on a device apart from the host (a GPU)."""
+    return isinstance(scores, Tensor) and scores.device.type != "cpu"
+
+
+def device_analyses(
+    decoder: TagDecoder, emissions: Tensor, lengths: Sequence[int], confidence: bool
+) -> list[Analysis]:
+    """``decoder.analyse(emissions, lengths, confidence)`` computed on ``emissions``' device:
+    emissions ``(batch, seq_len, num_tags)``, row b real for its first ``lengths[b]``
+    positions; a CRF decoder (its temperature applied as on the host). In float64, as the host's
+    kernels sum: a log Z in the thousands (a sharp temperature) keeps 3 digits in float32."""
+    crf = decoder.tempered_crf()
+    if crf is None:
+        raise ValueError("device_analyses decodes a CRF's emissions; a softmax head has none")
+    device, width = emissions.device, max(lengths)
+    with torch.inference_mode(False), torch.enable_grad():
+        # Ordinary tensors (a prediction's are inference tensors), so the marginals can be
+        # taken as log Z's gradient.
+        scores = emissions[:, :width].detach().float().double()
+        if decoder.temperature != 1.0:  # divided as the host divides: in float32, rounded
+            scores = (scores / float(np.float32(decoder.temperature))).float().double()
+        moves = [
+            torch.from_numpy(s).to(device).double() for s in (crf.transitions, crf.start, crf.end)
+        ]
+        real = torch.tensor(list(lengths), device=device)
+        mask = torch.arange(width, device=device)[None, :] < real[:, None]  # (batch, width)
+        tags, _ = viterbi_scan(scores, mask, *moves)  # (batch, width), 0 at padding
+        if not confidence:
+            best = tags.cpu().numpy()
+            return [Analysis(best[row, :n].tolist(), [], {}) for row, n in enumerate(lengths)]
+        leaf = scores.requires_grad_(True)
+        log_z = log_partition_scan(leaf, mask, *moves)  # (batch,)
+        (marginals,) = torch.autograd.grad(log_z.sum(), leaf)  # (batch, width, num_tags)
+    token = marginals.gather(2, tags.unsqueeze(2)).squeeze(2)  # each token's marginal of its tag
+    chosen = tags.cpu().numpy()  # the first copy: the paths, the entities' clamps follow
+    paths = [chosen[row, :n].tolist() for row, n in enumerate(lengths)]
+    spans, events = decoder.span_events(paths)
+    terms = clamped_terms(lengths, events)
+    term_log_z = np.zeros(0, dtype=np.float32)
+    if terms:
+        allowed = np.ones((len(terms), width, scores.shape[2]), dtype=bool)
+        for number, term in enumerate(terms):
+            for position, tag in term.clamp.items():
+                allowed[number, position] = False  # -inf, not IMPOSSIBLE: see confidence._clamped
+                allowed[number, position, tag] = True
+        rows = torch.tensor([term.row for term in terms], device=device)
+        with torch.no_grad():
+            clamped = scores.detach()[rows].masked_fill(
+                ~torch.from_numpy(allowed).to(device), float("-inf")
+            )
+            term_log_z = log_partition_scan(clamped, mask[rows], *moves).cpu().numpy()
+    token_confidence = token.cpu().numpy()
+    chances = span_probabilities(events, terms, log_z.detach().cpu().numpy(), term_log_z)
+    return [
+        Analysis(
+            path,
+            token_confidence[row, : len(path)].tolist(),
+            dict(zip(spans[row], chances[row], strict=True)),
+        )
+        for row, path in enumerate(paths)
+    ]

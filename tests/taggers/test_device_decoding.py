@@ -1,0 +1,85 @@
+"""A CRF tagger on a GPU decodes where its emissions are (the parallel scan): the same tags,
+token confidences and entity probabilities as the compiled kernels give on the host. This
+machine has no GPU, so the device path runs here on CPU tensors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from bistack.crf import CRF
+from bistack.schemes import allowed_transitions
+from bistack.taggers import device_decoding
+from bistack.taggers.confidence import CRFScores
+from bistack.taggers.decoding import TagDecoder
+from bistack.taggers.tagger import Tagger
+from tests.conftest import tiny_sentences
+from tests.taggers.test_confidence import LABELS
+
+
+def decoder_and_emissions(
+    scheme: str, temperature: float, seed: int
+) -> tuple[TagDecoder, np.ndarray, list[int]]:
+    """A constrained CRF with random scores, and a batch of random emissions of mixed lengths,
+    one token's every emission far below a forbidden move."""
+    torch.manual_seed(seed)
+    labels = LABELS[scheme]
+    crf = CRF(len(labels), allowed_transitions(scheme, labels), names=labels)
+    with torch.no_grad():
+        for parameter in crf.parameters():
+            parameter.normal_()
+    scores = CRFScores(*(s.detach().numpy() for s in crf.constrained_scores()))
+    lengths = [7, 1, 4, 7, 2, 5]
+    emissions = (torch.randn(len(lengths), 7, len(labels)) * 3).numpy()
+    emissions[2, 1] -= 2e4
+    return TagDecoder(labels, scheme, scores, temperature), emissions, lengths
+
+
+@pytest.mark.parametrize("scheme", list(LABELS))
+@pytest.mark.parametrize("temperature", [1.0, 0.4, 2.5])
+def test_the_device_gives_the_hosts_tags_and_confidences(scheme, temperature):
+    decoder, emissions, lengths = decoder_and_emissions(scheme, temperature, seed=len(scheme))
+    on_host = decoder.analyse(emissions, lengths, confidence=True)
+    on_device = device_decoding.device_analyses(
+        decoder, torch.from_numpy(emissions), lengths, confidence=True
+    )
+    assert [a.path for a in on_device] == [a.path for a in on_host]
+    assert sum(len(a.entities) for a in on_host) >= 3  # the entity math is exercised
+    for host, device in zip(on_host, on_device, strict=True):
+        np.testing.assert_allclose(device.token_confidence, host.token_confidence, atol=1e-6)
+        assert device.entities.keys() == host.entities.keys()
+        for span, chance in host.entities.items():
+            assert device.entities[span] == pytest.approx(chance, abs=1e-6), span
+    tags_alone = device_decoding.device_analyses(
+        decoder, torch.from_numpy(emissions), lengths, confidence=False
+    )
+    assert [a.path for a in tags_alone] == [a.path for a in on_host]
+    assert all(a.token_confidence == [] and a.entities == {} for a in tags_alone)
+
+
+def test_a_tagger_whose_emissions_are_on_an_accelerator_decodes_them_there(
+    small_tagger, monkeypatch
+):
+    """A trained tagger's emissions taken for a GPU's: every batch decoded by the scan, with
+    the answers the host's kernels give; k-best lists stay on the host."""
+    tagger = Tagger.load(small_tagger)
+    sentences = [[t for t, _ in s] for s in tiny_sentences(30, seed=5)]
+    on_host = tagger.analyse_tokens(sentences, batch_size=8)
+    ran = []
+    real = device_decoding.device_analyses
+    monkeypatch.setattr(device_decoding, "on_accelerator", lambda scores: True)
+    monkeypatch.setattr(
+        device_decoding, "device_analyses", lambda *args: ran.append(1) or real(*args)
+    )
+    on_device = tagger.analyse_tokens(sentences, batch_size=8)
+    assert len(ran) == 4  # every batch of 8
+    assert sum(len(a.entities) for a in on_host) >= 10
+    for host, device in zip(on_host, on_device, strict=True):
+        assert device.tags == host.tags
+        np.testing.assert_allclose(device.confidences, host.confidences, atol=1e-6)
+        assert device.entities.keys() == host.entities.keys()
+        for span, chance in host.entities.items():
+            assert device.entities[span] == pytest.approx(chance, abs=1e-6), span
+    tagger.analyse_tokens(sentences[:8], top_k=3)
+    assert len(ran) == 4
