@@ -15,10 +15,12 @@ at batch 256 against each floor, with confidences (bistack alone: the floor has 
 sentence at a time (p50). The frozen feature cache of a MiniLM-shaped encoder against its bare
 forward writing the same file; a BERT-large-shaped encoder fine-tuned under LSTM layer pooling
 against a plain PyTorch + transformers loop (the recipe's parameter groups, the same fused or
-foreach AdamW, batches pre-tokenised and pinned), at batch 16 and 64, float32 and bf16-mixed.
+foreach AdamW, batches pre-tokenised and pinned), at batch 16 and 64, float32 and bf16-mixed;
+with ``--compile``, bistack's bf16 batch-16 row again with ``train.compile`` (compiling costs
+minutes on a CPU, so the suite leaves it out).
 
   python benchmarks/gpu.py --train T.txt --backbone MINILM_DIR --large LARGE_DIR \\
-      [--device cuda] [--limit N] [--out benchmarks/results]
+      [--compile] [--device cuda] [--limit N] [--out benchmarks/results]
 
 Writes gpu.md and gpu.json in --out. ``--device cpu`` with a small ``--limit`` runs every row
 on the CPU: the suite runs it so, and checks every comparison's two timers hold the same
@@ -504,11 +506,15 @@ def fine_tuning_comparison(
     batch_size: int,
     texts: int,
     max_length: int,
+    compiled: bool = False,
 ) -> Comparison:
     """A layer classifier over the encoder, fine-tuned: ``bistack train``'s recipe and loop
-    against a plain loop with the same model shape, groups, optimizer kind and precision."""
+    against a plain loop with the same model shape, groups, optimizer kind and precision;
+    ``compiled``: bistack's encoder compiled as ``train.compile`` compiles it (the plain loop's
+    not: the row asks how far compiling takes bistack past a plain loop)."""
     from transformers import AutoModel
 
+    from bistack.models.backbone import compile_backbones
     from bistack.runs.loop import optimizer_for, start_run
     from bistack.tasks import config_from_dict, task_of
 
@@ -532,13 +538,15 @@ def fine_tuning_comparison(
             },
             "layer_pooling": {"type": "lstm", "lstm_hidden": 256},
             "optimizer": {"name": "adamw", "lr": 1e-3, "grad_clip": 1.0},
-            "train": {"batch_size": batch_size},
+            "train": {"batch_size": batch_size, "compile": compiled},
         }
     )
     run = start_run(
         work / "run", 1, devices=1, strategy="auto", accelerator=device.type, precision=precision
     )
     prepared = task_of(config.kind).prepare(config, run)
+    if compiled:
+        compile_backbones(prepared.network)  # as fit does for train.compile
     optimizer = optimizer_for(
         run.fabric, config.optimizer, prepared.network, prepared.parameter_groups
     )
@@ -577,11 +585,11 @@ def fine_tuning_comparison(
             nn.utils.clip_grad_norm_(plain.parameters(), 1.0)
             plain_optimizer.step()
 
-    name = f"finetune-b{batch_size}-{precision or 'fp32'}"
+    name = f"finetune-b{batch_size}-{precision or 'fp32'}" + ("-compiled" if compiled else "")
     return Comparison(
         name,
         f"encoder of {layers} layers x {hidden} fine-tuned, {max_length} subwords, batch "
-        f"{batch_size}, {precision or 'float32'}",
+        f"{batch_size}, {precision or 'float32'}" + (", train.compile" if compiled else ""),
         Side("bistack run_epoch", ours, optimizer),
         Side("plain PyTorch + transformers", plain_epoch, plain_optimizer),
         per=texts,
@@ -661,6 +669,18 @@ def comparisons(args: argparse.Namespace, device: torch.device, train: Sentences
                         args.large_length,
                     )
                 )
+        if args.compile:  # compiling costs minutes on a CPU: asked for where it pays
+            found.append(
+                fine_tuning_comparison(
+                    args.large,
+                    device,
+                    "bf16-mixed",
+                    16,
+                    args.large_texts,
+                    args.large_length,
+                    compiled=True,
+                )
+            )
     return found
 
 
@@ -673,6 +693,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, help="at most this many training sentences")
     parser.add_argument("--large-texts", type=int, default=512)
     parser.add_argument("--large-length", type=int, default=256)
+    parser.add_argument(
+        "--compile", action="store_true", help="a fine-tuning row with train.compile (bf16, b16)"
+    )
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = parser.parse_args(argv)
     device = torch.device(args.device)

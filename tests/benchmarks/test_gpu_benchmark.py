@@ -45,7 +45,7 @@ def test_every_row_times_the_same_stages_on_both_sides_and_is_reported(modules, 
     train = write_conll(tmp_path / "train.txt", tiny_sentences(40, seed=0))
     encoder = tiny_transformer(tmp_path / "tiny-bert")
     args = argparse.Namespace(
-        backbone=str(encoder), large=str(encoder), large_texts=4, large_length=12
+        backbone=str(encoder), large=str(encoder), large_texts=4, large_length=12, compile=False
     )
     sentences = [(s.tokens, s.tags) for s in gpu.read_conll(train)]
     comparisons = gpu.comparisons(args, torch.device("cpu"), sentences)

@@ -143,6 +143,11 @@ class TrainConfig:
     # besides each epoch's end; patience then counts validations, not epochs. A fine-tuned
     # encoder often peaks mid-epoch. 0: once an epoch.
     eval_every: float = 0.0
+    # Compile the fine-tuned transformer for training (torch.compile, in place: the saved
+    # weights keep their names). The first step compiles, and so do the first at another batch
+    # shape (the shape is then compiled as dynamic) and the first dev scoring; prediction runs
+    # uncompiled.
+    compile: bool = False
 
 
 @dataclass
@@ -208,6 +213,13 @@ class ExperimentConfig:
         if isinstance(data, SplitConfig) and not data.train:
             raise ConfigError(f"{source}: data.train is required: the file to train on")
         check_ranges(self, source)
+        backbone = getattr(self, "backbone", None)
+        if self.train.compile and not getattr(backbone, "finetune", False):
+            raise ConfigError(
+                f"{source}: train.compile compiles a fine-tuned transformer; this model "
+                "fine-tunes none (a recurrent model, or backbone.finetune: false), so it would "
+                "do nothing"
+            )
 
     def input_paths(self) -> list[tuple[str, str]]:
         """The files and folders a run of this config reads (``(key, path)``), which its output

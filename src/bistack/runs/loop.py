@@ -27,6 +27,7 @@ from bistack.config import OptimizerConfig, TrainConfig
 from bistack.data.ahead import overlapped
 from bistack.errors import ConfigError
 from bistack.metrics.dev import Evaluation
+from bistack.models.backbone import compile_backbones
 from bistack.models.devices import MatmulPrecision, set_matmul_precision
 from bistack.runs.averaging import WeightAverage
 from bistack.runs.checkpoint import Checkpoint, LoopState, save_checkpoint
@@ -279,6 +280,12 @@ def fit(
     """
     fabric, say = run.fabric, run.say
     log = MetricsLog(run) if fabric.is_global_zero else None
+    if train.compile:  # the config refuses it for a model that fine-tunes no transformer
+        compile_backbones(model)
+        say(
+            "train.compile: the fine-tuned transformer is compiled; the first step, the first "
+            "at another batch shape and the first dev scoring take longer while it compiles"
+        )
     optimizer = optimizer_for(fabric, optimizer_config, model, groups_of)
     wrapped, optimizer = fabric.setup(model, optimizer)
     average = WeightAverage(model, train.weight_average) if train.weight_average else None

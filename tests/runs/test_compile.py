@@ -1,0 +1,72 @@
+"""train.compile: a fine-tuned transformer is compiled for training (torch.compile, in place),
+trains to the very weights it trains to uncompiled, and saves them under their own names; a
+model that fine-tunes no transformer refuses it by name.
+
+Compiling with inductor costs ~25 s on this CPU, so the suite compiles with dynamo's eager
+backend: the graphs are captured as they would be, then run op by op."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from bistack.cli import main
+from tests.fixtures.written_models.make_fixtures import configs, write_data
+
+pytest.importorskip("transformers", reason="needs bistack[transformers]")
+
+
+def test_a_compiled_backbone_trains_to_the_same_weights_and_saves_them_by_name(
+    tmp_path, monkeypatch, capsys
+):
+    write_data(tmp_path / "out", tmp_path)
+    config = configs(tmp_path)["tiny_layer_classifier"]
+    config["train"] = {**config["train"], "max_epochs": 1}
+    config["backbone"] = {**config["backbone"], "finetune": True}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    compiled = []
+    real = torch.compile
+
+    def eager_compile(*args, **kwargs):
+        compiled.append(args[0])
+        return real(*args, **kwargs, backend="eager")
+
+    monkeypatch.setattr(torch, "compile", eager_compile)
+    argv = ["train", str(path), "--no-progress", "--output"]
+    assert main([*argv, str(tmp_path / "plain")]) == 0
+    assert compiled == []
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    try:
+        assert main([*argv, str(tmp_path / "compiled"), "--set", "train.compile=true"]) == 0
+        graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    finally:
+        torch._dynamo.reset()  # nothing compiled is left to the tests after this one
+    assert "train.compile: the fine-tuned transformer is compiled" in capsys.readouterr().out
+    assert len(compiled) == 1
+    assert graphs > 0  # the encoder was traced
+    plain = load_file(tmp_path / "plain" / "model" / "model.safetensors")
+    trained = load_file(tmp_path / "compiled" / "model" / "model.safetensors")
+    assert plain.keys() == trained.keys()
+    assert not [name for name in trained if "_orig_mod" in name]
+    for name, weights in plain.items():
+        torch.testing.assert_close(trained[name], weights, rtol=0, atol=0, msg=name)
+
+
+@pytest.mark.parametrize(
+    "name, sets", [("tagger", []), ("tiny_layer_classifier", ["backbone.finetune=false"])]
+)
+def test_a_model_that_fine_tunes_no_transformer_refuses_it(name, sets, tmp_path, capsys):
+    write_data(tmp_path / "out", tmp_path)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(configs(tmp_path)[name]))
+    sets = [item for value in [*sets, "train.compile=true"] for item in ("--set", value)]
+    argv = ["train", str(path), "--no-progress", "--output", str(tmp_path / "run"), *sets]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "train.compile compiles a fine-tuned transformer; this model fine-tunes none" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "run").exists()
