@@ -190,7 +190,7 @@ def test_a_killed_search_resumes_without_rerunning_finished_trials(tagger_yaml, 
     resume = command(tagger_yaml, space, output, 3)[3:]  # the same command, in this process
     # With another config the study refuses to go on, naming why.
     assert main([*resume, "--set", "train.max_epochs=3"]) == 2
-    assert "another config" in capsys.readouterr().err
+    assert "another config (changed: train.max_epochs (2 -> 3))" in capsys.readouterr().err
     assert main(resume) == 0
     assert "trial 1 was interrupted" in capsys.readouterr().out
     trials = json.loads((output / "tune.json").read_text())["trials"]

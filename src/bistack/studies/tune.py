@@ -44,6 +44,7 @@ from bistack.errors import BistackError, ConfigError, needs_extra
 from bistack.files.modeldir import atomic_write
 from bistack.files.paths import refuse_overlap
 from bistack.metrics.dev import Metric
+from bistack.runs.checkpoint import differences
 from bistack.runs.driver import RunOptions
 from bistack.studies.repeated import RepeatedResult, run_or_reuse
 from bistack.studies.search_space import Parameter, verdict_config, with_value
@@ -226,9 +227,11 @@ def open_study(
         return study
     changed = [key for key, value in recorded.items() if previous.get(key) != value]
     if changed:
+        keys = differences(previous.get("config") or {}, recorded["config"])
+        named = f" (changed: {', '.join(keys)})" if keys else ""
         raise ConfigError(
             f"{url}: study {settings.study_name!r} was searched with another "
-            f"{' and '.join(changed)}; give the same ones to go on, or another --output "
+            f"{' and '.join(changed)}{named}; give the same ones to go on, or another --output "
             "(or --study-name) for a new search"
         )
     return study
