@@ -11,8 +11,9 @@ matters:
 
 On CoNLL-2003 at the sizes of configs/conll03-bilstm-crf.yaml (word 100 + char BiLSTM 25 +
 casing 10, BiLSTM 200, CRF, batch 32): a training epoch against each floor, prediction of tags
-at batch 256 against each floor, with confidences (bistack alone: the floor has none), and one
-sentence at a time (p50). The frozen feature cache of a MiniLM-shaped encoder against its bare
+at batch 256 against each floor, with confidences (bistack alone: the floor has none; once as a
+CRF tagger decodes them on the device, once on the host), and one sentence at a time (p50). The
+frozen feature cache of a MiniLM-shaped encoder against its bare
 forward writing the same file; a BERT-large-shaped encoder fine-tuned under LSTM layer pooling
 against a plain PyTorch + transformers loop (the recipe's parameter groups, the same fused or
 foreach AdamW, batches pre-tokenised and pinned), at batch 16 and 64, float32 and bf16-mixed;
@@ -353,7 +354,26 @@ def tagger_comparisons(train: Sentences, device: torch.device, precision: str | 
             per=len(train),
             extra={"stages_differ": "the floor computes no confidences"},
         ),
+        Comparison(
+            "predict-confidences-host",
+            "tags, token and entity confidences at batch 256, decoded on the host",
+            Side("bistack predict_tokens", lambda: on_the_host(tagger, tokens)),
+            Side("hand-written tags alone", floor_from_tokens),
+            per=len(train),
+            extra={"stages_differ": "the floor computes no confidences"},
+        ),
     ]
+
+
+def on_the_host(tagger: Tagger, tokens: list[list[str]]) -> None:
+    """``predict_tokens`` at batch 256 with every batch decoded on the host (on a GPU a CRF
+    tagger computes the confidences of a large batch on the device): the two rows weigh the
+    two ways against one floor."""
+    tagger.device_rows = sys.maxsize
+    try:
+        tagger.predict_tokens(tokens, batch_size=256)
+    finally:
+        del tagger.device_rows  # the class's own again
 
 
 def prebuilt_batch(task: TaggingTask, chunk: list[int], device: torch.device) -> Any:

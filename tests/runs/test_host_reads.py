@@ -137,6 +137,7 @@ def test_prediction_reads_the_device_only_for_its_results(kind, tmp_path, monkey
     scanned = kind.endswith("on the device")
     if scanned:
         monkeypatch.setattr(device_decoding, "on_accelerator", lambda scores: True)
+        monkeypatch.setattr(device_decoding.DeviceDecoding, "device_rows", 1)
         kind = "tagger, CRF"
     config = KINDS[kind](tmp_path)
     model = open_model(train_quietly(tasks.config_from_dict(config), tmp_path / "run"))

@@ -41,9 +41,7 @@ def decoder_and_emissions(
 def test_the_device_gives_the_hosts_tags_and_confidences(scheme, temperature):
     decoder, emissions, lengths = decoder_and_emissions(scheme, temperature, seed=len(scheme))
     on_host = decoder.analyse(emissions, lengths, confidence=True)
-    on_device = device_decoding.device_analyses(
-        decoder, torch.from_numpy(emissions), lengths, confidence=True
-    )
+    on_device = device_decoding.device_analyses(decoder, torch.from_numpy(emissions), lengths)
     assert [a.path for a in on_device] == [a.path for a in on_host]
     assert sum(len(a.entities) for a in on_host) >= 3  # the entity math is exercised
     for host, device in zip(on_host, on_device, strict=True):
@@ -51,18 +49,14 @@ def test_the_device_gives_the_hosts_tags_and_confidences(scheme, temperature):
         assert device.entities.keys() == host.entities.keys()
         for span, chance in host.entities.items():
             assert device.entities[span] == pytest.approx(chance, abs=1e-6), span
-    tags_alone = device_decoding.device_analyses(
-        decoder, torch.from_numpy(emissions), lengths, confidence=False
-    )
-    assert [a.path for a in tags_alone] == [a.path for a in on_host]
-    assert all(a.token_confidence == [] and a.entities == {} for a in tags_alone)
 
 
 def test_a_tagger_whose_emissions_are_on_an_accelerator_decodes_them_there(
     small_tagger, monkeypatch
 ):
-    """A trained tagger's emissions taken for a GPU's: every batch decoded by the scan, with
-    the answers the host's kernels give; k-best lists stay on the host."""
+    """A trained tagger's emissions taken for a GPU's: the confidences of every batch of at
+    least ``device_rows`` sentences computed by the scan, with the answers the host's kernels
+    give; tags alone, smaller batches and k-best lists stay on the host."""
     tagger = Tagger.load(small_tagger)
     sentences = [[t for t, _ in s] for s in tiny_sentences(30, seed=5)]
     on_host = tagger.analyse_tokens(sentences, batch_size=8)
@@ -72,8 +66,9 @@ def test_a_tagger_whose_emissions_are_on_an_accelerator_decodes_them_there(
     monkeypatch.setattr(
         device_decoding, "device_analyses", lambda *args: ran.append(1) or real(*args)
     )
+    tagger.device_rows = 7
     on_device = tagger.analyse_tokens(sentences, batch_size=8)
-    assert len(ran) == 4  # every batch of 8
+    assert len(ran) == 3  # the batches of 8; the last, of 6, on the host
     assert sum(len(a.entities) for a in on_host) >= 10
     for host, device in zip(on_host, on_device, strict=True):
         assert device.tags == host.tags
@@ -82,4 +77,5 @@ def test_a_tagger_whose_emissions_are_on_an_accelerator_decodes_them_there(
         for span, chance in host.entities.items():
             assert device.entities[span] == pytest.approx(chance, abs=1e-6), span
     tagger.analyse_tokens(sentences[:8], top_k=3)
-    assert len(ran) == 4
+    assert tagger.tag_tokens(sentences, batch_size=8) == [a.tags for a in on_host]
+    assert len(ran) == 3

@@ -7,9 +7,14 @@ The same analyses as ``TagDecoder.analyse`` (best path only) computes on the hos
 event math (``bistack.taggers.confidence``): the marginals are the gradient of log Z; an
 entity's probability is its clamped partitions over Z, every clamped copy of the batch in one
 scan. Two copies to the host a batch: the paths (the entities, and so the clamps, follow from
-them), then the clamped partitions. On the CPU the compiled kernels stay faster, and batches
-there are decoded on the host as before; a softmax head's tokens are independent and cheap to
-decode, and k-best lists are rare: both stay on the host too.
+them), then the clamped partitions.
+
+The host decodes the rest, from a copy of the emissions: tags alone (a Viterbi pass of the
+compiled kernel takes microseconds; the scan runs 62 PyTorch operators for one sentence's best
+path, 211 with its confidences), batches of fewer than ``device_rows`` sentences, a softmax
+head's independent tokens, k-best lists, and every batch on the CPU, where the compiled kernels
+are faster. ``device_rows`` is an estimate from those counts, not yet timed on a GPU
+(``benchmarks/gpu.py`` times confidences both ways).
 """
 
 from __future__ import annotations
@@ -28,13 +33,22 @@ from bistack.taggers.tagging import EmissionBatch, Tagging
 
 class DeviceDecoding(Tagging):
     """A PyTorch tagger whose own pass leaves its emissions on its device: a CRF tagger's
-    batches there are decoded there (:func:`device_analyses`)."""
+    confidences in a batch of at least ``device_rows`` sentences there are computed there
+    (:func:`device_analyses`)."""
+
+    device_rows: int = 64  # the fewest sentences a batch decoded on the device has
 
     def decoded(
         self, decoder: TagDecoder, batch: EmissionBatch, confidence: bool, top_k: int
     ) -> list[Analysis]:
-        if top_k == 1 and decoder.crf is not None and on_accelerator(batch.scores):
-            return device_analyses(decoder, batch.scores, batch.lengths, confidence)
+        if (
+            confidence
+            and top_k == 1
+            and decoder.crf is not None
+            and len(batch.lengths) >= self.device_rows
+            and on_accelerator(batch.scores)
+        ):
+            return device_analyses(decoder, batch.scores, batch.lengths)
         return super().decoded(decoder, batch, confidence, top_k)
 
 
@@ -44,10 +58,10 @@ def on_accelerator(scores: object) -> bool:
 
 
 def device_analyses(
-    decoder: TagDecoder, emissions: Tensor, lengths: Sequence[int], confidence: bool
+    decoder: TagDecoder, emissions: Tensor, lengths: Sequence[int]
 ) -> list[Analysis]:
-    """``decoder.analyse(emissions, lengths, confidence)`` computed on ``emissions``' device:
-    emissions ``(batch, seq_len, num_tags)``, row b real for its first ``lengths[b]``
+    """``decoder.analyse(emissions, lengths)`` (with confidences) computed on the emissions'
+    device: emissions ``(batch, seq_len, num_tags)``, row b real for its first ``lengths[b]``
     positions; a CRF decoder (its temperature applied as on the host). In float64, as the host's
     kernels sum: a log Z in the thousands (a sharp temperature) keeps 3 digits in float32."""
     crf = decoder.tempered_crf()
@@ -66,9 +80,6 @@ def device_analyses(
         real = torch.tensor(list(lengths), device=device)
         mask = torch.arange(width, device=device)[None, :] < real[:, None]  # (batch, width)
         tags, _ = viterbi_scan(scores, mask, *moves)  # (batch, width), 0 at padding
-        if not confidence:
-            best = tags.cpu().numpy()
-            return [Analysis(best[row, :n].tolist(), [], {}) for row, n in enumerate(lengths)]
         leaf = scores.requires_grad_(True)
         log_z = log_partition_scan(leaf, mask, *moves)  # (batch,)
         (marginals,) = torch.autograd.grad(log_z.sum(), leaf)  # (batch, width, num_tags)
