@@ -8,14 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from bistack.crf import CRF
-from bistack.schemes import allowed_transitions
 from bistack.taggers import device_decoding
-from bistack.taggers.confidence import CRFScores
 from bistack.taggers.decoding import TagDecoder
 from bistack.taggers.tagger import Tagger
 from tests.conftest import tiny_sentences
-from tests.taggers.test_confidence import LABELS
+from tests.taggers.test_confidence import LABELS, make_crf, scores_of
 
 
 def decoder_and_emissions(
@@ -23,17 +20,12 @@ def decoder_and_emissions(
 ) -> tuple[TagDecoder, np.ndarray, list[int]]:
     """A constrained CRF with random scores, and a batch of random emissions of mixed lengths,
     one token's every emission far below a forbidden move."""
-    torch.manual_seed(seed)
+    crf, _ = make_crf(scheme, seed)
     labels = LABELS[scheme]
-    crf = CRF(len(labels), allowed_transitions(scheme, labels), names=labels)
-    with torch.no_grad():
-        for parameter in crf.parameters():
-            parameter.normal_()
-    scores = CRFScores(*(s.detach().numpy() for s in crf.constrained_scores()))
     lengths = [7, 1, 4, 7, 2, 5]
     emissions = (torch.randn(len(lengths), 7, len(labels)) * 3).numpy()
     emissions[2, 1] -= 2e4
-    return TagDecoder(labels, scheme, scores, temperature), emissions, lengths
+    return TagDecoder(labels, scheme, scores_of(crf), temperature), emissions, lengths
 
 
 @pytest.mark.parametrize("scheme", list(LABELS))
