@@ -84,7 +84,9 @@ def device_analyses(
         log_z = log_partition_scan(leaf, mask, *moves)  # (batch,)
         (marginals,) = torch.autograd.grad(log_z.sum(), leaf)  # (batch, width, num_tags)
     token = marginals.gather(2, tags.unsqueeze(2)).squeeze(2)  # each token's marginal of its tag
-    chosen = tags.cpu().numpy()  # the first copy: the paths, the entities' clamps follow
+    # The first copies: the paths (the entities' clamps follow from them), their confidences.
+    chosen, token_confidence = tags.cpu().numpy(), token.cpu().numpy()
+    log_z_host = log_z.detach().cpu().numpy()
     paths = [chosen[row, :n].tolist() for row, n in enumerate(lengths)]
     spans, events = decoder.span_events(paths)
     terms = clamped_terms(lengths, events)
@@ -101,8 +103,7 @@ def device_analyses(
                 ~torch.from_numpy(allowed).to(device), float("-inf")
             )
             term_log_z = log_partition_scan(clamped, mask[rows], *moves).cpu().numpy()
-    token_confidence = token.cpu().numpy()
-    chances = span_probabilities(events, terms, log_z.detach().cpu().numpy(), term_log_z)
+    chances = span_probabilities(events, terms, log_z_host, term_log_z)
     return [
         Analysis(
             path,
