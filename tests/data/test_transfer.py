@@ -90,3 +90,12 @@ def test_a_batch_for_the_cpu_is_neither_pinned_nor_copied(copies):
     moved = batch.to("cpu")
     assert pinned == []
     assert all(a is b for a, b in zip(tensors_of(moved), tensors_of(batch), strict=True))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here")
+@pytest.mark.parametrize("name", list(BATCHES))
+def test_a_batch_copied_without_waiting_arrives_whole_on_a_gpu(name):
+    batch = BATCHES[name]
+    moved = batch.to("cuda")
+    after = [t.cpu() for t in tensors_of(moved)]  # each copy waits for the one before it
+    assert all(torch.equal(a, b) for a, b in zip(after, tensors_of(batch), strict=True))

@@ -28,12 +28,23 @@ def decoder_and_emissions(
     return TagDecoder(labels, scheme, scores_of(crf), temperature), emissions, lengths
 
 
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device here"),
+    ),
+]
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("scheme", list(LABELS))
 @pytest.mark.parametrize("temperature", [1.0, 0.4, 2.5])
-def test_the_device_gives_the_hosts_tags_and_confidences(scheme, temperature):
+def test_the_device_gives_the_hosts_tags_and_confidences(scheme, temperature, device):
     decoder, emissions, lengths = decoder_and_emissions(scheme, temperature, seed=len(scheme))
     on_host = decoder.analyse(emissions, lengths, confidence=True)
-    on_device = device_decoding.device_analyses(decoder, torch.from_numpy(emissions), lengths)
+    placed = torch.from_numpy(emissions).to(device)
+    on_device = device_decoding.device_analyses(decoder, placed, lengths)
     assert [a.path for a in on_device] == [a.path for a in on_host]
     assert sum(len(a.entities) for a in on_host) >= 3  # the entity math is exercised
     for host, device in zip(on_host, on_device, strict=True):

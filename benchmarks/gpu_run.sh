@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# On a lent CUDA machine, after benchmarks/gpu_prepare.sh here: installs the wheels its image
+# lacks, makes random-weight encoders of MiniLM's and BERT-large's shapes, runs the suite's
+# device checks (decoding on the device, pinned copies, host reads) and then every row of
+# benchmarks/gpu.py, train.compile's included, each step under a timeout. gpu.md and gpu.json
+# and a tar of every log land in $OUT (the device tool's; runs/gpu-run elsewhere).
+#   bash benchmarks/gpu_run.sh
+# A smoke run on the CPU, small: PYTHON=.venv/bin/python DEVICE=cpu LIMIT=200 \
+#   LARGE_SHAPE="64 2 2" LARGE_TEXTS=8 LARGE_LENGTH=16 bash benchmarks/gpu_run.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+OUT=${OUT:-runs/gpu-run}
+mkdir -p "$OUT"
+site=$(mktemp -d)
+logs=$(mktemp -d)
+step() {  # step NAME SECONDS COMMAND...: its output in NAME.log, its end in steps.log
+    local name=$1 seconds=$2
+    shift 2
+    local started=$SECONDS
+    timeout "$seconds" "$@" > "$logs/$name.log" 2>&1
+    echo "$name: exit $? after $((SECONDS - started)) s" | tee -a "$logs/steps.log"  # as it goes
+}
+step install 120 "$PYTHON" -m pip install -q --no-index --no-deps --target "$site" .dev/whl/*.whl
+export PYTHONPATH=$site:$PWD/src:$PWD HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
+step device 60 "$PYTHON" -c "import torch; print(torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name(0))"
+step minilm 120 "$PYTHON" .dev/make_backbone.py .dev/minilm "$site/minilm"
+# shellcheck disable=SC2086  # the shape is three numbers
+step large 180 "$PYTHON" .dev/make_backbone.py .dev/minilm "$site/large" ${LARGE_SHAPE:-1024 24 16}
+step checks 150 "$PYTHON" -m pytest -q -p no:cacheprovider tests/taggers/test_device_decoding.py \
+    tests/data/test_transfer.py tests/runs/test_host_reads.py
+step gpu 420 "$PYTHON" benchmarks/gpu.py --train .dev/data/train.txt --limit "${LIMIT:-4000}" \
+    --backbone "$site/minilm" --large "$site/large" --large-texts "${LARGE_TEXTS:-512}" \
+    --large-length "${LARGE_LENGTH:-256}" --compile --device "${DEVICE:-cuda}" --out "$OUT"
+tar -czf "$OUT/logs.tar.gz" -C "$logs" .
