@@ -442,14 +442,12 @@ def word_layer_states(
     return sums / counts[:, None, None]
 
 
-def compile_backbones(model: nn.Module) -> int:
+def compile_backbones(model: nn.Module) -> None:
     """Compile the encoder of every backbone ``model`` trains (``train.compile``): in place
-    (``nn.Module.compile``), so its weights keep their names in the saved files. Returns how
-    many were compiled."""
-    backbones = [module for module in model.modules() if isinstance(module, TransformerBackbone)]
-    for backbone in backbones:
-        backbone.model.compile()
-    return len(backbones)
+    (``nn.Module.compile``), so its weights keep their names in the saved files."""
+    for module in model.modules():
+        if isinstance(module, TransformerBackbone):
+            module.model.compile()
 
 
 def trained_backbone(

@@ -211,9 +211,9 @@ def open_study(
         pruner=pruner,
         load_if_exists=True,
     )
-    settings_now = config.to_dict()
+    current_config = config.to_dict()
     recorded = {
-        "config": settings_now,
+        "config": current_config,
         "space": [p.to_dict() for p in space],
         "metric": metric.name,
     }
@@ -228,7 +228,7 @@ def open_study(
         return study
     changed = [key for key, value in recorded.items() if previous.get(key) != value]
     if changed:
-        keys = differences(previous.get("config") or {}, settings_now)
+        keys = differences(previous.get("config") or {}, current_config)
         named = f" (changed: {', '.join(keys)})" if keys else ""
         raise ConfigError(
             f"{url}: study {settings.study_name!r} was searched with another "
