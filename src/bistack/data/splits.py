@@ -43,9 +43,14 @@ class SplitSource(Protocol):
 
 @dataclass(frozen=True)
 class TrainAndDev(Generic[T]):
+    """Training and dev rows; ``calibrate_on_dev`` false where dev is a cross-validation's
+    held-out fold: it chooses the epoch, and nothing is fitted on it after training (the
+    cross-validation fits each fold's calibration on the other folds' predictions)."""
+
     train: list[T]
     dev: list[T]
     dev_source: str  # the dev file, or which share of which file was held out
+    calibrate_on_dev: bool = True
 
 
 def read_train_and_dev(read: Callable[[str], list[T]], source: SplitSource) -> TrainAndDev[T]:

@@ -6,9 +6,9 @@ model directory.
 (their folder names, in order), ``exported`` (true where ``bistack export`` wrote each member
 as an exported directory), what ``info`` says of them (``folds``: each member's held-out
 score; ``cv``: the cross-validated score) and the combination's own settings, fitted on the
-out-of-fold predictions (a classifier ensemble's ``temperature``, a tagger ensemble's
-``calibration``). The directory is written
-beside its place and renamed into it whole.
+out-of-fold predictions (a classifier ensemble's ``temperature``, a regressor ensemble's
+``target_calibration``: a scale and offset per target, a tagger ensemble's ``calibration``).
+The directory is written beside its place and renamed into it whole.
 """
 
 from __future__ import annotations
@@ -84,4 +84,6 @@ def describe_ensemble(meta: dict[str, Any]) -> dict[str, Any]:
     temperature = meta.get("temperature", (meta.get("calibration") or {}).get("temperature"))
     if temperature is not None:
         described["temperature"] = temperature
+    if "target_calibration" in meta:
+        described["calibration"] = meta["target_calibration"]
     return described

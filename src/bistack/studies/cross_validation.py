@@ -9,7 +9,10 @@ competitors' practice: the held-out fold chooses the epoch, so the CV score is a
 optimistic), or, with ``inner_dev``, on a dev split of the other folds (the rule
 compare-poolers uses), so that the held-out fold chooses nothing. Each fold then predicts the
 rows it never saw: the out-of-fold predictions, every row once, in the table's order, scored
-as a whole (the CV score) and fold by fold.
+as a whole (the CV score) and fold by fold. Nothing is fitted on the rows it is scored on: in
+the default mode each fold model stays uncalibrated and its held-out outputs are calibrated by
+a fit on the other folds' out-of-fold outputs (the family's ``cross_fit``); the ensemble keeps
+one fit on all of them.
 
 The output folder holds ``folds.json``, ``folds/<fold>/`` (each fold's run, and ``fold.json``
 once it finished: a killed CV resumes at the first fold without one), ``oof.jsonl`` and
@@ -127,6 +130,7 @@ class FoldJob:
     held: list[int]
     dev_source: str
     options: RunOptions
+    calibrate_on_dev: bool  # false where dev is the held-out fold: nothing is fitted on it
 
 
 def is_cv_entry(name: str) -> bool:
@@ -148,15 +152,33 @@ class FoldFamily(Protocol):
     def refuse(self, settings: CVSettings) -> None: ...
     def shared(self, say: Callable[[str], None]) -> dict[str, Any]: ...
     def training(
-        self, train: list[int], dev: list[int], source: str, shared: dict[str, Any]
+        self,
+        train: list[int],
+        dev: list[int],
+        source: str,
+        shared: dict[str, Any],
+        calibrate_on_dev: bool,
     ) -> dict[str, Any]: ...
     def parts(self, shared: dict[str, Any]) -> dict[str, Any]: ...
     def held_out(
         self, model: Any, held: list[int], shared: dict[str, Any], key: str
     ) -> dict[str, Any]: ...
     def pool(self, plan: FoldPlan, records: list[dict], key: str) -> tuple[list[float], Any]: ...
+    def cross_fit(
+        self,
+        plan: FoldPlan,
+        records: list[dict],
+        key: str,
+        members: dict[str, Path],
+        say: Callable[[str], None],
+    ) -> list[dict]: ...
     def ensemble_meta(
-        self, oof: Any, members: dict[str, Path], records: list[dict], say: Callable[[str], None]
+        self,
+        oof: Any,
+        members: dict[str, Path],
+        records: list[dict],
+        say: Callable[[str], None],
+        members_calibrated: bool,
     ) -> tuple[dict[str, Any], str]: ...
     def write_oof(self, output: Path, card: Any, plan: FoldPlan, oof: Any) -> None: ...
     def report(self, card: Any, oof: Any, model_dir: Path) -> dict[str, Any] | None: ...
@@ -237,8 +259,9 @@ def run_cv(
         + (
             "a dev split of its training folds (the held-out fold chooses nothing)"
             if settings.inner_dev
-            else "its held-out fold (the competitors' practice: the CV score is a little "
-            "optimistic; --inner-dev for an unbiased one)"
+            else "its held-out fold (the competitors' practice: the held-out fold chooses the "
+            "epoch, so the CV score is a little optimistic; --inner-dev for an unbiased one); "
+            "each fold's calibration is fitted on the other folds' out-of-fold predictions"
         )
     )
     jobs = [
@@ -330,6 +353,7 @@ def fold_job(
         held,
         source,
         replace(options, overwrite=True, resume=False, checkpoints=False),
+        calibrate_on_dev=settings.inner_dev,
     )
 
 
@@ -444,7 +468,7 @@ def train_fold(
         config,
         job.directory,
         job.options,
-        **family.training(job.train, job.dev, job.dev_source, shared),
+        **family.training(job.train, job.dev, job.dev_source, shared, job.calibrate_on_dev),
     )
     model = card.loader_class.load(trained.model_dir, **family.parts(shared))
     key = card.metric_for(config).column.removeprefix("dev_")
@@ -481,7 +505,12 @@ def finish(
     """Pool the out-of-fold predictions, score them, write them, the report and the ensemble."""
     card = task_of(config.kind)
     key = card.metric_for(config).column.removeprefix("dev_")
+    members = {r["name"]: output / "folds" / r["name"] / MODEL_DIR for r in records}
+    trained = records  # as the members predict: calibrated on an inner dev split, or not at all
+    if not settings.inner_dev:  # calibrated now, each fold by the other folds' predictions
+        records = family.cross_fit(plan, trained, key, members, say)
     pooled, oof = family.pool(plan, records, key)
+    as_trained = oof if records is trained else family.pool(plan, trained, key)[1]
     folds = {record["name"]: float(record["score"]) for record in records}
     result = CVResult(key, statistics.fmean(pooled), folds, output)
     summary = {
@@ -496,9 +525,13 @@ def finish(
         "early_stopping": "a dev split of the training folds"
         if settings.inner_dev
         else "the held-out fold",
+        "calibration": "each fold's on a dev split of its training folds"
+        if settings.inner_dev
+        else "each fold's on the other folds' out-of-fold predictions (cross-fitted), never "
+        "on its own held-out rows; the ensemble's on all the out-of-fold predictions",
+        "fold_calibration": {r["name"]: r["calibration"] for r in records if "calibration" in r},
     }
-    members = {r["name"]: output / "folds" / r["name"] / MODEL_DIR for r in records}
-    extra, note = family.ensemble_meta(oof, members, records, say)
+    extra, note = family.ensemble_meta(as_trained, members, trained, say, settings.inner_dev)
     cv = {name: value for name, value in summary.items() if name != "folds"}
     meta: dict[str, Any] = {"kind": config.kind, "folds": folds, "cv": cv} | extra
     family.write_oof(output, card, plan, oof)

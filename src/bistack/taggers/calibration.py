@@ -25,7 +25,7 @@ it is settled here too, after T: its threshold is the config's (not fitted on de
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -167,6 +167,39 @@ def fit_temperature(dev: DevEmissions, decoder: TagDecoder, chosen: set[int] | N
         tempered = replace(decoder, temperature=math.exp(log_temperature))
         return entity_log_loss(*dev.outcomes(tempered, chosen))
 
+    return minimising_temperature(loss)
+
+
+def pooled_outcomes(
+    parts: Sequence[tuple[DevEmissions, TagDecoder]], temperature: float
+) -> tuple[list[float], list[bool]]:
+    """(confidence, is it gold) of every entity each decoder predicts on its own sentences, at
+    ``temperature``: several taggers' predictions (cross-validation's fold models, each on its
+    held-out sentences) pooled."""
+    confidences: list[float] = []
+    correct: list[bool] = []
+    for dev, decoder in parts:
+        found = dev.outcomes(replace(decoder, temperature=temperature, consistency=0.0))
+        confidences += found[0]
+        correct += found[1]
+    return confidences, correct
+
+
+def pooled_temperature(parts: Sequence[tuple[DevEmissions, TagDecoder]]) -> float | None:
+    """The one temperature minimising the entity log-loss of ``parts`` pooled; None where they
+    cannot say how sure to be (their entities all right, all wrong, or none) or where the fit
+    is implausible (see ``plausible_temperature``)."""
+    if len(set(pooled_outcomes(parts, 1.0)[1])) < 2:
+        return None
+    fitted = minimising_temperature(
+        lambda log_temperature: entity_log_loss(*pooled_outcomes(parts, math.exp(log_temperature)))
+    )
+    return fitted if plausible_temperature(fitted) else None
+
+
+def minimising_temperature(loss: Callable[[float], float]) -> float:
+    """The temperature whose log minimises ``loss``, by golden-section search over
+    ``LOG_BOUNDS``."""
     low, high = LOG_BOUNDS
     ratio = (math.sqrt(5) - 1) / 2
     a, b = high - ratio * (high - low), low + ratio * (high - low)

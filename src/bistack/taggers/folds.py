@@ -34,6 +34,7 @@ class TaggerFolds:
         self.config = config
         self.loader = loader
         self._shared: dict[str, Any] | None = None  # what ``shared`` gave, kept for the ensemble
+        self._held: dict[str, tuple[Any, Any]] | None = None  # see ``held_emissions``
         data = config.data
         self.rows: list[Sentence] = read_tagged(data.train, data)
         if not self.rows:
@@ -86,11 +87,21 @@ class TaggerFolds:
         return self._shared
 
     def training(
-        self, train: list[int], dev: list[int], source: str, shared: dict[str, Any]
+        self,
+        train: list[int],
+        dev: list[int],
+        source: str,
+        shared: dict[str, Any],
+        calibrate_on_dev: bool,
     ) -> dict[str, Any]:
         rows = self.rows
         chosen = TaggingData(
-            [rows[i] for i in train], [rows[i] for i in dev], self.scheme, source, []
+            [rows[i] for i in train],
+            [rows[i] for i in dev],
+            self.scheme,
+            source,
+            [],
+            calibrate_on_dev,
         )
         return {"data": chosen} | shared
 
@@ -153,8 +164,87 @@ class TaggerFolds:
         rows = list(range(len(self.rows)))
         return [float(self.scores(lambda row: oof[row][1], rows).to_json()[key])], oof
 
+    def held_emissions(
+        self, records: list[dict], members: dict[str, Path], say: Callable[[str], None]
+    ) -> dict[str, tuple[Any, Any]]:
+        """Each fold's model, opened once (a frozen backbone shared), and its emissions of its
+        held-out sentences with their gold entities (``DevEmissions``, indices into the held-out
+        list), computed once for the cross-fit and the ensemble's temperature."""
+        if self._held is None:
+            from bistack.taggers.calibration import dev_emissions
+
+            shared = self.shared(say)
+            self._held = {}
+            for record in records:
+                model = self.loader.load(members[record["name"]], **self.parts(shared))
+                sentences = [self.rows[i] for i in record["held"]]
+                emitter = self.shared_emitter(model, sentences, shared)
+                self._held[record["name"]] = (model, dev_emissions(model, sentences, emitter))
+        return self._held
+
+    def cross_fit(
+        self,
+        plan: FoldPlan,
+        records: list[dict],
+        key: str,
+        members: dict[str, Path],
+        say: Callable[[str], None],
+    ) -> list[dict]:
+        """Each fold's held-out sentences tagged again by its model at a temperature fitted on
+        the other folds' held-out entities (each by the model that never saw it), never on its
+        own; its scores again. ``records``: from uncalibrated models. Plain tags: nothing to
+        fit."""
+        if self.scheme == PLAIN:
+            return records
+        from bistack.taggers.calibration import pooled_temperature
+
+        held = self.held_emissions(records, members, say)
+        shared = self.shared(say)
+        fitted = []
+        for record in records:
+            others = [r["name"] for r in records if r["name"] != record["name"]]
+            temperature = pooled_temperature([(held[n][1], held[n][0].decoder) for n in others])
+            model = held[record["name"]][0]
+            sentences = [self.rows[i] for i in record["held"]]
+            trained = model.calibration
+            if temperature is not None:
+                model.calibration = trained | {"temperature": temperature}
+            try:
+                tagged = model.predict_tokens(
+                    [s.tokens for s in sentences],
+                    documents=[s.document for s in sentences],
+                    emitter=self.shared_emitter(model, sentences, shared),
+                )
+            finally:
+                model.calibration = trained
+            tags = [list(t.sentences[0].tags) for t in tagged]
+            scores = self.scores(
+                dict(zip(record["held"], tags, strict=True)).__getitem__, record["held"]
+            ).to_json()
+            calibration: dict[str, Any] = {"fitted_on": others}
+            if temperature is None:
+                calibration["note"] = "no plausible temperature fits: confidences as trained"
+            else:
+                calibration["temperature"] = temperature
+            fitted.append(
+                record
+                | {
+                    "score": scores[key],
+                    "metrics": scores,
+                    "predictions": [t.to_json() for t in tagged],
+                    "tags": tags,
+                    "calibration": calibration,
+                }
+            )
+        return fitted
+
     def ensemble_meta(
-        self, oof: Any, members: dict[str, Path], records: list[dict], say: Callable[[str], None]
+        self,
+        oof: Any,
+        members: dict[str, Path],
+        records: list[dict],
+        say: Callable[[str], None],
+        members_calibrated: bool,
     ) -> tuple[dict[str, Any], str]:
         """The ensemble's temperature, fitted on the out-of-fold marginals: each fold's member
         reads its held-out sentences (a frozen backbone's word states shared, as in training),
@@ -169,17 +259,13 @@ class TaggerFolds:
         from bistack.taggers.ensemble import TaggerEnsemble
         from bistack.taggers.tagging import EmissionBatch
 
-        shared = self.shared(say)
-        opened = [self.loader.load(members[r["name"]], **self.parts(shared)) for r in records]
+        held_out = self.held_emissions(records, members, say)
+        opened = [held_out[r["name"]][0] for r in records]
         ensemble = TaggerEnsemble(opened, {})
         batches = []
         for member, record in zip(opened, records, strict=True):
             held = record["held"]
-            sentences = [self.rows[i] for i in held]
-            tokens = [s.tokens for s in sentences]
-            documents = [s.document for s in sentences]
-            emitter = self.shared_emitter(member, sentences, shared)
-            for batch in member.emission_batches(tokens, emitter=emitter, documents=documents):
+            for batch in held_out[record["name"]][1].batches:
                 logs = ensemble.log_mean_marginals([(member, batch.emissions)], batch.lengths)
                 rows = [held[i] for i in batch.indices]
                 batches.append(EmissionBatch(rows, batch.lengths, logs))

@@ -34,13 +34,15 @@ T = TypeVar("T", "Tagger", "LayerPoolingTagger")
 @dataclass
 class TaggingData:
     """Training and dev sentences (tags in the input scheme), that scheme, and what reading
-    them found worth saying (spans widened to token boundaries)."""
+    them found worth saying (spans widened to token boundaries); ``calibrate_on_dev``: as
+    ``TrainAndDev``'s (false for a cross-validation's held-out fold)."""
 
     train: list[Sentence]
     dev: list[Sentence]
     input_scheme: str
     dev_source: str
     notes: list[str]
+    calibrate_on_dev: bool = True
 
 
 def load_tagging_data(config: TaggerConfig | LayerPoolingTaggerConfig) -> TaggingData:
@@ -126,13 +128,15 @@ def finish_tagger(
     """Fit the best model's temperature on dev (``bistack.taggers.calibration``), then, where
     the config asks for it, measure document consistency over the calibrated confidences, and
     keep both with the model; ``emitter``: the best model's emissions from cached features, if
-    any."""
+    any. Where dev may not be fitted on (a cross-validation's held-out fold), no temperature:
+    the threshold alone is kept, measured on dev."""
     best = load(run.model_dir)
     if best.output_scheme == PLAIN:  # plain tags have no entities to be sure of
         return
     dev = dev_emissions(best, data.dev, None if emitter is None else emitter(best))
-    fit = calibrate(best, data.dev, dev=dev)
-    if fit is None:
+    if not data.calibrate_on_dev:
+        run.say("entity confidences as trained: dev is the held-out fold, fitted on by nothing")
+    elif (fit := calibrate(best, data.dev, dev=dev)) is None:
         run.say(
             "entity confidences kept as trained: the entities predicted on dev are all "
             "right (or all wrong, or none), so there is nothing to fit a temperature on"

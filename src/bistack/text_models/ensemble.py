@@ -1,7 +1,7 @@
 """A fold ensemble of text classifiers or regressors, one model to every outlet: the members'
 class probabilities averaged (then, where ``bistack cv`` fitted one on the out-of-fold
 predictions, divided by the ensemble's temperature in log space), or their values averaged in
-original units.
+original units (then, where ``bistack cv`` fitted one, scaled and offset per target).
 
 Members over one frozen backbone share its forward: the backbone reads each text once and
 every member's head reads its per-layer vectors (a fine-tuned member runs its own backbone).
@@ -110,7 +110,10 @@ def combined_outputs(
                 f"ensemble members predict different targets ({targets} and {member.outputs.names})"
             )
     zeros, ones = [0.0] * len(targets), [1.0] * len(targets)
-    return TargetOutputs({"targets": targets, "mean": zeros, "std": ones})
+    info = {"targets": targets, "mean": zeros, "std": ones}
+    if "target_calibration" in meta:  # by ``bistack cv``, on uncalibrated members' OOF values
+        info["calibration"] = meta["target_calibration"]
+    return TargetOutputs(info)
 
 
 def member_values(

@@ -83,11 +83,17 @@ class TextFolds:
         return {"backbone": backbone, "vectors_of": vectors}
 
     def training(
-        self, train: list[int], dev: list[int], source: str, shared: dict[str, Any]
+        self,
+        train: list[int],
+        dev: list[int],
+        source: str,
+        shared: dict[str, Any],
+        calibrate_on_dev: bool,
     ) -> dict[str, Any]:
         """The fold's inputs to the kind's recipe: its rows, and what the folds share."""
         rows = self.rows
-        return {"data": TextData([rows[i] for i in train], [rows[i] for i in dev], source)} | shared
+        data = TextData([rows[i] for i in train], [rows[i] for i in dev], source, calibrate_on_dev)
+        return {"data": data} | shared
 
     @staticmethod
     def parts(shared: dict[str, Any]) -> dict[str, Any]:
@@ -126,13 +132,76 @@ class TextFolds:
         ]
         return scores, np.mean(np.stack(per_repeat), axis=0)
 
+    def cross_fit(
+        self,
+        plan: FoldPlan,
+        records: list[dict],
+        key: str,
+        members: dict[str, Path],
+        say: Callable[[str], None],
+    ) -> list[dict]:
+        """Each fold's held-out outputs calibrated as a model is after training (a
+        classifier's temperature; a regressor's scale and offset, with
+        ``regression.calibrate``), the fit made on the other folds' out-of-fold outputs of its
+        repeat and never on its own rows; its scores again. ``records``: uncalibrated."""
+        if not self.calibrates:
+            return records
+        path, runs = self.config.data.train, plan.runs()
+        fitted = []
+        for (repeat, fold, _), record in zip(runs, records, strict=True):
+            others = [
+                (plan.held_out(repeat, f), other)
+                for (r, f, _), other in zip(runs, records, strict=True)
+                if r == repeat and f != fold
+            ]
+            outputs = type(self.outputs)(dict(self.outputs.info))
+            fit_rows = [self.rows[i] for held, _ in others for i in held]
+            values = np.concatenate([placed(other, outputs) for _, other in others])
+            done = outputs.fit_on_dev(fit_rows, path, raw_of(values, outputs), True)
+            own = raw_of(placed(record, outputs), outputs)
+            held = [self.rows[i] for i in record["held"]]
+            scores = outputs.scores(held, own, path)
+            kept = {k: outputs.info[k] for k in ("temperature", "calibration") if k in outputs.info}
+            fitted_on = [name for (r, f, name) in runs if r == repeat and f != fold]
+            fitted.append(
+                record
+                | {
+                    "score": scores[key],
+                    "metrics": scores.to_json(),
+                    "outputs": outputs.averaged(own).tolist(),
+                    "labels": outputs.names,
+                    "calibration": kept
+                    | {"fitted_on": fitted_on}
+                    | ({} if kept else {"note": done}),
+                }
+            )
+        return fitted
+
+    @property
+    def calibrates(self) -> bool:
+        """Whether a model of this config calibrates its outputs after training (a
+        classifier always; a regressor with ``regression.calibrate``)."""
+        return isinstance(self.outputs, ClassOutputs) or bool(self.config.regression.calibrate)
+
     def ensemble_meta(
-        self, oof: np.ndarray, members: dict[str, Path], records: list[dict], say: Any
+        self,
+        oof: np.ndarray,
+        members: dict[str, Path],
+        records: list[dict],
+        say: Any,
+        members_calibrated: bool,
     ) -> tuple[dict[str, Any], str]:
-        """What the ensemble keeps of the OOF predictions (a classifier's temperature), and
-        what was done."""
+        """What the ensemble keeps of the OOF predictions (``oof``: as the members give them), and
+        what was done: a classifier's temperature; a regressor's scale and offset per target,
+        with ``regression.calibrate``, where the members are uncalibrated."""
         if not isinstance(self.outputs, ClassOutputs):
-            return {}, ""
+            if members_calibrated or not self.calibrates:
+                return {}, ""
+            outputs = type(self.outputs)(dict(self.outputs.info))
+            outputs.fit_calibration(self.rows, self.config.data.train, raw_of(oof, self.outputs))
+            pairs = ", ".join(f"x{a:.3f} {b:+.3f}" for a, b in outputs.info["calibration"])
+            said = f"calibrated on the out-of-fold predictions (scale, offset per target): {pairs}"
+            return {"target_calibration": outputs.info["calibration"]}, said
         gold = np.asarray(self.outputs.label_ids(self.rows, self.config.data.train))
         with np.errstate(divide="ignore"):
             logits = np.maximum(np.log(oof.astype(np.float64)), -1e4)
@@ -217,9 +286,9 @@ def placed(record: dict, outputs: ClassOutputs | TargetOutputs) -> np.ndarray:
 
 def raw_of(values: np.ndarray, outputs: ClassOutputs | TargetOutputs) -> RawOutputs:
     """Out-of-fold probabilities or values as the outputs' raw outputs (log-probabilities)."""
-    if isinstance(outputs, ClassOutputs):
+    if isinstance(outputs, ClassOutputs):  # a class no fold model gives: a logit far below
         with np.errstate(divide="ignore"):
-            values = np.log(values)
+            values = np.maximum(np.log(values), -1e4)
     return RawOutputs([[] for _ in values], values.astype(np.float32), None, 0.0)
 
 

@@ -141,6 +141,10 @@ class ClassOutputs:
             f"{before:.4f} -> {after:.4f}"
         )
 
+    def averaged(self, raw: RawOutputs) -> np.ndarray:
+        """What an ensemble averages of ``raw``: ``(texts, num_labels)`` probabilities."""
+        return self.probabilities(raw)
+
     def _calibration_error(self, raw: RawOutputs, gold: np.ndarray) -> float:
         probabilities = self.probabilities(raw)
         confidence, predicted = probabilities.max(axis=-1), probabilities.argmax(axis=-1)
@@ -295,6 +299,10 @@ class TargetOutputs:
             scale, offset = np.asarray(calibration, dtype=np.float32).T  # (num_targets,) each
             values = values * scale + offset
         return values
+
+    def averaged(self, raw: RawOutputs) -> np.ndarray:
+        """What an ensemble averages of ``raw``: ``(texts, num_targets)`` original units."""
+        return self.values(raw)
 
     def fit_on_dev(
         self, examples: Sequence[Example], path: str | Path, raw: RawOutputs, calibrate: bool

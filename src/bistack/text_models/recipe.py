@@ -184,8 +184,13 @@ def finish_on_dev(
 ) -> None:
     """What every text model does with its best epoch: fit its outputs' calibration on dev (a
     classifier's temperature; a regressor's scale and offset when ``calibrate``), keep it with
-    the model, and save the dev metrics."""
-    done = best.outputs.fit_on_dev(data.dev, data.dev_source, raw, calibrate)
+    the model, and save the dev metrics. Where dev may not be fitted on (a cross-validation's
+    held-out fold: ``data.calibrate_on_dev`` false), the outputs stay as trained."""
+    if data.calibrate_on_dev:
+        done = best.outputs.fit_on_dev(data.dev, data.dev_source, raw, calibrate)
+    else:
+        done = ""
+        run.say("outputs as trained: dev is the held-out fold, fitted on by nothing")
     if done:
         best.save_metadata(run.model_dir)
         run.say(done)

@@ -1,0 +1,162 @@
+"""Out of fold means out of fold: in ``bistack cv``'s default mode (each fold stops early on its
+held-out fold) nothing is fitted on the rows it is scored on. Each fold model stays as trained;
+its held-out outputs are calibrated (a classifier's temperature, a regressor's scale and
+offset, a tagger's entity temperature) by a fit on the other folds' out-of-fold outputs; the
+ensemble keeps one fit on all the uncalibrated out-of-fold outputs. Refitting a fold's own
+out-of-fold values on its gold therefore never gives back the identity, as it did when each
+fold calibrated on its held-out fold."""
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bistack
+from bistack.predictor import open_model
+from bistack.text_models.outputs import fit_temperature
+from tests.studies.test_cross_validation import write_documents, write_rows
+from tests.text_models.test_end_to_end import text_config
+
+FOLDS = 3
+
+
+def cv_of(config: dict, out: Path) -> list[str]:
+    said: list[str] = []
+    bistack.cross_validate(config, out, folds=FOLDS, say=said.append)
+    return said
+
+
+def read_oof(out: Path) -> list[dict]:
+    with (out / "oof.csv").open() as handle:
+        return list(csv.DictReader(handle))
+
+
+def fold_models(out: Path) -> list[tuple[str, list[int], object]]:
+    """Each fold's name, held-out rows and model as it left training."""
+    folds = []
+    for fold in range(FOLDS):
+        name = f"fold{fold}"
+        held = json.loads((out / "folds" / name / "fold.json").read_text())["held"]
+        folds.append((name, held, open_model(out / "folds" / name / "model")))
+    return folds
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory):
+    root = tmp_path_factory.mktemp("oof-classifier")
+    train = write_rows(root / "train.tsv", 60)
+    config = text_config(train, None, train={"max_epochs": 3, "patience": 3})
+    config["data"]["dev"] = None
+    said = cv_of(config, root / "out")
+    with train.open() as handle:
+        texts = [row["sentence"] for row in csv.DictReader(handle, delimiter="\t")]
+    return root / "out", texts, said
+
+
+def member_probabilities(model, texts: list[str], labels: list[str]) -> np.ndarray:
+    return np.array([[p.probabilities.get(k, 0.0) for k in labels] for p in model.predict(texts)])
+
+
+def test_a_classifier_folds_temperature_never_sees_its_held_out_labels(classifier):
+    out, texts, said = classifier
+    oof = read_oof(out)
+    labels = sorted({row["gold"] for row in oof})
+    gold = np.array([labels.index(row["gold"]) for row in oof])
+    written = np.array([[float(row[f"p_{k}"]) for k in labels] for row in oof])
+    folds = fold_models(out)
+    trained = np.zeros_like(written)
+    for _, held, model in folds:  # each fold model as it left training: no temperature
+        assert "temperature" not in json.loads((model.path / "config.json").read_text())["outputs"]
+        trained[held] = member_probabilities(model, [texts[i] for i in held], labels)
+    summary = json.loads((out / "cv.json").read_text())
+    logits = np.log(np.clip(trained, 1e-30, None))
+    for name, held, _ in folds:
+        others = [i for i in range(len(oof)) if i not in set(held)]
+        expected = fit_temperature(logits[others], gold[others])  # the other folds' alone
+        recorded = summary["fold_calibration"][name]
+        assert recorded["temperature"] == pytest.approx(expected, rel=1e-6)
+        assert name not in recorded["fitted_on"] and len(recorded["fitted_on"]) == FOLDS - 1
+        scaled = np.exp(logits[held] / expected)
+        np.testing.assert_allclose(written[held], scaled / scaled.sum(1, keepdims=True), atol=1e-5)
+        # Refitting on the fold's own out-of-fold probabilities is no identity.
+        refit = fit_temperature(np.log(np.clip(written[held], 1e-30, None)), gold[held])
+        assert abs(refit - 1.0) > 1e-3
+    # The ensemble's temperature: one fit on every row's uncalibrated out-of-fold probabilities.
+    ensemble = json.loads((out / "model" / "ensemble.json").read_text())
+    assert ensemble["temperature"] == pytest.approx(fit_temperature(logits, gold), rel=1e-5)
+    assert "other folds' out-of-fold predictions" in summary["calibration"]
+    assert any("calibration is fitted on the other folds'" in line for line in said)
+
+
+def test_a_regressor_folds_calibration_never_sees_its_held_out_targets(tmp_path):
+    train = write_rows(tmp_path / "train.tsv", 60)
+    config = text_config(
+        train, None, kind="regressor", train={"max_epochs": 3}, regression={"calibrate": True}
+    )
+    config["data"]["dev"] = None
+    out = tmp_path / "out"
+    cv_of(config, out)
+    oof = read_oof(out)
+    gold = np.array([float(row["gold_label"]) for row in oof])
+    written = np.array([float(row["label"]) for row in oof])
+    with train.open() as handle:
+        texts = [row["sentence"] for row in csv.DictReader(handle, delimiter="\t")]
+    trained = np.zeros_like(written)
+    for _, held, model in fold_models(out):
+        assert "calibration" not in json.loads((model.path / "config.json").read_text())["outputs"]
+        trained[held] = [p.values["label"] for p in model.predict([texts[i] for i in held])]
+    for _, held, _ in fold_models(out):
+        others = [i for i in range(len(oof)) if i not in set(held)]
+        scale, offset = np.polyfit(trained[others], gold[others], 1)  # the other folds' fit
+        np.testing.assert_allclose(written[held], trained[held] * scale + offset, atol=1e-4)
+        own_scale, own_offset = np.polyfit(written[held], gold[held], 1)
+        assert abs(own_scale - 1) > 1e-4 or abs(own_offset) > 1e-4  # no identity
+    # The ensemble's calibration: one fit on every row's uncalibrated out-of-fold values, used
+    # by every prediction of the ensemble.
+    ensemble = json.loads((out / "model" / "ensemble.json").read_text())
+    [[scale, offset]] = ensemble["target_calibration"]
+    np.testing.assert_allclose([scale, offset], np.polyfit(trained, gold, 1), rtol=1e-4, atol=1e-5)
+    members = [open_model(p) for p in sorted((out / "model" / "members").iterdir())]
+    sample = ["the acting was superb", "a dull plot"]
+    mean = np.mean([[p.values["label"] for p in m.predict(sample)] for m in members], axis=0)
+    got = [p.values["label"] for p in open_model(out / "model").predict(sample)]
+    np.testing.assert_allclose(got, mean * scale + offset, atol=1e-5)
+
+
+def test_a_tagger_folds_temperature_never_sees_its_held_out_entities(tmp_path):
+    from bistack.data.conll import read_conll
+    from bistack.taggers.calibration import dev_emissions, pooled_temperature
+    from tests.conftest import tiny_config
+
+    train = write_documents(tmp_path / "train.txt", 6, 16, noise=0.3, own_names=True)
+    config = tiny_config(train, None, train={"max_epochs": 6, "patience": 6})
+    out = tmp_path / "out"
+    cv_of(config, out)
+    sentences = read_conll(train)
+    folds = fold_models(out)
+    held_out = {}
+    for name, held, model in folds:
+        assert "temperature" not in model.model.calibration  # as trained
+        held_out[name] = (dev_emissions(model.model, [sentences[i] for i in held]), model.model)
+    summary = json.loads((out / "cv.json").read_text())
+    records = [json.loads(line) for line in (out / "oof.jsonl").read_text().splitlines()]
+    for name, held, model in folds:
+        parts = [(dev, m.decoder) for other, (dev, m) in held_out.items() if other != name]
+        expected = pooled_temperature(parts)
+        recorded = summary["fold_calibration"][name]
+        assert recorded["fitted_on"] == [other for other in held_out if other != name]
+        assert recorded.get("temperature") == (
+            None if expected is None else pytest.approx(expected, rel=1e-6)
+        )
+        # The fold's out-of-fold confidences are its model's at that temperature.
+        if expected is not None:
+            model.model.calibration = model.model.calibration | {"temperature": expected}
+        tokens = [sentences[i].tokens for i in held]
+        again = [t.to_json() for t in model.model.predict_tokens(tokens)]
+        for row, want in zip(held, again, strict=True):
+            got = records[row]
+            assert [e["confidence"] for e in got["entities"]] == pytest.approx(
+                [e["confidence"] for e in want["entities"]], abs=1e-6
+            )
