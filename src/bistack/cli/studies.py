@@ -5,7 +5,6 @@ model's attention) and ``demo`` (a Twitter NER tagger, trained and tried)."""
 from __future__ import annotations
 
 import argparse
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -131,7 +130,9 @@ def add(commands: Any) -> None:
     )
     cv.add_argument("--output", help="folder (default runs/cv-<config name>)")
     cv.add_argument(
-        "--overwrite", action="store_true", help="start again, replacing an earlier CV there"
+        "--overwrite",
+        action="store_true",
+        help="start again, replacing an earlier CV there once the new one has finished",
     )
     add_progress_flags(cv)
     add_log_format(cv)
@@ -193,10 +194,8 @@ def run_cv(args: argparse.Namespace) -> int:
     config = load_config(args.config, args.set)
     output = args.output or str(Path("runs") / f"cv-{Path(args.config).stem}")
     refuse_overlap(output, [("the config", args.config)], "--output")
-    if args.overwrite and claim_folder(
-        output, "--output", overwrite=True, signature=SETTINGS_FILE, ours=is_cv_entry
-    ):
-        shutil.rmtree(output)
+    if args.overwrite:  # checked here; the earlier CV stays until the new one has finished
+        claim_folder(output, "--output", overwrite=True, signature=SETTINGS_FILE, ours=is_cv_entry)
     refuse_shared_folder(output, "--output")
     say_cpu_warning(args)
     settings = CVSettings(
@@ -214,7 +213,7 @@ def run_cv(args: argparse.Namespace) -> int:
         progress=show_progress(args),
         log_format=args.log_format,
     )
-    run_cv(config, output, settings, options, say_as(args.log_format))
+    run_cv(config, output, settings, options, say_as(args.log_format), args.overwrite)
     return 0
 
 

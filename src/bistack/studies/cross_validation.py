@@ -45,6 +45,7 @@ from bistack.files.modeldir import write_json
 from bistack.files.paths import refuse_overlap
 from bistack.runs.checkpoint import differences
 from bistack.runs.driver import RunOptions
+from bistack.studies.cv_folder import overwrite_staging, refuse_foreign, swap_in
 from bistack.tasks import TASKS, config_from_dict, task_of
 
 FOLDS_FILE, SETTINGS_FILE, FOLD_FILE = "folds.json", "cv-settings.json", "fold.json"
@@ -210,6 +211,7 @@ def cross_validate(
     accelerator: str = "auto",
     precision: str | None = None,
     progress: bool = False,
+    overwrite: bool = False,
     say: Callable[[str], None] = print,
 ) -> CVResult:
     """``bistack cv`` from Python (``bistack.cross_validate``): K-fold cross-validation of a
@@ -224,7 +226,7 @@ def cross_validate(
     options = RunOptions(accelerator=accelerator, precision=precision, progress=progress)
     address = ray if isinstance(ray, str) and ray else None  # else RAY_ADDRESS, or a local Ray
     settings = CVSettings(folds, repeats, split, inner_dev, workers, bool(ray), address)
-    return run_cv(config_from_dict(data, source), output, settings, options, say)
+    return run_cv(config_from_dict(data, source), output, settings, options, say, overwrite)
 
 
 def run_cv(
@@ -233,10 +235,14 @@ def run_cv(
     settings: CVSettings,
     options: RunOptions,
     say: Callable[[str], None] = print,
+    overwrite: bool = False,
 ) -> CVResult:
     """Cross-validate ``config`` into ``output``, each fold trained with ``options``
     (accelerator, precision, progress, log format); a CV started there before with the same
-    config, data and settings goes on from its first unfinished fold. Returns the scores."""
+    config, data and settings goes on from its first unfinished fold. ``overwrite``: start
+    again over an earlier CV there, which stays until the new one has finished
+    (``bistack.studies.cv_folder``). Every check is made before anything is written, and no
+    file bistack did not write is ever deleted. Returns the scores."""
     task_of(config.kind)  # an unknown kind named first
     data = config.data
     if data.dev:
@@ -250,9 +256,15 @@ def run_cv(
     refuse_overlap(output, config.input_paths(), "the cross-validation's output")
     family = family_of(config)
     family.refuse(settings)
-    plan = fold_plan(config, family, settings, output)
-    claim_output(output, config, settings)
-    write_json(output / FOLDS_FILE, plan.to_json())
+    record = {"config": config.to_dict(), "settings": settings.recorded()}
+    target = output
+    replacing = overwrite and (output / SETTINGS_FILE).is_file()
+    refuse_foreign(output, CV_FILES, whole=replacing)
+    if replacing:  # the new CV beside the old one, swapped in when it has finished
+        target = overwrite_staging(output, SETTINGS_FILE, json.loads(json.dumps(record)))
+    plan = fold_plan(config, family, settings, target)
+    claim_output(target, record)
+    write_json(target / FOLDS_FILE, plan.to_json())
     say(
         f"{plan.folds}-fold cross-validation{f' x {plan.repeats}' if plan.repeats > 1 else ''} "
         f"of {len(family.rows)} rows of {data.train}, {plan.split}; each fold stops early on "
@@ -265,14 +277,17 @@ def run_cv(
         )
     )
     jobs = [
-        fold_job(config, output, plan, repeat, fold, name, settings, options)
+        fold_job(config, target, plan, repeat, fold, name, settings, options)
         for repeat, fold, name in plan.runs()
     ]
     inputs = None
     if any(finished_fold(job) is None for job in jobs):  # what the folds share, said here
         inputs = fold_inputs(jobs[0].config, say, family)
     records = run_folds(jobs, settings, say, inputs)
-    return finish(config, family, plan, records, settings, output, say)
+    result = finish(config, family, plan, records, settings, target, say, output)
+    if target != output:
+        swap_in(target, output)
+    return result
 
 
 def fold_plan(config: Any, family: FoldFamily, settings: CVSettings, output: Path) -> FoldPlan:
@@ -301,10 +316,10 @@ def fold_plan(config: Any, family: FoldFamily, settings: CVSettings, output: Pat
     return plan_folds(settings.folds, settings.repeats, data.split_seed, digest, **how)
 
 
-def claim_output(output: Path, config: Any, settings: CVSettings) -> None:
-    """Record what this CV is; an output holding another config's or settings' CV is refused,
-    naming what changed (its finished folds would not be this CV's)."""
-    record = {"config": config.to_dict(), "settings": settings.recorded()}
+def claim_output(output: Path, record: dict[str, Any]) -> None:
+    """Record what this CV is (``record``: its config and settings); an output holding another
+    config's or settings' CV is refused, naming what changed (its finished folds would not be
+    this CV's)."""
     written = output / SETTINGS_FILE
     if written.is_file():
         before = json.loads(written.read_text())
@@ -501,8 +516,10 @@ def finish(
     settings: CVSettings,
     output: Path,
     say: Callable[[str], None],
+    shown: Path,
 ) -> CVResult:
-    """Pool the out-of-fold predictions, score them, write them, the report and the ensemble."""
+    """Pool the out-of-fold predictions, score them, write them, the report and the ensemble
+    into ``output`` (``shown``: where they will be, to name in messages)."""
     card = task_of(config.kind)
     key = card.metric_for(config).column.removeprefix("dev_")
     members = {r["name"]: output / "folds" / r["name"] / MODEL_DIR for r in records}
@@ -512,7 +529,7 @@ def finish(
     pooled, oof = family.pool(plan, records, key)
     as_trained = oof if records is trained else family.pool(plan, trained, key)[1]
     folds = {record["name"]: float(record["score"]) for record in records}
-    result = CVResult(key, statistics.fmean(pooled), folds, output)
+    result = CVResult(key, statistics.fmean(pooled), folds, shown)
     summary = {
         "metric": key,
         "cv": result.cv,
@@ -537,7 +554,7 @@ def finish(
     family.write_oof(output, card, plan, oof)
     write_json(output / RESULT_FILE, summary)
     write_ensemble(output / MODEL_DIR, members, meta)
-    write_cv_report(output, card, family, oof, summary)
+    write_cv_report(output, card, family, oof, summary, shown)
     say(
         f"CV {key} {result.cv:.4f} on the pooled out-of-fold predictions; folds "
         f"{result.mean:.4f} +- {result.std:.4f} ({', '.join(f'{v:.4f}' for v in folds.values())})"
@@ -545,12 +562,12 @@ def finish(
     if note:
         say(note)
     written = " and ".join(family.OOF_FILES)
-    say(f"out-of-fold predictions in {output}/{written}; the ensemble in {output}/{MODEL_DIR}")
+    say(f"out-of-fold predictions in {shown}/{written}; the ensemble in {shown}/{MODEL_DIR}")
     return result
 
 
 def write_cv_report(
-    output: Path, card: Any, family: FoldFamily, oof: Any, summary: dict[str, Any]
+    output: Path, card: Any, family: FoldFamily, oof: Any, summary: dict[str, Any], shown: Path
 ) -> None:
     """``cv_report/``: the folds' scores, then the kind's report (as ``evaluate --report``
     draws it) of the out-of-fold predictions, where its family gives one."""
@@ -582,7 +599,7 @@ def write_cv_report(
     section = family.report(card, oof, output / MODEL_DIR)
     if section is not None:
         sections.append({"data": f"{path} (out-of-fold predictions)", "kind": card.kind, **section})
-    record = {"cv": str(output), "kind": card.kind}
-    title = f"Cross-validation of {card.description}: {output}"
+    record = {"cv": str(shown), "kind": card.kind}
+    title = f"Cross-validation of {card.description}: {shown}"
     report = output / REPORT_DIR
     write_pages(report, title, record, sections, report.exists)

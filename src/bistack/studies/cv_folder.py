@@ -1,0 +1,145 @@
+"""What a cross-validation's output folder may hold, at every depth, and how a finished one is
+replaced: never by deleting a file bistack did not write, and only once the new one exists.
+
+A CV writes its files at the top (``cv.json``, ``oof.*``...), a training run per fold under
+``folds/`` (each with its model, metrics and TensorBoard curves), the ensemble under ``model/``
+and a report under ``cv_report/``. :func:`foreign_files` walks the folder with that layout and
+names every entry bistack does not write there: a rerun refuses to touch a folder it would
+replace holding one, and ``--overwrite`` refuses an output holding one anywhere. With
+``--overwrite`` the new CV runs in a staging folder beside the output (``.NAME.cv-overwrite``,
+resumed by the same command after a kill) and is swapped in whole when it has finished, so a
+command that fails, or is killed, leaves the finished CV as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from bistack.files.modeldir import is_model_entry
+
+# A layout: for an entry's name, True (written by bistack, whole), False (not bistack's), or
+# the layout of the folder it names.
+Layout = Callable[[str], "Layout | bool"]
+
+FOLD_NAME = re.compile(r"(repeat\d+-)?fold\d+")
+RUN_FILES = ("metrics.csv", "dev_metrics.json", "checkpoint.safetensors", "fold.json")
+REPORT_FILES = ("report.json", "report.html")
+
+
+def staged(name: str, written: tuple[str, ...] | None = None) -> bool:
+    """Whether ``name`` is what bistack leaves beside an entry while writing it (a temporary
+    file, a staging folder, a lock: ``.ENTRY.…``), of ``written`` (any name, when None)."""
+    if not name.startswith(".") or name.count(".") < 2:
+        return False
+    entry = name[1:].split(".", 1)[0]
+    return written is None or entry in written or bool(FOLD_NAME.fullmatch(entry))
+
+
+def model_layout(name: str) -> Layout | bool:
+    return is_model_entry(name)
+
+
+def run_layout(name: str) -> Layout | bool:
+    """A fold's training run: its model, metrics, curves and ``fold.json``."""
+    if name == "model":
+        return model_layout
+    if name == "tensorboard":
+        return lambda entry: entry.startswith("events.out.tfevents.") or staged(entry)
+    return name in RUN_FILES or staged(name)
+
+
+def folds_layout(name: str) -> Layout | bool:
+    if FOLD_NAME.fullmatch(name):
+        return run_layout
+    return staged(name)
+
+
+def ensemble_layout(name: str) -> Layout | bool:
+    if name == "members":
+        return lambda entry: model_layout if FOLD_NAME.fullmatch(entry) else staged(entry)
+    return name in ("ensemble.json", "README.md") or staged(name)
+
+
+def report_layout(name: str) -> Layout | bool:
+    return name in REPORT_FILES or name.endswith(".png") or staged(name)
+
+
+def cv_layout(top: tuple[str, ...], whole: bool) -> Layout:
+    """The output's layout, ``top`` being the files a CV writes there; ``whole``: the folder is
+    to be replaced whole, so an entry of the user's at the top counts too (else it is left)."""
+
+    def layout(name: str) -> Layout | bool:
+        if name == "folds":
+            return folds_layout
+        if name == "model":
+            return ensemble_layout
+        if name == "cv_report":
+            return report_layout
+        return name in top or staged(name, top) or not whole
+
+    return layout
+
+
+def foreign_files(output: Path, layout: Layout) -> list[Path]:
+    """Every entry under ``output`` that ``layout`` does not say bistack writes, in order."""
+    found: list[Path] = []
+    if not output.is_dir():
+        return found
+    for entry in sorted(output.iterdir()):
+        verdict = layout(entry.name)
+        if verdict is False:
+            found.append(entry)
+        elif verdict is not True and entry.is_dir() and not entry.is_symlink():
+            found += foreign_files(entry, verdict)
+        elif verdict is not True and not entry.is_dir():
+            found.append(entry)  # a file where bistack writes a folder
+    return found
+
+
+def refuse_foreign(output: Path, top: tuple[str, ...], whole: bool) -> None:
+    """Refuse, naming them, files bistack did not write where the CV would replace them."""
+    from bistack.errors import ConfigError
+
+    found = foreign_files(output, cv_layout(top, whole))
+    if found:
+        shown = ", ".join(str(path.relative_to(output)) for path in found[:3])
+        more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+        raise ConfigError(
+            f"{output} holds files bistack did not write ({shown}{more}); "
+            + (
+                "--overwrite replaces the whole folder and never deletes them"
+                if whole
+                else "this cross-validation replaces the folders holding them, and never "
+                "deletes them"
+            )
+            + ": move them out, or choose another --output; nothing was changed"
+        )
+
+
+def overwrite_staging(output: Path, settings_file: str, record: dict) -> Path:
+    """The folder a CV replacing ``output`` runs in: one a killed run of the same CV left (to
+    go on from its first unfinished fold), else a new one (one of another CV cleared: it is
+    bistack's own)."""
+    staging = output.parent / f".{output.name}.cv-overwrite"
+    written = staging / settings_file
+    if staging.exists():
+        same = written.is_file() and json.loads(written.read_text()) == record
+        if not same:
+            shutil.rmtree(staging)
+    return staging
+
+
+def swap_in(staging: Path, output: Path) -> None:
+    """``staging`` (a finished CV) renamed to ``output``; the old output renamed aside first
+    and deleted last, so that at every moment one whole CV is there or beside it."""
+    old = output.parent / f".{output.name}.cv-replaced"
+    if old.exists():
+        shutil.rmtree(old)
+    os.rename(output, old)
+    os.rename(staging, output)
+    shutil.rmtree(old)

@@ -1,0 +1,137 @@
+"""A finished cross-validation is never lost: a command that fails leaves it byte for byte, a
+killed ``--overwrite`` leaves it whole (and the same command goes on), and a file of the user's
+at any depth of its folder survives every command, or the command is refused naming it."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bistack.cli import main
+from tests.studies.test_cross_validation import write_config, write_rows
+
+ROWS = 24
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def cv(config: Path, output: Path, *flags: str) -> int:
+    return main(
+        ["cv", str(config), "--output", str(output), "--no-progress", "--folds", "2", *flags]
+    )
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cv-folder")
+    config = write_config(root, write_rows(root / "train.tsv", ROWS))
+    assert cv(config, root / "out", "--threads", "1") == 0
+    return config, root / "out"
+
+
+@pytest.fixture
+def copy(finished, tmp_path):
+    """The finished CV and its config copied into a folder of the test's own."""
+    config, out = finished
+    shutil.copy(Path(config).parent / "train.tsv", tmp_path / "train.tsv")
+    data = yaml.safe_load(Path(config).read_text())
+    data["data"]["train"] = str(tmp_path / "train.tsv")
+    (tmp_path / "cv.yaml").write_text(yaml.safe_dump(data))
+    shutil.copytree(out, tmp_path / "out")
+    # The copy's settings name the copied data, as a CV run there would have written them.
+    settings = (tmp_path / "out" / "cv-settings.json").read_text()
+    (tmp_path / "out" / "cv-settings.json").write_text(
+        settings.replace(str(Path(config).parent / "train.tsv"), str(tmp_path / "train.tsv"))
+    )
+    return tmp_path / "cv.yaml", tmp_path / "out"
+
+
+def damaged_data(config: Path) -> tuple[Path, list[str]]:
+    train = config.parent / "train.tsv"
+    train.write_text(train.read_text() + "a row with no label\n")
+    return config, []
+
+
+def dev_in_config(config: Path) -> tuple[Path, list[str]]:
+    return config, ["--set", f"data.dev={config.parent / 'train.tsv'}"]
+
+
+def more_folds_than_rows(config: Path) -> tuple[Path, list[str]]:
+    return config, ["--folds", str(ROWS + 1)]
+
+
+@pytest.mark.parametrize("mistake", [damaged_data, dev_in_config, more_folds_than_rows])
+def test_a_failing_overwrite_leaves_the_finished_cv_byte_for_byte(copy, capsys, mistake):
+    config, out = copy
+    before = snapshot(out)
+    config, flags = mistake(config)
+    assert cv(config, out, "--overwrite", *flags) == 2
+    assert "Traceback" not in capsys.readouterr().err
+    assert snapshot(out) == before
+
+
+def test_a_killed_overwrite_leaves_the_finished_cv_and_the_same_command_goes_on(copy, monkeypatch):
+    from bistack.studies import cross_validation
+
+    config, out = copy
+    before = snapshot(out)
+    trained = cross_validation.train_fold
+    calls = []
+
+    def killed_at_the_second_fold(job, *args, **kwargs):
+        calls.append(job.name)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return trained(job, *args, **kwargs)
+
+    monkeypatch.setattr(cross_validation, "train_fold", killed_at_the_second_fold)
+    config_data = yaml.safe_load(config.read_text())
+    config_data["optimizer"]["lr"] = 0.02  # another CV: only --overwrite may replace it
+    config.write_text(yaml.safe_dump(config_data))
+    assert cv(config, out, "--overwrite") == 130
+    assert snapshot(out) == before  # the old CV, whole
+    monkeypatch.setattr(cross_validation, "train_fold", trained)
+    assert cv(config, out, "--overwrite") == 0  # goes on from the fold it was killed in
+    assert calls == ["fold0", "fold1"]
+    settings = (out / "cv-settings.json").read_text()
+    assert '"lr": 0.02' in settings
+    assert not list(out.parent.glob(".out.cv-*"))
+
+
+PLACES = [
+    "notes.txt",
+    "folds/notes.txt",
+    "folds/fold0/notes.txt",
+    "folds/fold0/model/notes.txt",
+    "model/notes.txt",
+    "model/members/fold0/notes.txt",
+    "cv_report/notes.txt",
+]
+
+
+@pytest.mark.parametrize("place", PLACES)
+def test_a_users_file_at_any_depth_survives_every_command(copy, capsys, place):
+    config, out = copy
+    mine = out / place
+    mine.write_text("mine")
+    # A plain rerun of the finished CV: the file kept, or the command refused naming it.
+    code = cv(config, out)
+    said = capsys.readouterr().err
+    assert mine.read_text() == "mine"
+    if code:
+        assert code == 2 and place in said and "bistack did not write" in said
+    else:
+        assert place in ("notes.txt", "folds/fold0/notes.txt")  # beside what a CV replaces
+    # --overwrite replaces the whole folder: refused, naming the file.
+    before = snapshot(out)
+    assert cv(config, out, "--overwrite") == 2
+    said = capsys.readouterr().err
+    assert place in said or "notes.txt" in said
+    assert snapshot(out) == before
