@@ -59,6 +59,7 @@ def atomic_folder(target: Path) -> Iterator[Path]:
     never sees half a folder."""
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes 0700; give the usual mode
     try:
         yield staging
         old = target.with_name(f".{target.name}.old")
