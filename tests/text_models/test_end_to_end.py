@@ -200,7 +200,7 @@ def test_explain_refuses_a_model_without_attention(tmp_path, sentiment, capsys):
     model_dir = train_quietly(config, tmp_path / "run")
     capsys.readouterr()
     assert main(["explain", str(model_dir), "fine"]) == 2
-    assert "has no token attention weights to show" in capsys.readouterr().err
+    assert "pools with 'mean', which weighs no tokens" in capsys.readouterr().err
 
 
 def test_multi_class_and_multi_target(tmp_path):

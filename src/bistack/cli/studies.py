@@ -222,12 +222,14 @@ def run_explain(args: argparse.Namespace) -> int:
     from bistack.studies.explain import explain
 
     model = open_model(args.model)
-    card = model.card
-    if not card.offers("attention"):
+    if not model.card.offers("attention"):
         return fail(
-            f"{args.model} holds {card.description}, which has no token attention weights to "
+            f"{args.model} holds {model.description}, which has no token attention weights to "
             "show; explain needs a classifier or regressor with 'additive' or 'dot' pooling"
         )
+    refusal = model.model.attention_refusal()
+    if refusal is not None:
+        return fail(f"{args.model} holds {model.description}: {refusal}")
     for written in EXPLAIN_FILES:  # what it writes: never into the model
         refuse_overlap(Path(args.output) / written, [("the model directory", args.model)])
     claim_folder(

@@ -106,6 +106,11 @@ def predict_command(request: CorpusRequest, job: PredictionJob, model: Predictor
     ``job`` says; returns the exit status."""
     check_request(request, job)
     card = model.card
+    if job.options.get("attention") and card.offers("attention"):
+        refusal = model.model.attention_refusal()  # an ensemble, or pooling that weighs no token
+        if refusal is not None:
+            said = f"{job.source.path} holds {model.description}: {refusal}"
+            raise ConfigError(f"--attention: {said}")
     if request.input:
         fmt = input_format(
             request.input, request.input_format, request.tokenized, card.takes("tokens")

@@ -12,19 +12,14 @@ from pathlib import Path
 
 from bistack.errors import ConfigError, needs_extra
 from bistack.files.modeldir import atomic_write
-from bistack.text_models.outputs import TextPrediction
-from bistack.text_models.text import RecurrentTextModel
+from bistack.text_models.outputs import TextModelBase, TextPrediction
 
 
-def explain(
-    model: RecurrentTextModel, texts: Sequence[str], output: str | Path
-) -> tuple[Path, Path]:
+def explain(model: TextModelBase, texts: Sequence[str], output: str | Path) -> tuple[Path, Path]:
     """Write ``output/explain.html`` and ``output/explain.png``; return both paths."""
-    if not model.attends:
-        raise ConfigError(
-            f"this model pools with {model.config.pooling.type!r}, which has no token attention "
-            "weights to show; explain needs 'additive' or 'dot' pooling"
-        )
+    refusal = model.attention_refusal()
+    if refusal is not None:
+        raise ConfigError(f"no token weights to explain: {refusal}")
     try:
         import matplotlib  # noqa: F401 - checked before anything is written
     except ImportError as error:

@@ -56,11 +56,17 @@ class TextEnsemble(TextModelBase):
         """One prediction per text, as a single model's; ``attention`` is refused: the
         members attend each their own way, and an average of them explains no model."""
         if attention:
-            raise ConfigError(
-                "an ensemble has no one attention to show; explain or predict with a member "
-                "(its members/ folder) for token weights"
-            )
+            raise ConfigError(self.attention_refusal())
         return super().predict(texts, False, batch_size, progress)
+
+    def attention_refusal(self) -> str:
+        """An ensemble's members attend each their own way: an average explains no model."""
+        first = self.meta["members"][0] if self.meta.get("members") else "fold0"
+        return (
+            "an ensemble has no one attention to show (each member attends its own way); "
+            f"explain or predict with one of its members (its members/ folder, such as "
+            f"members/{first}) for token weights"
+        )
 
     def member_outputs(
         self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False

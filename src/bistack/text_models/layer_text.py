@@ -53,6 +53,12 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
     OUTPUTS: ClassVar[type[ClassOutputs] | type[TargetOutputs]]
     attends = False  # it pools over layers, not tokens: no token weights to show
 
+    def attention_refusal(self) -> str:
+        return (
+            "it pools over a transformer's layers, not over tokens, so it has no token weights; "
+            "a recurrent classifier or regressor with 'additive' or 'dot' pooling has them"
+        )
+
     def __init__(
         self,
         model: LayerPoolingModel,

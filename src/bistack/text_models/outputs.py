@@ -394,6 +394,17 @@ class TextModelBase(ABC):
         """Whether ``predict(attention=True)`` gives token weights."""
         return False
 
+    def attention_refusal(self) -> str | None:
+        """Why it has no token attention weights to show, and what to do instead; None where
+        it has them."""
+        if self.attends:
+            return None
+        pooling = getattr(getattr(self.config, "pooling", None), "type", None)
+        return (
+            f"it pools with {pooling!r}, which weighs no tokens; train one with "
+            "'additive' or 'dot' pooling for token weights"
+        )
+
     @abstractmethod
     def run(
         self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
