@@ -73,7 +73,8 @@ def test_an_id_not_in_the_cache_and_a_snapshot_missing_a_file_are_clear_errors(
     missing = bistack(["predict", "acme/missing", "John ."], home, tmp_path)
     assert missing.returncode == 2
     said = missing.stderr
-    assert "acme/missing: the model is not in the HuggingFace cache" in said
+    assert "acme/missing: read as a HuggingFace hub id" in said
+    assert "the model is not in the HuggingFace cache" in said
     assert str(home / "hub") in said and "hf download acme/missing" in said
     assert "Traceback" not in said
     unpinned = bistack(["predict", "acme/missing@v2", "John ."], home, tmp_path)
@@ -106,3 +107,39 @@ def test_a_backbone_named_by_its_hub_id_trains_and_the_model_reopens(tmp_path):
     assert written["config"]["backbone"]["path"] == "acme/tiny-bert"  # as the user wrote it
     predicted = bistack(["predict", "run/model", "a fine film"], home, tmp_path)
     assert predicted.returncode == 0 and "label" in json.loads(predicted.stdout), predicted.stderr
+
+
+def test_a_mistyped_local_folder_is_named_missing_never_asked_of_the_hub(
+    small_classifier, tmp_path, monkeypatch
+):
+    """``runs/mdoel`` (a typo under ``runs/``, which exists) is a local path even where the
+    network is on and a hub cache holds a repository of that name; only what can be nothing but
+    an id goes to the hub, and the message says it took it for one."""
+    import huggingface_hub
+
+    from bistack.errors import ModelFileError
+    from bistack.predictor import open_model
+
+    asked = []
+
+    def hub(repo, **kwargs):
+        asked.append(repo)
+        raise OSError("no network in this test")
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", hub)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    for typo in ("runs/mdoel", "./runs/mdoel", "runs/deep/mdoel"):
+        with pytest.raises(ModelFileError, match=r"no such model directory \(runs/ holds no"):
+            open_model(typo)
+    assert asked == []
+    with pytest.raises(ModelFileError, match="acme/model: read as a HuggingFace hub id"):
+        open_model("acme/model")
+    assert asked == ["acme/model"]
+    # A hub cache holding a repository named like the typo: still the local path, from the CLI.
+    home = tmp_path / "hf"
+    cache_repo(home, "runs/mdoel", {MAIN: small_classifier}, {"main": MAIN})
+    typed = bistack(["predict", "runs/mdoel", "a fine film"], home, tmp_path)
+    assert typed.returncode == 2
+    assert "runs/mdoel: no such model directory (runs/ holds no mdoel)" in typed.stderr

@@ -38,6 +38,17 @@ def is_model_entry(name: str) -> bool:
     )
 
 
+def missing_part(path: Path) -> str:
+    """Where a missing local ``path`` stops existing, in words: `` (runs/ holds no mdoel)``."""
+    path = Path(path)
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.exists() or parent == Path("."):
+        return ""
+    return f" ({parent}/ holds no {path.relative_to(parent).parts[0]})"
+
+
 def atomic_write(path: Path, write: Any) -> None:
     """Call ``write(temporary_path)`` then rename the result onto ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -186,7 +197,7 @@ def model_kind(directory: str | Path) -> str:
 
 def _check_is_model_directory(directory: Path) -> None:
     if not directory.is_dir():
-        raise ModelFileError(f"{directory}: no such model directory")
+        raise ModelFileError(f"{directory}: no such model directory{missing_part(directory)}")
 
 
 def load_weights(directory: str | Path, model: nn.Module) -> None:
