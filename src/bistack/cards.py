@@ -85,10 +85,13 @@ class PredictOption:
         return above and (self.high is None or value <= self.high)
 
     def bounds(self) -> str:
-        low = None if self.low is None else f"{'>' if self.low_open else '>='} {self.low:g}"
-        high = None if self.high is None else f"<= {self.high:g}"
-        if low is not None and high is not None and not self.low_open:
-            return f"between {self.low:g} and {self.high:g}"
+        def shown(bound: float) -> str:  # an int's bound in full (a seed's 2^63-1)
+            return str(bound) if self.kind is int else f"{bound:g}"
+
+        low = None if self.low is None else f"{'>' if self.low_open else '>='} {shown(self.low)}"
+        high = None if self.high is None else f"<= {shown(self.high)}"
+        if self.low is not None and self.high is not None and not self.low_open:
+            return f"between {shown(self.low)} and {shown(self.high)}"
         return " and ".join(part for part in (low, high) if part is not None)
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bistack.cards import Card
+from bistack.cards import Card, RequestError
 from bistack.config.hub import local_folder
 from bistack.errors import BistackError, ConfigError, ModelFileError
 from bistack.files.ensemble_dir import is_ensemble, member_paths, read_ensemble
@@ -235,6 +235,9 @@ class Predictor:
         """A continuation of ``prompt``, token by token, with the options of the card's
         ``sample`` (checked there; unset ones at their defaults)."""
         chosen = self.card.checked_sample(options)
+        problem = unicode_problem(prompt) if isinstance(prompt, str) else "not a string"
+        if problem is not None:
+            raise RequestError(f"prompt: {problem}")
         with self.running():
             return list(
                 self.model.sample(prompt, chosen["tokens"], chosen["temperature"], chosen["seed"])

@@ -102,10 +102,25 @@ def test_train_evaluate_and_sample_from_the_command_line(tmp_path, capsys):
     for flags, said in (
         (["--temperature", "0"], "--temperature: must be > 0 and <= 10, got 0"),
         (["--tokens", "501"], "--tokens: must be between 1 and 500, got 501"),
+        (["--seed", str(10**30)], "--seed: must be between 0 and 9223372036854775807"),
+        (["--seed", "-1"], "--seed: must be between 0 and 9223372036854775807, got -1"),
     ):
         with pytest.raises(SystemExit):
             main(["sample", model, "the", *flags])
-        assert said in capsys.readouterr().err
+        said_now = capsys.readouterr().err
+        assert said in said_now and "Traceback" not in said_now
+    assert main(["sample", model, "the", "--seed", str(2**63 - 1), "--count", "2"]) == 2
+    assert "the last seed passes 2^63-1" in capsys.readouterr().err
+    # From Python: the same ranges, and a prompt that is not valid Unicode, refused by name.
+    from bistack.cards import RequestError
+    from bistack.predictor import open_model
+
+    opened = open_model(model)
+    for seed in (2**64, 10**30, -1):
+        with pytest.raises(RequestError, match="seed: between 0 and 9223372036854775807"):
+            opened.sample("the", seed=seed)
+    with pytest.raises(RequestError, match="prompt: not valid Unicode: a lone surrogate"):
+        opened.sample("the \ud800", seed=1)
     pytest.importorskip("fastapi", reason="serving needs the serve extra (bistack[serve])")
     from fastapi.testclient import TestClient
 
@@ -115,8 +130,23 @@ def test_train_evaluate_and_sample_from_the_command_line(tmp_path, capsys):
     with TestClient(create_app(load_served(model))) as client:
         body = {"prompt": "the", "temperature": 0.5, "seed": 1, "tokens": 30}
         assert client.post("/sample", json=body).json()["continuation"] == " ".join(again)
-        for refused in ({"temperature": 0}, {"tokens": 501}, {"seed": "1"}, {"tokens": True}):
+        refusals = (
+            {"temperature": 0},
+            {"tokens": 501},
+            {"seed": "1"},
+            {"tokens": True},
+            {"seed": 10**30},
+            {"seed": 2**64},
+            {"seed": -1},
+        )
+        for refused in refusals:
             answer = client.post("/sample", json={"prompt": "the", **refused})
             assert answer.status_code == 422, refused
+        lone = client.post(  # JSON's escape of a lone surrogate, as a client may send it
+            "/sample",
+            content='{"prompt": "the \\ud800", "seed": 1}',
+            headers={"content-type": "application/json"},
+        )
+        assert lone.status_code == 422 and "lone surrogate" in lone.text
         schema = client.get("/openapi.json").json()["components"]["schemas"]["SampleRequest"]
         assert '"maximum": 500' in json.dumps(schema["properties"]["tokens"])

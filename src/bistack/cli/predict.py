@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bistack.cards import PredictOption
+from bistack.cards import PredictOption, RequestError
 from bistack.cli.flags import (
     Processes,
     add_card_options,
@@ -308,6 +308,9 @@ def run_sample(args: argparse.Namespace) -> int:
     model = open_model(args.model, threads=args.threads)
     asked = {k.removeprefix("sample:"): v for k, v in vars(args).items() if k.startswith("sample:")}
     options = model.card.checked_sample(asked, spelled=as_flag)  # before any sample is drawn
+    seed = options["seed"]
+    if seed is not None and seed + args.count - 1 > 2**63 - 1:  # SEED, SEED+1...
+        raise RequestError(f"--seed {seed} with --count {args.count}: the last seed passes 2^63-1")
     for index in range(args.count):
         seed = None if options["seed"] is None else options["seed"] + index
         tokens = model.sample(args.prompt, **(options | {"seed": seed}))

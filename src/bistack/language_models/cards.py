@@ -22,7 +22,9 @@ SAMPLE_OPTIONS = (
         high=10.0,
         metavar="T",
     ),
-    PredictOption("seed", int, "random seed, for repeatable samples", metavar="N"),
+    PredictOption(
+        "seed", int, "random seed, for repeatable samples", low=0, high=2**63 - 1, metavar="N"
+    ),
 )
 LANGUAGE_MODEL = Card(
     "language_model",

@@ -209,6 +209,13 @@ def create_app(
         prompt = options.pop("prompt")
         if len(prompt) > limits.max_chars:
             raise BadRequest(422, f"prompt: longer than {limits.max_chars} characters")
+        problem = unicode_problem(prompt)
+        if problem is not None:
+            raise BadRequest(422, f"prompt: {problem}")
+        try:  # every option in its range before the sample is drawn
+            served.checked_sample(options)
+        except BistackError as error:
+            raise BadRequest(422, str(error)) from None
         text = await batcher.call(lambda: served.sample(prompt, options))
         return {"prompt": prompt, "continuation": text}
 

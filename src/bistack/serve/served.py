@@ -53,6 +53,10 @@ class ServedModel:
     def sample_options(self) -> tuple[PredictOption, ...]:
         return self.opened.card.sample_options
 
+    def checked_sample(self, options: dict[str, Any]) -> dict[str, Any]:
+        """``options`` as its card checks sampling's (RequestError out of range)."""
+        return self.opened.card.checked_sample(options)
+
     def sample(self, prompt: str, options: dict[str, Any]) -> str:
         """A continuation of ``prompt``, its tokens joined by spaces; ``options`` are the
         card's sample options (checked there)."""
