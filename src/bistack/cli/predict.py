@@ -214,14 +214,33 @@ def run_predict(args: argparse.Namespace) -> int:
     return predict_command(request, PredictionJob(source, fmt, options), model)
 
 
-OUTPUT_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".conll": "conll", ".conllu": "conllu"}
+# What an --output file's suffix names: the formats predict writes, and data formats it does
+# not write for a kind (a table's CSV, TSV or Parquet, one JSON document), which are refused
+# rather than filled with another format under that name.
+OUTPUT_SUFFIXES = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".conll": "conll",
+    ".conllu": "conllu",
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".parquet": "parquet",
+    ".json": "json",
+}
 
 
 def format_named_by(output: str | None, formats: tuple[str, ...]) -> str | None:
-    """The format an ``--output`` file's suffix names (``runs/tags.jsonl``: jsonl), where the
-    model writes it and ``--format`` was not given; None: the model's default."""
+    """The format an ``--output`` file's suffix names (``runs/tags.jsonl``: jsonl), where
+    ``--format`` was not given; None: the model's default (a suffix naming no format). A suffix
+    naming a format the model does not write is refused, naming those it does."""
     named = OUTPUT_SUFFIXES.get(Path(output).suffix.lower()) if output else None
-    return named if named in formats else None
+    if named is not None and named not in formats:
+        raise ConfigError(
+            f"--output {output}: its suffix names {named}, which predict does not write for this "
+            f"model (it writes {', '.join(formats)}); name the file for one of those, or give "
+            "--format"
+        )
+    return named
 
 
 def add_evaluate(commands: Any) -> None:
