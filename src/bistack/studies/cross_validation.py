@@ -261,7 +261,7 @@ def run_cv(
     replacing = overwrite and (output / SETTINGS_FILE).is_file()
     refuse_foreign(output, CV_FILES, whole=replacing)
     if replacing:  # the new CV beside the old one, swapped in when it has finished
-        target = overwrite_staging(output, SETTINGS_FILE, json.loads(json.dumps(record)))
+        target = overwrite_staging(output, SETTINGS_FILE, record)
     plan = fold_plan(config, family, settings, target)
     claim_output(target, record)
     write_json(target / FOLDS_FILE, plan.to_json())

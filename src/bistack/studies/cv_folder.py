@@ -127,8 +127,10 @@ def overwrite_staging(output: Path, settings_file: str, record: dict) -> Path:
     bistack's own)."""
     staging = output.parent / f".{output.name}.cv-overwrite"
     written = staging / settings_file
-    if staging.exists():
-        same = written.is_file() and json.loads(written.read_text()) == record
+    if staging.exists():  # compared as JSON reads it back (tuples as lists)
+        same = written.is_file() and json.loads(written.read_text()) == json.loads(
+            json.dumps(record)
+        )
         if not same:
             shutil.rmtree(staging)
     return staging

@@ -61,7 +61,7 @@ class TextEnsemble(TextModelBase):
 
     def attention_refusal(self) -> str:
         """An ensemble's members attend each their own way: an average explains no model."""
-        first = self.meta["members"][0] if self.meta.get("members") else "fold0"
+        first = self.meta["members"][0]  # every ensemble.json names its members (checked)
         return (
             "an ensemble has no one attention to show (each member attends its own way); "
             f"explain or predict with one of its members (its members/ folder, such as "
