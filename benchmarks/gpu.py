@@ -59,7 +59,7 @@ from bistack.runs.vocabularies import singleton_mask
 from bistack.schemes import convert_tags
 from bistack.taggers.network import build_tagger
 from bistack.taggers.tagger import Tagger
-from bistack.tasks import load_config
+from bistack.tasks import config_from_dict, read_config_file
 from timed import Comparison, Side, mark, measure, synchronised, unwrapped
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -200,7 +200,10 @@ def tagger_comparisons(train: Sentences, device: torch.device, precision: str | 
     """Training epochs against both floors, and prediction at batch 256 against both."""
     from lightning_fabric import Fabric
 
-    config = load_config(ROOT / "configs/conll03-bilstm-crf.yaml")
+    # The recipe's model settings alone: the sentences are the caller's (its data path unread,
+    # so that the rows run wherever the recipe's data file is not).
+    recipe = ROOT / "configs/conll03-bilstm-crf.yaml"
+    config = config_from_dict(read_config_file(recipe), source=str(recipe))
     pairs = [(tokens, convert_tags(tags, config.data.scheme)) for tokens, tags in train]
     vocabularies = TokenVocabularies.build(pairs, min_freq=1, lowercase=True, normalise_digits=True)
     torch.manual_seed(0)
