@@ -98,6 +98,24 @@ def token_lists_of(sentences: Any) -> list[list[str]]:
     return chosen
 
 
+# The most characters one input record may hold (a text, or a list of tokens with a space
+# between each two): a line past it is refused, naming its file and line, rather than run out
+# of memory (a 100 MB line is 17 M words of recurrent states) or take minutes for one record.
+# Split such a text into several records (a paragraph a line).
+MAX_TEXT_CHARS = 1_000_000
+
+
+def length_problem(value: Any) -> str | None:
+    """Why ``value`` (a text or a list of tokens) is too long to predict; None when it is not."""
+    size = len(value) if isinstance(value, str) else sum(len(t) + 1 for t in value) - 1
+    if size <= MAX_TEXT_CHARS:
+        return None
+    return (
+        f"{size:,} characters, more than the {MAX_TEXT_CHARS:,} one record may hold; split it "
+        "into several (a paragraph a line)"
+    )
+
+
 def unicode_problem(value: Any) -> str | None:
     """Why ``value`` (a string, or one inside a list or object) is not valid Unicode text: a
     lone surrogate (what a command line's undecodable bytes or a JSON ``"\\ud800"`` give) can

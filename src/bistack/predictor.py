@@ -25,7 +25,7 @@ from bistack.errors import BistackError, ConfigError, ModelFileError
 from bistack.files.ensemble_dir import is_ensemble, member_paths, read_ensemble
 from bistack.files.modeldir import WEIGHTS, read_config, reading_model
 from bistack.files.onnx_session import EXPORT_FILE, MODEL_FILE, is_exported, read_export
-from bistack.inputs import Input, Record, described, unicode_problem
+from bistack.inputs import Input, Record, described, length_problem, unicode_problem
 from bistack.models.precision import InferencePrecision, autocast_for
 from bistack.tasks import TASKS, Report
 
@@ -222,7 +222,7 @@ class Predictor:
             raise ValueError(
                 f"{record.what} is a list of tokens, which only a tagger takes; give a text"
             )
-        problem = unicode_problem(value)
+        problem = unicode_problem(value) or length_problem(value)
         if problem is not None:
             raise ValueError(f"{record.what}: {problem}")
         return chosen, chosen.read(value)

@@ -6,7 +6,8 @@ many bytes of each file are whole (it is written to a temporary name and renamed
 itself never half-written). ``--resume`` cuts both files back to those sizes (a record
 written after the last progress record, or half-written, goes) and skips the records done:
 nothing is written twice, nothing is lost. A run stopped before it wrote anything resumes
-from the beginning. The progress file is removed when the run ends.
+from the beginning, and leaves no file behind (no empty output: :meth:`FileOutput.stop`). The
+progress file is removed when the run ends.
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ class StdoutOutput:
         if self._skipped is not None:
             self._skipped.close()
 
+    def stop(self) -> None:
+        """The run stopped early (a bad record, an interrupt): what it wrote stays."""
+        self.finish()
+
 
 class FileOutput:
     """Predictions appended to ``path`` and skipped records to ``skipped``, with the progress
@@ -64,13 +69,14 @@ class FileOutput:
             resume = False  # stopped before it wrote anything: it starts from the beginning
         if resume:
             self.records_done, sizes = self._resumed()
-        elif self.progress.exists():
+        elif self.progress.exists() and not overwrite:
             raise ConfigError(
                 f"{path} is an unfinished run ({self.progress} says how far it got): add "
                 "--resume to continue it, or --overwrite to start again"
             )
         elif path.exists() and not overwrite:
             raise ConfigError(f"{path} exists: add --overwrite to replace it")
+        self.fresh = not resume  # this run made the files: it may take them back (``stop``)
         if not resume:  # the progress record first: an output never exists without one
             self._save_progress(0, 0)
         self._out = _opened(path, sizes[0])
@@ -151,6 +157,16 @@ class FileOutput:
         self.progress.unlink()
         for leftover in self.progress.parent.glob(self.progress.name + ".tmp-*"):
             leftover.unlink()  # a progress record a killed run was writing
+
+    def stop(self) -> None:
+        """The run stopped early (a record that failed with ``--on-error stop``, an
+        interrupt): its files are kept for ``--resume``, unless it wrote nothing, when the
+        files it made (an empty output, skipped-records file and progress record) go."""
+        self._out.close()
+        self._skipped.close()
+        if self.fresh and self.records_done == 0:
+            for made in (self.path, self.skipped, self.progress):
+                made.unlink(missing_ok=True)
 
 
 def _opened(path: Path, size: int) -> Any:

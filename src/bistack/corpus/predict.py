@@ -56,6 +56,7 @@ class Output(Protocol):
 
     def write(self, predictions: str, skipped: str, records: int) -> None: ...
     def finish(self) -> None: ...
+    def stop(self) -> None: ...
 
 
 @dataclass
@@ -108,6 +109,9 @@ def predict_corpus(
             output.write("".join(written), "".join(skipped), len(chunk))
             if progress is not None:
                 progress.update(len(chunk))
+    except BaseException:
+        output.stop()
+        raise
     finally:
         if progress is not None:
             progress.close()

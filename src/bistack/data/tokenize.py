@@ -56,25 +56,39 @@ def _tokenizers() -> tuple[PunktSentenceTokenizer, NLTKWordTokenizer]:
 
 
 def _nltk_tokenizer_classes() -> tuple[type, type, type]:
-    """NLTK's Punkt parameters and sentence splitter, and its word tokenizer, imported on first
-    use. ``nltk/__init__`` imports the whole of NLTK (its classifiers pull in scikit-learn,
-    pandas and SciPy: 2-5 s, more than torch, paid by every raw-text ``predict``), and these
-    modules need none of it: unless NLTK is already imported, they load under a bare namespace
-    for the package, and every ``nltk`` module is then dropped from ``sys.modules``, so that a
-    later ``import nltk`` imports the whole package afresh, as if this had never happened."""
-    if "nltk" not in sys.modules and (spec := importlib.util.find_spec("nltk")) is not None:
-        namespace = types.ModuleType("nltk")
-        namespace.__path__ = list(spec.submodule_search_locations or [])
-        sys.modules["nltk"] = namespace
-        try:
-            from nltk.tokenize.destructive import NLTKWordTokenizer
-            from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
-        finally:
-            for name in [m for m in sys.modules if m == "nltk" or m.startswith("nltk.")]:
-                del sys.modules[name]
-    else:
-        from nltk.tokenize import NLTKWordTokenizer
+    """NLTK's Punkt parameters and sentence splitter, and its word tokenizer, from a copy of
+    these modules of our own, imported on first use.
+
+    ``nltk/__init__`` imports the whole of NLTK (its classifiers pull in scikit-learn, pandas
+    and SciPy: 2-5 s, more than torch, paid by every raw-text ``predict``), and these modules
+    need none of it: they load under a bare namespace for the package, and every ``nltk``
+    module is then dropped from ``sys.modules`` (a user's own NLTK, imported before, put back),
+    so that a later ``import nltk`` imports the whole package as if this had never happened.
+
+    The copy is ours, so its ReDoS backstop (``nltk.redos``: every match under a 5 s wall-clock
+    limit, meant for patterns a caller supplies) is switched off in it alone: these are NLTK's
+    own fixed, linear patterns, and a limit in seconds made a long text pass or fail with the
+    machine's load. How long a text may be is bounded where records are read instead
+    (``bistack.inputs.MAX_TEXT_CHARS``)."""
+    spec = importlib.util.find_spec("nltk")
+    if spec is None:  # a dependency of the core install: said as a plain import says it
+        raise ModuleNotFoundError("No module named 'nltk'", name="nltk")
+    users = {name: m for name, m in sys.modules.items() if name.partition(".")[0] == "nltk"}
+    for name in users:
+        del sys.modules[name]
+    namespace = types.ModuleType("nltk")
+    namespace.__path__ = list(spec.submodule_search_locations or [])
+    sys.modules["nltk"] = namespace
+    try:
+        from nltk import redos
+        from nltk.tokenize.destructive import NLTKWordTokenizer
         from nltk.tokenize.punkt import PunktParameters, PunktSentenceTokenizer
+
+        redos.DEFAULT_TIMEOUT = None
+    finally:
+        for name in [m for m in sys.modules if m == "nltk" or m.startswith("nltk.")]:
+            del sys.modules[name]
+        sys.modules.update(users)
     return PunktParameters, PunktSentenceTokenizer, NLTKWordTokenizer
 
 
