@@ -135,3 +135,39 @@ def test_a_users_file_at_any_depth_survives_every_command(copy, capsys, place):
     said = capsys.readouterr().err
     assert place in said or "notes.txt" in said
     assert snapshot(out) == before
+
+
+def test_a_second_cv_into_an_output_in_use_is_refused_naming_the_first(copy, capsys):
+    from bistack.runs.rundir import output_lock
+
+    config, out = copy
+    before = snapshot(out)
+    with output_lock(out, "cross-validation"):  # as a first CV holds it while it runs
+        assert cv(config, out, "--overwrite") == 2
+    said = capsys.readouterr().err
+    assert f"{out} is in use by another cross-validation (pid " in said
+    assert snapshot(out) == before
+    assert cv(config, out) == 0  # free again once the first has finished
+
+
+def test_a_full_disk_while_writing_the_oof_files_leaves_the_cv_as_it_was(copy, capsys, monkeypatch):
+    import errno
+
+    from bistack.text_models import folds
+
+    config, out = copy
+    before = snapshot(out)
+    written = folds.atomic_write
+
+    def full_disk(path, write):
+        def half_then_full(temporary):
+            Path(temporary).write_text("half a file")
+            raise OSError(errno.ENOSPC, "No space left on device", str(temporary))
+
+        return written(path, half_then_full if path.name == "oof.csv" else write)
+
+    monkeypatch.setattr(folds, "atomic_write", full_disk)
+    assert cv(config, out) == 2  # a rerun of the finished CV: it pools and writes again
+    said = capsys.readouterr().err
+    assert "No space left on device" in said and "Traceback" not in said
+    assert snapshot(out) == before  # the old oof.csv whole, and no temporary file left

@@ -18,6 +18,8 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
@@ -195,23 +197,36 @@ def refuse_if_in_use(output: Path) -> None:
             raise _in_use(output, handle) from None
 
 
-def _in_use(output: Path, handle: IO[str]) -> OutputError:
+def _in_use(output: Path, handle: IO[str], what: str = "training run") -> OutputError:
     holder = _read_holder(handle)
     return OutputError(
-        f"{output} is in use by another training run (pid {holder.get('pid', '?')}, "
+        f"{output} is in use by another {what} (pid {holder.get('pid', '?')}, "
         f"started {holder.get('started', '?')}); wait for it to finish, or choose another "
         "--output"
     )
 
 
-def _lock(output: Path) -> tuple[IO[str], dict | None]:
+@contextmanager
+def output_lock(output: Path, what: str) -> Iterator[None]:
+    """``.NAME.lock`` beside ``output`` held for the block, as a training run holds its own (a
+    ``what``, such as a cross-validation, holding it already: OutputError naming it)."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    handle, _ = _lock(output, what)
+    try:
+        yield
+    finally:
+        handle.truncate(0)  # a finished holder leaves no name behind, a killed one does
+        handle.close()
+
+
+def _lock(output: Path, what: str = "training run") -> tuple[IO[str], dict | None]:
     """Take ``.NAME.lock`` beside ``output``; returns it and what its previous holder wrote."""
     path = output.parent / f".{output.name}.lock"
     handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the whole run
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        error = _in_use(output, handle)
+        error = _in_use(output, handle, what)
         handle.close()
         raise error from None
     previous = _read_holder(handle) or None

@@ -45,6 +45,7 @@ from bistack.files.modeldir import write_json
 from bistack.files.paths import refuse_overlap
 from bistack.runs.checkpoint import differences
 from bistack.runs.driver import RunOptions
+from bistack.runs.rundir import output_lock
 from bistack.studies.cv_folder import overwrite_staging, refuse_foreign, swap_in
 from bistack.tasks import TASKS, config_from_dict, task_of
 
@@ -256,6 +257,21 @@ def run_cv(
     refuse_overlap(output, config.input_paths(), "the cross-validation's output")
     family = family_of(config)
     family.refuse(settings)
+    with output_lock(output, "cross-validation"):  # a second CV into it is refused, named
+        return cv_in(config, family, output, settings, options, say, overwrite)
+
+
+def cv_in(
+    config: Any,
+    family: FoldFamily,
+    output: Path,
+    settings: CVSettings,
+    options: RunOptions,
+    say: Callable[[str], None],
+    overwrite: bool,
+) -> CVResult:
+    """:func:`run_cv` once its config is checked and its output locked."""
+    data = config.data
     record = {"config": config.to_dict(), "settings": settings.recorded()}
     target = output
     replacing = overwrite and (output / SETTINGS_FILE).is_file()

@@ -14,13 +14,13 @@ command that fails, or is killed, leaves the finished CV as it was.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 from bistack.files.modeldir import is_model_entry
+from bistack.runs.rundir import exchange
 
 # A layout: for an entry's name, True (written by bistack, whole), False (not bistack's), or
 # the layout of the folder it names.
@@ -137,11 +137,7 @@ def overwrite_staging(output: Path, settings_file: str, record: dict) -> Path:
 
 
 def swap_in(staging: Path, output: Path) -> None:
-    """``staging`` (a finished CV) renamed to ``output``; the old output renamed aside first
-    and deleted last, so that at every moment one whole CV is there or beside it."""
-    old = output.parent / f".{output.name}.cv-replaced"
-    if old.exists():
-        shutil.rmtree(old)
-    os.rename(output, old)
-    os.rename(staging, output)
-    shutil.rmtree(old)
+    """``staging`` (a finished CV) and ``output`` swapped in one atomic exchange (a reader, or
+    a kill, finds the old CV or the new one there, never neither), then the old one deleted."""
+    exchange(staging, output)
+    shutil.rmtree(staging)
