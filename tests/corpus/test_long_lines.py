@@ -1,7 +1,8 @@
 """A very long input line is refused by its file and line, whatever the machine's load (a CPU
 burner runs beside it), and leaves no empty output behind; the server refuses such a body as
-too large. Tokenising never depends on the load: the copy of NLTK's tokenizers bistack loads has no wall-clock limit (its
-ReDoS backstop, meant for patterns a caller supplies), and a user's own NLTK keeps its own."""
+too large. Tokenising never depends on the load: the copy of NLTK's tokenizers bistack loads
+has no wall-clock limit (its ReDoS backstop, meant for patterns a caller supplies), and a
+user's own NLTK keeps its own."""
 
 from __future__ import annotations
 
