@@ -160,3 +160,24 @@ def test_a_tagger_folds_temperature_never_sees_its_held_out_entities(tmp_path):
             assert [e["confidence"] for e in got["entities"]] == pytest.approx(
                 [e["confidence"] for e in want["entities"]], abs=1e-6
             )
+
+
+def test_oof_csv_joins_back_to_the_table_on_its_id_with_a_fold_column_a_repeat(tmp_path):
+    pandas = pytest.importorskip("pandas", reason="the join is pandas'")
+    train = write_rows(tmp_path / "rows.tsv", 24)
+    table = pandas.read_csv(train, sep="\t")
+    table.insert(0, "item_id", [f"item-{i:03d}" for i in range(len(table))][::-1])
+    table.to_csv(tmp_path / "train.tsv", sep="\t", index=False)
+    config = text_config(tmp_path / "train.tsv", None, train={"max_epochs": 1})
+    config["data"] |= {"dev": None, "id_column": "item_id"}
+    out = tmp_path / "out"
+    bistack.cross_validate(config, out, folds=2, repeats=2, say=lambda _: None)
+    oof = pandas.read_csv(out / "oof.csv")
+    assert list(oof.columns[:4]) == ["row", "item_id", "fold_repeat1", "fold_repeat2"]
+    joined = table.merge(oof, on="item_id")  # one merge, every row once
+    assert len(joined) == len(table) and (joined["label_x"] == joined["gold"]).all()
+    plan = json.loads((out / "folds.json").read_text())["assignments"]
+    assert oof["fold_repeat1"].tolist() == plan[0] and oof["fold_repeat2"].tolist() == plan[1]
+    records = [json.loads(line) for line in (out / "oof.jsonl").read_text().splitlines()]
+    assert [r["item_id"] for r in records] == table["item_id"].tolist()
+    assert list(records[0])[:3] == ["row", "item_id", "fold"]

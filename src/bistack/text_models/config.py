@@ -51,6 +51,9 @@ class TextDataConfig(SplitConfig):
     # Cross-validation (bistack cv): the column naming each row's group (an author, a
     # document); a group's rows are never split across folds. None: rows split alone.
     group_column: str | None = None
+    # Cross-validation: the column naming each row (an id); its value is written beside each
+    # out-of-fold prediction (after ``row``), so that oof.csv joins back to the table on it.
+    id_column: str | None = None
 
 
 @dataclass

@@ -17,6 +17,7 @@ import numpy as np
 
 from bistack.data.folds import FoldPlan, target_bins
 from bistack.data.tables import Example, parse_targets, read_table
+from bistack.errors import ConfigError
 from bistack.files.modeldir import atomic_write
 from bistack.metrics.text import plausible_temperature
 from bistack.text_models.ensemble import member_values
@@ -28,6 +29,9 @@ from bistack.text_models.outputs import (
     fit_temperature,
 )
 from bistack.text_models.recipe import TextData
+
+# The fields an out-of-fold record has besides the prediction's own (which an id may not take).
+OOF_FIELDS = ("row", "fold", "gold", "text", "label", "probabilities", "values", "attention")
 
 
 class TextFolds:
@@ -42,17 +46,26 @@ class TextFolds:
         rows = read_table(data.train, data.text_column, data.label_columns, file_format=data.format)
         self.rows = rows
         self.outputs = table_outputs(loader.OUTPUTS, rows, data.label_columns, data.train)
+        self.ids = self.column(data.id_column) if data.id_column else None
+        if data.id_column in OOF_FIELDS:
+            raise ConfigError(
+                f"data.id_column {data.id_column!r}: the out-of-fold files have a field of that "
+                "name already; name another column"
+            )
+
+    def column(self, name: str) -> list[str]:
+        """Each row's value of the table's column ``name`` (an error naming a missing one)."""
+        data = self.config.data
+        table = read_table(data.train, data.text_column, [name], file_format=data.format)
+        return [e.labels[0] for e in table]
 
     def split(self, folds: int, plain: bool) -> dict[str, Any]:
         """How ``plan_folds`` deals the rows: by ``data.group_column`` when the config names
         one, else by class or binned first target (nothing, when ``plain``)."""
         data = self.config.data
         if data.group_column:
-            groups = read_table(
-                data.train, data.text_column, [data.group_column], file_format=data.format
-            )
             return {
-                "groups": [e.labels[0] for e in groups],
+                "groups": self.column(data.group_column),
                 "grouped_by": f"column {data.group_column!r}",
             }
         if plain:
@@ -213,14 +226,20 @@ class TextFolds:
 
     def write_oof(self, output: Path, card: Any, plan: FoldPlan, oof: np.ndarray) -> None:
         """``oof.jsonl`` (each row's prediction as ``predict`` writes it, after its row
-        number, fold and gold value) and ``oof.csv`` (the same as columns), every row once,
-        in the table's order."""
+        number, its id with ``data.id_column``, its fold and gold value) and ``oof.csv`` (the
+        same as columns: one fold column a repeat), every row once, in the table's order."""
         outputs, rows = self.outputs, self.rows
         predictions = outputs.predictions([e.text for e in rows], raw_of(oof, outputs), False)
         writer = card.output_format("jsonl")
         names = outputs.names
         classes = isinstance(outputs, ClassOutputs)
-        head = ["row", "fold"]
+        id_column = self.config.data.id_column
+        folds = (
+            ["fold"]
+            if plan.repeats == 1
+            else [f"fold_repeat{repeat + 1}" for repeat in range(plan.repeats)]
+        )
+        head = ["row", *([id_column] if id_column else []), *folds]
         head += (
             ["gold", "label", *(f"p_{n}" for n in names)]
             if classes
@@ -243,8 +262,10 @@ class TextFolds:
                 gold = dict(zip(names, map(float, example.labels), strict=True))
                 values = prediction.values or {}
                 cells = [*example.labels, *(repr(values[n]) for n in names)]
-            lines.append(writer.write(prediction, {"row": example.row, "fold": fold, "gold": gold}))
-            table_writer.writerow([example.row, " ".join(map(str, held)), *cells])
+            named = {id_column: self.ids[index]} if id_column and self.ids is not None else {}
+            extra = {"row": example.row, **named, "fold": fold, "gold": gold}
+            lines.append(writer.write(prediction, extra))
+            table_writer.writerow([example.row, *named.values(), *held, *cells])
         text = "".join(lines)
         atomic_write(output / "oof.jsonl", lambda temporary: Path(temporary).write_text(text))
         written = table.getvalue()
