@@ -1,5 +1,6 @@
 """Cross-validation folds: every row held out once a repeat, classes and target bins spread
-over the folds, groups never separated, each impossible split refused with its reason."""
+over the folds, groups never separated (and classes balanced with them), a user's fold column
+taken exactly, each impossible split refused with its reason."""
 
 import random
 
@@ -88,3 +89,64 @@ def test_a_fold_file_edited_by_hand_is_refused():
     with pytest.raises(ConfigError, match=r"folds\.json: not a fold assignment bistack wrote"):
         FoldPlan.from_json(edited, "folds.json")
     assert FoldPlan.from_json(plan.to_json(), "folds.json") == plan
+
+
+def test_stratified_grouped_folds_keep_groups_whole_and_balance_the_classes():
+    """Groups whose classes are skewed (some all positive, some all negative, of uneven
+    sizes): grouped alone, the folds' shares drift; stratified too, they stay near the whole."""
+    rng = random.Random(0)
+    groups, labels = [], []
+    for group in range(60):
+        size, share = rng.randint(2, 30), rng.choice([0.0, 0.2, 0.5, 0.8, 1.0])
+        for _ in range(size):
+            groups.append(f"g{group}")
+            labels.append("pos" if rng.random() < share else "neg")
+    whole = labels.count("pos") / len(labels)
+
+    def worst(plan) -> float:
+        shares = []
+        for fold in range(5):
+            held = plan.held_out(0, fold)
+            shares.append(sum(labels[i] == "pos" for i in held) / len(held))
+        return max(abs(share - whole) for share in shares)
+
+    both = plan_folds(5, 1, 0, "d", groups=groups, strata=labels, grouped_by="column 'author'")
+    alone = plan_folds(5, 1, 0, "d", groups=groups, grouped_by="column 'author'")
+    for plan in (both, alone):
+        fold_of = {}
+        for row, fold in enumerate(plan.assignments[0]):
+            assert fold_of.setdefault(groups[row], fold) == fold  # a group in one fold
+    assert both.split == "grouped by column 'author', stratified by class"
+    assert worst(both) < 0.02 < worst(alone)
+
+
+def test_a_fold_column_gives_the_folds_exactly_or_is_refused_naming_why():
+    given = [str(i % 3) for i in range(10)]
+    plan = plan_folds(3, 1, 7, "d", given=given, given_by="column 'kfold'")
+    assert plan.assignments == [[i % 3 for i in range(10)]]
+    assert plan.split == "as given by column 'kfold'"
+    with pytest.raises(ConfigError, match=r"holds folds 0, 1, 2; --folds 5 needs each of 0 to 4"):
+        plan_folds(5, 1, 7, "d", given=given, given_by="column 'kfold'")
+    with pytest.raises(ConfigError, match="'x' is not a fold number"):
+        plan_folds(3, 1, 7, "d", given=[*given[:-1], "x"], given_by="column 'kfold'")
+    with pytest.raises(ConfigError, match="--repeats 2: a fold column gives one split"):
+        plan_folds(3, 2, 7, "d", given=given, given_by="column 'kfold'")
+
+
+def test_stratified_grouped_folds_on_sst2_keep_class_shares_within_two_points():
+    """SST-2's training phrases grouped by their first word (uneven groups, some far from the
+    whole's positive share): each fold's positive share within 0.02 of the whole's."""
+    from bistack.data.tables import read_table
+    from tests.conftest import shared_file
+
+    rows = read_table(shared_file("sst2", "train.tsv"), "sentence", ["label"])
+    groups = [row.text.split()[0] for row in rows]
+    labels = [row.labels[0] for row in rows]
+    plan = plan_folds(5, 1, 13, "d", groups=groups, strata=labels, grouped_by="first word")
+    whole = labels.count("1") / len(labels)
+    fold_of = {}
+    for row, fold in enumerate(plan.assignments[0]):
+        assert fold_of.setdefault(groups[row], fold) == fold
+    for fold in range(5):
+        held = plan.held_out(0, fold)
+        assert abs(sum(labels[i] == "1" for i in held) / len(held) - whole) < 0.02

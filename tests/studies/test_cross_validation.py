@@ -185,7 +185,7 @@ def test_a_grouped_regressor_cv_keeps_groups_whole_and_averages_values(tmp_path)
     result = bistack.cross_validate(config, out, folds=4, say=lambda _: None)  # from Python
     assert json.loads((out / "cv.json").read_text())["cv"] == result.cv
     plan = json.loads((out / "folds.json").read_text())
-    assert plan["split"] == "grouped by column 'author'"
+    assert plan["split"] == "grouped by column 'author', stratified by binned label"
     fold_of = {}
     for row, fold in enumerate(plan["assignments"][0]):
         assert fold_of.setdefault(f"author{row % 8}", fold) == fold

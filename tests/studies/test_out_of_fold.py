@@ -162,11 +162,12 @@ def test_a_tagger_folds_temperature_never_sees_its_held_out_entities(tmp_path):
             )
 
 
-def test_oof_csv_joins_back_to_the_table_on_its_id_with_a_fold_column_a_repeat(tmp_path):
+def test_oof_csv_joins_back_to_the_table_on_its_id_and_a_fold_column_is_taken_exactly(tmp_path):
     pandas = pytest.importorskip("pandas", reason="the join is pandas'")
     train = write_rows(tmp_path / "rows.tsv", 24)
     table = pandas.read_csv(train, sep="\t")
     table.insert(0, "item_id", [f"item-{i:03d}" for i in range(len(table))][::-1])
+    table["kfold"] = [(i * 7) % 3 for i in range(len(table))]  # a team's saved folds
     table.to_csv(tmp_path / "train.tsv", sep="\t", index=False)
     config = text_config(tmp_path / "train.tsv", None, train={"max_epochs": 1})
     config["data"] |= {"dev": None, "id_column": "item_id"}
@@ -181,3 +182,9 @@ def test_oof_csv_joins_back_to_the_table_on_its_id_with_a_fold_column_a_repeat(t
     records = [json.loads(line) for line in (out / "oof.jsonl").read_text().splitlines()]
     assert [r["item_id"] for r in records] == table["item_id"].tolist()
     assert list(records[0])[:3] == ["row", "item_id", "fold"]
+    # The team's folds, taken exactly from the column, by another model's CV.
+    config["data"] |= {"fold_column": "kfold"}
+    bistack.cross_validate(config, tmp_path / "given", folds=3, say=lambda _: None)
+    given = json.loads((tmp_path / "given" / "folds.json").read_text())
+    assert given["assignments"] == [table["kfold"].tolist()]
+    assert given["split"] == "as given by column 'kfold'"

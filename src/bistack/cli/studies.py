@@ -103,8 +103,9 @@ def add(commands: Any) -> None:
         choices=("auto", "plain"),
         default="auto",
         help="auto (default): stratified by class (classifiers), binned target (regressors) or "
-        "rarest entity type (taggers), grouped by data.group_column when the config names one "
-        "(a tagger's documents always); plain: a shuffle",
+        "rarest entity type (taggers), grouped by data.group_column when the config names one, "
+        "stratified too (a tagger's documents always); plain: a shuffle, or groups alone; "
+        "data.fold_column gives the folds as they are",
     )
     cv.add_argument(
         "--inner-dev",

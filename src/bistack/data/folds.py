@@ -9,8 +9,10 @@ that another run, or another machine, reuses the same folds exactly.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
+import statistics
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -86,12 +88,19 @@ def plan_folds(
     groups: Sequence[str] | None = None,
     stratified_by: str = "class",
     grouped_by: str = "group",
+    given: Sequence[str] | None = None,
+    given_by: str = "column",
 ) -> FoldPlan:
-    """The folds of ``len(strata or groups)`` rows: grouped when ``groups`` are given (a
-    group's rows in one fold), else stratified by ``strata`` (one class or target bin per row,
-    ``stratified_by`` naming what they are), else plain. ConfigError, before any work, where
-    the split cannot be made: fewer than 2 folds, more folds than rows or groups, a class with
-    fewer rows than folds (named, with the plain split offered)."""
+    """The folds of ``len(given or groups or strata)`` rows: each row's fold as ``given`` (a
+    user's fold column, ``given_by`` naming it: numbers 0..K-1, K the folds); else grouped
+    when ``groups`` are given (a group's rows in one fold), with ``strata`` too balanced
+    over the folds as well as whole groups allow; else stratified by ``strata`` (one class or
+    target bin per row, ``stratified_by`` naming what they are); else plain. ConfigError,
+    before any work, where the split cannot be made: fewer than 2 folds, more folds than rows
+    or groups, a class with fewer rows than folds (named, with the plain split offered), a
+    fold column that is not the folds' numbers."""
+    if given is not None:
+        return given_folds(folds, repeats, seed, data, given, given_by)
     if groups is not None:
         rows = len(groups)
     elif strata is not None:
@@ -107,13 +116,17 @@ def plan_folds(
     assignments = []
     for repeat in range(repeats):
         rng = random.Random(seed + repeat)
-        if groups is not None:
+        if groups is not None and strata is not None and stratified_by != "plain":
+            assignments.append(stratified_grouped_folds(groups, strata, folds, rng, grouped_by))
+        elif groups is not None:
             assignments.append(grouped_folds(groups, folds, rng, grouped_by))
         elif stratified_by != "plain":
             assignments.append(stratified_folds(strata or [], folds, rng, stratified_by))
         else:
             assignments.append(plain_folds(rows, folds, rng))
-    if groups is not None:
+    if groups is not None and strata is not None and stratified_by != "plain":
+        split = f"grouped by {grouped_by}, stratified by {stratified_by}"
+    elif groups is not None:
         split = f"grouped by {grouped_by}"
     elif stratified_by == "plain":
         split = "plain (shuffled)"
@@ -173,6 +186,73 @@ def grouped_folds(groups: Sequence[str], folds: int, rng: random.Random, what: s
         fold = min(range(folds), key=lambda f: (filled[f], f))
         fold_of[name] = fold
         filled[fold] += sizes[name]
+    return [fold_of[group] for group in groups]
+
+
+def given_folds(
+    folds: int, repeats: int, seed: int, data: str, given: Sequence[str], what: str
+) -> FoldPlan:
+    """The plan a user's fold column gives (scikit-learn's ``PredefinedSplit``, a notebook's
+    saved ``kfold``): each row's value its fold, the numbers 0..K-1 with K ``--folds``."""
+    if repeats != 1:
+        raise ConfigError(f"--repeats {repeats}: a fold column gives one split; run it alone")
+    try:
+        assignment = [int(str(value).strip()) for value in given]
+    except ValueError:
+        bad = next(v for v in given if not str(v).strip().lstrip("-").isdigit())
+        raise ConfigError(f"{what}: {bad!r} is not a fold number (0 to {folds - 1})") from None
+    found = sorted(set(assignment))
+    if found != list(range(folds)):
+        raise ConfigError(
+            f"{what} holds folds {', '.join(map(str, found))}; --folds {folds} needs each of "
+            f"0 to {folds - 1} (give --folds {len(found)} for numbers 0 to {len(found) - 1})"
+        )
+    return FoldPlan(folds, 1, seed, f"as given by {what}", len(assignment), data, [assignment])
+
+
+def stratified_grouped_folds(
+    groups: Sequence[str], strata: Sequence[str], folds: int, rng: random.Random, what: str
+) -> list[int]:
+    """Each row's fold, whole groups at a time, the strata's shares balanced as well as that
+    allows (as scikit-learn's ``StratifiedGroupKFold``): the groups shuffled, then, those whose
+    strata are most uneven first, each given to the fold where it leaves the spread of every
+    stratum's share across folds smallest (ties: the fold with the fewest rows)."""
+    names = sorted(set(groups))
+    if len(names) < folds:
+        raise ConfigError(
+            f"--folds {folds}: only {len(names)} distinct value(s) of {what} to split, and a "
+            "group is never separated; give fewer folds"
+        )
+    kinds = sorted(set(strata))
+    column = {kind: k for k, kind in enumerate(kinds)}
+    counts = {name: [0] * len(kinds) for name in names}
+    for group, stratum in zip(groups, strata, strict=True):
+        counts[group][column[stratum]] += 1
+    totals = [sum(counts[n][k] for n in names) for k in range(len(kinds))]
+    filled = [[0] * len(kinds) for _ in range(folds)]
+
+    def unevenness(group: str) -> float:
+        return statistics.pstdev(c / t for c, t in zip(counts[group], totals, strict=True))
+
+    def spread_with(fold: int, group: str) -> tuple[float, int, int]:
+        """The mean spread of the strata's shares over the folds were ``group`` in ``fold``,
+        then that fold's rows so far, then its number."""
+        added = [a + b for a, b in zip(filled[fold], counts[group], strict=True)]
+        spreads = [
+            statistics.pstdev(
+                (added if f == fold else filled[f])[k] / totals[k] for f in range(folds)
+            )
+            for k in range(len(kinds))
+        ]
+        return statistics.fmean(spreads), sum(filled[fold]), fold
+
+    rng.shuffle(names)
+    names.sort(key=unevenness, reverse=True)  # stable: ties stay in shuffled order
+    fold_of = {}
+    for name in names:
+        best = min(range(folds), key=functools.partial(spread_with, group=name))
+        fold_of[name] = best
+        filled[best] = [a + b for a, b in zip(filled[best], counts[name], strict=True)]
     return [fold_of[group] for group in groups]
 
 

@@ -49,8 +49,12 @@ class TextDataConfig(SplitConfig):
     # as spacy:zh) or hf:FOLDER (a HuggingFace tokenizer's words; hf:default is MiniLM's).
     tokenizer: str = "text"
     # Cross-validation (bistack cv): the column naming each row's group (an author, a
-    # document); a group's rows are never split across folds. None: rows split alone.
+    # document); a group's rows are never split across folds, and the classes (or binned
+    # targets) are balanced over the folds as well as whole groups allow. None: rows alone.
     group_column: str | None = None
+    # Cross-validation: a column of each row's fold (0 to K-1, a notebook's saved ``kfold``,
+    # shared by every model of a team): the folds exactly as given. None: bistack splits.
+    fold_column: str | None = None
     # Cross-validation: the column naming each row (an id); its value is written beside each
     # out-of-fold prediction (after ``row``), so that oof.csv joins back to the table on it.
     id_column: str | None = None

@@ -60,18 +60,27 @@ class TextFolds:
         return [e.labels[0] for e in table]
 
     def split(self, folds: int, plain: bool) -> dict[str, Any]:
-        """How ``plan_folds`` deals the rows: by ``data.group_column`` when the config names
-        one, else by class or binned first target (nothing, when ``plain``)."""
+        """How ``plan_folds`` deals the rows: as ``data.fold_column`` gives them; else by
+        ``data.group_column`` when the config names one, its groups whole and, unless
+        ``plain``, the classes or binned first target balanced too; else by those alone
+        (nothing, when ``plain``)."""
         data = self.config.data
-        if data.group_column:
+        if data.fold_column:
             return {
-                "groups": self.column(data.group_column),
-                "grouped_by": f"column {data.group_column!r}",
+                "given": self.column(data.fold_column),
+                "given_by": f"column {data.fold_column!r}",
             }
-        if plain:
-            return {"strata": [""] * len(self.rows), "stratified_by": "plain"}
+        strata = {} if plain else self.strata(folds)
+        if data.group_column:
+            grouped_by = f"column {data.group_column!r}"
+            return {"groups": self.column(data.group_column), "grouped_by": grouped_by} | strata
+        return strata or {"strata": [""] * len(self.rows), "stratified_by": "plain"}
+
+    def strata(self, folds: int) -> dict[str, Any]:
+        """Each row's class, or its first target's quantile bin, and what they are."""
         if isinstance(self.outputs, ClassOutputs):
             return {"strata": [e.labels[0] for e in self.rows], "stratified_by": "class"}
+        data = self.config.data
         first = [t[0] for t in parse_targets(self.rows, data.label_columns, data.train)]
         return {
             "strata": target_bins(first, folds),
