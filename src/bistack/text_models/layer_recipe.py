@@ -79,6 +79,7 @@ def frozen_vectors(
                 stride=options.stride,
                 max_length=limit,
                 batch_size=options.batch_size,
+                say=say,
             )
 
     cached = cached_layer_vectors(
