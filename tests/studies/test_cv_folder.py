@@ -77,7 +77,9 @@ def test_a_failing_overwrite_leaves_the_finished_cv_byte_for_byte(copy, capsys, 
     assert snapshot(out) == before
 
 
-def test_a_killed_overwrite_leaves_the_finished_cv_and_the_same_command_goes_on(copy, monkeypatch):
+def test_a_killed_overwrite_leaves_the_finished_cv_and_the_same_command_goes_on(
+    copy, monkeypatch, capsys
+):
     from bistack.studies import cross_validation
 
     config, out = copy
@@ -96,6 +98,9 @@ def test_a_killed_overwrite_leaves_the_finished_cv_and_the_same_command_goes_on(
     config_data["optimizer"]["lr"] = 0.02  # another CV: only --overwrite may replace it
     config.write_text(yaml.safe_dump(config_data))
     assert cv(config, out, "--overwrite") == 130
+    assert "interrupted: the same command goes on from the first unfinished fold" in (
+        capsys.readouterr().out
+    )
     assert snapshot(out) == before  # the old CV, whole
     monkeypatch.setattr(cross_validation, "train_fold", trained)
     assert cv(config, out, "--overwrite") == 0  # goes on from the fold it was killed in

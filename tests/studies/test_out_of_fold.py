@@ -133,7 +133,8 @@ def test_a_tagger_folds_temperature_never_sees_its_held_out_entities(tmp_path):
     train = write_documents(tmp_path / "train.txt", 6, 16, noise=0.3, own_names=True)
     config = tiny_config(train, None, train={"max_epochs": 6, "patience": 6})
     out = tmp_path / "out"
-    cv_of(config, out)
+    said = cv_of(config, out)
+    assert f"3-fold cross-validation of 96 sentences of {train}" in said[0]
     sentences = read_conll(train)
     folds = fold_models(out)
     held_out = {}

@@ -15,7 +15,7 @@ def draw(spec: dict[str, Any], path: Path) -> None:
         import matplotlib  # noqa: F401 - the package itself, checked before anything is drawn
         from matplotlib.figure import Figure
     except ImportError as error:
-        raise ConfigError(needs_extra("the report's charts", "plots", error)) from None
+        raise ConfigError(needs_extra("drawing the report's charts", "plots", error)) from None
     figure = Figure(figsize=(7, 4.2), constrained_layout=True)
     axes = figure.subplots()
     DRAWERS[spec["type"]](axes, spec)

@@ -149,6 +149,7 @@ class FoldFamily(Protocol):
     config: Any
     rows: Sequence[Any]
     OOF_FILES: tuple[str, ...]  # what ``write_oof`` writes
+    ROWS_ARE: str  # what its rows are, in messages ("rows", "sentences")
 
     def split(self, folds: int, plain: bool) -> dict[str, Any]: ...
     def refuse(self, settings: CVSettings) -> None: ...
@@ -283,7 +284,8 @@ def cv_in(
     write_json(target / FOLDS_FILE, plan.to_json())
     say(
         f"{plan.folds}-fold cross-validation{f' x {plan.repeats}' if plan.repeats > 1 else ''} "
-        f"of {len(family.rows)} rows of {data.train}, {plan.split}; each fold stops early on "
+        f"of {len(family.rows)} {family.ROWS_ARE} of {data.train}, {plan.split}; each fold stops "
+        "early on "
         + (
             "a dev split of its training folds (the held-out fold chooses nothing)"
             if settings.inner_dev
@@ -299,7 +301,14 @@ def cv_in(
     inputs = None
     if any(finished_fold(job) is None for job in jobs):  # what the folds share, said here
         inputs = fold_inputs(jobs[0].config, say, family)
-    records = run_folds(jobs, settings, say, inputs)
+    try:
+        records = run_folds(jobs, settings, say, inputs)
+    except KeyboardInterrupt:
+        say(
+            "interrupted: the same command goes on from the first unfinished fold (the "
+            "finished ones are kept)"
+        )
+        raise
     result = finish(config, family, plan, records, settings, target, say, output)
     if target != output:
         swap_in(target, output)
@@ -600,7 +609,8 @@ def write_cv_report(
             f"fold mean {metric}": summary["fold_mean"],
             "fold standard deviation": summary["fold_std"],
         },
-        "summary": f"early stopping on {summary['early_stopping']}; {summary['rows']} rows",
+        "summary": f"early stopping on {summary['early_stopping']}; {summary['rows']} "
+        f"{family.ROWS_ARE}",
         "tables": [
             {
                 "title": "each fold's score on its held-out rows",

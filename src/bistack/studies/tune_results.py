@@ -190,8 +190,9 @@ def _charts(output: Path, space: list[Parameter], metric: Metric, rows: list[Tri
         from matplotlib.figure import Figure
     except ImportError as error:
         raise BistackError(
-            f"{output}: " + needs_extra("the charts", "plots", error) + "; tune.md and tune.json "
-            "are written"
+            f"{output}: "
+            + needs_extra("drawing the charts", "plots", error)
+            + "; tune.md and tune.json are written"
         ) from None
     scored = [(r, r.value) for r in rows if r.value is not None and math.isfinite(r.value)]
     figure = Figure(figsize=(7, 4))

@@ -29,6 +29,7 @@ class TaggerFolds:
     """Cross-validation of a tagger's config (``config``; ``loader``: its model class)."""
 
     OOF_FILES = ("oof.jsonl", "oof.conll")
+    ROWS_ARE = "sentences"
 
     def __init__(self, config: Any, loader: Any) -> None:
         self.config = config

@@ -39,6 +39,7 @@ class TextFolds:
     class (``loader``) says what its outputs are."""
 
     OOF_FILES = ("oof.jsonl", "oof.csv")
+    ROWS_ARE = "rows"
 
     def __init__(self, config: Any, loader: Any) -> None:
         self.config = config
