@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from bistack.data.batching import collate_tagging
-from bistack.runs.loop import build_optimizer
+from bistack.runs.optimizers import build_optimizer
 from speed import make_plan
 from speed_items import CHAR_CNN, build_from_plan
 

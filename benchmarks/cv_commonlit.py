@@ -24,9 +24,10 @@ import statistics
 import time
 from pathlib import Path
 
+from bistack.cv.run import run_cv
+from bistack.cv.settings import CVSettings
 from bistack.predictor import open_model
 from bistack.runs.driver import RunOptions
-from bistack.studies.cross_validation import CVSettings, run_cv
 from bistack.tasks import load_config
 from bistack.training import train_config
 

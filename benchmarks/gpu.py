@@ -54,7 +54,8 @@ from bistack.data.batching import collate_tagging
 from bistack.data.buckets import bucket_batches
 from bistack.data.conll import read_conll
 from bistack.data.features import TokenVocabularies
-from bistack.runs.loop import build_optimizer, run_epoch
+from bistack.runs.epoch import EpochPlan, run_epoch
+from bistack.runs.optimizers import build_optimizer
 from bistack.runs.vocabularies import singleton_mask
 from bistack.schemes import convert_tags
 from bistack.taggers.network import build_tagger
@@ -245,9 +246,7 @@ def tagger_comparisons(train: Sentences, device: torch.device, precision: str | 
 
     def ours_epoch(on: TaggingTask) -> Callable[[], None]:
         grad_clip = config.optimizer.grad_clip
-        return lambda: run_epoch(
-            fabric, wrapped, optimizer, on, batches, grad_clip, lambda _: 1.0, "", False
-        )
+        return lambda: run_epoch(fabric, wrapped, optimizer, on, batches, EpochPlan(grad_clip))
 
     suffix = f", {precision}" if precision else ""
     rows = [
@@ -538,7 +537,8 @@ def fine_tuning_comparison(
     from transformers import AutoModel
 
     from bistack.models.backbone import compile_backbones
-    from bistack.runs.loop import optimizer_for, start_run
+    from bistack.runs.loop import start_run
+    from bistack.runs.optimizers import optimizer_for
     from bistack.tasks import config_from_dict, task_of
 
     work = Path(tempfile.mkdtemp())
@@ -578,7 +578,7 @@ def fine_tuning_comparison(
     batches = bucket_batches(loop_task.train_lengths(), batch_size, shuffle=True, seed=1, pool=50)
 
     def ours() -> None:
-        run_epoch(run.fabric, wrapped, optimizer, loop_task, batches, 1.0, lambda _: 1.0, "", False)
+        run_epoch(run.fabric, wrapped, optimizer, loop_task, batches, EpochPlan(grad_clip=1.0))
 
     torch.manual_seed(0)
     encoder = AutoModel.from_pretrained(large_dir)

@@ -30,7 +30,7 @@ from torch import nn
 from bistack.data.batching import collate_tagging
 from bistack.data.features import TokenVocabularies
 from bistack.kernels.crf_scan import log_partition_scan
-from bistack.runs.loop import build_optimizer
+from bistack.runs.optimizers import build_optimizer
 from bistack.runs.vocabularies import singleton_mask
 from bistack.schemes import convert_tags
 from bistack.taggers.network import build_tagger

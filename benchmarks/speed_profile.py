@@ -16,7 +16,7 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from bistack.data.batching import collate_tagging
-from bistack.runs.loop import build_optimizer
+from bistack.runs.optimizers import build_optimizer
 
 STEP_PHASES = ("collate", "forward", "backward", "clip", "optimizer")
 WORD_RNN = "word BiLSTM: oneDNN RNN kernels, forward and backward"

@@ -116,6 +116,54 @@ def test_no_outlet_asks_whether_a_model_was_exported():
     assert askers == []
 
 
+# Where a model class's ``load`` may be called in the package: its definition, and a recipe
+# reopening the best model it has just written (below the door, in the kind's own family).
+OWN_LOADS = {
+    SRC / "models" / "saved.py",
+    SRC / "text_models" / "recipe.py",
+    SRC / "text_models" / "layer_recipe.py",
+}
+MODEL_CLASSES = {"Tagger", "LayerPoolingTagger", "Classifier", "Regressor", "LanguageModel"}
+
+
+def test_no_model_is_opened_past_the_door():
+    """Cross-validation's fold models, export's members, compare-poolers' runs: each opened
+    through ``open_model`` or the door's member opener, never by a model class's ``load``."""
+    openers = []
+    for path in sorted(SRC.rglob("*.py")):
+        if path in OWN_LOADS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            receiver = ast.unparse(node.func.value)
+            model_class = (
+                "loader" in receiver
+                or "model_class" in receiver
+                or (receiver.split(".")[-1] in MODEL_CLASSES or receiver.startswith("type("))
+            )
+            if node.func.attr == "load" and model_class:
+                openers.append(f"{path.relative_to(SRC)}:{node.lineno} {receiver}.load")
+    assert openers == []
+
+
+def test_a_model_class_refuses_an_ensemble_naming_the_door(tmp_path):
+    """``Tagger.load`` cannot return K models: it names ``open_model`` and a member."""
+    from bistack.errors import ModelFileError
+    from bistack.files.ensemble_dir import write_ensemble
+    from bistack.taggers.tagger import Tagger
+
+    member = tmp_path / "fold0"
+    member.mkdir()
+    (member / "config.json").write_text("{}")
+    write_ensemble(tmp_path / "ensemble", {"fold0": member}, {"kind": "tagger"})
+    with pytest.raises(ModelFileError) as refused:
+        Tagger.load(tmp_path / "ensemble")
+    said = str(refused.value)
+    assert "holds an ensemble of 1 model, not one Tagger" in said
+    assert "bistack.api.open_model(" in said and "members/fold0" in said
+
+
 def test_records_are_predicted_each_apart_by_the_opened_model(small_classifier):
     """Per-record prediction lives with the opened model: a record it cannot read costs only
     itself, and each carries its place when asked."""

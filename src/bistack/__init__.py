@@ -18,5 +18,5 @@ def __getattr__(name: str) -> Any:
     if name == "train":
         return importlib.import_module("bistack.training").train
     if name == "cross_validate":
-        return importlib.import_module("bistack.studies.cross_validation").cross_validate
+        return importlib.import_module("bistack.cv.run").cross_validate
     raise AttributeError(f"module 'bistack' has no attribute {name!r}")

@@ -166,8 +166,9 @@ class Card:
     ``load(path, threads)`` opens the directory it exports to; export_hint: why not, without;
     report: ``report(model, data_path) -> section``, what ``evaluate --report`` shows of it
     (plain data, ``bistack.reports`` draws it); without one, its scores alone;
-    cv: how ``bistack cv`` splits, trains and scores the kind (a class taking the config and
-    the loader class: ``bistack.studies.cross_validation.FoldFamily``); ensemble: the class
+    cv: how ``bistack cv`` splits, trains and scores the kind (a class taking the config, the
+    loader class and the door's opener of a saved model: ``bistack.cv.family.FoldFamily``);
+    ensemble: the class
     whose ``open(path, meta, loader, device)`` opens the fold models as one (a kind with
     ``cv`` has one).
     """

@@ -251,16 +251,22 @@ class Predictor:
             raise ConfigError(f"{self.path} holds {self.card.description}; {self.card.stream_hint}")
         return self.model.streamer()
 
-    def export_plan(self) -> Any:
-        """What ``bistack export`` traces of it: its card's export plan; an error where the
-        kind has none, or the model is an export already."""
+    def export_plans(self) -> list[tuple[Path, Any, Any]]:
+        """What ``bistack export`` traces: the folder, the loaded model and the card's export
+        plan of each model it holds (itself, or each ensemble member as the ensemble opened
+        it, never opened again); an error where the kind has none, or the model is an export
+        already."""
         if self.card.export_plan is None:
             raise ConfigError(f"{self.path} holds {self.card.description}: {self.card.export_hint}")
         if self.files.exported:
             raise ConfigError(
                 f"{self.path} is an exported model already; export its model directory"
             )
-        return self.card.export_plan(self.model)
+        plan = self.card.export_plan
+        if self.files.ensemble:
+            folders = member_paths(self.path, self.files.meta)
+            return [(f, m, plan(m)) for f, m in zip(folders, self.model.members, strict=True)]
+        return [(self.path, self.model, plan(self.model))]
 
     def info(self) -> dict[str, Any]:
         """Kind, what it predicts, its training config's summary and data, its size and the

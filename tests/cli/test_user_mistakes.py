@@ -206,7 +206,7 @@ def test_compare_poolers_with_too_few_folds(tmp_path):
     done = bistack("compare-poolers", str(config), "--folds", "1")
     assert done.returncode == 2 and b"argument --folds: must be >= 2, got 1" in done.stderr
     line = one_line_error(bistack("compare-poolers", str(config), "--folds", "4"))
-    assert "--folds 4: folds must be between 2 and the number of examples (3)" in line
+    assert "--folds 4: more folds than the 3 rows to split" in line
 
 
 @pytest.mark.parametrize(

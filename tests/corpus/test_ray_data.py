@@ -91,7 +91,7 @@ def test_a_row_without_text_is_reported_not_dropped(small_classifier):
 def test_cv_on_ray_gives_what_one_process_gives(local_ray, tmp_path, monkeypatch):
     """``bistack cv --ray [ADDRESS]``: each fold a Ray task (here on the local Ray this module
     started), the outputs those of folds trained one after another with one thread each."""
-    from tests.studies.test_cross_validation import cv, write_config, write_rows
+    from tests.cv.test_cross_validation import cv, write_config, write_rows
 
     config = write_config(tmp_path, write_rows(tmp_path / "train.tsv", 30))
     assert cv(config, tmp_path / "here", "--folds", "2", "--threads", "1") == 0

@@ -1,6 +1,7 @@
-"""One CoNLL reader: training, evaluation and ``predict --input`` read the same file into the
-same sentences (tweets whose sentences start with a ``#hashtag`` token, comments, blank-line
-variants), so that a file means one thing to each."""
+"""One CoNLL reader and one CoNLL-U reader: training, evaluation and ``predict --input`` read
+the same file into the same sentences (tweets whose sentences start with a ``#hashtag`` token,
+comments, blank-line variants; CoNLL-U's multiword tokens, empty nodes, documents) or refuse it
+naming the same line, so that a file means one thing to each."""
 
 from __future__ import annotations
 
@@ -78,3 +79,70 @@ def test_a_hash_line_of_another_shape_is_a_comment_and_a_tag_is_checked(tmp_path
     path.write_text("EU NNP B-NP B-ORG\nrejects NN I-NP Q\n")
     with pytest.raises(DataError, match=r"four.txt:2: invalid tag .Q."):
         read_conll(path)
+
+
+def word(number: str, form: str, tag: str) -> str:
+    return "\t".join([number, form, "_", tag, "_", "_", "0", "_", "_", "_"])
+
+
+CONLLU = {  # the entity tag in UPOS: what a tagger's data.tag_field reads by default
+    "ten columns, comments, a multiword token, an empty node, documents": "\n".join(
+        [
+            "# newdoc id = a",
+            "# text = Paris don't",
+            word("1", "Paris", "B-LOC"),
+            word("2-3", "don't", "_"),
+            word("2", "do", "O"),
+            word("3", "not", "O"),
+            word("3.1", "go", "O"),
+            "",
+            "# newdoc",
+            word("1", "Berlin", "B-LOC"),
+            "",
+        ]
+    ),
+    "four columns": "1\tParis\t_\tB-LOC\n2\trocks\t_\tO\n",
+    "a comment among the words": "\n".join([word("1", "Paris", "B-LOC"), "# late", ""]),
+    "a word id that is not a number": "\n".join([word("x", "Paris", "B-LOC"), ""]),
+}
+CONLLU_EXPECTED = {
+    "ten columns, comments, a multiword token, an empty node, documents": [
+        ["Paris", "do", "not"],
+        ["Berlin"],
+    ],
+    "four columns": (1, "expected 10 tab-separated columns (ID FORM LEMMA UPOS XPOS FEATS"),
+    "a comment among the words": (2, "a comment inside a sentence; comments come before words"),
+    "a word id that is not a number": (1, "word id 'x' is not a number"),
+}
+
+
+@pytest.mark.parametrize("name", list(CONLLU))
+def test_training_evaluation_and_prediction_read_conllu_alike(name, tmp_path, small_tagger, capsys):
+    """A CoNLL-U file means one thing to each: the same words, or the same refusal naming the
+    same line (prediction once took a 4-column file training refused)."""
+    from bistack.errors import DataError
+
+    path = tmp_path / "data.conllu"
+    path.write_text(CONLLU[name], encoding="utf-8")
+    expected = CONLLU_EXPECTED[name]
+    capsys.readouterr()
+    if isinstance(expected, tuple):
+        line, said = expected
+        with pytest.raises(DataError) as refused:
+            read_tagged(path, TaggerConfig().data)
+        assert f"{path}:{line}: {said}" in str(refused.value)
+        for command in (
+            ["evaluate", str(small_tagger), str(path)],
+            ["predict", str(small_tagger), "--input", str(path), "--format", "jsonl"],
+        ):
+            assert main(command) != 0
+            assert f"{path}:{line}: {said}" in capsys.readouterr().err
+        return
+    sentences = read_tagged(path, TaggerConfig().data)
+    assert [s.tokens for s in sentences] == expected
+    assert [s.document for s in sentences] == [1, 2]
+    assert main(["evaluate", str(small_tagger), str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["gold_entities"] == 2
+    assert main(["predict", str(small_tagger), "--input", str(path), "--format", "jsonl"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [[t["text"] for t in r["tokens"]] for r in records] == expected

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from bistack.cli import main
-from tests.studies.test_cross_validation import write_config, write_rows
+from tests.cv.test_cross_validation import write_config, write_rows
 
 
 def wrong_modes(root: Path, umask: int) -> list[str]:

@@ -11,7 +11,7 @@ from bistack.config import OptimizerConfig
 from bistack.data.batching import collate_tagging
 from bistack.models.mode import predicting
 from bistack.models.spelling_cache import SpellingCache, each_batch_alone
-from bistack.runs.loop import build_optimizer
+from bistack.runs.optimizers import build_optimizer
 from tests.taggers.test_network import make
 
 SENTENCES = [

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from lightning_fabric import Fabric
 
-from bistack.runs.loop import run_epoch
+from bistack.runs.epoch import EpochPlan, run_epoch
 
 
 class Rows:
@@ -50,8 +50,7 @@ def trained(batches, accumulate):
     steps = []
     step = optimizer.step
     optimizer.step = lambda *a, **k: (steps.append(1), step(*a, **k))[1]
-    run_epoch(fabric, wrapped, optimizer, task, batches, 0.0, lambda _: 1.0, "", False,
-              accumulate=accumulate)  # fmt: skip
+    run_epoch(fabric, wrapped, optimizer, task, batches, EpochPlan(accumulate=accumulate))
     return model.linear.weight.detach().clone(), len(steps)
 
 
@@ -81,7 +80,7 @@ def test_with_a_loss_scaler_gradients_are_clipped_by_an_unfused_optimizer():
     from lightning_fabric.plugins.precision import MixedPrecision
 
     from bistack.config import OptimizerConfig
-    from bistack.runs.loop import optimizer_for
+    from bistack.runs.optimizers import optimizer_for
 
     scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
     fabric = Fabric(
@@ -94,8 +93,7 @@ def test_with_a_loss_scaler_gradients_are_clipped_by_an_unfused_optimizer():
     generator = torch.Generator().manual_seed(1)
     task = Rows(torch.randn(12, 3, generator=generator), torch.randn(12, generator=generator))
     before = model.linear.weight.detach().clone()
-    run_epoch(fabric, wrapped, optimizer, task, [[0, 1, 2], [3, 4, 5]], 1.0, lambda _: 1.0, "",
-              False)  # fmt: skip
+    run_epoch(fabric, wrapped, optimizer, task, [[0, 1, 2], [3, 4, 5]], EpochPlan(grad_clip=1.0))
     assert not torch.equal(model.linear.weight, before)
     plain = Fabric(accelerator="cpu", devices=1)
     assert optimizer_for(plain, OptimizerConfig(name="adam"), Regression()).defaults["fused"]

@@ -46,7 +46,7 @@ def test_an_epoch_off_a_terminal_says_how_far_it_is(tmp_path, capsys):
     import yaml
 
     from bistack.cli import main
-    from tests.studies.test_cross_validation import write_rows
+    from tests.cv.test_cross_validation import write_rows
     from tests.text_models.test_end_to_end import text_config
 
     train = write_rows(tmp_path / "train.tsv", 40)

@@ -4,7 +4,7 @@ def test_an_optimizer_that_cannot_be_fused_steps_all_parameters_at_once():
     from torch import nn
 
     from bistack.config import OptimizerConfig
-    from bistack.runs.loop import build_optimizer
+    from bistack.runs.optimizers import build_optimizer
 
     model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2))
     for name in ("adam", "adamw"):

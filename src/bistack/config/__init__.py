@@ -182,6 +182,21 @@ class BackboneConfig:
             )
 
 
+class OverBackbone:
+    """What a config over a transformer (its ``backbone`` section) says of it, for the shared
+    code that asks every config (:class:`ExperimentConfig`)."""
+
+    backbone: BackboneConfig  # the config's own field (a dataclass field there)
+
+    @property
+    def fine_tunes_transformer(self) -> bool:
+        return self.backbone.finetune
+
+    @property
+    def frozen_backbone(self) -> BackboneConfig | None:
+        return None if self.backbone.finetune else self.backbone
+
+
 @dataclass
 class ExperimentConfig:
     """What every top-level config has: the model kind, and how training runs.
@@ -207,14 +222,24 @@ class ExperimentConfig:
         """Plain data for config.json and for comparing runs."""
         return dataclasses.asdict(self)
 
+    @property
+    def fine_tunes_transformer(self) -> bool:
+        """Whether training fine-tunes a transformer (what ``train.compile`` compiles)."""
+        return False
+
+    @property
+    def frozen_backbone(self) -> BackboneConfig | None:
+        """The transformer whose states a run computes once and caches, where the model reads
+        a frozen one (None: it reads none, or fine-tunes it)."""
+        return None
+
     def validate(self, source: str) -> None:
         """Reject values that would only fail later, deep inside torch; subclasses add theirs."""
         data = getattr(self, "data", None)
         if isinstance(data, SplitConfig) and not data.train:
             raise ConfigError(f"{source}: data.train is required: the file to train on")
         check_ranges(self, source)
-        backbone = getattr(self, "backbone", None)
-        if self.train.compile and not getattr(backbone, "finetune", False):
+        if self.train.compile and not self.fine_tunes_transformer:
             raise ConfigError(
                 f"{source}: train.compile compiles a fine-tuned transformer; this model "
                 "fine-tunes none (a recurrent model, or backbone.finetune: false), so it would "

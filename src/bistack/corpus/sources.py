@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, cast
 
 from bistack.data.conll import BadLine, layout_of, parse_conll
+from bistack.data.conllu import parse_conllu
 from bistack.errors import ConfigError, DataError, needs_extra
 from bistack.inputs import Record
 
@@ -205,27 +206,17 @@ def _conll(handle: BinaryIO) -> Iterator[Record]:
 
 
 def _conllu(handle: BinaryIO) -> Iterator[Record]:
-    tokens: list[str] = []
-    start = 0
-    for number, text, error in _decoded_lines(handle):
-        if error is not None:
-            yield Record(error=error, line=number)
-            continue
-        columns = text.split("\t") if text.strip() else []
-        if not columns:
-            if tokens:
-                yield Record(value=tokens, what="the sentence", line=start)
-            tokens = []
-        elif not tokens and columns[0].startswith("#"):
-            continue  # every "#" line where a sentence starts is a comment in CoNLL-U
-        elif len(columns) < 2 or "-" in columns[0] or "." in columns[0]:
-            if len(columns) < 2:
-                yield Record(error="expected 10 tab-separated CoNLL-U columns", line=number)
+    """CoNLL-U by the rules training and evaluation read it with
+    (``bistack.data.conllu.parse_conllu``), the words of each sentence, tags unread."""
+    lines = (
+        (number, BadLine(number, error) if error is not None else text)
+        for number, text, error in _decoded_lines(handle)
+    )
+    for item in parse_conllu(lines, tag_field=None):
+        if isinstance(item, BadLine):
+            yield Record(error=item.problem, line=item.number)
         else:
-            start = start if tokens else number
-            tokens.append(columns[1])
-    if tokens:
-        yield Record(value=tokens, what="the sentence", line=start)
+            yield Record(value=item.tokens, what="the sentence", line=item.line)
 
 
 def _jsonl(handle: BinaryIO, field: str, id_field: str | None) -> Iterator[Record]:

@@ -9,10 +9,10 @@ the text. Any column can be the tag: ``upos``, ``xpos``, or a field of MISC (``m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from bistack.data.conll import Sentence, check_one_scheme, numbered_lines
+from bistack.data.conll import BadLine, Sentence, check_one_scheme, numbered_lines
 from bistack.errors import DataError
 from bistack.schemes import split_tag
 
@@ -31,79 +31,109 @@ def tag_getter(tag_field: str, source: str | Path = "config") -> tuple[int, str 
     return COLUMNS.index(name), key or None
 
 
-def read_conllu(
-    path: str | Path, tag_field: str | None = "upos", *, plain: bool = True
-) -> list[Sentence]:
-    """Read a CoNLL-U file; ``tag_field=None`` reads words only. ``plain`` takes tags as labels
-    of their own (UPOS, XPOS); ``plain=False`` checks them as entity tags (``misc:NER``)."""
-    getter = tag_getter(tag_field, path) if tag_field else None
-    sentences: list[Sentence] = []
+def parse_conllu(
+    lines: Iterable[tuple[int, str | BadLine]],
+    tag_field: str | None = "upos",
+    plain: bool = True,
+    source: str | Path = "input",
+) -> Iterator[Sentence | BadLine]:
+    """CoNLL-U read a line at a time, the one set of rules for training, evaluation and
+    prediction: ten tab-separated columns a word; ``# key = value`` lines before a sentence's
+    words its metadata (``# newdoc`` opens a document); multiword-token ranges and empty nodes
+    skipped. ``lines``: numbered texts (a :class:`BadLine` is passed on in its place);
+    ``tag_field`` None: words only. A line that breaks a rule is a :class:`BadLine` in its
+    place (the reader of a training file stops there; prediction goes on)."""
+    getter = tag_getter(tag_field, source) if tag_field else None
+    document = 0
     current = Sentence([], [])
-    for number, raw in numbered_lines(path):
+
+    def finished(sentence: Sentence) -> Sentence:
+        nonlocal document
+        document += any(key.split()[:1] == ["newdoc"] for key in sentence.metadata)
+        sentence.document = document
+        return sentence
+
+    for number, raw in lines:
+        if isinstance(raw, BadLine):
+            yield raw
+            continue
         line = raw.rstrip("\r\n")
         if not line.strip():
             if current.tokens:
-                sentences.append(current)
+                yield finished(current)
             elif current.metadata:
-                raise DataError(path, "a sentence with comments but no words ends here", number)
+                yield BadLine(number, "a sentence with comments but no words ends here")
             current = Sentence([], [])
             continue
         if line.startswith("#"):
             if current.tokens:
-                raise DataError(
-                    path, "a comment inside a sentence; comments come before words", number
-                )
+                yield BadLine(number, "a comment inside a sentence; comments come before words")
+                continue
             key, sep, value = line[1:].partition("=")
             current.metadata[key.strip()] = value.strip() if sep else ""
             continue
         columns = line.split("\t")
         if len(columns) != 10:
-            raise DataError(
-                path,
-                f"expected 10 tab-separated columns (ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL "
-                f"DEPS MISC), found {len(columns)}",
+            yield BadLine(
                 number,
+                "expected 10 tab-separated columns (ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL "
+                f"DEPS MISC), found {len(columns)}",
             )
+            continue
         word_id = columns[0]
         if "-" in word_id or "." in word_id:  # a multiword token's range, or an empty node
             continue
         if not word_id.isdigit():
-            raise DataError(path, f"word id {word_id!r} is not a number", number)
+            yield BadLine(number, f"word id {word_id!r} is not a number")
+            continue
+        if getter is not None:
+            tag = _tag(columns, getter, plain)
+            if isinstance(tag, BadLine):
+                yield BadLine(number, tag.problem)
+                continue
+            current.tags.append(tag)
         if not current.tokens:
             current.line = number
         current.tokens.append(columns[1])
-        if getter is not None:
-            current.tags.append(_tag(columns, getter, path, number, plain))
     if current.tokens:
-        sentences.append(current)
+        yield finished(current)
+
+
+def read_conllu(
+    path: str | Path, tag_field: str | None = "upos", *, plain: bool = True
+) -> list[Sentence]:
+    """Read a CoNLL-U file (:func:`parse_conllu`'s rules), a DataError naming the first line
+    that breaks one; ``tag_field=None`` reads words only. ``plain`` takes tags as labels of
+    their own (UPOS, XPOS); ``plain=False`` checks them as entity tags (``misc:NER``)."""
+    sentences: list[Sentence] = []
+    for item in parse_conllu(numbered_lines(path), tag_field, plain, path):
+        if isinstance(item, BadLine):
+            raise DataError(path, item.problem, item.number)
+        sentences.append(item)
     if not sentences:
         raise DataError(path, "no sentences found: the file is empty or holds only comments")
-    document = 0
-    for sentence in sentences:  # "# newdoc" (or "# newdoc id = ...") opens a document
-        document += any(key.split()[:1] == ["newdoc"] for key in sentence.metadata)
-        sentence.document = document
-    if getter is not None and not plain:
+    if tag_field and not plain:
         check_one_scheme(sentences, path)
     return sentences
 
 
-def _tag(
-    columns: list[str], getter: tuple[int, str | None], path: str | Path, number: int, plain: bool
-) -> str:
+def _tag(columns: list[str], getter: tuple[int, str | None], plain: bool) -> str | BadLine:
+    """The tag ``getter`` reads from a word's ``columns``, or why there is none (the line's
+    number is its caller's)."""
     index, key = getter
     value = columns[index]
     if key is not None:
         fields = dict(f.partition("=")[::2] for f in value.split("|") if f != "_")
         if key not in fields:
-            raise DataError(path, f"MISC has no {key}= field: {value!r}", number)
+            return BadLine(0, f"MISC has no {key}= field: {value!r}")
         value = fields[key]
     if value == "_" or not value:
-        raise DataError(path, f"no tag in {COLUMNS[index].upper()} (it is {value!r})", number)
+        return BadLine(0, f"no tag in {COLUMNS[index].upper()} (it is {value!r})")
     if not plain:
         try:
             split_tag(value)
         except ValueError as error:
-            raise DataError(path, str(error), number) from None
+            return BadLine(0, str(error))
     return value
 
 

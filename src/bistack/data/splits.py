@@ -7,7 +7,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
-from bistack.data.folds import plain_folds
 from bistack.errors import DataError
 
 T = TypeVar("T")
@@ -19,17 +18,6 @@ def split_off_dev(items: Sequence[T], fraction: float, seed: int) -> tuple[list[
     random.Random(seed).shuffle(shuffled)
     cut = max(1, round(len(shuffled) * fraction))
     return shuffled[cut:], shuffled[:cut]
-
-
-def kfold(count: int, folds: int, seed: int) -> list[list[int]]:
-    """``folds`` disjoint held-out index lists covering ``range(count)`` after a seeded shuffle;
-    sizes differ by at most one."""
-    if not 2 <= folds <= count:
-        raise ValueError(
-            f"folds must be between 2 and the number of examples ({count}), got {folds}"
-        )
-    assignment = plain_folds(count, folds, random.Random(seed))  # cross-validation's own
-    return [[row for row, held in enumerate(assignment) if held == fold] for fold in range(folds)]
 
 
 class SplitSource(Protocol):

@@ -14,18 +14,18 @@ count is a tensor's size.
 from __future__ import annotations
 
 import functools
-import os
 import shutil
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from bistack._version import __version__
 from bistack.errors import ConfigError, ModelFileError, needs_extra
-from bistack.files.ensemble_dir import ENSEMBLE_FILE, MEMBERS, member_paths
-from bistack.files.modeldir import write_json
+from bistack.files.ensemble_dir import ENSEMBLE_FILE, MEMBERS
+from bistack.files.modeldir import atomic_folder, write_json
 from bistack.files.onnx_session import (
     EXPORT_FILE,
     FORMAT,
@@ -36,8 +36,11 @@ from bistack.files.onnx_session import (
 )
 from bistack.files.paths import claim_folder, refuse_overlap
 from bistack.models.graphs import ExportPlan
-from bistack.predictor import Predictor, open_model
+from bistack.predictor import open_model
 from bistack.runs.model_card import CARD
+
+if TYPE_CHECKING:
+    from bistack.cards import Card
 
 OPSET = 17
 
@@ -58,41 +61,34 @@ def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool =
         raise ConfigError(needs_extra("export", "onnx", error)) from None
     refuse_overlap(output, [("the model directory", model_dir)], "--output")
     model = open_model(model_dir)
-    members = member_paths(model.path, model.files.meta) if model.files.ensemble else []
-    opened = [open_model(m) for m in members] if members else [model]
-    plans = [o.export_plan() for o in opened]
+    plans = model.export_plans()
     output = Path(output)
     claim = functools.partial(
         claim_folder,
         output,
         "--output",
         overwrite=overwrite,
-        signature=ENSEMBLE_FILE if members else EXPORT_FILE,
+        signature=ENSEMBLE_FILE if model.files.ensemble else EXPORT_FILE,
         ours=is_export_file,
     )
     claim()
-    staging = output.parent / f".{output.name}.export-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    try:
-        if members:  # each member a graph of its own; the runtime averages them as PyTorch did
-            for member, one, plan in zip(members, opened, plans, strict=True):
-                write_export(one, plan, member, staging / MEMBERS / member.name)
+    with atomic_folder(output) as staging:
+        if model.files.ensemble:  # each member a graph of its own, averaged as PyTorch does
+            for folder, member, plan in plans:
+                target = staging / MEMBERS / folder.name
+                write_export(model.card, member.config, plan, folder, target)
             write_json(staging / ENSEMBLE_FILE, {**model.files.meta, "exported": True})
         else:
-            write_export(model, plans[0], Path(model_dir), staging)
-        if claim():  # checked again: it may have changed
-            shutil.rmtree(output)
-        os.replace(staging, output)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+            folder, one, plan = plans[0]
+            write_export(model.card, one.config, plan, folder, staging)
+        claim()  # checked again, just before the swap: it may have changed
     return output
 
 
-def write_export(model: Predictor, plan: ExportPlan, model_dir: Path, target: Path) -> None:
-    """The exported directory of ``plan`` (of ``model``, opened from ``model_dir``) at
-    ``target``: the graph, checked against PyTorch, its vocabularies, files, card and
-    export.json."""
+def write_export(card: Card, config: Any, plan: ExportPlan, model_dir: Path, target: Path) -> None:
+    """The exported directory of ``plan`` (of a model of ``card``'s kind and ``config``,
+    opened from ``model_dir``) at ``target``: the graph, checked against PyTorch, its
+    vocabularies, files, card and export.json."""
     target.mkdir(parents=True, exist_ok=True)
     trace(plan, target / MODEL_FILE)
     check_against_torch(plan, target / MODEL_FILE)
@@ -104,9 +100,9 @@ def write_export(model: Predictor, plan: ExportPlan, model_dir: Path, target: Pa
     meta = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "kind": model.card.kind,
+        "kind": card.kind,
         "bistack_version": __version__,
-        "config": model.model.config.to_dict(),
+        "config": config.to_dict(),
         **plan.settings,
     }
     write_json(target / EXPORT_FILE, meta)

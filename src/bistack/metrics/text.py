@@ -8,6 +8,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from bistack.metrics.classification import accuracy, confusion_matrix, macro_f1, pearson, rmse
 
 # Attention is called collapsed on a text when one position, or the first token, takes at
@@ -219,3 +221,48 @@ def attention_lines(scores: Mapping[str, Any]) -> list[str]:
         f"padding mass {attention['padding_mass']:.1f}",
         *(f"WARNING: {warning}" for warning in attention["warnings"]),
     ]
+
+
+def class_temperature(logits: np.ndarray, gold: np.ndarray) -> float:
+    """The temperature T minimising the mean negative log-likelihood of ``gold`` under
+    ``softmax(logits / T)`` (float64 ``(n, classes)``), by Newton's method on log(1/T) with
+    backtracking (the likelihood is convex in 1/T, so the minimum is the only one); inf or
+    nan when it has none (a dev set the logits already separate perfectly pushes T to 0)."""
+    rows = np.arange(len(gold))
+
+    def nll(u: float) -> float:
+        scaled = logits * math.exp(u)
+        top = scaled.max(axis=1, keepdims=True)
+        log_z = top[:, 0] + np.log(np.exp(scaled - top).sum(axis=1))
+        return float((log_z - scaled[rows, gold]).mean())
+
+    u = 0.0
+    for _ in range(100):
+        beta = math.exp(u)
+        p = softmax(logits * beta)
+        mean = (p * logits).sum(axis=1)  # E[logit] under p
+        # d/du nll = beta * E_rows[E_p[z] - z_gold]; second derivative adds beta^2 * Var_p[z].
+        gradient = beta * float((mean - logits[rows, gold]).mean())
+        variance = float(((p * logits**2).sum(axis=1) - mean**2).mean())
+        curvature = gradient + beta * beta * variance
+        if abs(gradient) < 1e-10:
+            break
+        step = -gradient / curvature if curvature > 0 else -math.copysign(1.0, gradient)
+        step = max(-5.0, min(5.0, step))
+        current = nll(u)
+        while step and nll(u + step) > current:
+            step /= 2
+            if abs(step) < 1e-12:
+                step = 0.0
+        if step == 0.0:
+            break
+        u += step
+        if u > 50:  # T below e^-50: no finite minimum
+            return math.nan
+    return math.exp(-u)
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Row-wise softmax of ``(n, classes)`` in the logits' dtype."""
+    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return shifted / shifted.sum(axis=-1, keepdims=True)

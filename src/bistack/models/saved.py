@@ -16,6 +16,8 @@ from torch import nn
 
 from bistack.config.files import build_config
 from bistack.config.hub import local_folder
+from bistack.errors import ModelFileError
+from bistack.files.ensemble_dir import MEMBERS, is_ensemble
 from bistack.files.modeldir import load_metadata, load_weights, reading_model
 from bistack.models.devices import checked_device
 
@@ -59,6 +61,20 @@ def opening(
         yield SavedModel(Path(path), meta, vocab, config, chosen)
 
 
+def refuse_other_folders(folder: str | Path, name: str) -> None:
+    """A ModelFileError where ``folder`` holds an ensemble, which ``NAME.load`` cannot return
+    (K models, not one), saying what opens it."""
+    folder = Path(folder)
+    door = f"bistack.api.open_model({str(folder)!r}) opens it as one model to every outlet"
+    if is_ensemble(folder):
+        members = sorted(p.name for p in (folder / MEMBERS).iterdir() if p.is_dir())
+        one = f"; {name}.load opens one member, such as {folder / MEMBERS / members[0]}"
+        raise ModelFileError(
+            f"{folder} holds an ensemble of {len(members)} model{'s' * (len(members) != 1)}, "
+            f"not one {name}: {door}" + (one if members else "")
+        )
+
+
 class SavedKind:
     """What every model class of a kind shares: ``load`` opens its model directory
     (:func:`opening`) and builds the model with the class's ``from_saved``."""
@@ -71,8 +87,11 @@ class SavedKind:
         """Load a model directory written by ``bistack train`` (no unpickling), onto
         ``device`` (predictions build their batches there); ``path`` may be a HuggingFace hub
         id (``org/name[@revision]``, from the hub's cache). ``parts``: what the caller holds
-        already, where the class takes it (a frozen ``backbone``)."""
-        with opening(local_folder(path), cls.KIND, cls.CONFIG, device) as saved:
+        already, where the class takes it (a frozen ``backbone``). An ensemble's directory is
+        refused, naming the door that opens it."""
+        folder = local_folder(path)
+        refuse_other_folders(folder, cls.__name__)
+        with opening(folder, cls.KIND, cls.CONFIG, device) as saved:
             return cls.from_saved(saved, **parts)
 
     @classmethod

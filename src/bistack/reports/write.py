@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
-import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from bistack.files.modeldir import atomic_folder
 from bistack.files.paths import claim_folder, refuse_overlap
 from bistack.predictor import Predictor
 from bistack.reports.charts import draw
@@ -79,12 +78,9 @@ def write_pages(
     claim: Callable[[], bool],
 ) -> None:
     """``report.json`` (``record`` and the sections), a PNG per figure and ``report.html``,
-    written beside ``directory`` and renamed into it whole; ``claim()``, asked just before,
-    says whether an earlier report there is to be replaced (an error if it may not be)."""
-    staging = directory.parent / f".{directory.name}.report-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
-    try:
+    written beside ``directory`` and swapped in whole (``atomic_folder``); ``claim()``, asked
+    just before, raises where an earlier folder there may not be replaced."""
+    with atomic_folder(directory) as staging:
         images = []
         for number, section in enumerate(sections):
             names = []
@@ -96,8 +92,4 @@ def write_pages(
         whole = {**record, "sections": sections}
         (staging / REPORT_JSON).write_text(json.dumps(whole, indent=1, allow_nan=False))
         (staging / REPORT_HTML).write_text(page(title, sections, images), encoding="utf-8")
-        if claim():  # checked again: it may have changed
-            shutil.rmtree(directory)
-        os.replace(staging, directory)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        claim()  # checked again, just before the swap: it may have changed

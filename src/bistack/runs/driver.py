@@ -30,19 +30,25 @@ from bistack.files.fingerprints import digests
 from bistack.files.paths import refuse_overlap
 from bistack.metrics.dev import Metric
 from bistack.models.devices import MatmulPrecision
-from bistack.runs.checkpoint import CHECKPOINT, CheckpointError, differences, load_checkpoint
+from bistack.runs.checkpoint import (
+    CHECKPOINT,
+    Checkpoint,
+    CheckpointError,
+    differences,
+    load_checkpoint,
+)
 from bistack.runs.loop import (
     EpochHook,
     FitResult,
     Interrupted,
     LoopTask,
-    ParameterGroups,
     Run,
     fit,
     kept,
     start_run,
 )
 from bistack.runs.model_card import Trained, best_metrics, write_card
+from bistack.runs.optimizers import ParameterGroups
 from bistack.runs.rundir import check_output
 
 
@@ -176,22 +182,7 @@ def train_model(
     read = digests(config.input_paths()) if loop_settings.checkpoint_every else {}
     checkpoint = None
     if options.resume:  # before any work, in every process alike
-        checkpoint = load_checkpoint(Path(output))
-        changed = differences(recorded_config(checkpoint.config, config), config.to_dict())
-        if changed:
-            raise CheckpointError(
-                f"{output}: the checkpoint was trained with another config; --resume needs the "
-                f"same one (changed: {', '.join(changed)})"
-            )
-        edited = changed_content(checkpoint.inputs, read)
-        if edited:
-            paths = dict(config.input_paths())
-            named = ", ".join(f"{key} {paths[key]}" for key in edited)
-            raise CheckpointError(
-                f"{output}: {named} changed since the checkpoint was written (its content "
-                "differs); --resume needs the data it started with: restore it, or start again "
-                "with --overwrite"
-            )
+        checkpoint = resumable(Path(output), config, read)
     else:
         check_output(Path(output), options.overwrite)
     run = start_run(
@@ -241,26 +232,7 @@ def train_model(
         if run.fabric.is_global_zero and prepared.finish is not None:
             prepared.finish(run)
         if run.fabric.is_global_zero:
-            metrics, seconds = best_metrics(
-                run.output / "metrics.csv", result.best_epoch, result.best_step
-            )
-            trained = Trained(
-                config.kind,
-                description,
-                prepared.model.describe(),
-                config.to_dict(),
-                config.SUMMARY_KEYS,
-                prepared.summary,
-                prepared.notes,
-                parameters,
-                result.epochs,
-                result.best_epoch,
-                metrics,
-                seconds,
-                data_digests(config, read),
-                result.best_step,
-            )
-            write_card(run.model_dir, trained, torch.__version__)
+            card_of_run(run, config, prepared, description, parameters, result, read)
         if run.fabric.is_global_zero:  # finished: nothing left to resume
             (run.output / CHECKPOINT).unlink(missing_ok=True)
         leave_together(run.fabric)
@@ -272,6 +244,58 @@ def train_model(
         raise
     finally:
         run.directory.close()
+
+
+def resumable(output: Path, config: ExperimentConfig, read: dict[str, str]) -> Checkpoint:
+    """The checkpoint in ``output``, checked to be of this config and these files' content
+    (``read``: their digests now): a CheckpointError naming what changed otherwise."""
+    checkpoint = load_checkpoint(output)
+    changed = differences(recorded_config(checkpoint.config, config), config.to_dict())
+    if changed:
+        raise CheckpointError(
+            f"{output}: the checkpoint was trained with another config; --resume needs the "
+            f"same one (changed: {', '.join(changed)})"
+        )
+    edited = changed_content(checkpoint.inputs, read)
+    if edited:
+        paths = dict(config.input_paths())
+        named = ", ".join(f"{key} {paths[key]}" for key in edited)
+        raise CheckpointError(
+            f"{output}: {named} changed since the checkpoint was written (its content "
+            "differs); --resume needs the data it started with: restore it, or start again "
+            "with --overwrite"
+        )
+    return checkpoint
+
+
+def card_of_run(
+    run: Run,
+    config: ExperimentConfig,
+    prepared: Prepared,
+    description: str,
+    parameters: int,
+    result: FitResult,
+    read: dict[str, str],
+) -> None:
+    """The model card of a finished run (``README.md`` in its model directory)."""
+    metrics, seconds = best_metrics(run.output / "metrics.csv", result.best_epoch, result.best_step)
+    trained = Trained(
+        config.kind,
+        description,
+        prepared.model.describe(),
+        config.to_dict(),
+        config.SUMMARY_KEYS,
+        prepared.summary,
+        prepared.notes,
+        parameters,
+        result.epochs,
+        result.best_epoch,
+        metrics,
+        seconds,
+        data_digests(config, read),
+        result.best_step,
+    )
+    write_card(run.model_dir, trained, torch.__version__)
 
 
 def leave_together(fabric: Any) -> None:

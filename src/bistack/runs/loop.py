@@ -9,46 +9,32 @@ loss or gradient norm that is not finite stops training with an error naming the
 
 from __future__ import annotations
 
-import csv
 import functools
 import json
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol, cast
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
-from tqdm import tqdm
 
 from bistack.config import OptimizerConfig, TrainConfig
-from bistack.data.ahead import overlapped
 from bistack.errors import ConfigError
-from bistack.metrics.dev import Evaluation
 from bistack.models.backbone import compile_backbones
 from bistack.models.devices import MatmulPrecision, set_matmul_precision
 from bistack.runs.averaging import WeightAverage
 from bistack.runs.checkpoint import Checkpoint, LoopState, save_checkpoint
+from bistack.runs.epoch import EpochPlan, LoopTask, refuse_non_finite_weights, run_epoch
+from bistack.runs.metrics_log import MetricsLog
+from bistack.runs.optimizers import ParameterGroups, Schedule, optimizer_for, step_factor
 from bistack.runs.rundir import RunDirectory
-from bistack.runs.tally import READ_EVERY, StepTally, TrainingDiverged
-from bistack.runs.tensorboard import ScalarEvents
-from bistack.runs.tensorboard import installed as tensorboard_installed
-from bistack.runs.tensorboard import keep_until as keep_events_until
-from bistack.system.heartbeat import Heartbeat
+from bistack.runs.tally import TrainingDiverged
 
 if TYPE_CHECKING:
     from lightning_fabric import Fabric
-
-
-class LoopTask(Protocol):
-    """What the loop needs from a recipe."""
-
-    def train_lengths(self) -> Sequence[int]: ...
-    def collate(self, indices: list[int]) -> Any: ...
-    def evaluate(self) -> Evaluation: ...
-    def save_weights(self, directory: Path) -> None: ...
 
 
 # Called after each epoch's dev evaluation with the epoch and the score the loop maximises;
@@ -153,110 +139,6 @@ def start_run(
     return run
 
 
-ParameterGroups = Callable[[float], list[dict[str, Any]]]  # base lr -> torch's param groups
-
-
-def build_optimizer(
-    options: OptimizerConfig,
-    model: torch.nn.Module,
-    *,
-    fused: bool = True,
-    groups_of: ParameterGroups | None = None,
-) -> torch.optim.Optimizer:
-    """The optimizer the config names. ``groups_of(lr)``: the model's parameters in groups of
-    their own learning rates (a fine-tuned backbone under a head, its kind's recipe says);
-    without it, one group. Each group keeps its base rate in ``base_lr`` for the schedule.
-    ``fused`` False: Adam's per-parameter loop, which a loss scaler (float16 mixed precision)
-    can unscale before clipping."""
-    groups: list[dict[str, Any]] = (
-        groups_of(options.lr) if groups_of else [{"params": list(model.parameters())}]
-    )
-    for group in groups:
-        group.setdefault("lr", options.lr)
-        group["base_lr"] = group["lr"]
-    if options.name == "sgd":
-        return torch.optim.SGD(groups, momentum=options.momentum, weight_decay=options.weight_decay)
-    optimizer_class = torch.optim.Adam if options.name == "adam" else torch.optim.AdamW
-    # fused: one kernel per step instead of a dozen passes over every parameter, 6x faster
-    # on CPU for the dense update of a word-embedding table (benchmarks/results/speed.md).
-    # Where a loss scaler must unscale first, foreach (each op over all parameters at once),
-    # never the per-parameter loop torch otherwise falls back to (about 5x the operators).
-    if fused:
-        return optimizer_class(groups, weight_decay=options.weight_decay, fused=True)
-    return optimizer_class(groups, weight_decay=options.weight_decay, foreach=True)
-
-
-def optimizer_for(
-    fabric: Fabric,
-    options: OptimizerConfig,
-    model: torch.nn.Module,
-    groups_of: ParameterGroups | None = None,
-) -> torch.optim.Optimizer:
-    """The optimizer ``fit`` trains with: fused, unless a loss scaler (float16 mixed precision
-    on a GPU) must unscale the gradients before they are clipped, which a fused optimizer,
-    unscaling inside its own step, does not allow."""
-    scaled = getattr(fabric.strategy.precision, "scaler", None) is not None
-    return build_optimizer(options, model, fused=not scaled, groups_of=groups_of)
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """Learning-rate factor per step: ``1 / (1 + lr_decay * epoch)`` (Ma & Hovy 2016), times a
-    linear warm-up over ``warmup_fraction`` of all steps then a linear decay to 0 when set."""
-
-    lr_decay: float
-    warmup_fraction: float
-    total_steps: int
-
-    def factor(self, epoch: int, step: int) -> float:
-        """``epoch`` counts from 1, ``step`` (all steps so far) from 0."""
-        factor = 1 / (1 + self.lr_decay * (epoch - 1))
-        if self.warmup_fraction > 0:
-            warmup = max(1, round(self.warmup_fraction * self.total_steps))
-            if step < warmup:
-                return factor * (step + 1) / warmup
-            return factor * max(0.0, (self.total_steps - step) / max(1, self.total_steps - warmup))
-        return factor
-
-
-class MetricsLog:
-    """metrics.csv, one row per epoch, plus a TensorBoard event file when TensorBoard is
-    installed (``bistack.runs.tensorboard``); both in the run's folder of the moment (staging,
-    then the output)."""
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-        run.output.mkdir(parents=True, exist_ok=True)
-        self.events = ScalarEvents() if tensorboard_installed() else None
-
-    def keep_until(self, epoch: int, step: int) -> None:
-        """Drop the rows after ``epoch`` (a resumed run computes them again), and TensorBoard's
-        after ``step`` (the epoch's, or its last optimizer step's)."""
-        path = self.run.output / "metrics.csv"
-        if path.exists():
-            lines = path.read_text().splitlines(keepends=True)
-            rows = [line for line in lines[1:] if int(line.split(",")[0]) <= epoch]
-            temporary = path.with_name(f".{path.name}.tmp")
-            temporary.write_text("".join(lines[:1] + rows))
-            temporary.replace(path)
-        if self.events is not None:
-            keep_events_until(self.run.output, step)
-
-    def write(self, row: dict[str, float], step: int) -> None:
-        """Append ``row``; TensorBoard draws it at ``step`` (its epoch, or with
-        ``train.eval_every`` its optimizer step)."""
-        path = self.run.output / "metrics.csv"
-        new = not path.exists()
-        with path.open("a", newline="") as handle:
-            writer = csv.DictWriter(handle, fieldnames=list(row))
-            if new:
-                writer.writeheader()
-            writer.writerow(row)
-        if self.events is not None:
-            scalars = {key: value for key, value in row.items() if key not in ("epoch", "step")}
-            self.events.write(self.run.output, scalars, step)
-
-
 def fit(
     run: Run,
     model: torch.nn.Module,
@@ -290,108 +172,25 @@ def fit(
     optimizer = optimizer_for(fabric, optimizer_config, model, groups_of)
     wrapped, optimizer = fabric.setup(model, optimizer)
     average = WeightAverage(model, train.weight_average) if train.weight_average else None
-    best, best_epoch, stale, epoch, spent, first = float("-inf"), 0, 0, 0, 0.0, 1
     steps_per_epoch = len(my_batches(fabric, task, train, 1))
-    by_step = train.eval_every > 0
     updates = math.ceil(steps_per_epoch / train.accumulate_batches)  # optimizer steps an epoch
-    if resume is not None:
-        resume.restore(model, getattr(optimizer, "optimizer", optimizer), average)
-        state = resume.state
-        best, best_epoch, stale, epoch, spent = (
-            state.best,
-            state.best_epoch,
-            state.stale,
-            state.epoch,
-            state.elapsed,
-        )
-        first = train.max_epochs + 1 if state.stopped else state.epoch + 1
-        if log is not None:
-            log.keep_until(state.epoch, state.epoch * updates if by_step else state.epoch)
-        say(f"resumed after epoch {state.epoch} (best dev {best:.2f} at epoch {best_epoch})")
-    started = time.monotonic() - spent
+    keep = Validation(run, model, task, optimizer, train, log, average, on_epoch)
+    keep.saved_with = (config or {}, inputs or {})  # what a checkpoint records
+    first = keep.resumed(resume, updates) if resume is not None else 1
+    epoch = resume.state.epoch if resume is not None else 0  # the last epoch trained
     schedule = Schedule(
         optimizer_config.lr_decay,
         optimizer_config.warmup_fraction,
         steps_per_epoch * train.max_epochs,
     )
-    best_step = 0
-
-    def validate(epoch: int, loss: float, update: int, end: bool) -> bool:
-        """Score dev after ``update`` optimizer steps of the run, keep the best weights, log
-        the row; whether training stops now (patience counts validations)."""
-        nonlocal best, best_epoch, best_step, stale
-        # dev scores the weights the best model would keep, at the training's precision
-        with averaged(average), fabric.autocast():
-            evaluation = task.evaluate()
-        improved = evaluation.score > best  # a NaN score never improves
-        elapsed = time.monotonic() - started
-        row = {"epoch": epoch, **({"step": update} if by_step else {}), "train_loss": loss}
-        row |= {**evaluation.metrics, "lr": optimizer.param_groups[0]["lr"]}
-        row["seconds"] = round(elapsed, 1)
-        if log is not None:  # before the save: the first best model takes its metrics along
-            log.write(row, update if by_step else epoch)
-        if improved:
-            best, best_epoch, stale = evaluation.score, epoch, 0
-            best_step = update if by_step else 0
-            with averaged(average):
-                refuse_non_finite_weights(model, epoch, optimizer)
-                if fabric.is_global_zero:
-                    task.save_weights(run.model_dir)
-            if fabric.is_global_zero:
-                run.directory.commit()
-        else:
-            stale += 1
-        where = f"epoch {epoch}" + (f" step {update}" if by_step else "")
-        run.report_epoch(
-            row,
-            f"{where}: loss {loss:.4f}  {evaluation.summary}"
-            f"{'  (best, saved)' if improved else ''}  [{elapsed:.0f}s]",
-            improved,
-        )
-        out_of_time = train.max_minutes is not None and elapsed > train.max_minutes * 60
-        halted = on_epoch(epoch, evaluation.score) if on_epoch is not None and end else None
-        stop = bool(fabric.broadcast(stale >= train.patience or out_of_time or halted is not None))
-        every = train.checkpoint_every
-        if end and fabric.is_global_zero and every and (epoch % every == 0 or stop):
-            state = LoopState(epoch, best, best_epoch, stale, elapsed, stopped=stop)
-            save_checkpoint(
-                run.output, model, optimizer, state, config or {}, inputs or {}, average
-            )
-        if stop:
-            reason = halted or ("time budget reached" if out_of_time else "no dev improvement")
-            say(f"stopping after {where}: {reason}")
-        return stop
-
-    def validate_within(
-        points: set[int],
-        epoch: int,
-        before: int,
-        stopped: list[int],
-        update: int,
-        loss: Callable[[], float],
-    ) -> bool:
-        """After ``update`` steps of ``epoch``: validate there if it is one of ``points``
-        (``loss`` reads the pass's mean loss so far); whether training stops (noted in
-        ``stopped``)."""
-        if update in points and validate(epoch, loss(), before + update, end=False):
-            stopped.append(update)
-        return bool(stopped)
-
     try:
         for epoch in range(first, train.max_epochs + 1):
             description = f"epoch {epoch}/{train.max_epochs}"
-            if best_epoch:
-                description += f" (best dev {best:.2f})"
+            if keep.best_epoch:
+                description += f" (best dev {keep.best:.2f})"
             before = (epoch - 1) * updates  # optimizer steps of the earlier epochs
             points = validation_points(train.eval_every, before, updates)
-            stopped: list[int] = []  # the step a validation within the epoch stopped at
-            within = functools.partial(validate_within, points, epoch, before, stopped)
-            loss = run_epoch(
-                fabric,
-                wrapped,
-                optimizer,
-                task,
-                my_batches(fabric, task, train, epoch),
+            plan = EpochPlan(
                 optimizer_config.grad_clip,
                 functools.partial(step_factor, schedule, epoch, steps_per_epoch),
                 description,
@@ -399,19 +198,133 @@ def fit(
                 epoch,
                 average,
                 train.accumulate_batches,
-                within if points else None,
+                keep.within(epoch, before, points) if points else None,
                 run.say if fabric.is_global_zero else None,
             )
-            if stopped:
+            loss = run_epoch(
+                fabric, wrapped, optimizer, task, my_batches(fabric, task, train, epoch), plan
+            )
+            if keep.stopped_within:
                 break
-            if validate(epoch, loss, before + updates, end=True):
+            if keep(epoch, loss, before + updates, end=True):
                 break
     except KeyboardInterrupt:
-        say(f"\ninterrupted: {kept(run, best, best_epoch)}")
+        say(f"\ninterrupted: {kept(run, keep.best, keep.best_epoch)}")
         raise Interrupted from None
     except TrainingDiverged as error:
-        raise TrainingDiverged(f"{error}; {kept(run, best, best_epoch)}") from None
-    return FitResult(best, best_epoch, epoch, best_step)
+        raise TrainingDiverged(f"{error}; {kept(run, keep.best, keep.best_epoch)}") from None
+    return FitResult(keep.best, keep.best_epoch, epoch, keep.best_step)
+
+
+class Validation:
+    """``fit``'s dev validations and what they keep between them: the best score, its epoch
+    and step, how many validations since it (patience counts them), when the run started. A
+    call scores dev after an optimizer step, keeps the best weights, logs the row and says
+    whether training stops."""
+
+    def __init__(
+        self,
+        run: Run,
+        model: torch.nn.Module,
+        task: LoopTask,
+        optimizer: torch.optim.Optimizer,
+        train: TrainConfig,
+        log: MetricsLog | None,
+        average: WeightAverage | None,
+        on_epoch: EpochHook | None,
+    ) -> None:
+        self.run, self.model, self.task, self.optimizer = run, model, task, optimizer
+        self.train, self.log, self.average, self.on_epoch = train, log, average, on_epoch
+        self.by_step = train.eval_every > 0
+        self.best, self.best_epoch, self.best_step, self.stale = float("-inf"), 0, 0, 0
+        self.started = time.monotonic()
+        self.saved_with: tuple[dict[str, Any], dict[str, str]] = ({}, {})  # checkpoint's
+        self.stopped_within = False  # a validation inside the last epoch stopped training
+
+    def resumed(self, resume: Checkpoint, updates: int) -> int:
+        """Go on from ``resume`` (weights, optimizer, average and this state restored); the
+        first epoch to train."""
+        resume.restore(
+            self.model, getattr(self.optimizer, "optimizer", self.optimizer), self.average
+        )
+        state = resume.state
+        self.best, self.best_epoch, self.stale = state.best, state.best_epoch, state.stale
+        self.started = time.monotonic() - state.elapsed
+        if self.log is not None:
+            self.log.keep_until(state.epoch, state.epoch * updates if self.by_step else state.epoch)
+        self.run.say(
+            f"resumed after epoch {state.epoch} (best dev {self.best:.2f} at epoch "
+            f"{self.best_epoch})"
+        )
+        return self.train.max_epochs + 1 if state.stopped else state.epoch + 1
+
+    def within(
+        self, epoch: int, before: int, points: set[int]
+    ) -> Callable[[int, Callable[[], float]], bool]:
+        """What ``run_epoch`` calls after each optimizer step of ``epoch`` (``before``: the
+        steps of the earlier epochs): a validation there when the step is one of ``points``
+        (``loss`` reads the pass's mean loss so far); whether training stops."""
+
+        def after_step(update: int, loss: Callable[[], float]) -> bool:
+            if update in points and self(epoch, loss(), before + update, end=False):
+                self.stopped_within = True
+            return self.stopped_within
+
+        return after_step
+
+    def __call__(self, epoch: int, loss: float, update: int, end: bool) -> bool:
+        """Score dev after ``update`` optimizer steps of the run (``end``: of ``epoch``),
+        keep the best weights, log the row; whether training stops now."""
+        run, train, fabric = self.run, self.train, self.run.fabric
+        # dev scores the weights the best model would keep, at the training's precision
+        with averaged(self.average), fabric.autocast():
+            evaluation = self.task.evaluate()
+        improved = evaluation.score > self.best  # a NaN score never improves
+        elapsed = time.monotonic() - self.started
+        row = {"epoch": epoch, **({"step": update} if self.by_step else {}), "train_loss": loss}
+        row |= {**evaluation.metrics, "lr": self.optimizer.param_groups[0]["lr"]}
+        row["seconds"] = round(elapsed, 1)
+        if self.log is not None:  # before the save: the first best model takes its metrics
+            self.log.write(row, update if self.by_step else epoch)
+        if improved:
+            self.kept_best(evaluation.score, epoch, update)
+        else:
+            self.stale += 1
+        where = f"epoch {epoch}" + (f" step {update}" if self.by_step else "")
+        run.report_epoch(
+            row,
+            f"{where}: loss {loss:.4f}  {evaluation.summary}"
+            f"{'  (best, saved)' if improved else ''}  [{elapsed:.0f}s]",
+            improved,
+        )
+        out_of_time = train.max_minutes is not None and elapsed > train.max_minutes * 60
+        halted = self.on_epoch(epoch, evaluation.score) if self.on_epoch and end else None
+        stop = self.stale >= train.patience or out_of_time or halted is not None
+        stop = bool(fabric.broadcast(stop))
+        every = train.checkpoint_every
+        if end and fabric.is_global_zero and every and (epoch % every == 0 or stop):
+            state = LoopState(epoch, self.best, self.best_epoch, self.stale, elapsed, stopped=stop)
+            config, inputs = self.saved_with
+            save_checkpoint(
+                run.output, self.model, self.optimizer, state, config, inputs, self.average
+            )
+        if stop:
+            reason = halted or ("time budget reached" if out_of_time else "no dev improvement")
+            run.say(f"stopping after {where}: {reason}")
+        return stop
+
+    def kept_best(self, score: float, epoch: int, update: int) -> None:
+        """A new best: its weights saved (the weight average's, where kept), the run
+        committed."""
+        self.best, self.best_epoch, self.stale = score, epoch, 0
+        self.best_step = update if self.by_step else 0
+        fabric = self.run.fabric
+        with averaged(self.average):
+            refuse_non_finite_weights(self.model, epoch, self.optimizer)
+            if fabric.is_global_zero:
+                self.task.save_weights(self.run.model_dir)
+        if fabric.is_global_zero:
+            self.run.directory.commit()
 
 
 def validation_points(every: float, before: int, updates: int) -> set[int]:
@@ -459,120 +372,3 @@ def my_batches(fabric: Fabric, task: LoopTask, train: TrainConfig, epoch: int) -
     # Every process takes the same number of batches, so DDP steps stay in lockstep.
     per_rank = len(batches) // fabric.world_size
     return batches[fabric.global_rank :: fabric.world_size][:per_rank]
-
-
-def step_factor(schedule: Schedule, epoch: int, steps_per_epoch: int, step: int) -> float:
-    """The learning-rate factor of ``step`` (counted within ``epoch``) under ``schedule``."""
-    return float(schedule.factor(epoch, (epoch - 1) * steps_per_epoch + step))
-
-
-def run_epoch(
-    fabric: Fabric,
-    model: Any,  # the model as Fabric wraps it (``fabric.setup``)
-    optimizer: torch.optim.Optimizer,
-    task: LoopTask,
-    batches: list[list[int]],
-    grad_clip: float,
-    lr_factor: Callable[[int], float],
-    description: str,
-    show: bool,
-    epoch: int = 0,
-    average: WeightAverage | None = None,
-    accumulate: int = 1,
-    after_step: Callable[[int, Callable[[], float]], bool] | None = None,
-    say: Callable[[str], None] | None = None,
-) -> float:
-    """One pass over ``batches``; returns the mean training loss. ``show`` draws a bar; else
-    ``say`` (when given) says how far it is every half minute or so (a log's progress).
-
-    The optimizer steps once every ``accumulate`` batches (and after the last), on their
-    gradients summed, each batch's loss divided by how many its step takes; under DDP the
-    processes exchange gradients once per step. ``lr_factor(step)`` scales each group's base
-    rate at the step's first batch (``step`` counts batches). Losses and gradient norms stay on
-    the device (:class:`~bistack.runs.tally.StepTally`): one that is not finite raises
-    :class:`TrainingDiverged` when they are next read, but for a float16 loss scaler's
-    overflow, whose step the scaler skips. ``average``, when given, takes in the weights after
-    every step. ``after_step(update, mean_loss)``, when given, is called after each optimizer
-    step (counted from 1) with a function that reads the mean loss so far, and ends the pass
-    when it returns True.
-    """
-    model.train()
-    scaler = getattr(fabric.strategy.precision, "scaler", None)  # float16's loss scaler, if any
-
-    def diverged_at(what: str, value: float, batch: int) -> TrainingDiverged:
-        return diverged(what, value, epoch, batch, optimizer)
-
-    tally = StepTally(fabric.device, scaler is not None, diverged_at)
-    bar = tqdm(batches, desc=description, disable=not show, leave=False, dynamic_ncols=True)
-    beat = Heartbeat(description, len(batches), "batches", say) if say and not show else None
-    # The next batches collated and copied to the device while this step runs.
-    moved = (task.collate(indices).to(fabric.device) for indices in batches)
-    collated = overlapped(moved, fabric.device, depth=2)
-    try:
-        for step, (_, batch) in enumerate(zip(bar, collated, strict=True)):
-            first = step - step % accumulate  # the step's first batch
-            taken = min(accumulate, len(batches) - first)  # batches in this step
-            if step == first:
-                for group in optimizer.param_groups:
-                    group["lr"] = group["base_lr"] * lr_factor(step)
-                optimizer.zero_grad(set_to_none=True)
-            last = step == first + taken - 1
-            with fabric.no_backward_sync(model, enabled=not last):
-                loss = model(batch)  # (), the mean loss per real token or example
-                tally.add_loss(loss)
-                fabric.backward(loss / taken if taken > 1 else loss)
-            if beat is not None:
-                beat.update()
-            if show and (step + 1) % READ_EVERY == 0:
-                bar.set_postfix(loss=f"{tally.read():.4f}")
-            if not last:
-                continue
-            if grad_clip > 0:
-                # Clipping by norm returns the norm, kept to be checked with the losses (a
-                # non-finite one then names the step, rather than ending in clipping's own error).
-                clipped = fabric.clip_gradients(
-                    model, optimizer, max_norm=grad_clip, error_if_nonfinite=False
-                )
-                tally.add_norm(cast(torch.Tensor, clipped))
-            optimizer.step()
-            if average is not None:
-                average.update()
-            if after_step is not None:
-                if after_step(step // accumulate + 1, tally.read):
-                    break
-                model.train()  # a validation scored dev in eval mode
-    finally:
-        collated.close()
-    return tally.read()
-
-
-def refuse_non_finite_weights(
-    model: torch.nn.Module, epoch: int, optimizer: torch.optim.Optimizer
-) -> None:
-    """TrainingDiverged naming the first weight (or buffer) with a NaN or infinity, before a
-    model that could never predict is saved: a finite loss does not prove finite weights (a
-    weight average, or a step after the last loss, can still break them)."""
-    floats = {n: t for n, t in model.state_dict().items() if t.is_floating_point()}
-    if not floats:
-        return
-    finite = torch.stack([torch.isfinite(t).all() for t in floats.values()])
-    if bool(finite.all()):  # one wait for the device, not one per tensor
-        return
-    name = list(floats)[int((~finite).nonzero()[0])]
-    rate = optimizer.param_groups[0]["lr"]
-    raise TrainingDiverged(
-        f"training diverged by epoch {epoch}: the weights {name} are not finite, so they are "
-        f"not saved; lower optimizer.lr (now {rate:.3g}) or train.weight_average, and keep "
-        "optimizer.grad_clip on"
-    )
-
-
-def diverged(
-    what: str, value: float, epoch: int, step: int, optimizer: torch.optim.Optimizer
-) -> TrainingDiverged:
-    rate = optimizer.param_groups[0]["lr"]
-    return TrainingDiverged(
-        f"training diverged at epoch {epoch}, step {step}: the {what} is {value}; lower "
-        f"optimizer.lr (now {rate:.3g}), keep optimizer.grad_clip on, and check the targets "
-        "for extreme values"
-    )

@@ -141,6 +141,19 @@ def create_app(
     async def bad(_: Request, error: BadRequest) -> JSONResponse:
         return JSONResponse({"error": error.message}, status_code=error.status)
 
+    add_status_routes(app, served, limits, metrics, warmed)
+    add_predict_route(app, served, limits)
+    add_sample_route(app, served, limits)
+    return app
+
+
+def add_status_routes(
+    app: FastAPI, served: ServedModel, limits: Limits, metrics: Metrics, warmed: asyncio.Event
+) -> None:
+    """The page at ``/`` and what says how the server is: ``/health``, ``/ready``,
+    ``/metrics``, ``/info``."""
+    batcher = app.state.batcher
+
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:
         return HTMLResponse(resources.files("bistack.serve").joinpath("page.html").read_text())
@@ -174,6 +187,12 @@ def create_app(
         limits_info = {"max_texts": limits.max_texts, "max_chars": limits.max_chars}
         return served.info | offers | {"limits": limits_info}
 
+
+def add_predict_route(app: FastAPI, served: ServedModel, limits: Limits) -> None:
+    """``POST /predict``, its request model built from the cards (listed in ``/docs`` where
+    the served kind predicts)."""
+    batcher = app.state.batcher
+
     async def predict(request: BaseModel, http: Request) -> Response:
         """One record per text: what ``bistack predict --format jsonl`` writes."""
         if served.samples:
@@ -201,6 +220,11 @@ def create_app(
         include_in_schema=not served.samples,
     )(predict)
 
+
+def add_sample_route(app: FastAPI, served: ServedModel, limits: Limits) -> None:
+    """``POST /sample`` (listed in ``/docs`` where the served kind samples)."""
+    batcher = app.state.batcher
+
     async def sample(request: BaseModel) -> dict[str, Any]:
         """A continuation of the prompt (language models)."""
         if not served.samples:
@@ -221,8 +245,6 @@ def create_app(
 
     sample.__annotations__ |= {"request": sample_request_model(served.sample_options)}
     app.post("/sample", include_in_schema=served.samples)(sample)
-
-    return app
 
 
 def chosen_options(request: BaseModel, served: ServedModel) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """``bistack compare-poolers``: every layer pooler trained on the same cached backbone vectors.
 
 The backbone runs once per table (the feature cache); each pooler is then trained over several
-seeds (scored on dev) or K folds (scored on each held-out fold, with early stopping on a split
-of the remaining folds, so the held-out fold never chooses the epoch). Finished runs are
+seeds (scored on dev) or K folds (dealt as ``bistack cv`` deals a plain split, each scored on its
+held-out fold, with early stopping on a split of the remaining folds, so the held-out fold never
+chooses the epoch). Finished runs are
 reused when the comparison is run again, so an interrupted one resumes. With
 ``backbone.finetune: true`` each run fine-tunes a fresh copy of the backbone instead (slow).
 """
@@ -15,11 +16,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from bistack.data.splits import kfold, split_off_dev
+from bistack.cv.plan import plan_folds
+from bistack.cv.splitters import PlainSplit
+from bistack.data.splits import split_off_dev
 from bistack.data.tables import Example, read_table
 from bistack.errors import ConfigError
+from bistack.files.fingerprints import content_digest
 from bistack.files.paths import refuse_overlap
 from bistack.models.backbone import TransformerBackbone
+from bistack.predictor import member_opener
 from bistack.runs.driver import RunOptions
 from bistack.studies.pooler_variants import POOLER_VARIANTS as VARIANTS
 from bistack.studies.repeated import RepeatedResult, finished_run, run_or_reuse
@@ -81,11 +86,12 @@ def compare_poolers(
         )
         if not config.backbone.finetune:
             vectors.add(table, frozen_vectors(backbone, config, table, say))
-        try:
-            splits = kfold(len(table), folds, config.data.split_seed)
-        except ValueError as error:
-            raise ConfigError(f"--folds {folds}: {error}") from None
-        runs = [(f"fold{k}", _fold_data(config, table, held, k)) for k, held in enumerate(splits)]
+        digest = content_digest(config.data.train)
+        plan = plan_folds(folds, 1, config.data.split_seed, digest, PlainSplit(len(table)))
+        runs = [
+            (name, _fold_data(config, table, plan.held_out(0, fold), fold))
+            for _, fold, name in plan.runs()
+        ]
     else:
         data = load_text_data(config)
         if not config.backbone.finetune:
@@ -230,9 +236,9 @@ def _train_or_reuse(
             data=data,
             vectors_of=None if tuned else vectors,
         )
-        model: LayerPoolingTextModel = task_of(config.kind).loader_class.load(
-            trained.model_dir, backbone=backbone
-        )
+        card = task_of(config.kind)  # opened through the door, the backbone shared
+        opened = member_opener(card, exported=False, device="cpu", threads=None)
+        model: LayerPoolingTextModel = opened(Path(trained.model_dir), {"backbone": backbone})
         if tuned:
             scores = model.score(held_out, config.data.train)
         else:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from bistack.api import Tagger
 from bistack.config.files import build_config
 from bistack.errors import DataError
+from bistack.predictor import open_model
 from bistack.runs.driver import RunOptions
 from bistack.taggers.config import TaggerConfig
 from bistack.taggers.recipe import load_tagging_data
@@ -54,7 +54,7 @@ def run_demo(output: str | Path = "runs/demo", minutes: float = 3.0, progress: b
     )
     options = RunOptions(overwrite=True, progress=progress)  # each demo trains afresh
     model_dir = train(config, output, options).model_dir
-    tagger = Tagger.load(model_dir)
+    tagger = open_model(model_dir).model  # the Tagger, opened through the door
     dev = load_tagging_data(config).dev
     print(f"\nDev scores ({len(dev)} held-out tweets, entity-level as conlleval):")
     print(tagger.score(dev))

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from bistack.errors import ConfigError, needs_extra
 from bistack.files.modeldir import atomic_write
-from bistack.text_models.outputs import TextModelBase, TextPrediction
+from bistack.text_models.base import TextModelBase
+from bistack.text_models.prediction import TextPrediction
 
 
 def explain(model: TextModelBase, texts: Sequence[str], output: str | Path) -> tuple[Path, Path]:

@@ -25,14 +25,9 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-import socket
-import statistics
-import subprocess
-import sys
-import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,17 +41,21 @@ from bistack.files.paths import refuse_overlap
 from bistack.metrics.dev import Metric
 from bistack.runs.checkpoint import differences
 from bistack.runs.driver import RunOptions
-from bistack.studies.repeated import RepeatedResult, run_or_reuse
 from bistack.studies.search_space import Parameter, verdict_config, with_value
-from bistack.studies.seed_table import judge
-from bistack.studies.tune_results import TrialRow, Verdict, write_report
+from bistack.studies.tune_results import write_report
+from bistack.studies.tune_verdict import (
+    best_config,
+    format_value,
+    judge_best,
+    trial_output,
+    trial_rows,
+)
+from bistack.studies.tune_workers import heartbeat, reclaim_interrupted, run_workers, worker_id
 from bistack.tasks import task_of
 from bistack.training import train_config as train
 
 STUDY_FILE = "study.db"
 LOG = "tune.log"
-HEARTBEAT_S = 30.0  # how often a running trial says it is alive
-STALE_S = 300.0  # a trial of another machine silent this long is taken as interrupted
 
 
 @dataclass(frozen=True)
@@ -152,7 +151,7 @@ def tune(
     if workers > 1:
         if files is None:
             raise ConfigError("tune: worker processes read the config and space from files")
-        run_workers(lambda i: worker_argv(files, output, settings, threads, i), workers, log)
+        run_workers(lambda i: worker_argv(files, output, settings, threads, i), workers, log.say)
     else:
         Search(study, config, space, output, settings, metric, log).run()
     if not report:
@@ -160,7 +159,16 @@ def tune(
     verdict = None
     with file_lock(output / ".verdict.lock"):  # a second process reuses the first's runs
         if settings.seeds and not unfinished(study):
-            verdict = judge_best(study, judged, space, output, settings, metric, log)
+            verdict = judge_best(
+                study,
+                judged,
+                space,
+                output,
+                settings.seeds,
+                settings.run_options(),
+                metric,
+                log.say,
+            )
     rows = trial_rows(study)
     best = best_config(study, judged, space)
     if best is not None:
@@ -281,7 +289,7 @@ class Search:
         import optuna
 
         while True:
-            reclaim_interrupted(self.study, self.log)
+            reclaim_interrupted(self.study, self.log.say)
             if counted(self.study.get_trials(deepcopy=False)) >= self.settings.trials:
                 return
             trial = self.study.ask()
@@ -427,221 +435,3 @@ def start_values(config: ExperimentConfig, space: list[Parameter]) -> dict[str, 
             return None
         values[parameter.key] = node
     return values
-
-
-def worker_id() -> str:
-    """This process, as a running trial records it: machine, process id and start time (so a
-    reused process id is not taken for the process that died)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{process_start(os.getpid())}"
-
-
-def process_start(pid: int) -> str:
-    """When process ``pid`` started (Linux's clock ticks since boot), '' where unknown."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rpartition(")")[2].split()[19]
-    except (OSError, IndexError):
-        return ""
-
-
-def alive(worker: str) -> bool | None:
-    """Whether the process a trial names still runs: known on this machine, None elsewhere."""
-    host, _, rest = worker.partition(":")
-    pid, _, start = rest.partition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return None
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return not start or process_start(int(pid)) == start
-
-
-def reclaim_interrupted(study: Any, log: Log) -> None:
-    """Running trials whose process is gone (killed on this machine, or silent on another for
-    ``STALE_S``) are recorded as interrupted, and their values tried again."""
-    import optuna
-
-    for trial in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        worker = trial.user_attrs.get("worker", "")
-        running = alive(worker)
-        if running is None:
-            heard = trial.user_attrs.get("alive_at", trial.datetime_start.timestamp())
-            running = time.time() - heard < STALE_S
-        if running:
-            continue
-        try:
-            study.tell(trial.number, state=optuna.trial.TrialState.FAIL)
-        except (RuntimeError, ValueError):  # another process recorded it first
-            continue
-        study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
-        log.say(
-            f"trial {trial.number} was interrupted (its process is gone): trying its values again"
-        )
-
-
-@contextlib.contextmanager
-def heartbeat(trial: Any) -> Iterator[None]:
-    """While a trial runs, record every ``HEARTBEAT_S`` that its process is alive."""
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(HEARTBEAT_S):
-            with contextlib.suppress(Exception):  # a busy database: the next beat will do
-                trial.set_user_attr("alive_at", time.time())
-
-    thread = threading.Thread(target=beat, daemon=True, name="bistack-trial-heartbeat")
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
-
-
-@contextlib.contextmanager
-def trial_output(path: Path) -> Iterator[None]:
-    """A trial's training lines (its epochs, its summary) go to its own log file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as handle, contextlib.redirect_stdout(handle):
-        yield
-
-
-def run_workers(argv: Callable[[int], list[str]], workers: int, log: Log) -> None:
-    """Run ``workers`` processes of ``argv(index)`` (``bistack tune`` as a worker) on one study;
-    each ends with this one. Ctrl-C reaches them all (one process group): each records its
-    trial."""
-    log.say(f"searching with {workers} worker processes")
-    parent = str(os.getpid())
-    children = [
-        subprocess.Popen([sys.executable, "-m", "bistack", *argv(i), "--worker-of", parent])
-        for i in range(workers)
-    ]
-    try:
-        codes = [child.wait() for child in children]
-    except KeyboardInterrupt:
-        for child in children:
-            child.wait()
-        raise
-    failed = [code for code in codes if code != 0]
-    if failed:
-        raise BistackError(
-            f"{len(failed)} of {workers} worker processes stopped with an error (exit "
-            f"{failed[0]}); their lines above say why; the study keeps every finished trial"
-        )
-
-
-def trial_rows(study: Any) -> list[TrialRow]:
-    rows = []
-    for trial in study.get_trials(deepcopy=False):
-        attrs = trial.user_attrs
-        if attrs.get("surplus"):
-            continue
-        state = trial.state.name.lower()
-        if state == "fail":
-            state = "failed" if "error" in attrs else "interrupted"
-        note = "the starting config" if attrs.get("start") else ""
-        if "retry_of" in attrs:
-            note = f"trial {attrs['retry_of']}'s values again"
-        if "pruned_at" in attrs:
-            note = f"pruned at {attrs['pruned_at']}"
-        rows.append(
-            TrialRow(
-                number=trial.number,
-                state=state,
-                value=trial.value if state == "complete" else attrs.get("best"),
-                params=dict(trial.params),
-                epochs=attrs.get("epochs"),
-                seconds=attrs.get("seconds"),
-                note=note,
-                error=attrs.get("error", ""),
-                directory=attrs.get("directory", ""),
-            )
-        )
-    return rows
-
-
-def best_trial(study: Any) -> Any | None:
-    complete = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
-    return study.best_trial if complete else None
-
-
-def best_config(study: Any, config: ExperimentConfig, space: list[Parameter]) -> Any:
-    trial = best_trial(study)
-    if trial is None:
-        return None
-    return with_value(config, trial.params, f"trial {trial.number}")
-
-
-def judge_best(
-    study: Any,
-    config: ExperimentConfig,
-    space: list[Parameter],
-    output: Path,
-    settings: TuneSettings,
-    metric: Metric,
-    log: Log,
-) -> Verdict | None:
-    """The best trial's config and the starting config, each trained with ``settings.seeds``
-    fresh seeds (none a trial trained with: the winning trial's own run would count again),
-    finished runs reused, and whether the gain beats the noise of the difference."""
-    trial = best_trial(study)
-    if trial is None:
-        log.say("no trial completed: no verdict")
-        return None
-    best = with_value(config, trial.params, f"trial {trial.number}")
-    if best.to_dict() == config.to_dict():
-        log.say(f"the best trial ({trial.number}) is the starting config: nothing to compare")
-        return Verdict(trial.number, None, None, 0.0, "the starting config is the best trial")
-    used = {t.params.get("train.seed", config.train.seed) for t in study.get_trials()}
-    seeds = [seed for seed in range(1, settings.seeds + len(used) + 1) if seed not in used]
-    seeds = seeds[: settings.seeds]
-    log.say(
-        f"verdict: the starting config and trial {trial.number}'s, seeds "
-        f"{', '.join(map(str, seeds))} each (the search trained with seed "
-        f"{', '.join(map(str, sorted(used)))})"
-    )
-    runs = settings.run_options()
-    start = repeated(
-        config, "starting config", output / "verdict" / "start", seeds, metric, log, runs
-    )
-    tuned = repeated(
-        best, f"best (trial {trial.number})", output / "verdict" / "best", seeds, metric, log, runs
-    )
-    gain, says = judge(start, tuned, metric.higher_is_better)
-    return Verdict(trial.number, start, tuned, gain, says)
-
-
-def repeated(
-    config: ExperimentConfig,
-    name: str,
-    directory: Path,
-    seeds: Sequence[int],
-    metric: Metric,
-    log: Log,
-    options: RunOptions,
-) -> RepeatedResult:
-    scores, seconds, parameters = [], [], 0
-    for seed in seeds:
-        settings = with_value(config, {"train.seed": seed}, name)
-        run_dir = directory / f"seed{seed}"
-
-        def run(settings: ExperimentConfig = settings, run_dir: Path = run_dir) -> dict:
-            with trial_output(run_dir.with_suffix(".log")):
-                trained = train(settings, run_dir, options)
-            return {"score": metric.value(trained.fit.best_score), "parameters": trained.parameters}
-
-        record = run_or_reuse(run_dir, settings, run)
-        scores.append(record["score"])
-        seconds.append(record["seconds"])
-        parameters = record["parameters"]
-        log.say(
-            f"{name} seed {seed}: {metric.name} {record['score']:.4g} ({record['seconds']:.0f}s)"
-        )
-    return RepeatedResult(name, scores, parameters, statistics.fmean(seconds))
-
-
-def format_value(value: Any) -> str:
-    return f"{value:.4g}" if isinstance(value, float) else str(value)

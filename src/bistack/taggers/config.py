@@ -13,6 +13,7 @@ from bistack.config import (
     ExperimentConfig,
     FeaturesConfig,
     OptimizerConfig,
+    OverBackbone,
     PartDropoutConfig,
     Range,
     SplitConfig,
@@ -99,7 +100,7 @@ class TaggerConfig(ExperimentConfig):
 
 
 @dataclass
-class LayerPoolingTaggerConfig(ExperimentConfig):
+class LayerPoolingTaggerConfig(OverBackbone, ExperimentConfig):
     """A tagger over a transformer's word-level states: the layers of each word mixed into one
     vector, optionally stacked with the word's own features (word embedding, characters,
     casing), then the recurrent encoder and the CRF of a recurrent tagger."""

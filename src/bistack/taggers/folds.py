@@ -1,4 +1,4 @@
-"""What cross-validation (``bistack.studies.cross_validation``) does with a tagger's sentences:
+"""What cross-validation (``bistack.cv``) does with a tagger's sentences:
 split them by document (a CoNLL document's sentences never separated) or, in a file of one
 document, stratified by the rarest entity type each sentence holds; train each fold on its
 sentences; tag each fold's held-out sentences as ``predict`` writes them; pool the tags and
@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bistack.data.conll import Sentence
-from bistack.data.folds import FoldPlan
 from bistack.data.tagged import read_tagged
 from bistack.errors import ConfigError, DataError
 from bistack.files.formats import joined, json_line
@@ -22,18 +21,23 @@ from bistack.taggers.recipe import TaggingData
 from bistack.taggers.records import SentenceAnalysis
 from bistack.taggers.tagging import Emitter, score_sentences
 
+if TYPE_CHECKING:
+    from bistack.cv.plan import FoldPlan
+    from bistack.cv.splitters import SplitKeys
+
 NO_ENTITY = "no entity"
 
 
 class TaggerFolds:
-    """Cross-validation of a tagger's config (``config``; ``loader``: its model class)."""
+    """Cross-validation of a tagger's config (``config``; ``loader``: its model class;
+    ``open_model``: the door's opener of a saved model, ``open_model(folder, parts)``)."""
 
     OOF_FILES = ("oof.jsonl", "oof.conll")
     ROWS_ARE = "sentences"
 
-    def __init__(self, config: Any, loader: Any) -> None:
+    def __init__(self, config: Any, loader: Any, open_model: Callable[..., Any]) -> None:
         self.config = config
-        self.loader = loader
+        self.open_model = open_model
         self._shared: dict[str, Any] | None = None  # what ``shared`` gave, kept for the ensemble
         self._held: dict[str, tuple[Any, Any]] | None = None  # see ``held_emissions``
         data = config.data
@@ -44,38 +48,43 @@ class TaggerFolds:
         self.scheme = PLAIN if data.scheme == PLAIN else detect_scheme(tags)
         self.output_scheme = self.scheme  # the scheme the folds' tags are in, once pooled
 
-    def refuse(self, settings: Any) -> None:
+    def refuse_settings(self, settings: Any) -> None:
         if settings.repeats > 1:
             raise ConfigError(
                 f"--repeats {settings.repeats}: a tagger's out-of-fold tags are one analysis a "
                 "sentence, which repeats cannot average; run one repeat a seed (data.split_seed)"
             )
 
-    def split(self, folds: int, plain: bool) -> dict[str, Any]:
-        """By document when the file has several (always: a document's sentences share
-        names and context), else by each sentence's rarest entity type (nothing, when
-        ``plain`` or for tags that are not entities)."""
+    def split_keys(self) -> SplitKeys:
+        """By document when the file has several (always, whatever ``--split``: a document's
+        sentences share names and context), else by each sentence's rarest entity type
+        (nothing, for tags that are not entities)."""
+        rows = len(self.rows)
         if len({s.document for s in self.rows}) > 1:
-            return {"groups": [f"{s.document}" for s in self.rows], "grouped_by": "document"}
-        if plain or self.scheme == PLAIN:
-            return {"strata": [""] * len(self.rows), "stratified_by": "plain"}
+            return {
+                "rows": rows,
+                "groups": [f"{s.document}" for s in self.rows],
+                "grouped_by": "document",
+            }
+        if self.scheme == PLAIN:
+            return {"rows": rows}
         types = [{span.label for span in spans_from_tags(s.tags)} for s in self.rows]
         counts = Counter(kind for present in types for kind in present)
         strata = [
             min(present, key=lambda k: (counts[k], k)) if present else NO_ENTITY
             for present in types
         ]
-        return {"strata": strata, "stratified_by": "entity type"}
+        return {"rows": rows, "strata": strata, "stratified_by": "entity type"}
 
-    def shared(self, say: Callable[[str], None]) -> dict[str, Any]:
+    def shared_inputs(self, say: Callable[[str], None]) -> dict[str, Any]:
         """What every fold of a tagger over a frozen transformer shares: the backbone, and
         its word states of every sentence of the file (computed once, then read from the
         cache), each fold taking its sentences' rows; made once a process."""
         if self._shared is not None:
             return self._shared
-        options = getattr(self.config, "backbone", None)
+        options = self.config.frozen_backbone
         self._shared = {}
-        if options is not None and not options.finetune:
+        if options is not None:
             from bistack.models.backbone import TransformerBackbone
             from bistack.taggers.layer_recipe import WordStatesByLine, cached_word_states
 
@@ -87,7 +96,7 @@ class TaggerFolds:
             }
         return self._shared
 
-    def training(
+    def training_inputs(
         self,
         train: list[int],
         dev: list[int],
@@ -107,11 +116,11 @@ class TaggerFolds:
         return {"data": chosen} | shared
 
     @staticmethod
-    def parts(shared: dict[str, Any]) -> dict[str, Any]:
+    def model_parts(shared: dict[str, Any]) -> dict[str, Any]:
         """What a fold model opens with: the shared backbone (the word states are training's)."""
         return {key: value for key, value in shared.items() if key == "backbone"}
 
-    def held_out(
+    def predict_held_out(
         self, model: Any, held: list[int], shared: dict[str, Any], key: str
     ) -> dict[str, Any]:
         """The fold model's tagging of its held-out sentences (each as ``predict`` writes it)
@@ -153,7 +162,9 @@ class TaggerFolds:
         labels = sorted({t for i in rows for t in tags_of(i)} | {t for s in chosen for t in s.tags})
         return score_sentences(tag_tokens, labels, self.scheme, chosen, self.config.data.train)
 
-    def pool(self, plan: FoldPlan, records: list[dict], key: str) -> tuple[list[float], Any]:
+    def pool_out_of_fold(
+        self, plan: FoldPlan, records: list[dict], key: str
+    ) -> tuple[list[float], Any]:
         """The metric on the pooled out-of-fold tags, and each row's record and fold."""
         self.output_scheme = records[0]["output_scheme"]
         oof: dict[int, tuple[dict, list[str], int]] = {}
@@ -174,10 +185,10 @@ class TaggerFolds:
         if self._held is None:
             from bistack.taggers.calibration import dev_emissions
 
-            shared = self.shared(say)
+            shared = self.shared_inputs(say)
             self._held = {}
             for record in records:
-                model = self.loader.load(members[record["name"]], **self.parts(shared))
+                model = self.open_model(members[record["name"]], self.model_parts(shared))
                 sentences = [self.rows[i] for i in record["held"]]
                 emitter = self.shared_emitter(model, sentences, shared)
                 self._held[record["name"]] = (model, dev_emissions(model, sentences, emitter))
@@ -200,7 +211,7 @@ class TaggerFolds:
         from bistack.taggers.calibration import pooled_temperature
 
         held = self.held_emissions(records, members, say)
-        shared = self.shared(say)
+        shared = self.shared_inputs(say)
         fitted = []
         for record in records:
             others = [r["name"] for r in records if r["name"] != record["name"]]
@@ -239,7 +250,7 @@ class TaggerFolds:
             )
         return fitted
 
-    def ensemble_meta(
+    def ensemble_settings(
         self,
         oof: Any,
         members: dict[str, Path],
@@ -316,7 +327,7 @@ class TaggerFolds:
         atomic_write(output / "oof.jsonl", lambda temporary: Path(temporary).write_text(text))
         atomic_write(output / "oof.conll", lambda temporary: Path(temporary).write_text(conll))
 
-    def report(self, card: Any, oof: Any, model_dir: Path) -> dict[str, Any] | None:
+    def oof_report(self, card: Any, oof: Any, model_dir: Path) -> dict[str, Any] | None:
         """The tagger's report (as ``evaluate --report`` draws it) of the out-of-fold tags and
         confidences: each sentence tagged by the fold model that never saw it, an entity
         "seen in training" when it occurs as an entity in that model's training folds."""

@@ -6,7 +6,7 @@ entities marked. Torch-free: an exported tagger is reported alike."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -105,16 +105,7 @@ def tagger_report(
     section: dict[str, Any] = {"scores": scores.to_json(), "summary": str(scores)}
     per_type = scores.to_json()["per_type"]
     types = sorted(per_type)
-    section["figures"] = [
-        {
-            "type": "bars",
-            "name": "per-type",
-            "title": "precision, recall and F1 per type",
-            "labels": types,
-            "series": {m: [per_type[t][m] for t in types] for m in ("precision", "recall", "f1")},
-            "ylabel": "score (0-100)",
-        }
-    ]
+    section["figures"] = [per_type_bars(per_type, types)]
     section["notes"] = []
     if model.output_scheme == PLAIN:
         section["notes"].append("plain tags (no entities): scored per tag, no entity errors")
@@ -122,27 +113,8 @@ def tagger_report(
     analyses = model.analyse_tokens(
         [s.tokens for s in sentences], documents=[s.document for s in sentences]
     )
-    gold_scheme = model.output_scheme
-    errors: list[SentenceErrors] = []
-    confidences, correct, rows = [], [], []
-    for sentence, analysis in zip(sentences, analyses, strict=True):
-        gold = spans_of(convert_tags(sentence.tags, gold_scheme))
-        predicted = spans_of(analysis.tags)
-        found = classify(gold, predicted)
-        errors.append(found)
-        for span in predicted:
-            confidence = analysis.entities.get(span)
-            if confidence is not None:
-                confidences.append(confidence)
-                correct.append(span in gold)
-        wrong = [
-            analysis.entities.get(p, 1.0)
-            for k, pairs in found.pairs.items()
-            if k != "correct"
-            for _, p in pairs
-            if p is not None
-        ]
-        rows.append((sentence, gold, predicted, analysis.entities, found, min(wrong, default=2)))
+    rows = sentence_rows(sentences, analyses, model.output_scheme)
+    errors = [row[4] for row in rows]
     counts = error_counts(errors)
     section["errors"] = counts
     section["tables"] = [
@@ -169,17 +141,7 @@ def tagger_report(
     was_seen, note = seen if seen is not None else seen_entities(model, model_dir)
     section["notes"].append(note)
     if was_seen is not None:
-        split = {"seen": [0, 0], "unseen": [0, 0]}  # [found, gold]
-        for index, (sentence, gold, predicted, *_) in enumerate(rows):
-            for span in gold:
-                text = " ".join(sentence.tokens[span[0] : span[1]]).lower()
-                bucket = split["seen" if was_seen(index, text) else "unseen"]
-                bucket[1] += 1
-                bucket[0] += span in predicted
-        section["seen_unseen"] = {
-            name: {"gold": g, "found": f, "recall": 100 * f / g if g else 0.0}
-            for name, (f, g) in split.items()
-        }
+        section["seen_unseen"] = seen_and_unseen(rows, was_seen)
         rows_seen = [
             [k, v["gold"], v["found"], v["recall"]] for k, v in section["seen_unseen"].items()
         ]
@@ -190,24 +152,9 @@ def tagger_report(
                 "rows": rows_seen,
             }
         )
-    gold_count = sum(len(g) for _, g, *_ in rows)
-    bins = reliability(confidences, correct)
-    section["calibration"] = {
-        "expected_calibration_error": expected_calibration_error(confidences, correct),
-        "entities": len(confidences),
-        "bins": [b.__dict__ for b in bins],
-        "thresholds": at_thresholds(confidences, correct, gold_count, THRESHOLDS),
-    }
-    drawn.append(
-        {
-            "title": "entities kept at a confidence threshold",
-            "columns": ["threshold", "kept", "precision", "recall"],
-            "rows": [
-                [t["threshold"], t["kept"], t["precision"], t["recall"]]
-                for t in section["calibration"]["thresholds"]
-            ],
-        }
-    )
+    section["calibration"] = entity_calibration(rows)
+    bins = section["calibration"]["bins"]
+    drawn.append(threshold_table(section["calibration"]["thresholds"]))
     section["tables"] = [*drawn, *section["tables"]]  # in the order the page shows them
     said = section["scores"]
     section["headline"] = [
@@ -224,13 +171,99 @@ def tagger_report(
             "type": "reliability",
             "name": "reliability",
             "title": "entity confidence against the share right",
-            "bins": [b.__dict__ for b in bins],
+            "bins": bins,
             "ece": section["calibration"]["expected_calibration_error"],
         }
     )
+    section["examples"] = examples_of(rows)
+    return section
+
+
+def per_type_bars(per_type: dict[str, Any], types: list[str]) -> dict[str, Any]:
+    """The chart of each entity type's precision, recall and F1."""
+    return {
+        "type": "bars",
+        "name": "per-type",
+        "title": "precision, recall and F1 per type",
+        "labels": types,
+        "series": {m: [per_type[t][m] for t in types] for m in ("precision", "recall", "f1")},
+        "ylabel": "score (0-100)",
+    }
+
+
+def threshold_table(thresholds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The table of what each confidence threshold keeps, and its precision and recall."""
+    return {
+        "title": "entities kept at a confidence threshold",
+        "columns": ["threshold", "kept", "precision", "recall"],
+        "rows": [[t["threshold"], t["kept"], t["precision"], t["recall"]] for t in thresholds],
+    }
+
+
+# A sentence as the report reads it: the sentence, its gold and predicted spans, each
+# predicted entity's confidence, its errors, and the lowest confidence on a wrong entity (2
+# where none is wrong).
+Row = tuple[Any, list[Any], list[Any], dict[Any, float], SentenceErrors, float]
+
+
+def sentence_rows(sentences: Sequence[Any], analyses: Sequence[Any], scheme: str) -> list[Row]:
+    """Each sentence's :data:`Row`, its gold tags read in the model's output ``scheme``."""
+    rows = []
+    for sentence, analysis in zip(sentences, analyses, strict=True):
+        gold = spans_of(convert_tags(sentence.tags, scheme))
+        predicted = spans_of(analysis.tags)
+        found = classify(gold, predicted)
+        wrong = [
+            analysis.entities.get(p, 1.0)
+            for k, pairs in found.pairs.items()
+            if k != "correct"
+            for _, p in pairs
+            if p is not None
+        ]
+        rows.append((sentence, gold, predicted, analysis.entities, found, min(wrong, default=2)))
+    return rows
+
+
+def seen_and_unseen(rows: Sequence[Row], was_seen: Seen) -> dict[str, dict[str, float]]:
+    """Gold entities, how many were found, and the recall, of those whose words the tagger
+    saw in training and of the rest."""
+    split = {"seen": [0, 0], "unseen": [0, 0]}  # [found, gold]
+    for index, (sentence, gold, predicted, *_) in enumerate(rows):
+        for span in gold:
+            text = " ".join(sentence.tokens[span[0] : span[1]]).lower()
+            bucket = split["seen" if was_seen(index, text) else "unseen"]
+            bucket[1] += 1
+            bucket[0] += span in predicted
+    return {
+        name: {"gold": g, "found": f, "recall": 100 * f / g if g else 0.0}
+        for name, (f, g) in split.items()
+    }
+
+
+def entity_calibration(rows: Sequence[Row]) -> dict[str, Any]:
+    """How well the predicted entities' confidences say how often they are right: the
+    expected calibration error, the reliability bins, and what each threshold keeps."""
+    confidences, correct = [], []
+    for _, gold, predicted, entities, *_ in rows:
+        for span in predicted:
+            confidence = entities.get(span)
+            if confidence is not None:
+                confidences.append(confidence)
+                correct.append(span in gold)
+    gold_count = sum(len(g) for _, g, *_ in rows)
+    return {
+        "expected_calibration_error": expected_calibration_error(confidences, correct),
+        "entities": len(confidences),
+        "bins": [b.__dict__ for b in reliability(confidences, correct)],
+        "thresholds": at_thresholds(confidences, correct, gold_count, THRESHOLDS),
+    }
+
+
+def examples_of(rows: Sequence[Row]) -> list[dict[str, Any]]:
+    """The sentences with the most errors, and those with the least sure wrong entities."""
     worst = sorted(rows, key=lambda r: (-r[4].errors, r[5]))[:WORST]
     unsure = sorted((r for r in rows if r[5] <= 1), key=lambda r: r[5])[:WORST]
-    section["examples"] = [
+    return [
         {
             "title": "the sentences with the most errors",
             "items": [example(r) for r in worst if r[4].errors],
@@ -240,7 +273,6 @@ def tagger_report(
             "items": [example(r) for r in unsure],
         },
     ]
-    return section
 
 
 MEANING = {

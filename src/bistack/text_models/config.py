@@ -15,6 +15,7 @@ from bistack.config import (
     ExperimentConfig,
     FeaturesConfig,
     OptimizerConfig,
+    OverBackbone,
     PartDropoutConfig,
     Range,
     SplitConfig,
@@ -175,7 +176,7 @@ class RegressorConfig(Regresses, TextModelConfig):
 
 
 @dataclass
-class LayerPoolingTextConfig(ExperimentConfig):
+class LayerPoolingTextConfig(OverBackbone, ExperimentConfig):
     """A classifier or regressor whose head pools over a transformer's layers (second seed)."""
 
     RANGES: ClassVar[tuple[Range, ...]] = RANGES

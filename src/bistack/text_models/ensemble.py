@@ -15,16 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from bistack.errors import ConfigError, ModelFileError
+from bistack.errors import ConfigError
 from bistack.files.ensemble_dir import describe_ensemble
 from bistack.models.ensembles import OpenMember, open_members
-from bistack.text_models.outputs import (
-    ClassOutputs,
-    RawOutputs,
-    TargetOutputs,
-    TextModelBase,
-    label_order,
-)
+from bistack.text_models.base import TextModelBase
+from bistack.text_models.outputs import ClassOutputs, RawOutputs, TargetOutputs
 from bistack.text_models.prediction import TextPrediction
 
 
@@ -83,7 +78,7 @@ class TextEnsemble(TextModelBase):
                 if key not in stages:
                     stages[key] = member.shared_stage(texts, batch_size, progress)
                 raw = member.run_after(stages[key], texts)
-            outputs.append(member_values(member, raw, self.outputs))
+            outputs.append(member.outputs.member_values(raw, self.outputs))  # type: ignore[arg-type]
         return outputs
 
     def run(
@@ -91,47 +86,12 @@ class TextEnsemble(TextModelBase):
     ) -> RawOutputs:
         """The members' mean: log-probabilities (the ensemble's outputs' logits) or values."""
         mean = np.mean(np.stack(self.member_outputs(texts, batch_size, progress)), axis=0)
-        if isinstance(self.outputs, ClassOutputs):
-            with np.errstate(divide="ignore"):  # a class no member gives: probability 0
-                mean = np.log(mean)
-        return RawOutputs([[] for _ in texts], mean.astype(np.float32), None, 0.0)
+        return self.outputs.as_raw(mean)
 
 
 def combined_outputs(
     members: Sequence[TextModelBase], meta: dict[str, Any]
 ) -> ClassOutputs | TargetOutputs:
-    """What the ensemble's outputs mean: every member's labels (a fold may lack a rare one),
-    with the ensemble's temperature; or the members' targets, already in original units."""
-    first = members[0].outputs
-    if isinstance(first, ClassOutputs):
-        labels = sorted({label for m in members for label in m.outputs.names}, key=label_order)
-        info: dict[str, Any] = {"labels": labels}
-        if "temperature" in meta:
-            info["temperature"] = meta["temperature"]
-        return ClassOutputs(info)
-    targets = first.names
-    for member in members:
-        if member.outputs.names != targets:
-            raise ModelFileError(
-                f"ensemble members predict different targets ({targets} and {member.outputs.names})"
-            )
-    zeros, ones = [0.0] * len(targets), [1.0] * len(targets)
-    info = {"targets": targets, "mean": zeros, "std": ones}
-    if "target_calibration" in meta:  # by ``bistack cv``, on uncalibrated members' OOF values
-        info["calibration"] = meta["target_calibration"]
-    return TargetOutputs(info)
-
-
-def member_values(
-    member: TextModelBase, raw: RawOutputs, combined: ClassOutputs | TargetOutputs
-) -> np.ndarray:
-    """A member's outputs as the ensemble averages them: its probabilities in the columns of
-    the ensemble's labels, or its values in original units."""
-    outputs = member.outputs
-    if isinstance(outputs, ClassOutputs):
-        probabilities = outputs.probabilities(raw)
-        placed = np.zeros((len(probabilities), len(combined)), dtype=np.float32)
-        columns = [combined.names.index(label) for label in outputs.names]
-        placed[:, columns] = probabilities
-        return placed
-    return outputs.values(raw)
+    """What the ensemble's outputs mean, as the members' kind of outputs combines them."""
+    outputs: list[Any] = [m.outputs for m in members]  # of one kind: the first's class combines
+    return type(outputs[0]).combine(outputs, meta)

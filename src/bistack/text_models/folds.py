@@ -1,4 +1,4 @@
-"""What cross-validation (``bistack.studies.cross_validation``) does with a table of texts:
+"""What cross-validation (``bistack.cv``) does with a table of texts:
 split it by class or binned target (or by ``data.group_column``), train each fold on its rows
 (a frozen backbone's per-layer vectors computed once for the whole table), keep each fold's
 probabilities or values on its held-out rows, pool them into the out-of-fold predictions
@@ -8,27 +8,22 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bistack.data.folds import FoldPlan, target_bins
-from bistack.data.tables import Example, parse_targets, read_table
+from bistack.data.tables import Example, read_table
 from bistack.errors import ConfigError
 from bistack.files.modeldir import atomic_write
-from bistack.metrics.text import plausible_temperature
-from bistack.text_models.ensemble import member_values
-from bistack.text_models.outputs import (
-    ClassOutputs,
-    RawOutputs,
-    TargetOutputs,
-    TextModelBase,
-    fit_temperature,
-)
+from bistack.text_models.base import TextModelBase
+from bistack.text_models.outputs import ClassOutputs, RawOutputs, TargetOutputs
 from bistack.text_models.recipe import TextData
+
+if TYPE_CHECKING:
+    from bistack.cv.plan import FoldPlan
+    from bistack.cv.splitters import SplitKeys
 
 # The fields an out-of-fold record has besides the prediction's own (which an id may not take).
 OOF_FIELDS = ("row", "fold", "gold", "text", "label", "probabilities", "values", "attention")
@@ -41,12 +36,15 @@ class TextFolds:
     OOF_FILES = ("oof.jsonl", "oof.csv")
     ROWS_ARE = "rows"
 
-    def __init__(self, config: Any, loader: Any) -> None:
+    def __init__(self, config: Any, loader: Any, open_model: Any) -> None:
         self.config = config
         data = config.data
         rows = read_table(data.train, data.text_column, data.label_columns, file_format=data.format)
         self.rows = rows
-        self.outputs = table_outputs(loader.OUTPUTS, rows, data.label_columns, data.train)
+        # What the out-of-fold predictions are: every class of the table, or its targets in
+        # original units; every row's label checked now (an error naming a bad one's row).
+        kind: type[ClassOutputs] | type[TargetOutputs] = loader.OUTPUTS
+        self.outputs = kind.for_table(rows, data.label_columns, data.train)
         self.ids = self.column(data.id_column) if data.id_column else None
         if data.id_column in OOF_FIELDS:
             raise ConfigError(
@@ -60,42 +58,31 @@ class TextFolds:
         table = read_table(data.train, data.text_column, [name], file_format=data.format)
         return [e.labels[0] for e in table]
 
-    def split(self, folds: int, plain: bool) -> dict[str, Any]:
-        """How ``plan_folds`` deals the rows: as ``data.fold_column`` gives them; else by
-        ``data.group_column`` when the config names one, its groups whole and, unless
-        ``plain``, the classes or binned first target balanced too; else by those alone
-        (nothing, when ``plain``)."""
+    def split_keys(self) -> SplitKeys:
+        """What the rows are split by: ``data.fold_column``'s folds as given; else the classes
+        or binned first target, with ``data.group_column``'s groups kept whole when the
+        config names one."""
         data = self.config.data
         if data.fold_column:
             return {
-                "given": self.column(data.fold_column),
-                "given_by": f"column {data.fold_column!r}",
+                "rows": len(self.rows),
+                "fold_column": self.column(data.fold_column),
+                "fold_column_name": f"column {data.fold_column!r}",
             }
-        strata = {} if plain else self.strata(folds)
+        keys = self.outputs.split_keys(self.rows, data.label_columns, data.train)
         if data.group_column:
-            grouped_by = f"column {data.group_column!r}"
-            return {"groups": self.column(data.group_column), "grouped_by": grouped_by} | strata
-        return strata or {"strata": [""] * len(self.rows), "stratified_by": "plain"}
+            keys["groups"] = self.column(data.group_column)
+            keys["grouped_by"] = f"column {data.group_column!r}"
+        return keys
 
-    def strata(self, folds: int) -> dict[str, Any]:
-        """Each row's class, or its first target's quantile bin, and what they are."""
-        if isinstance(self.outputs, ClassOutputs):
-            return {"strata": [e.labels[0] for e in self.rows], "stratified_by": "class"}
-        data = self.config.data
-        first = [t[0] for t in parse_targets(self.rows, data.label_columns, data.train)]
-        return {
-            "strata": target_bins(first, folds),
-            "stratified_by": f"binned {data.label_columns[0]}",
-        }
-
-    def refuse(self, settings: Any) -> None:
+    def refuse_settings(self, settings: Any) -> None:
         """Nothing: every setting of ``bistack cv`` acts on a table."""
 
-    def shared(self, say: Callable[[str], None]) -> dict[str, Any]:
+    def shared_inputs(self, say: Callable[[str], None]) -> dict[str, Any]:
         """What every fold of a frozen layer-pooling model shares: the backbone, and the
         per-layer vectors of the whole table (computed once, then read from the cache)."""
-        backbone_options = getattr(self.config, "backbone", None)
-        if backbone_options is None or backbone_options.finetune:
+        backbone_options = self.config.frozen_backbone
+        if backbone_options is None:
             return {}
         from bistack.models.backbone import TransformerBackbone
         from bistack.text_models.layer_recipe import VectorsByExample, frozen_vectors
@@ -105,7 +92,7 @@ class TextFolds:
         vectors.add(self.rows, frozen_vectors(backbone, self.config, self.rows, say))
         return {"backbone": backbone, "vectors_of": vectors}
 
-    def training(
+    def training_inputs(
         self,
         train: list[int],
         dev: list[int],
@@ -119,11 +106,11 @@ class TextFolds:
         return {"data": data} | shared
 
     @staticmethod
-    def parts(shared: dict[str, Any]) -> dict[str, Any]:
+    def model_parts(shared: dict[str, Any]) -> dict[str, Any]:
         """What the fold's model opens with (the shared frozen backbone)."""
         return {"backbone": shared["backbone"]} if "backbone" in shared else {}
 
-    def held_out(
+    def predict_held_out(
         self, model: TextModelBase, held: list[int], shared: dict[str, Any], key: str
     ) -> dict[str, Any]:
         """The fold model's probabilities or values on its held-out rows, and its scores."""
@@ -137,11 +124,13 @@ class TextFolds:
         return {
             "score": scores[key],
             "metrics": scores.to_json(),
-            "outputs": member_values(model, raw, model.outputs).tolist(),
+            "outputs": model.outputs.averaged(raw).tolist(),
             "labels": model.outputs.names,
         }
 
-    def pool(self, plan: FoldPlan, records: list[dict], key: str) -> tuple[list[float], np.ndarray]:
+    def pool_out_of_fold(
+        self, plan: FoldPlan, records: list[dict], key: str
+    ) -> tuple[list[float], np.ndarray]:
         """The kind's metric on each repeat's pooled out-of-fold predictions, and every row's
         prediction (its mean over repeats)."""
         outputs, path = self.outputs, self.config.data.train
@@ -151,7 +140,7 @@ class TextFolds:
         for (repeat, fold, _), record in zip(plan.runs(), records, strict=True):
             per_repeat[repeat][plan.held_out(repeat, fold)] = placed(record, outputs)
         scores = [
-            float(outputs.scores(self.rows, raw_of(p, outputs), path)[key]) for p in per_repeat
+            float(outputs.scores(self.rows, outputs.as_raw(p), path)[key]) for p in per_repeat
         ]
         return scores, np.mean(np.stack(per_repeat), axis=0)
 
@@ -180,8 +169,8 @@ class TextFolds:
             outputs = type(self.outputs)(dict(self.outputs.info))
             fit_rows = [self.rows[i] for held, _ in others for i in held]
             values = np.concatenate([placed(other, outputs) for _, other in others])
-            done = outputs.fit_on_dev(fit_rows, path, raw_of(values, outputs), True)
-            own = raw_of(placed(record, outputs), outputs)
+            done = outputs.fit_on_dev(fit_rows, path, outputs.as_raw(values), True)
+            own = outputs.as_raw(placed(record, outputs))
             held = [self.rows[i] for i in record["held"]]
             scores = outputs.scores(held, own, path)
             kept = {k: outputs.info[k] for k in ("temperature", "calibration") if k in outputs.info}
@@ -204,9 +193,9 @@ class TextFolds:
     def calibrates(self) -> bool:
         """Whether a model of this config calibrates its outputs after training (a
         classifier always; a regressor with ``regression.calibrate``)."""
-        return isinstance(self.outputs, ClassOutputs) or bool(self.config.regression.calibrate)
+        return self.outputs.calibrates(self.config)
 
-    def ensemble_meta(
+    def ensemble_settings(
         self,
         oof: np.ndarray,
         members: dict[str, Path],
@@ -217,61 +206,30 @@ class TextFolds:
         """What the ensemble keeps of the OOF predictions (``oof``: as the members give them), and
         what was done: a classifier's temperature; a regressor's scale and offset per target,
         with ``regression.calibrate``, where the members are uncalibrated."""
-        if not isinstance(self.outputs, ClassOutputs):
-            if members_calibrated or not self.calibrates:
-                return {}, ""
-            outputs = type(self.outputs)(dict(self.outputs.info))
-            outputs.fit_calibration(self.rows, self.config.data.train, raw_of(oof, self.outputs))
-            pairs = ", ".join(f"x{a:.3f} {b:+.3f}" for a, b in outputs.info["calibration"])
-            said = f"calibrated on the out-of-fold predictions (scale, offset per target): {pairs}"
-            return {"target_calibration": outputs.info["calibration"]}, said
-        gold = np.asarray(self.outputs.label_ids(self.rows, self.config.data.train))
-        with np.errstate(divide="ignore"):
-            logits = np.maximum(np.log(oof.astype(np.float64)), -1e4)
-        temperature = fit_temperature(logits, gold)
-        if not math.isfinite(temperature) or not plausible_temperature(temperature):
-            return {}, "no plausible temperature fits the out-of-fold predictions; none kept"
-        said = f"temperature {temperature:.3f} fitted on the out-of-fold predictions"
-        return {"temperature": temperature}, said
+        refit = not members_calibrated and self.calibrates
+        return self.outputs.ensemble_fit(self.rows, self.config.data.train, oof, refit)
 
     def write_oof(self, output: Path, card: Any, plan: FoldPlan, oof: np.ndarray) -> None:
         """``oof.jsonl`` (each row's prediction as ``predict`` writes it, after its row
         number, its id with ``data.id_column``, its fold and gold value) and ``oof.csv`` (the
         same as columns: one fold column a repeat), every row once, in the table's order."""
         outputs, rows = self.outputs, self.rows
-        predictions = outputs.predictions([e.text for e in rows], raw_of(oof, outputs), False)
+        predictions = outputs.predictions([e.text for e in rows], outputs.as_raw(oof), False)
         writer = card.output_format("jsonl")
-        names = outputs.names
-        classes = isinstance(outputs, ClassOutputs)
         id_column = self.config.data.id_column
         folds = (
             ["fold"]
             if plan.repeats == 1
             else [f"fold_repeat{repeat + 1}" for repeat in range(plan.repeats)]
         )
-        head = ["row", *([id_column] if id_column else []), *folds]
-        head += (
-            ["gold", "label", *(f"p_{n}" for n in names)]
-            if classes
-            else [
-                *(f"gold_{n}" for n in names),
-                *names,
-            ]
-        )
+        head = ["row", *([id_column] if id_column else []), *folds, *outputs.oof_columns()]
         lines, table = [], io.StringIO()
         table_writer = csv.writer(table, lineterminator="\n")
         table_writer.writerow(head)
         for index, (example, prediction) in enumerate(zip(rows, predictions, strict=True)):
             held = [assigned[index] for assigned in plan.assignments]
             fold: int | list[int] = held[0] if plan.repeats == 1 else held
-            if classes:
-                gold: Any = example.labels[0]
-                probabilities = prediction.probabilities or {}
-                cells = [gold, prediction.label, *(repr(probabilities[n]) for n in names)]
-            else:
-                gold = dict(zip(names, map(float, example.labels), strict=True))
-                values = prediction.values or {}
-                cells = [*example.labels, *(repr(values[n]) for n in names)]
+            gold, cells = outputs.oof_cells(example, prediction)
             named = {id_column: self.ids[index]} if id_column and self.ids is not None else {}
             extra = {"row": example.row, **named, "fold": fold, "gold": gold}
             lines.append(writer.write(prediction, extra))
@@ -281,46 +239,17 @@ class TextFolds:
         written = table.getvalue()
         atomic_write(output / "oof.csv", lambda temporary: Path(temporary).write_text(written))
 
-    def report(self, card: Any, oof: np.ndarray, model_dir: Path) -> dict[str, Any] | None:
+    def oof_report(self, card: Any, oof: np.ndarray, model_dir: Path) -> dict[str, Any] | None:
         """The kind's report (as ``evaluate --report`` draws it) of the OOF predictions."""
         model = OutOfFold(self.config, self.outputs, self.rows, oof)
         return dict(card.report_builder(model, self.config.data.train, model_dir))
-
-
-def table_outputs(
-    kind: type[ClassOutputs] | type[TargetOutputs],
-    rows: Sequence[Example],
-    columns: Sequence[str],
-    path: str,
-) -> ClassOutputs | TargetOutputs:
-    """What the out-of-fold predictions are: every class of the table, or its targets in
-    original units; every row's label checked now (an error naming a bad one's row)."""
-    if kind is ClassOutputs:
-        made: ClassOutputs | TargetOutputs = ClassOutputs.from_training(rows, columns, path)
-    else:
-        zeros, ones = [0.0] * len(columns), [1.0] * len(columns)
-        made = TargetOutputs({"targets": list(columns), "mean": zeros, "std": ones})
-    made.training_targets(rows, path)
-    return made
 
 
 def placed(record: dict, outputs: ClassOutputs | TargetOutputs) -> np.ndarray:
     """A fold's held-out outputs in the columns of the table's classes (a fold may lack one)
     or targets."""
     values = np.asarray(record["outputs"], dtype=np.float32).reshape(len(record["held"]), -1)
-    if isinstance(outputs, TargetOutputs):
-        return values
-    whole = np.zeros((len(values), len(outputs)), dtype=np.float32)
-    whole[:, [outputs.names.index(label) for label in record["labels"]]] = values
-    return whole
-
-
-def raw_of(values: np.ndarray, outputs: ClassOutputs | TargetOutputs) -> RawOutputs:
-    """Out-of-fold probabilities or values as the outputs' raw outputs (log-probabilities)."""
-    if isinstance(outputs, ClassOutputs):  # a class no fold model gives: a logit far below
-        with np.errstate(divide="ignore"):
-            values = np.maximum(np.log(values), -1e4)
-    return RawOutputs([[] for _ in values], values.astype(np.float32), None, 0.0)
+    return outputs.in_columns(values, record["labels"])
 
 
 class OutOfFold(TextModelBase):
@@ -343,4 +272,4 @@ class OutOfFold(TextModelBase):
     ) -> RawOutputs:
         if list(texts) != self.texts:
             raise ValueError("out-of-fold predictions are of the cross-validated table's rows")
-        return raw_of(self.oof, self.outputs)
+        return self.outputs.as_raw(self.oof)

@@ -29,20 +29,14 @@ from bistack.models.backbone_files import (
 )
 from bistack.models.mode import as_array, evaluating
 from bistack.models.saved import SavedKind, SavedModel
+from bistack.text_models.base import Regression, TextModelBase
 from bistack.text_models.config import (
     LayerClassifierConfig,
     LayerPoolingTextConfig,
     LayerRegressorConfig,
 )
 from bistack.text_models.layer_network import LayerPoolingModel, build_layer_pooling_model
-from bistack.text_models.outputs import (
-    ClassOutputs,
-    Outputs,
-    RawOutputs,
-    Regression,
-    TargetOutputs,
-    TextModelBase,
-)
+from bistack.text_models.outputs import ClassOutputs, Outputs, RawOutputs, TargetOutputs
 
 
 class LayerPoolingTextModel(SavedKind, TextModelBase):

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import math
 import statistics
-from abc import ABC, abstractmethod
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from bistack.data.tables import Example, class_ids, parse_targets, read_table
+from bistack.data.tables import Example, class_ids, parse_targets
 from bistack.data.tokenize import Token
+from bistack.errors import ModelFileError
 from bistack.metrics.dev import Evaluation
 from bistack.metrics.text import (
     MAX_TEMPERATURE,
@@ -30,12 +30,17 @@ from bistack.metrics.text import (
     Scores,
     attention_diagnostics,
     checked_temperature,
+    class_temperature,
     classification_scores,
     expected_calibration_error,
     plausible_temperature,
     regression_scores,
+    softmax,
 )
-from bistack.text_models.prediction import TextPrediction, with_blank_texts
+from bistack.text_models.prediction import TextPrediction
+
+if TYPE_CHECKING:
+    from bistack.cv.splitters import SplitKeys
 
 
 @dataclass
@@ -54,12 +59,6 @@ class RawOutputs:
 
     def diagnostics(self) -> dict[str, Any]:
         return attention_diagnostics(self.weights, self.padding_mass)
-
-
-def softmax(logits: np.ndarray) -> np.ndarray:
-    """Row-wise softmax of ``(n, classes)`` in the logits' dtype."""
-    shifted = np.exp(logits - logits.max(axis=-1, keepdims=True))
-    return shifted / shifted.sum(axis=-1, keepdims=True)
 
 
 class ClassOutputs:
@@ -120,7 +119,7 @@ class ClassOutputs:
         become honest. Returns what it did, with the calibration error before and after."""
         gold = np.asarray(self.label_ids(examples, path))
         before = self._calibration_error(raw, gold)
-        temperature = fit_temperature(raw.outputs.astype(np.float64), gold)
+        temperature = class_temperature(raw.outputs.astype(np.float64), gold)
         if not math.isfinite(temperature):
             return "temperature scaling did not converge on dev; probabilities kept as trained"
         if not plausible_temperature(temperature):
@@ -144,6 +143,84 @@ class ClassOutputs:
     def averaged(self, raw: RawOutputs) -> np.ndarray:
         """What an ensemble averages of ``raw``: ``(texts, num_labels)`` probabilities."""
         return self.probabilities(raw)
+
+    # What cross-validation and a fold ensemble do with a classifier's outputs.
+
+    @classmethod
+    def applying_nothing(cls, info: dict[str, Any]) -> ClassOutputs:
+        """These labels with no temperature (a graph that applied one itself)."""
+        return cls({"labels": info["labels"]})
+
+    @classmethod
+    def for_table(cls, rows: Sequence[Example], columns: Sequence[str], path: str) -> ClassOutputs:
+        """Every class of a cross-validated table, each row's label checked (an error naming
+        a bad one's row)."""
+        made = cls.from_training(rows, columns, path)
+        made.training_targets(rows, path)
+        return made
+
+    @staticmethod
+    def split_keys(rows: Sequence[Example], columns: Sequence[str], path: str) -> SplitKeys:
+        """What a table of classes is split by: each row's class."""
+        return {"rows": len(rows), "strata": [e.labels[0] for e in rows], "stratified_by": "class"}
+
+    @staticmethod
+    def calibrates(config: Any) -> bool:
+        """A classifier calibrates its probabilities after training, always (a temperature)."""
+        return True
+
+    def as_raw(self, values: np.ndarray) -> RawOutputs:
+        """``(texts, num_labels)`` probabilities (out-of-fold, or an ensemble's mean) as raw
+        outputs: their logs, a class no model gives a logit far below the rest."""
+        with np.errstate(divide="ignore"):
+            logits = np.maximum(np.log(values), -1e4)
+        return RawOutputs([[] for _ in values], logits.astype(np.float32), None, 0.0)
+
+    def in_columns(self, values: np.ndarray, labels: Sequence[str]) -> np.ndarray:
+        """``values`` (probabilities over ``labels``: a fold's, which may lack a rare class)
+        in the columns of these outputs' labels."""
+        whole = np.zeros((len(values), len(self)), dtype=np.float32)
+        whole[:, [self.labels.index(label) for label in labels]] = values
+        return whole
+
+    def member_values(self, raw: RawOutputs, combined: ClassOutputs) -> np.ndarray:
+        """A member's probabilities in the columns of the ensemble's labels (``combined``)."""
+        return combined.in_columns(self.probabilities(raw), self.labels)
+
+    @classmethod
+    def combine(cls, members: Sequence[ClassOutputs], meta: dict[str, Any]) -> ClassOutputs:
+        """An ensemble's outputs: every member's labels (a fold may lack a rare one), with the
+        temperature ``bistack cv`` fitted on the out-of-fold predictions."""
+        labels = sorted({label for m in members for label in m.labels}, key=label_order)
+        info: dict[str, Any] = {"labels": labels}
+        if "temperature" in meta:
+            info["temperature"] = meta["temperature"]
+        return cls(info)
+
+    def ensemble_fit(
+        self, rows: Sequence[Example], path: str, oof: np.ndarray, refit: bool
+    ) -> tuple[dict[str, Any], str]:
+        """The temperature an ensemble keeps, fitted on the members' averaged out-of-fold
+        probabilities ``oof`` (whatever ``refit`` says: averaging changes how sure a model
+        is), and what was done."""
+        gold = np.asarray(self.label_ids(rows, path))
+        with np.errstate(divide="ignore"):  # in float64, a class no member gives far below
+            logits = np.maximum(np.log(oof.astype(np.float64)), -1e4)
+        temperature = class_temperature(logits, gold)
+        if not math.isfinite(temperature) or not plausible_temperature(temperature):
+            return {}, "no plausible temperature fits the out-of-fold predictions; none kept"
+        said = f"temperature {temperature:.3f} fitted on the out-of-fold predictions"
+        return {"temperature": temperature}, said
+
+    def oof_columns(self) -> list[str]:
+        """The out-of-fold table's columns after the row's: gold, label, each probability."""
+        return ["gold", "label", *(f"p_{n}" for n in self.labels)]
+
+    def oof_cells(self, example: Example, prediction: TextPrediction) -> tuple[Any, list[Any]]:
+        """A row's gold value (as ``oof.jsonl`` writes it) and its ``oof_columns`` cells."""
+        probabilities = prediction.probabilities or {}
+        gold = example.labels[0]
+        return gold, [gold, prediction.label, *(repr(probabilities[n]) for n in self.labels)]
 
     def _calibration_error(self, raw: RawOutputs, gold: np.ndarray) -> float:
         probabilities = self.probabilities(raw)
@@ -216,45 +293,6 @@ def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def fit_temperature(logits: np.ndarray, gold: np.ndarray) -> float:
-    """The temperature T minimising the mean negative log-likelihood of ``gold`` under
-    ``softmax(logits / T)`` (float64 ``(n, classes)``), by Newton's method on log(1/T) with
-    backtracking (the likelihood is convex in 1/T, so the minimum is the only one); inf or
-    nan when it has none (a dev set the logits already separate perfectly pushes T to 0)."""
-    rows = np.arange(len(gold))
-
-    def nll(u: float) -> float:
-        scaled = logits * math.exp(u)
-        top = scaled.max(axis=1, keepdims=True)
-        log_z = top[:, 0] + np.log(np.exp(scaled - top).sum(axis=1))
-        return float((log_z - scaled[rows, gold]).mean())
-
-    u = 0.0
-    for _ in range(100):
-        beta = math.exp(u)
-        p = softmax(logits * beta)
-        mean = (p * logits).sum(axis=1)  # E[logit] under p
-        # d/du nll = beta * E_rows[E_p[z] - z_gold]; second derivative adds beta^2 * Var_p[z].
-        gradient = beta * float((mean - logits[rows, gold]).mean())
-        variance = float(((p * logits**2).sum(axis=1) - mean**2).mean())
-        curvature = gradient + beta * beta * variance
-        if abs(gradient) < 1e-10:
-            break
-        step = -gradient / curvature if curvature > 0 else -math.copysign(1.0, gradient)
-        step = max(-5.0, min(5.0, step))
-        current = nll(u)
-        while step and nll(u + step) > current:
-            step /= 2
-            if abs(step) < 1e-12:
-                step = 0.0
-        if step == 0.0:
-            break
-        u += step
-        if u > 50:  # T below e^-50: no finite minimum
-            return math.nan
-    return math.exp(-u)
-
-
 class TargetOutputs:
     """A regressor's outputs: one standardised value per target, back in original units with
     the training mean and std, then the dev calibration when training fitted one."""
@@ -303,6 +341,86 @@ class TargetOutputs:
     def averaged(self, raw: RawOutputs) -> np.ndarray:
         """What an ensemble averages of ``raw``: ``(texts, num_targets)`` original units."""
         return self.values(raw)
+
+    # What cross-validation and a fold ensemble do with a regressor's outputs.
+
+    @classmethod
+    def applying_nothing(cls, info: dict[str, Any]) -> TargetOutputs:
+        """These targets as values already in original units: no scaling, no calibration
+        (out-of-fold values, an ensemble's mean, a graph that applied them itself)."""
+        count = len(info["targets"])
+        return cls({"targets": list(info["targets"]), "mean": [0.0] * count, "std": [1.0] * count})
+
+    @classmethod
+    def for_table(cls, rows: Sequence[Example], columns: Sequence[str], path: str) -> TargetOutputs:
+        """A cross-validated table's targets in original units (out-of-fold values are not
+        standardised), each row's values checked (an error naming a bad one's row)."""
+        made = cls.applying_nothing({"targets": list(columns)})
+        made.training_targets(rows, path)
+        return made
+
+    @staticmethod
+    def split_keys(rows: Sequence[Example], columns: Sequence[str], path: str) -> SplitKeys:
+        """What a table of targets is split by: its first target, binned."""
+        first = [t[0] for t in parse_targets(rows, columns, path)]
+        return {"rows": len(rows), "targets": first, "targets_are": columns[0]}
+
+    @staticmethod
+    def calibrates(config: Any) -> bool:
+        """Whether a regressor calibrates after training: with ``regression.calibrate``."""
+        return bool(config.regression.calibrate)
+
+    def as_raw(self, values: np.ndarray) -> RawOutputs:
+        """Values in original units (out-of-fold, or an ensemble's mean) as raw outputs."""
+        return RawOutputs([[] for _ in values], values.astype(np.float32), None, 0.0)
+
+    def in_columns(self, values: np.ndarray, labels: Sequence[str]) -> np.ndarray:
+        """A fold's values: every fold predicts every target, in these columns already."""
+        return values
+
+    def member_values(self, raw: RawOutputs, combined: TargetOutputs) -> np.ndarray:
+        """A member's values in original units, as an ensemble averages them."""
+        return self.values(raw)
+
+    @classmethod
+    def combine(cls, members: Sequence[TargetOutputs], meta: dict[str, Any]) -> TargetOutputs:
+        """An ensemble's outputs: the members' targets (one list for all, else an error), in
+        original units, with the scale and offset ``bistack cv`` fitted on uncalibrated
+        members' out-of-fold values."""
+        targets = members[0].targets
+        for member in members:
+            if member.targets != targets:
+                raise ModelFileError(
+                    f"ensemble members predict different targets ({targets} and {member.targets})"
+                )
+        combined = cls.applying_nothing({"targets": targets})
+        if "target_calibration" in meta:
+            combined.info["calibration"] = meta["target_calibration"]
+        return combined
+
+    def ensemble_fit(
+        self, rows: Sequence[Example], path: str, oof: np.ndarray, refit: bool
+    ) -> tuple[dict[str, Any], str]:
+        """With ``refit`` (uncalibrated members of a calibrating config), the scale and offset
+        per target an ensemble keeps, fitted on the members' averaged out-of-fold values
+        ``oof``; and what was done."""
+        if not refit:
+            return {}, ""
+        fitted = TargetOutputs(dict(self.info))
+        calibration = fitted.fit_calibration(rows, path, fitted.as_raw(oof))
+        pairs = ", ".join(f"x{a:.3f} {b:+.3f}" for a, b in calibration)
+        said = f"calibrated on the out-of-fold predictions (scale, offset per target): {pairs}"
+        return {"target_calibration": calibration}, said
+
+    def oof_columns(self) -> list[str]:
+        """The out-of-fold table's columns after the row's: each gold target, each value."""
+        return [*(f"gold_{n}" for n in self.targets), *self.targets]
+
+    def oof_cells(self, example: Example, prediction: TextPrediction) -> tuple[Any, list[Any]]:
+        """A row's gold values (as ``oof.jsonl`` writes them) and its ``oof_columns`` cells."""
+        values = prediction.values or {}
+        gold = dict(zip(self.targets, map(float, example.labels), strict=True))
+        return gold, [*example.labels, *(repr(values[n]) for n in self.targets)]
 
     def fit_on_dev(
         self, examples: Sequence[Example], path: str | Path, raw: RawOutputs, calibrate: bool
@@ -379,127 +497,3 @@ def label_order(label: str) -> tuple[int, float | str]:
         return (0, float(label))
     except ValueError:
         return (1, label)
-
-
-class TextModelBase(ABC):
-    """What every text model does with its outputs, whatever computes them (PyTorch, or an
-    exported graph on onnxruntime): predictions, scores on a labelled table. A subclass
-    supplies ``run`` (its network's raw outputs for raw texts)."""
-
-    config: Any  # a config with a ``data`` section of table columns
-    outputs: Outputs
-
-    @property
-    def attends(self) -> bool:
-        """Whether ``predict(attention=True)`` gives token weights."""
-        return False
-
-    def attention_refusal(self) -> str | None:
-        """Why it has no token attention weights to show, and what to do instead; None where
-        it has them."""
-        if self.attends:
-            return None
-        pooling = getattr(getattr(self.config, "pooling", None), "type", None)
-        return (
-            f"it pools with {pooling!r}, which weighs no tokens; train one with "
-            "'additive' or 'dot' pooling for token weights"
-        )
-
-    @abstractmethod
-    def run(
-        self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
-    ) -> RawOutputs:
-        """The network's outputs for raw texts, in input order."""
-
-    def shared_parts(self) -> dict[str, Any]:
-        """What another member of its ensemble takes when it opens, rather than load it again
-        (a frozen backbone); the keywords of its class's ``from_saved``."""
-        return {}
-
-    def shared_stage_key(self) -> Hashable | None:
-        """Equal for models whose first stage (``shared_stage``) gives the same result on the
-        same texts, so that an ensemble runs it once; None: it has none to share."""
-        return None
-
-    def shared_stage(
-        self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
-    ) -> Any:
-        """The first stage of ``run`` on raw texts (a model with a ``shared_stage_key``)."""
-        raise NotImplementedError(f"{type(self).__name__} shares no first stage")
-
-    def run_after(self, stage: Any, texts: Sequence[str]) -> RawOutputs:
-        """``run``'s outputs from its first stage's result (``shared_stage``)."""
-        raise NotImplementedError(f"{type(self).__name__} shares no first stage")
-
-    @property
-    def output_info(self) -> dict[str, Any]:
-        """Labels, or target names with mean, std and calibration, as config.json keeps them."""
-        return self.outputs.info
-
-    @property
-    def labels(self) -> list[str]:
-        """Class labels (classifiers) or target names (regressors)."""
-        return self.outputs.names
-
-    def describe(self) -> dict[str, Any]:
-        """What ``GET /info`` and ``bistack info`` say of its outputs."""
-        return {"labels": self.labels}
-
-    def predict(
-        self,
-        texts: Sequence[str],
-        attention: bool = False,
-        batch_size: int | None = None,
-        progress: bool = False,
-    ) -> list[TextPrediction]:
-        """One prediction per text (a single string is one text); ``attention=True`` adds
-        token weights when the pooling has them; ``batch_size`` texts per forward pass. A blank
-        text gets an empty prediction (no label, no values), so results stay aligned;
-        ``progress`` shows a bar."""
-
-        def predict(chosen: list[str]) -> list[TextPrediction]:
-            raw = self.run(chosen, batch_size, progress)
-            return self.outputs.predictions(chosen, raw, attention)
-
-        return with_blank_texts(texts, predict)
-
-    def evaluate(self, path: str | Path) -> ClassificationScores | RegressionScores:
-        """Metrics on a labelled table, with attention diagnostics when the pooling attends."""
-        data = self.config.data
-        examples = read_table(path, data.text_column, data.label_columns, file_format=data.format)
-        return self.score(examples, path)
-
-    def score(
-        self, examples: Sequence[Example], path: str | Path = "<data>"
-    ) -> ClassificationScores | RegressionScores:
-        """Metrics against the examples' labels; a bad label fails, naming its row, before any
-        work."""
-        self.outputs.training_targets(examples, path)
-        return self.metrics(examples, self.run([e.text for e in examples]), path)
-
-    def metrics(
-        self, examples: Sequence[Example], raw: RawOutputs, path: str | Path = "<data>"
-    ) -> ClassificationScores | RegressionScores:
-        """Metrics of outputs already computed (``raw``) against the examples' labels."""
-        return self.outputs.scores(examples, raw, path)
-
-
-class Regression:
-    """What a regressor adds, over whichever network computes its outputs. Its ``outputs``
-    are a regressor's (``TargetOutputs``), narrower than a text model's: mypy refuses the
-    narrowing of a writable attribute in the classes that mix this in, hence their ignores."""
-
-    outputs: TargetOutputs
-
-    @property
-    def targets(self) -> list[str]:
-        return self.outputs.names
-
-    def fit_calibration(
-        self, examples: Sequence[Example], path: str | Path, raw: RawOutputs | None = None
-    ) -> list[list[float]]:
-        """Least-squares ``[scale, offset]`` per target onto ``examples``' targets, used by every
-        prediction from now on; ``raw``: the network's outputs on them, if already known."""
-        if raw is None:
-            raw = self.run([e.text for e in examples])  # type: ignore[attr-defined]  # its model's
-        return self.outputs.fit_calibration(examples, path, raw)

@@ -19,14 +19,10 @@ from bistack.metrics.text import Scores
 from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run
 from bistack.runs.vocabularies import build_vocabularies, initialise_words, singleton_mask
+from bistack.text_models.base import TextModelBase
 from bistack.text_models.config import LayerPoolingTextConfig, TextModelConfig
 from bistack.text_models.network import build_classifier
-from bistack.text_models.outputs import (
-    ClassOutputs,
-    RawOutputs,
-    TargetOutputs,
-    TextModelBase,
-)
+from bistack.text_models.outputs import ClassOutputs, RawOutputs, TargetOutputs
 from bistack.text_models.text import Classifier, RecurrentTextModel, Regressor
 
 if TYPE_CHECKING:

@@ -28,19 +28,14 @@ from bistack.files.onnx_session import (
     ExportedFiles,
     token_feed,
 )
+from bistack.text_models.base import TextModelBase
 from bistack.text_models.config import (
     ClassifierConfig,
     LayerClassifierConfig,
     LayerRegressorConfig,
     RegressorConfig,
 )
-from bistack.text_models.outputs import (
-    ClassOutputs,
-    Outputs,
-    RawOutputs,
-    TargetOutputs,
-    TextModelBase,
-)
+from bistack.text_models.outputs import ClassOutputs, Outputs, RawOutputs, TargetOutputs
 
 
 class ExportedText(TextModelBase):
@@ -93,10 +88,7 @@ def final(
     outputs: type[ClassOutputs] | type[TargetOutputs], info: dict[str, Any]
 ) -> ClassOutputs | TargetOutputs:
     """Outputs that apply nothing more, for a format 1 graph that applied them itself."""
-    if outputs is ClassOutputs:
-        return ClassOutputs({"labels": info["labels"]})
-    count = len(info["targets"])
-    return TargetOutputs({"targets": info["targets"], "mean": [0.0] * count, "std": [1.0] * count})
+    return outputs.applying_nothing(info)
 
 
 class ExportedTextModel(ExportedText):

@@ -26,15 +26,14 @@ from bistack.files.modeldir import (
 )
 from bistack.models.mode import as_array, evaluating
 from bistack.models.saved import SavedKind, SavedModel
+from bistack.text_models.base import Regression, TextModelBase
 from bistack.text_models.config import ClassifierConfig, RegressorConfig, TextModelConfig
 from bistack.text_models.network import SequenceClassifier, build_classifier
 from bistack.text_models.outputs import (
     ClassOutputs,
     Outputs,
     RawOutputs,
-    Regression,
     TargetOutputs,
-    TextModelBase,
     TextPrediction,
 )
 

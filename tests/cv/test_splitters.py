@@ -1,18 +1,33 @@
 """Cross-validation folds: every row held out once a repeat, classes and target bins spread
 over the folds, groups never separated (and classes balanced with them), a user's fold column
-taken exactly, each impossible split refused with its reason."""
+taken exactly, each impossible split refused with its reason; the splitter chosen from what a
+family offers and ``--split``."""
 
 import random
 
 import pytest
 
-from bistack.data.folds import FoldPlan, plan_folds, target_bins
+from bistack.cv.plan import FoldPlan, plan_folds
+from bistack.cv.splitters import (
+    GivenFolds,
+    GroupedSplit,
+    PlainSplit,
+    Strata,
+    StratifiedGroupedSplit,
+    StratifiedSplit,
+    splitter_for,
+    target_bins,
+)
 from bistack.errors import ConfigError
+
+
+def classes(strata, what="class"):
+    return StratifiedSplit(Strata(what, labels=strata))
 
 
 def test_every_row_is_held_out_exactly_once_in_each_repeat():
     strata = ["a"] * 30 + ["b"] * 12 + ["c"] * 7
-    plan = plan_folds(5, 3, 0, "digest", strata=strata)
+    plan = plan_folds(5, 3, 0, "digest", classes(strata))
     for repeat in range(3):
         held = [row for fold in range(5) for row in plan.held_out(repeat, fold)]
         assert sorted(held) == list(range(len(strata)))
@@ -24,7 +39,7 @@ def test_every_row_is_held_out_exactly_once_in_each_repeat():
 def test_stratified_folds_hold_every_class_in_proportion():
     strata = ["a"] * 30 + ["b"] * 12 + ["c"] * 7
     random.Random(1).shuffle(strata)
-    plan = plan_folds(5, 1, 3, "digest", strata=strata)
+    plan = plan_folds(5, 1, 3, "digest", classes(strata))
     sizes = [len(plan.held_out(0, fold)) for fold in range(5)]
     assert max(sizes) - min(sizes) <= 1
     for label, count in (("a", 30), ("b", 12), ("c", 7)):
@@ -34,16 +49,16 @@ def test_stratified_folds_hold_every_class_in_proportion():
 
 
 def test_a_plain_split_is_a_seeded_shuffle():
-    first = plan_folds(4, 1, 7, "d", strata=[""] * 20, stratified_by="plain")
-    assert first == plan_folds(4, 1, 7, "d", strata=[""] * 20, stratified_by="plain")
-    assert first != plan_folds(4, 1, 8, "d", strata=[""] * 20, stratified_by="plain")
+    first = plan_folds(4, 1, 7, "d", PlainSplit(20))
+    assert first == plan_folds(4, 1, 7, "d", PlainSplit(20))
+    assert first != plan_folds(4, 1, 8, "d", PlainSplit(20))
     assert first.split == "plain (shuffled)"
 
 
 def test_grouped_folds_never_separate_a_group():
     rng = random.Random(0)
     groups = [f"author{rng.randint(0, 11)}" for _ in range(80)]
-    plan = plan_folds(4, 2, 0, "d", groups=groups, grouped_by="column 'author'")
+    plan = plan_folds(4, 2, 0, "d", GroupedSplit(groups, "column 'author'"))
     for repeat in range(2):
         fold_of = {}
         for row, group in enumerate(groups):
@@ -62,29 +77,38 @@ def test_target_bins_leave_each_bin_a_row_per_fold():
     assert min(counts.values()) >= 5
     ordered = sorted(range(53), key=values.__getitem__)  # bins follow the values' order
     assert [bins[i] for i in ordered] == sorted(bins, key=lambda b: int(b.split()[1]))
-    plan = plan_folds(5, 1, 0, "d", strata=bins, stratified_by="binned target")
+    plan = plan_folds(5, 1, 0, "d", StratifiedSplit(Strata("binned target", targets=values)))
     assert plan.split == "stratified by binned target"
+    assert sorted(plan.held_out(0, 0)) == sorted(
+        plan_folds(5, 1, 0, "d", classes(bins, "binned target")).held_out(0, 0)
+    )
 
 
 @pytest.mark.parametrize(
     ("folds", "strata", "groups", "said"),
     [
         (1, ["a", "b"], None, "--folds 1: cross-validation needs at least 2 folds"),
+        (2, ["a"] * 4, None, None),
         (5, ["a"] * 4, None, "--folds 5: more folds than the 4 rows"),
         (3, None, ["x", "x", "y", "y"], "only 2 distinct value(s) of group"),
         (3, ["a"] * 9 + ["rare"] * 2, None, "'rare' has 2 row(s), fewer than the 3 folds"),
     ],
 )
 def test_an_impossible_split_is_refused_with_its_reason(folds, strata, groups, said):
+    keys = {"rows": len(strata or groups)}
+    keys |= {"strata": strata} if strata else {"groups": groups}
+    if said is None:  # one class: every fold holds it
+        assert plan_folds(folds, 1, 0, "d", splitter_for(keys)).rows == len(strata)
+        return
     with pytest.raises(ConfigError, match=None) as refused:
-        plan_folds(folds, 1, 0, "d", strata=strata, groups=groups)
+        plan_folds(folds, 1, 0, "d", splitter_for(keys))
     assert said in str(refused.value)
     if strata and "rare" in strata:
         assert "--split plain" in str(refused.value)
 
 
 def test_a_fold_file_edited_by_hand_is_refused():
-    plan = plan_folds(3, 1, 0, "d", strata=["a", "b"] * 6)
+    plan = plan_folds(3, 1, 0, "d", classes(["a", "b"] * 6))
     edited = plan.to_json() | {"assignments": [[0, 1, 7] + [0] * 9]}
     with pytest.raises(ConfigError, match=r"folds\.json: not a fold assignment bistack wrote"):
         FoldPlan.from_json(edited, "folds.json")
@@ -110,8 +134,9 @@ def test_stratified_grouped_folds_keep_groups_whole_and_balance_the_classes():
             shares.append(sum(labels[i] == "pos" for i in held) / len(held))
         return max(abs(share - whole) for share in shares)
 
-    both = plan_folds(5, 1, 0, "d", groups=groups, strata=labels, grouped_by="column 'author'")
-    alone = plan_folds(5, 1, 0, "d", groups=groups, grouped_by="column 'author'")
+    by = "column 'author'"
+    both = plan_folds(5, 1, 0, "d", StratifiedGroupedSplit(groups, by, Strata("class", labels)))
+    alone = plan_folds(5, 1, 0, "d", GroupedSplit(groups, by))
     for plan in (both, alone):
         fold_of = {}
         for row, fold in enumerate(plan.assignments[0]):
@@ -122,15 +147,16 @@ def test_stratified_grouped_folds_keep_groups_whole_and_balance_the_classes():
 
 def test_a_fold_column_gives_the_folds_exactly_or_is_refused_naming_why():
     given = [str(i % 3) for i in range(10)]
-    plan = plan_folds(3, 1, 7, "d", given=given, given_by="column 'kfold'")
+    column = GivenFolds(given, "column 'kfold'")
+    plan = plan_folds(3, 1, 7, "d", column)
     assert plan.assignments == [[i % 3 for i in range(10)]]
     assert plan.split == "as given by column 'kfold'"
     with pytest.raises(ConfigError, match=r"holds folds 0, 1, 2; --folds 5 needs each of 0 to 4"):
-        plan_folds(5, 1, 7, "d", given=given, given_by="column 'kfold'")
+        plan_folds(5, 1, 7, "d", column)
     with pytest.raises(ConfigError, match="'x' is not a fold number"):
-        plan_folds(3, 1, 7, "d", given=[*given[:-1], "x"], given_by="column 'kfold'")
+        plan_folds(3, 1, 7, "d", GivenFolds([*given[:-1], "x"], "column 'kfold'"))
     with pytest.raises(ConfigError, match="--repeats 2: a fold column gives one split"):
-        plan_folds(3, 2, 7, "d", given=given, given_by="column 'kfold'")
+        plan_folds(3, 2, 7, "d", column)
 
 
 def test_stratified_grouped_folds_on_sst2_keep_class_shares_within_two_points():
@@ -142,7 +168,8 @@ def test_stratified_grouped_folds_on_sst2_keep_class_shares_within_two_points():
     rows = read_table(shared_file("sst2", "train.tsv"), "sentence", ["label"])
     groups = [row.text.split()[0] for row in rows]
     labels = [row.labels[0] for row in rows]
-    plan = plan_folds(5, 1, 13, "d", groups=groups, strata=labels, grouped_by="first word")
+    keys = {"rows": len(rows), "groups": groups, "grouped_by": "first word", "strata": labels}
+    plan = plan_folds(5, 1, 13, "d", splitter_for(keys))
     whole = labels.count("1") / len(labels)
     fold_of = {}
     for row, fold in enumerate(plan.assignments[0]):
@@ -150,3 +177,50 @@ def test_stratified_grouped_folds_on_sst2_keep_class_shares_within_two_points():
     for fold in range(5):
         held = plan.held_out(0, fold)
         assert abs(sum(labels[i] == "1" for i in held) / len(held) - whole) < 0.02
+
+
+@pytest.mark.parametrize(
+    ("keys", "plain", "chosen", "split"),
+    [
+        ({"strata": ["a", "b"] * 5}, False, StratifiedSplit, "stratified by class"),
+        ({"strata": ["a", "b"] * 5}, True, PlainSplit, "plain (shuffled)"),
+        (
+            {"targets": [float(i) for i in range(10)], "targets_are": "score"},
+            False,
+            StratifiedSplit,
+            "stratified by binned score",
+        ),
+        (
+            {"groups": list("aabbccddee"), "grouped_by": "document"},
+            False,
+            GroupedSplit,
+            "grouped by document",
+        ),
+        (
+            {"groups": list("aabbccddee"), "strata": ["x", "y"] * 5},
+            False,
+            StratifiedGroupedSplit,
+            "grouped by group, stratified by class",
+        ),
+        (
+            {"groups": list("aabbccddee"), "strata": ["x", "y"] * 5},
+            True,
+            GroupedSplit,
+            "grouped by group",
+        ),
+        (
+            {"fold_column": ["0", "1"] * 5, "strata": ["x", "y"] * 5},
+            True,
+            GivenFolds,
+            "as given by the fold column",
+        ),
+        ({}, False, PlainSplit, "plain (shuffled)"),
+    ],
+)
+def test_the_splitter_is_chosen_from_what_the_rows_offer_and_the_split_asked(
+    keys, plain, chosen, split
+):
+    splitter = splitter_for({"rows": 10, **keys}, plain)
+    assert type(splitter) is chosen
+    plan = plan_folds(2, 1, 0, "d", splitter)
+    assert plan.split == split and plan.rows == 10

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 import bistack
+from bistack.metrics.text import class_temperature
 from bistack.predictor import open_model
-from bistack.text_models.outputs import fit_temperature
-from tests.studies.test_cross_validation import write_documents, write_rows
+from tests.cv.test_cross_validation import write_documents, write_rows
 from tests.text_models.test_end_to_end import text_config
 
 FOLDS = 3
@@ -74,18 +74,18 @@ def test_a_classifier_folds_temperature_never_sees_its_held_out_labels(classifie
     logits = np.log(np.clip(trained, 1e-30, None))
     for name, held, _ in folds:
         others = [i for i in range(len(oof)) if i not in set(held)]
-        expected = fit_temperature(logits[others], gold[others])  # the other folds' alone
+        expected = class_temperature(logits[others], gold[others])  # the other folds' alone
         recorded = summary["fold_calibration"][name]
         assert recorded["temperature"] == pytest.approx(expected, rel=1e-6)
         assert name not in recorded["fitted_on"] and len(recorded["fitted_on"]) == FOLDS - 1
         scaled = np.exp(logits[held] / expected)
         np.testing.assert_allclose(written[held], scaled / scaled.sum(1, keepdims=True), atol=1e-5)
         # Refitting on the fold's own out-of-fold probabilities is no identity.
-        refit = fit_temperature(np.log(np.clip(written[held], 1e-30, None)), gold[held])
+        refit = class_temperature(np.log(np.clip(written[held], 1e-30, None)), gold[held])
         assert abs(refit - 1.0) > 1e-3
     # The ensemble's temperature: one fit on every row's uncalibrated out-of-fold probabilities.
     ensemble = json.loads((out / "model" / "ensemble.json").read_text())
-    assert ensemble["temperature"] == pytest.approx(fit_temperature(logits, gold), rel=1e-5)
+    assert ensemble["temperature"] == pytest.approx(class_temperature(logits, gold), rel=1e-5)
     assert "other folds' out-of-fold predictions" in summary["calibration"]
     assert any("calibration is fitted on the other folds'" in line for line in said)
 

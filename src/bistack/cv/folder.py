@@ -26,9 +26,23 @@ from bistack.runs.rundir import exchange
 # the layout of the folder it names.
 Layout = Callable[[str], "Layout | bool"]
 
+FOLDS_FILE, SETTINGS_FILE, FOLD_FILE = "folds.json", "cv-settings.json", "fold.json"
+RESULT_FILE, REPORT_DIR, MODEL_DIR = "cv.json", "cv_report", "model"
 FOLD_NAME = re.compile(r"(repeat\d+-)?fold\d+")
 RUN_FILES = ("metrics.csv", "dev_metrics.json", "checkpoint.safetensors", "fold.json")
 REPORT_FILES = ("report.json", "report.html")
+
+
+def cv_files(oof_files: tuple[str, ...]) -> tuple[str, ...]:
+    """Everything a CV writes at the top of its output, with a kind's ``oof_files`` (the
+    settings first: what claims a folder as a CV's)."""
+    return (SETTINGS_FILE, FOLDS_FILE, "folds", *oof_files, RESULT_FILE, REPORT_DIR, MODEL_DIR)
+
+
+def is_cv_entry(name: str, written: tuple[str, ...]) -> bool:
+    """Whether an output folder's entry is one a CV writing ``written`` writes (or stages,
+    beside its place)."""
+    return name in written or any(name.startswith(f".{entry}.") for entry in written)
 
 
 def staged(name: str, written: tuple[str, ...] | None = None) -> bool:

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from bistack.cli import main
-from tests.studies.test_cross_validation import write_config, write_rows
+from tests.cv.test_cross_validation import write_config, write_rows
 
 ROWS = 24
 
@@ -80,11 +80,11 @@ def test_a_failing_overwrite_leaves_the_finished_cv_byte_for_byte(copy, capsys, 
 def test_a_killed_overwrite_leaves_the_finished_cv_and_the_same_command_goes_on(
     copy, monkeypatch, capsys
 ):
-    from bistack.studies import cross_validation
+    from bistack.cv import runners
 
     config, out = copy
     before = snapshot(out)
-    trained = cross_validation.train_fold
+    trained = runners.train_fold
     calls = []
 
     def killed_at_the_second_fold(job, *args, **kwargs):
@@ -93,7 +93,7 @@ def test_a_killed_overwrite_leaves_the_finished_cv_and_the_same_command_goes_on(
             raise KeyboardInterrupt
         return trained(job, *args, **kwargs)
 
-    monkeypatch.setattr(cross_validation, "train_fold", killed_at_the_second_fold)
+    monkeypatch.setattr(runners, "train_fold", killed_at_the_second_fold)
     config_data = yaml.safe_load(config.read_text())
     config_data["optimizer"]["lr"] = 0.02  # another CV: only --overwrite may replace it
     config.write_text(yaml.safe_dump(config_data))
@@ -102,7 +102,7 @@ def test_a_killed_overwrite_leaves_the_finished_cv_and_the_same_command_goes_on(
         capsys.readouterr().out
     )
     assert snapshot(out) == before  # the old CV, whole
-    monkeypatch.setattr(cross_validation, "train_fold", trained)
+    monkeypatch.setattr(runners, "train_fold", trained)
     assert cv(config, out, "--overwrite") == 0  # goes on from the fold it was killed in
     assert calls == ["fold0", "fold1"]
     settings = (out / "cv-settings.json").read_text()

@@ -8,7 +8,7 @@ import yaml
 from bistack.cli import main
 from bistack.errors import ConfigError
 from bistack.predictor import open_model
-from tests.studies.test_cross_validation import write_config, write_rows
+from tests.cv.test_cross_validation import write_config, write_rows
 
 ADVICE = "explain or predict with one of its members (its members/ folder, such as members/fold0)"
 

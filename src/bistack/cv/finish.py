@@ -1,0 +1,118 @@
+"""A cross-validation's end: the folds' held-out predictions calibrated (cross-fitted) and
+pooled, scored, written (the out-of-fold files, ``cv.json``, ``cv_report/``), and the fold
+models kept as one ensemble (``model/``) that every outlet opens like any model."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bistack.cv.family import FoldFamily, FoldRecord, Say
+from bistack.cv.folder import MODEL_DIR, REPORT_DIR, RESULT_FILE
+from bistack.cv.plan import FoldPlan
+from bistack.cv.settings import CVResult
+from bistack.files.ensemble_dir import write_ensemble
+from bistack.files.modeldir import write_json
+from bistack.tasks import task_of
+
+if TYPE_CHECKING:
+    from bistack.cards import Card
+
+
+def finish(
+    config: Any,
+    family: FoldFamily,
+    plan: FoldPlan,
+    records: list[FoldRecord],
+    inner_dev: bool,
+    output: Path,
+    say: Say,
+    shown: Path,
+) -> CVResult:
+    """Pool the out-of-fold predictions, score them, write them, the report and the ensemble
+    into ``output`` (``shown``: where they will be, to name in messages). ``inner_dev``: each
+    fold calibrated itself on a dev split of its training folds (else it is cross-fitted
+    here)."""
+    card = task_of(config.kind)
+    metric = card.metric_for(config).column.removeprefix("dev_")
+    members = {r["name"]: output / "folds" / r["name"] / MODEL_DIR for r in records}
+    trained = records  # as the members predict: calibrated on an inner dev split, or not at all
+    if not inner_dev:  # calibrated now, each fold by the other folds' predictions
+        records = family.cross_fit(plan, trained, metric, members, say)
+    pooled, oof = family.pool_out_of_fold(plan, records, metric)
+    as_trained = oof if records is trained else family.pool_out_of_fold(plan, trained, metric)[1]
+    folds = {record["name"]: float(record["score"]) for record in records}
+    result = CVResult(metric, statistics.fmean(pooled), folds, shown)
+    summary = {
+        "metric": metric,
+        "cv": result.cv,
+        "cv_per_repeat": pooled,
+        "folds": folds,
+        "fold_mean": result.mean,
+        "fold_std": result.std,
+        "rows": len(family.rows),
+        "split": plan.split,
+        "early_stopping": "a dev split of the training folds" if inner_dev else "the held-out fold",
+        "calibration": "each fold's on a dev split of its training folds"
+        if inner_dev
+        else "each fold's on the other folds' out-of-fold predictions (cross-fitted), never "
+        "on its own held-out rows; the ensemble's on all the out-of-fold predictions",
+        "fold_calibration": {r["name"]: r["calibration"] for r in records if "calibration" in r},
+    }
+    extra, note = family.ensemble_settings(as_trained, members, trained, say, inner_dev)
+    cv = {name: value for name, value in summary.items() if name != "folds"}
+    meta: dict[str, Any] = {"kind": config.kind, "folds": folds, "cv": cv} | extra
+    family.write_oof(output, card, plan, oof)
+    write_json(output / RESULT_FILE, summary)
+    write_ensemble(output / MODEL_DIR, members, meta)
+    write_cv_report(output, card, family, oof, summary, shown)
+    say(
+        f"CV {metric} {result.cv:.4f} on the pooled out-of-fold predictions; folds "
+        f"{result.mean:.4f} +- {result.std:.4f} ({', '.join(f'{v:.4f}' for v in folds.values())})"
+    )
+    if note:
+        say(note)
+    written = " and ".join(family.OOF_FILES)
+    say(f"out-of-fold predictions in {shown}/{written}; the ensemble in {shown}/{MODEL_DIR}")
+    return result
+
+
+def write_cv_report(
+    output: Path, card: Card, family: FoldFamily, oof: Any, summary: dict[str, Any], shown: Path
+) -> None:
+    """``cv_report/``: the folds' scores, then the kind's report (as ``evaluate --report``
+    draws it) of the out-of-fold predictions, where its family gives one."""
+    from bistack.reports.write import write_pages
+
+    path = family.config.data.train
+    folds = summary["folds"]
+    metric = summary["metric"]
+    first = {
+        "data": f"{path}: {len(folds)} folds, {summary['split']}",
+        "kind": card.kind,
+        "scores": {
+            f"CV {metric}": summary["cv"],
+            f"fold mean {metric}": summary["fold_mean"],
+            "fold standard deviation": summary["fold_std"],
+        },
+        "summary": f"early stopping on {summary['early_stopping']}; {summary['rows']} "
+        f"{family.ROWS_ARE}",
+        "tables": [
+            {
+                "title": "each fold's score on its held-out rows",
+                "columns": ["fold", metric],
+                "rows": [[name, score] for name, score in folds.items()],
+            }
+        ],
+        "figures": [],
+        "notes": [],
+    }
+    sections = [first]
+    section = family.oof_report(card, oof, output / MODEL_DIR)
+    if section is not None:
+        sections.append({"data": f"{path} (out-of-fold predictions)", "kind": card.kind, **section})
+    record = {"cv": str(shown), "kind": card.kind}
+    title = f"Cross-validation of {card.description}: {shown}"
+    report = output / REPORT_DIR
+    write_pages(report, title, record, sections, report.exists)

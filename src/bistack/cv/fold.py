@@ -1,0 +1,109 @@
+"""One fold of a cross-validation: the job a worker takes, its training, and its record.
+
+A fold's model trains on the other folds' rows, is opened through the door, and predicts the
+rows it never saw; its record (``fold.json``, written last) says which rows, its score and
+its model's digest, so that a killed CV goes on from its first unfinished fold and a model
+changed since is noticed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from bistack.cv.family import FoldFamily, FoldRecord, Say, Shared, family_of, opener_of
+from bistack.cv.folder import FOLD_FILE, MODEL_DIR
+from bistack.errors import ConfigError
+from bistack.files.fingerprints import content_digest
+from bistack.files.modeldir import write_json
+from bistack.runs.driver import RunOptions
+from bistack.tasks import config_from_dict, task_of
+
+
+@dataclass(frozen=True)
+class FoldJob:
+    """One fold's run, as plain data a worker process takes."""
+
+    config: dict[str, Any]
+    directory: str
+    name: str
+    train: list[int]
+    dev: list[int]  # the rows that choose the epoch: the held-out fold, or an inner dev split
+    held: list[int]
+    dev_source: str
+    options: RunOptions
+    calibrate_on_dev: bool  # false where dev is the held-out fold: nothing is fitted on it
+
+    def on_device(self, index: int) -> FoldJob:
+        """This job trained on GPU ``index`` (Fabric's ``"N,"``: that device, not N of them)."""
+        return replace(self, options=replace(self.options, devices=f"{index},"))
+
+
+@dataclass(frozen=True)
+class FoldInputs:
+    """What training a fold needs besides its rows, made once for the folds one process
+    trains in a row: the config, its family (rows read) and what every fold shares."""
+
+    config: Any
+    family: FoldFamily
+    shared: Shared
+
+    @classmethod
+    def of(cls, config: dict[str, Any], say: Say, family: FoldFamily | None = None) -> FoldInputs:
+        """Those of ``config``; ``family``: one already built from it."""
+        built = config_from_dict(config)
+        chosen = family if family is not None else family_of(built)
+        return cls(built, chosen, chosen.shared_inputs(say))
+
+
+def finished_fold(job: FoldJob) -> FoldRecord | None:
+    """The record of a fold that finished with these rows, its model as it left it; a model
+    changed since (edited by hand, partly deleted) is an error saying how to retrain it."""
+    written = Path(job.directory) / FOLD_FILE
+    if not written.is_file():
+        return None
+    record: FoldRecord = json.loads(written.read_text())
+    if record.get("train") != job.train or record.get("held") != job.held:
+        return None
+    model = Path(job.directory) / MODEL_DIR
+    if record.get("model") != content_digest(model):
+        raise ConfigError(
+            f"{job.directory}: its model changed since the fold finished (edited, or partly "
+            f"deleted); delete {job.directory} to train that fold again"
+        )
+    return record
+
+
+def train_fold(
+    job: FoldJob, say: Say | None = None, inputs: FoldInputs | None = None
+) -> FoldRecord:
+    """Train one fold and predict its held-out rows; its record, also written to
+    ``fold.json`` (last, so that only a finished fold has one)."""
+    from bistack.training import train_config
+
+    made = inputs or FoldInputs.of(job.config, say or (lambda _: None))
+    config, family, shared = made.config, made.family, made.shared
+    card = task_of(config.kind)
+    trained = train_config(
+        config,
+        job.directory,
+        job.options,
+        **family.training_inputs(job.train, job.dev, job.dev_source, shared, job.calibrate_on_dev),
+    )
+    model = opener_of(card)(Path(trained.model_dir), family.model_parts(shared))
+    metric = card.metric_for(config).column.removeprefix("dev_")
+    record: FoldRecord = {"name": job.name, "train": job.train, "held": job.held}
+    record |= family.predict_held_out(model, job.held, shared, metric)
+    record |= {"best_epoch": trained.fit.best_epoch, "model": content_digest(trained.model_dir)}
+    write_json(Path(job.directory) / FOLD_FILE, record)
+    return record
+
+
+def train_fold_alone(job: FoldJob, threads: int) -> FoldRecord:
+    """:func:`train_fold` in a process of its own (a Ray worker) with ``threads`` threads."""
+    import torch
+
+    torch.set_num_threads(threads)
+    return train_fold(job)

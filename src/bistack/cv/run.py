@@ -1,0 +1,279 @@
+"""``bistack cv``: K-fold cross-validation of a classifier, regressor or tagger, as competitors
+run it.
+
+The rows of ``data.train`` (a table's rows, a tagger's sentences) are split into folds (a
+splitter, :mod:`bistack.cv.splitters`, chosen by what the kind's family offers: a fold column,
+groups, classes or a binned target, or plain; written to ``folds.json``). Each fold's model
+trains on the other folds and stops early on its own held-out fold (the competitors' practice:
+the held-out fold chooses the epoch, so the CV score is a little optimistic), or, with
+``inner_dev``, on a dev split of the other folds, so that the held-out fold chooses nothing.
+Each fold then predicts the rows it never saw: the out-of-fold predictions, every row once, in
+the table's order, scored as a whole (the CV score) and fold by fold. Nothing is fitted on the
+rows it is scored on: in the default mode each fold model stays uncalibrated and its held-out
+outputs are calibrated by a fit on the other folds' out-of-fold outputs (the family's
+``cross_fit``); the ensemble keeps one fit on all of them (:mod:`bistack.cv.finish`).
+
+Folds train one after another, in ``workers`` processes, or as Ray tasks
+(:mod:`bistack.cv.runners`), with the same results; the output folder's layout, and how an
+earlier CV there is replaced, are :mod:`bistack.cv.folder`'s.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bistack.config import ExperimentConfig
+from bistack.cv.family import FoldFamily, FoldRecord, Say, family_of
+from bistack.cv.finish import finish
+from bistack.cv.fold import FoldInputs, FoldJob, finished_fold
+from bistack.cv.folder import (
+    FOLDS_FILE,
+    SETTINGS_FILE,
+    cv_files,
+    overwrite_staging,
+    refuse_foreign,
+    swap_in,
+)
+from bistack.cv.plan import FoldPlan, plan_folds
+from bistack.cv.runners import runner_for
+from bistack.cv.settings import CVResult, CVSettings
+from bistack.cv.splitters import splitter_for
+from bistack.data.splits import split_off_dev
+from bistack.data.tables import MEMORY
+from bistack.errors import ConfigError
+from bistack.files.fingerprints import content_digest
+from bistack.files.modeldir import write_json
+from bistack.files.paths import refuse_overlap
+from bistack.runs.checkpoint import differences
+from bistack.runs.driver import RunOptions
+from bistack.runs.rundir import output_lock
+from bistack.tasks import config_from_dict, task_of
+
+
+def cross_validate(
+    config: str | Path | dict[str, Any] | ExperimentConfig,
+    output: str | Path,
+    overrides: dict[str, Any] | None = None,
+    *,
+    folds: int = 5,
+    repeats: int = 1,
+    split: str = "auto",
+    inner_dev: bool = False,
+    workers: int = 1,
+    ray: bool | str = False,
+    accelerator: str = "auto",
+    precision: str | None = None,
+    progress: bool = False,
+    overwrite: bool = False,
+    say: Say = print,
+) -> CVResult:
+    """``bistack cv`` from Python (``bistack.cross_validate``): K-fold cross-validation of a
+    classifier's, regressor's or tagger's config into ``output`` (out-of-fold predictions,
+    scores, the fold ensemble in ``output/model``); a CV started there before goes on from its
+    first unfinished fold. Returns its scores (``.cv``, ``.folds``, ``.mean``, ``.std``).
+    ``config`` (a YAML path, a dict or a config object), ``overrides``, ``accelerator``,
+    ``precision``, ``progress``: as for ``bistack.train``; the rest as the command's flags."""
+    from bistack.training import config_data
+
+    data, source = config_data(config, overrides)
+    options = RunOptions(accelerator=accelerator, precision=precision, progress=progress)
+    address = ray if isinstance(ray, str) and ray else None  # else RAY_ADDRESS, or a local Ray
+    settings = CVSettings(folds, repeats, split, inner_dev, workers, bool(ray), address)
+    return run_cv(config_from_dict(data, source), output, settings, options, say, overwrite)
+
+
+def run_cv(
+    config: Any,
+    output: str | Path,
+    settings: CVSettings,
+    options: RunOptions,
+    say: Say = print,
+    overwrite: bool = False,
+) -> CVResult:
+    """Cross-validate ``config`` into ``output``, each fold trained with ``options``
+    (accelerator, precision, progress, log format); a CV started there before with the same
+    config, data and settings goes on from its first unfinished fold. ``overwrite``: start
+    again over an earlier CV there, which stays until the new one has finished
+    (:mod:`bistack.cv.folder`). Every check is made before anything is written, and no file
+    bistack did not write is ever deleted. Returns the scores."""
+    task_of(config.kind)  # an unknown kind named first
+    data = config.data
+    if data.dev:
+        raise ConfigError(
+            f"data.dev {data.dev}: cross-validation splits data.train into folds and never "
+            "reads a dev file; remove it (--set data.dev=null) or merge it into data.train"
+        )
+    if str(data.train).startswith(MEMORY):
+        raise ConfigError("cross-validation reads data.train from a file")
+    output = Path(output)
+    refuse_overlap(output, config.input_paths(), "the cross-validation's output")
+    family = family_of(config)
+    family.refuse_settings(settings)
+    with output_lock(output, "cross-validation"):  # a second CV into it is refused, named
+        return cv_in(config, family, output, settings, options, say, overwrite)
+
+
+def cv_in(
+    config: Any,
+    family: FoldFamily,
+    output: Path,
+    settings: CVSettings,
+    options: RunOptions,
+    say: Say,
+    overwrite: bool,
+) -> CVResult:
+    """:func:`run_cv` once its config is checked and its output locked."""
+    record = {"config": config.to_dict(), "settings": settings.recorded()}
+    target = output
+    replacing = overwrite and (output / SETTINGS_FILE).is_file()
+    refuse_foreign(output, cv_files(family.OOF_FILES), whole=replacing)
+    if replacing:  # the new CV beside the old one, swapped in when it has finished
+        target = overwrite_staging(output, SETTINGS_FILE, record)
+    plan = fold_plan(config, family, settings, target)
+    claim_output(target, record)
+    write_json(target / FOLDS_FILE, plan.to_json())
+    say(start_line(config, family, plan, settings))
+    jobs = [
+        fold_job(config, target, plan, repeat, fold, name, settings, options)
+        for repeat, fold, name in plan.runs()
+    ]
+    inputs = None
+    if any(finished_fold(job) is None for job in jobs):  # what the folds share, said here
+        inputs = FoldInputs.of(jobs[0].config, say, family)
+    try:
+        records = run_folds(jobs, settings, say, inputs)
+    except KeyboardInterrupt:
+        say(
+            "interrupted: the same command goes on from the first unfinished fold (the "
+            "finished ones are kept)"
+        )
+        raise
+    result = finish(config, family, plan, records, settings.inner_dev, target, say, output)
+    if target != output:
+        swap_in(target, output)
+    return result
+
+
+def start_line(config: Any, family: FoldFamily, plan: FoldPlan, settings: CVSettings) -> str:
+    """What the CV says it does, before any fold trains."""
+    repeats = f" x {plan.repeats}" if plan.repeats > 1 else ""
+    stopping = (
+        "a dev split of its training folds (the held-out fold chooses nothing)"
+        if settings.inner_dev
+        else "its held-out fold (the competitors' practice: the held-out fold chooses the "
+        "epoch, so the CV score is a little optimistic; --inner-dev for an unbiased one); "
+        "each fold's calibration is fitted on the other folds' out-of-fold predictions"
+    )
+    return (
+        f"{plan.folds}-fold cross-validation{repeats} of {len(family.rows)} {family.ROWS_ARE} "
+        f"of {config.data.train}, {plan.split}; each fold stops early on {stopping}"
+    )
+
+
+def fold_plan(config: Any, family: FoldFamily, settings: CVSettings, output: Path) -> FoldPlan:
+    """The folds of an earlier run in ``output`` (checked to be of these settings and this
+    data), or new ones, dealt by the splitter the family's keys and ``--split`` call for."""
+    data = config.data
+    digest = content_digest(data.train)
+    rows = len(family.rows)
+    written = output / FOLDS_FILE
+    if written.is_file():
+        plan = FoldPlan.from_json(json.loads(written.read_text()), str(written))
+        if plan.data != digest or plan.rows != rows:
+            raise ConfigError(
+                f"{output}: data.train {data.train} changed since {FOLDS_FILE} was written (its "
+                "content differs); start again in another --output, or with --overwrite"
+            )
+        asked = (settings.folds, settings.repeats, data.split_seed)
+        if (plan.folds, plan.repeats, plan.seed) != asked:
+            raise ConfigError(
+                f"{output}: {FOLDS_FILE} holds {plan.folds} folds x {plan.repeats} (seed "
+                f"{plan.seed}), not {asked[0]} x {asked[1]} (seed {asked[2]}); start again in "
+                "another --output, or with --overwrite"
+            )
+        return plan
+    splitter = splitter_for(family.split_keys(), plain=settings.split == "plain")
+    return plan_folds(settings.folds, settings.repeats, data.split_seed, digest, splitter)
+
+
+def claim_output(output: Path, record: dict[str, Any]) -> None:
+    """Record what this CV is (``record``: its config and settings); an output holding another
+    config's or settings' CV is refused, naming what changed (its finished folds would not be
+    this CV's)."""
+    written = output / SETTINGS_FILE
+    if written.is_file():
+        before = json.loads(written.read_text())
+        changed = differences(before.get("config", {}), record["config"])
+        changed += [
+            f"--{key.replace('_', '-')}"
+            for key, value in record["settings"].items()
+            if before.get("settings", {}).get(key) != value
+        ]
+        if changed:
+            raise ConfigError(
+                f"{output} holds a cross-validation of another config or settings (changed: "
+                f"{', '.join(changed)}); its finished folds are not this one's: start again in "
+                "another --output, or with --overwrite"
+            )
+    elif output.exists() and any(output.iterdir()):
+        raise ConfigError(
+            f"{output} holds files bistack cv did not write; choose a new or empty folder"
+        )
+    write_json(written, record)
+
+
+def fold_job(
+    config: Any,
+    output: Path,
+    plan: FoldPlan,
+    repeat: int,
+    fold: int,
+    name: str,
+    settings: CVSettings,
+    options: RunOptions,
+) -> FoldJob:
+    """Fold ``fold`` of repeat ``repeat``: its rows, the rows that choose its epoch, and where
+    it trains."""
+    train, held = plan.training(repeat, fold), plan.held_out(repeat, fold)
+    data = config.data
+    if settings.inner_dev:
+        train, dev = split_off_dev(train, data.dev_fraction, data.split_seed)
+        source = f"{data.train} ({name}: dev split of the other folds)"
+    else:
+        dev, source = held, f"{data.train} ({name}: its held-out fold)"
+    return FoldJob(
+        config.to_dict(),
+        str(output / "folds" / name),
+        name,
+        sorted(train),
+        sorted(dev),
+        held,
+        source,
+        replace(options, overwrite=True, resume=False, checkpoints=False),
+        calibrate_on_dev=settings.inner_dev,
+    )
+
+
+def run_folds(
+    jobs: list[FoldJob], settings: CVSettings, say: Say, inputs: FoldInputs | None = None
+) -> list[FoldRecord]:
+    """Each fold's record: read where it finished before, else trained by the runner the
+    settings ask for (with ``inputs``, when made already)."""
+    records: dict[str, FoldRecord] = {}
+    todo = []
+    for job in jobs:
+        record = finished_fold(job)
+        if record is None:
+            todo.append(job)
+        else:
+            records[job.name] = record
+            say(f"{job.name}: finished before, score {record['score']:.4f}")
+    if todo:
+        runner = runner_for(settings.workers, settings.ray, settings.ray_address, len(todo))
+        for job, record in runner.run(todo, say, inputs):
+            records[job.name] = record
+            say(f"{job.name}: score {record['score']:.4f} (best epoch {record['best_epoch']})")
+    return [records[job.name] for job in jobs]

@@ -1,0 +1,305 @@
+"""How a cross-validation deals rows into folds, shaped like scikit-learn's splitters.
+
+A kind's family says what its rows can be split by (:class:`SplitKeys`: a user's fold column,
+groups, classes, a numeric target); :func:`splitter_for` picks the splitter those keys and
+``--split`` call for. Each splitter is a small class: plain (a seeded shuffle, as ``KFold``),
+stratified (each class, or each quantile bin of a numeric target, dealt evenly over the folds,
+as ``StratifiedKFold``), grouped (a group's rows never separated, the groups balanced by size,
+as ``GroupKFold``), stratified-grouped (groups whole, the strata balanced as well as that
+allows, as ``StratifiedGroupKFold``), or given (a column of fold numbers, as
+``PredefinedSplit``). A new splitter is a class here and a key in the family that offers it.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NotRequired, Protocol, TypedDict
+
+from bistack.errors import ConfigError
+
+
+class SplitKeys(TypedDict):
+    """What a family's rows can be split by, each list one value a row: ``fold_column`` (a
+    user's fold numbers, named by ``fold_column_name``), ``groups`` (kept whole, named by
+    ``grouped_by``), ``strata`` (classes, named by ``stratified_by``) or ``targets`` (a
+    numeric target stratified by quantile bin, named by ``targets_are``)."""
+
+    rows: int
+    fold_column: NotRequired[list[str]]
+    fold_column_name: NotRequired[str]
+    groups: NotRequired[list[str]]
+    grouped_by: NotRequired[str]
+    strata: NotRequired[list[str]]
+    stratified_by: NotRequired[str]
+    targets: NotRequired[list[float]]
+    targets_are: NotRequired[str]
+
+
+class Splitter(Protocol):
+    """Deals ``rows`` rows into folds: ``assign`` gives each row's fold (0..folds-1) for one
+    repeat, shuffling with ``rng``; ``description`` says how, in words (``folds.json``'s
+    ``split``); ``dealt``: whether each repeat deals anew (else ``one_split`` says why not)."""
+
+    @property
+    def rows(self) -> int: ...
+    @property
+    def description(self) -> str: ...
+    @property
+    def dealt(self) -> bool: ...
+    @property
+    def one_split(self) -> str: ...
+    def assign(self, folds: int, rng: random.Random) -> list[int]: ...
+
+
+class Dealt:
+    """What every splitter that deals rows with a seed shares."""
+
+    dealt = True
+    one_split = ""
+
+
+@dataclass(frozen=True)
+class Strata:
+    """Each row's stratum: its class (``labels``), or its numeric target's quantile bin
+    (``targets``, binned as the folds allow); ``what`` names them."""
+
+    what: str
+    labels: Sequence[str] = ()
+    targets: Sequence[float] | None = None
+
+    def of(self, folds: int) -> list[str]:
+        return target_bins(self.targets, folds) if self.targets is not None else list(self.labels)
+
+
+@dataclass(frozen=True)
+class PlainSplit(Dealt):
+    """A seeded shuffle, dealt round the folds: sizes differ by at most one."""
+
+    rows: int
+    description = "plain (shuffled)"
+
+    def assign(self, folds: int, rng: random.Random) -> list[int]:
+        return plain_folds(self.rows, folds, rng)
+
+
+@dataclass(frozen=True)
+class StratifiedSplit(Dealt):
+    """Each stratum's rows dealt round the folds after a shuffle, each stratum starting where
+    the last stopped (sizes still differ by at most one). A stratum with fewer rows than folds
+    cannot be in every fold: an error naming it, with the plain split offered."""
+
+    strata: Strata
+
+    @property
+    def rows(self) -> int:
+        return len(self.strata.labels) if self.strata.targets is None else len(self.strata.targets)
+
+    @property
+    def description(self) -> str:
+        return f"stratified by {self.strata.what}"
+
+    def assign(self, folds: int, rng: random.Random) -> list[int]:
+        strata = self.strata.of(folds)
+        counts = Counter(strata)
+        for value, count in sorted(counts.items(), key=lambda item: (item[1], item[0])):
+            if count < folds:
+                raise ConfigError(
+                    f"{self.strata.what} {value!r} has {count} row(s), fewer than the {folds} "
+                    "folds: a stratified split cannot put it in every fold; give fewer folds, or "
+                    "--split plain to split without stratifying"
+                )
+        assignment = [0] * len(strata)
+        position = 0
+        for value in sorted(counts):
+            members = [row for row, stratum in enumerate(strata) if stratum == value]
+            rng.shuffle(members)
+            for row in members:
+                assignment[row] = position % folds
+                position += 1
+        return assignment
+
+
+@dataclass(frozen=True)
+class GroupedSplit(Dealt):
+    """Whole groups at a time: the groups shuffled, then, largest first, each given to the
+    fold with the fewest rows so far."""
+
+    groups: Sequence[str]
+    grouped_by: str
+
+    @property
+    def rows(self) -> int:
+        return len(self.groups)
+
+    @property
+    def description(self) -> str:
+        return f"grouped by {self.grouped_by}"
+
+    def assign(self, folds: int, rng: random.Random) -> list[int]:
+        sizes = Counter(self.groups)
+        enough_groups(len(sizes), folds, self.grouped_by)
+        names = sorted(sizes)
+        rng.shuffle(names)
+        names.sort(key=lambda name: -sizes[name])  # stable: ties stay in shuffled order
+        filled = [0] * folds
+        fold_of = {}
+        for name in names:
+            fold = min(range(folds), key=lambda f: (filled[f], f))
+            fold_of[name] = fold
+            filled[fold] += sizes[name]
+        return [fold_of[group] for group in self.groups]
+
+
+@dataclass(frozen=True)
+class StratifiedGroupedSplit(Dealt):
+    """Whole groups at a time, the strata's shares balanced as well as that allows (as
+    scikit-learn's ``StratifiedGroupKFold``): the groups shuffled, then, those whose strata are
+    most uneven first, each given to the fold where it leaves the spread of every stratum's
+    share across folds smallest (ties: the fold with the fewest rows)."""
+
+    groups: Sequence[str]
+    grouped_by: str
+    strata: Strata
+
+    @property
+    def rows(self) -> int:
+        return len(self.groups)
+
+    @property
+    def description(self) -> str:
+        return f"grouped by {self.grouped_by}, stratified by {self.strata.what}"
+
+    def assign(self, folds: int, rng: random.Random) -> list[int]:
+        names = sorted(set(self.groups))
+        enough_groups(len(names), folds, self.grouped_by)
+        strata = self.strata.of(folds)
+        kinds = sorted(set(strata))
+        column = {kind: k for k, kind in enumerate(kinds)}
+        counts = {name: [0] * len(kinds) for name in names}
+        for group, stratum in zip(self.groups, strata, strict=True):
+            counts[group][column[stratum]] += 1
+        totals = [sum(counts[n][k] for n in names) for k in range(len(kinds))]
+        filled = [[0] * len(kinds) for _ in range(folds)]
+
+        def unevenness(group: str) -> float:
+            return statistics.pstdev(c / t for c, t in zip(counts[group], totals, strict=True))
+
+        def spread_with(fold: int, group: str) -> tuple[float, int, int]:
+            """The mean spread of the strata's shares over the folds were ``group`` in
+            ``fold``, then that fold's rows so far, then its number."""
+            added = [a + b for a, b in zip(filled[fold], counts[group], strict=True)]
+            spreads = [
+                statistics.pstdev(
+                    (added if f == fold else filled[f])[k] / totals[k] for f in range(folds)
+                )
+                for k in range(len(kinds))
+            ]
+            return statistics.fmean(spreads), sum(filled[fold]), fold
+
+        rng.shuffle(names)
+        names.sort(key=unevenness, reverse=True)  # stable: ties stay in shuffled order
+        fold_of = {}
+        for name in names:
+            best = min(range(folds), key=functools.partial(spread_with, group=name))
+            fold_of[name] = best
+            filled[best] = [a + b for a, b in zip(filled[best], counts[name], strict=True)]
+        return [fold_of[group] for group in self.groups]
+
+
+@dataclass(frozen=True)
+class GivenFolds:
+    """Each row's fold as a user's column gives it (scikit-learn's ``PredefinedSplit``, a
+    notebook's saved ``kfold``): the numbers 0..K-1, K ``--folds``; one split, never dealt."""
+
+    column: Sequence[str]
+    name: str
+    dealt = False
+
+    @property
+    def rows(self) -> int:
+        return len(self.column)
+
+    @property
+    def description(self) -> str:
+        return f"as given by {self.name}"
+
+    @property
+    def one_split(self) -> str:
+        return "a fold column gives one split"
+
+    def assign(self, folds: int, rng: random.Random) -> list[int]:
+        try:
+            assignment = [int(str(value).strip()) for value in self.column]
+        except ValueError:
+            bad = next(v for v in self.column if not str(v).strip().lstrip("-").isdigit())
+            raise ConfigError(
+                f"{self.name}: {bad!r} is not a fold number (0 to {folds - 1})"
+            ) from None
+        found = sorted(set(assignment))
+        if found != list(range(folds)):
+            raise ConfigError(
+                f"{self.name} holds folds {', '.join(map(str, found))}; --folds {folds} needs "
+                f"each of 0 to {folds - 1} (give --folds {len(found)} for numbers 0 to "
+                f"{len(found) - 1})"
+            )
+        return assignment
+
+
+def splitter_for(keys: SplitKeys, plain: bool = False) -> Splitter:
+    """The splitter ``keys`` call for: a fold column as given; else groups kept whole, with
+    the strata (classes, or a binned target) balanced too unless ``plain``; else the strata
+    alone (unless ``plain``); else a plain shuffle."""
+    if "fold_column" in keys:
+        return GivenFolds(keys["fold_column"], keys.get("fold_column_name", "the fold column"))
+    strata = None if plain else strata_of(keys)
+    if "groups" in keys:
+        grouped_by = keys.get("grouped_by", "group")
+        if strata is not None:
+            return StratifiedGroupedSplit(keys["groups"], grouped_by, strata)
+        return GroupedSplit(keys["groups"], grouped_by)
+    return StratifiedSplit(strata) if strata is not None else PlainSplit(keys["rows"])
+
+
+def strata_of(keys: SplitKeys) -> Strata | None:
+    """The strata ``keys`` offer: classes, or a numeric target's bins; None where neither."""
+    if "strata" in keys:
+        return Strata(keys.get("stratified_by", "class"), labels=keys["strata"])
+    if "targets" in keys:
+        return Strata(f"binned {keys.get('targets_are', 'target')}", targets=keys["targets"])
+    return None
+
+
+def enough_groups(count: int, folds: int, what: str) -> None:
+    if count < folds:
+        raise ConfigError(
+            f"--folds {folds}: only {count} distinct value(s) of {what} to split, and a "
+            "group is never separated; give fewer folds"
+        )
+
+
+def plain_folds(rows: int, folds: int, rng: random.Random) -> list[int]:
+    """Each row's fold after a shuffle; fold sizes differ by at most one."""
+    order = list(range(rows))
+    rng.shuffle(order)
+    assignment = [0] * rows
+    for position, row in enumerate(order):
+        assignment[row] = position % folds
+    return assignment
+
+
+def target_bins(values: Sequence[float], folds: int) -> list[str]:
+    """Each value's quantile bin, for stratifying a numeric target: Sturges' number of bins
+    (``1 + log2 n``, the competitors' choice), no more than leaves ``folds`` rows in each."""
+    count = len(values)
+    bins = max(1, min(int(1 + math.log2(max(count, 1))), count // folds))
+    order = sorted(range(count), key=lambda row: (values[row], row))
+    binned = [""] * count
+    for rank, row in enumerate(order):
+        binned[row] = f"bin {rank * bins // count + 1} of {bins}"
+    return binned
