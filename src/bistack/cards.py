@@ -40,8 +40,10 @@ class PredictOption:
     (inclusive, or above ``low`` alone when ``low_open``; None: unbounded); default: the value
     that asks for nothing (a prediction without the option); help: what it does, in a few
     words; metavar: how the command line names its value; formats: the ``predict --format``
-    outputs that carry it (empty: every one); low_open: ``low`` itself is out of range. Two
-    kinds may offer an option of one name only as the same declaration.
+    outputs that carry it (empty: every one); low_open: ``low`` itself is out of range;
+    for_writer: an option of the output format's writer (a table's columns), which the model's
+    ``predict`` never sees. Two kinds may offer an option of one name only as the same
+    declaration.
     """
 
     name: str
@@ -53,6 +55,11 @@ class PredictOption:
     metavar: str | None = None
     formats: tuple[str, ...] = ()
     low_open: bool = False
+    for_writer: bool = False
+
+    def carried_by(self, fmt: str) -> bool:
+        """Whether output format ``fmt`` carries it (a served JSON record: ``jsonl``)."""
+        return not self.formats or fmt in self.formats
 
     def asks_nothing(self, value: Any) -> bool:
         """Whether ``value`` leaves the prediction as it is without the option: None, or the
@@ -102,20 +109,41 @@ class OutputFormat:
     name: what ``--format`` calls it; about: what it writes, in a few words (the help);
     writer: ``writer(prediction, extra) -> str``, one prediction as the format writes it, after
     ``extra`` where the format has room for it (an --input record's line or row, and its id),
-    as an object or ``"module:name"``. Two kinds may write a format of one name only with the
-    same declaration.
+    as an object or ``"module:name"``; table: for a table (CSV, TSV), instead,
+    ``table(model, id_field, options)``, whose ``head`` is the first line (its columns, as the
+    model and the options make them) and ``row(prediction, extra)`` each prediction's line;
+    suffixes: the ``--output`` file suffixes that name the format. Two kinds may write a format
+    of one name only with the same declaration.
     """
 
     name: str
     about: str
-    writer: Ref
+    writer: Ref | None = None
+    table: Ref | None = None
+    suffixes: tuple[str, ...] = ()
 
     def write(self, prediction: Any, extra: dict[str, Any] | None = None) -> str:
         return str(resolve(self.writer)(prediction, extra))
 
+    def lines(
+        self, model: Any, id_field: str | None, options: dict[str, Any]
+    ) -> tuple[str, Callable[[Any, dict[str, Any] | None], str]]:
+        """The first line (a table's head; "" where the format has none) and what writes each
+        prediction's, for ``model``'s predictions with ``options`` (``id_field``: the id each
+        record keeps, where asked)."""
+        if self.table is None:
+            return "", self.write
+        table = resolve(self.table)(model, id_field, options)
+        return table.head, table.row
+
 
 # The one format every kind that predicts writes: its predictions' records as JSON lines.
-JSONL = OutputFormat("jsonl", "one JSON object a prediction", "bistack.files.formats:jsonl_line")
+JSONL = OutputFormat(
+    "jsonl",
+    "one JSON object a prediction",
+    "bistack.files.formats:jsonl_line",
+    suffixes=(".jsonl", ".ndjson"),
+)
 
 
 def resolve(ref: Ref) -> Any:
@@ -266,7 +294,7 @@ class Card:
             if option.asks_nothing(value):
                 continue
             chosen[name] = option.checked(value, spelled(name))
-            if option.formats and fmt not in option.formats:
+            if not option.carried_by(fmt):
                 carriers = " or ".join(f"{spelled('format')} {f}" for f in option.formats)
                 raise RequestError(
                     f"{spelled(name)} is not carried by {spelled('format')} {fmt}; use {carriers}"

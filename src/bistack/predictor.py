@@ -160,23 +160,31 @@ class Predictor:
         with self.running():
             return list(chosen.predict(self.model, [chosen.read(v) for v in values], **options))
 
+    def output_head(self, fmt: str, id_field: str | None, options: dict[str, Any]) -> str:
+        """The first line of output format ``fmt`` for this model's predictions with
+        ``options`` (a table's columns; "" for a format that has none)."""
+        return self.card.output_format(fmt).lines(self.model, id_field, options)[0]
+
     def predict_records(
         self,
         records: Sequence[Record],
         fmt: str,
         options: dict[str, Any] | None = None,
         placed: bool = False,
+        id_field: str | None = None,
     ) -> list[Outcome]:
         """Each record's prediction written in the output format ``fmt`` (with ``options``, as
         the card checked them), or why it has none, in order. Records are predicted together
         by the input of the card that takes them (texts, token lists...), and each batch
         alone: a record predicts the same whatever its neighbours, so a resumed run writes
         each chunk's bytes as the first run did. ``placed``: each prediction carries its
-        record's line or row and id (records of an --input file)."""
+        record's line or row and id (``id_field``, records of an --input file)."""
         from bistack.models.spelling_cache import each_batch_alone
 
-        writer = self.card.output_format(fmt)
         options = options or {}
+        written = self.card.output_format(fmt).lines(self.model, id_field, options)[1]
+        writers = {o.name for o in self.card.predict_options if o.for_writer}
+        options = {name: value for name, value in options.items() if name not in writers}
         outcomes: list[Outcome] = [Failed(r.error) if r.error is not None else "" for r in records]
         groups: dict[str, tuple[Input, list[int]]] = {}
         values: dict[int, Any] = {}  # each record's value as its input reads it
@@ -192,7 +200,7 @@ class Predictor:
 
         def write(index: int, prediction: Any) -> str:
             extra = {**records[index].where, **records[index].ids} if placed else {}
-            return writer.write(prediction, extra)
+            return written(prediction, extra)
 
         def predict(chosen: Input, indices: list[int]) -> list[Any]:
             return list(chosen.predict(self.model, [values[i] for i in indices], **options))

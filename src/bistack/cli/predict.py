@@ -211,29 +211,27 @@ def run_predict(args: argparse.Namespace) -> int:
         log_every=args.log_every,
         progress=show_progress(args),
     )
-    return predict_command(request, PredictionJob(source, fmt, options), model)
+    job = PredictionJob(source, fmt, options, id_field=args.id_field)
+    return predict_command(request, job, model)
 
 
-# What an --output file's suffix names: the formats predict writes, and data formats it does
-# not write for a kind (a table's CSV, TSV or Parquet, one JSON document), which are refused
-# rather than filled with another format under that name.
-OUTPUT_SUFFIXES = {
-    ".jsonl": "jsonl",
-    ".ndjson": "jsonl",
-    ".conll": "conll",
-    ".conllu": "conllu",
-    ".csv": "csv",
-    ".tsv": "tsv",
-    ".parquet": "parquet",
-    ".json": "json",
-}
+# Data formats no kind writes (a Parquet table, one JSON document): an --output file named
+# for one is refused rather than filled with another format under that name.
+UNWRITTEN_SUFFIXES = {".parquet": "parquet", ".json": "json"}
+
+
+def output_suffixes() -> dict[str, str]:
+    """What an ``--output`` file's suffix names: the formats the cards declare it for, and the
+    data formats no kind writes."""
+    named = {suffix: f.name for f in offered_formats().values() for suffix in f.suffixes}
+    return named | UNWRITTEN_SUFFIXES
 
 
 def format_named_by(output: str | None, formats: tuple[str, ...]) -> str | None:
     """The format an ``--output`` file's suffix names (``runs/tags.jsonl``: jsonl), where
     ``--format`` was not given; None: the model's default (a suffix naming no format). A suffix
     naming a format the model does not write is refused, naming those it does."""
-    named = OUTPUT_SUFFIXES.get(Path(output).suffix.lower()) if output else None
+    named = output_suffixes().get(Path(output).suffix.lower()) if output else None
     if named is not None and named not in formats:
         raise ConfigError(
             f"--output {output}: its suffix names {named}, which predict does not write for this "

@@ -148,6 +148,7 @@ def predict_command(request: CorpusRequest, job: PredictionJob, model: Predictor
         output = FileOutput(path, skipped, settings, request.resume, request.overwrite)
     else:
         output = StdoutOutput(skipped)
+    output.begin(model.output_head(job.fmt, request.id_field, job.options))
     if request.input:  # how the input reads, once the run is sure to go ahead
         say_format(request, fmt, card.takes("tokens"))
     progress = Progress(

@@ -36,6 +36,10 @@ class StdoutOutput:
         if skipped is not None:
             self._skipped = skipped.open("w", encoding="utf-8")
 
+    def begin(self, head: str) -> None:
+        """The output's first line (a table's columns), before any prediction."""
+        sys.stdout.write(head)
+
     def write(self, predictions: str, skipped: str, records: int) -> None:
         sys.stdout.write(predictions)
         sys.stdout.flush()
@@ -124,6 +128,14 @@ class FileOutput:
                     "record counts; it was changed since: start again with --overwrite"
                 )
         return done, sizes
+
+    def begin(self, head: str) -> None:
+        """The output's first line (a table's columns), written by the run that made the file
+        (a resumed run has it already) and counted as whole in the progress record."""
+        if self.fresh and head and self._out.tell() == 0:
+            self._out.write(head.encode("utf-8"))
+            self._out.flush()
+            self._save_progress(self._out.tell(), self._skipped.tell())
 
     def write(self, predictions: str, skipped: str, records: int) -> None:
         """Append one chunk's predictions and skipped records (``records`` input records in

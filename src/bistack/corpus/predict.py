@@ -40,15 +40,16 @@ class PredictionJob:
     """What to predict with and how to write it: the model (``source``: its directory, device,
     threads and precision), the output format (``jsonl``, ``conll``...) and the options its
     ``predict`` takes (as its card checked them); ``placed``: records of an --input file carry
-    their place (line, row) and id into their predictions."""
+    their place (line, row) and id (``id_field``) into their predictions."""
 
     source: ModelSource
     fmt: str
     options: dict[str, Any] = field(default_factory=dict)
     placed: bool = False
+    id_field: str | None = None
 
     def predict(self, model: Predictor, records: list[Record]) -> list[Outcome]:
-        return model.predict_records(records, self.fmt, self.options, self.placed)
+        return model.predict_records(records, self.fmt, self.options, self.placed, self.id_field)
 
 
 class Output(Protocol):

@@ -57,6 +57,8 @@ def request_model() -> type[BaseModel]:
         "texts": (list[StrictStr], Field(description="the texts, one prediction each"))
     }
     for option in offered_options().values():
+        if not option.carried_by("jsonl"):  # a table's column: no JSON record carries it
+            continue
         kinds = ", ".join(card.kind for card in kinds_offering(option.name))
         fields[option.name] = option_field(option, f"{option.help} (kinds {kinds})")
     return create_model(

@@ -35,7 +35,8 @@ class ServedModel:
 
     @property
     def options(self) -> tuple[PredictOption, ...]:
-        return self.opened.card.predict_options
+        """The options a served JSON record carries."""
+        return tuple(o for o in self.opened.card.predict_options if o.carried_by("jsonl"))
 
     def checked_options(self, options: dict[str, Any]) -> dict[str, Any]:
         """``options`` as its card checks them for a JSON record (``bistack.cards``)."""

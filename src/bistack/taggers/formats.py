@@ -27,8 +27,13 @@ def doccano_line(prediction: Any, extra: dict[str, Any] | None = None) -> str:
 
 
 CONLL = OutputFormat(
-    "conll", "token and tag columns, a blank line after each sentence", conll_block
+    "conll",
+    "token and tag columns, a blank line after each sentence",
+    conll_block,
+    suffixes=(".conll",),
 )
-CONLLU = OutputFormat("conllu", "CoNLL-U sentences with their # text", conllu_block)
+CONLLU = OutputFormat(
+    "conllu", "CoNLL-U sentences with their # text", conllu_block, suffixes=(".conllu",)
+)
 DOCCANO = OutputFormat("doccano", "span JSON lines an annotation tool loads back", doccano_line)
 FORMATS = (CONLL, JSONL, CONLLU, DOCCANO)  # CoNLL columns first: a tagger's default

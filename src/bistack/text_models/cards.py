@@ -3,8 +3,9 @@ regressors over a transformer's layers (plain data, no torch; see ``bistack.card
 
 from __future__ import annotations
 
-from bistack.cards import Card, Ladder, PredictOption
+from bistack.cards import JSONL, Card, Ladder, PredictOption
 from bistack.metrics.dev import Metric
+from bistack.text_models.formats import CSV, PROBABILITIES, TSV
 
 DEV_ACCURACY = Metric("dev_accuracy", "dev accuracy", higher_is_better=True)
 DEV_RMSE = Metric("dev_rmse", "dev RMSE", higher_is_better=False)
@@ -16,7 +17,10 @@ LADDER = Ladder(
 )
 HERE = "bistack.text_models"
 FOLDS, ENSEMBLE = f"{HERE}.folds:TextFolds", f"{HERE}.ensemble:TextEnsemble"
-ATTENTION = PredictOption("attention", bool, "include each token's attention weight", default=False)
+ATTENTION = PredictOption(
+    "attention", bool, "include each token's attention weight", default=False, formats=("jsonl",)
+)
+FORMATS = (JSONL, CSV, TSV)  # JSON lines first: a text model's default
 
 CLASSIFIER = Card(
     "classifier",
@@ -26,7 +30,8 @@ CLASSIFIER = Card(
     loader=f"{HERE}.text:Classifier",
     metric=DEV_ACCURACY,
     takes_tables=True,
-    predict_options=(ATTENTION,),
+    formats=FORMATS,
+    predict_options=(ATTENTION, PROBABILITIES),
     ladder=LADDER,
     export=f"{HERE}.export:text_plan",
     runtime=f"{HERE}.runtime:ExportedClassifier",
@@ -43,6 +48,7 @@ REGRESSOR = Card(
     loader=f"{HERE}.text:Regressor",
     metric=DEV_RMSE,
     takes_tables=True,
+    formats=FORMATS,
     predict_options=(ATTENTION,),
     ladder=LADDER,
     export=f"{HERE}.export:text_plan",
@@ -61,6 +67,8 @@ LAYER_CLASSIFIER = Card(
     metric=DEV_ACCURACY,
     takes_tables=True,
     compares_poolers=True,
+    formats=FORMATS,
+    predict_options=(PROBABILITIES,),
     export=f"{HERE}.export:layer_text_plan",
     runtime=f"{HERE}.runtime:ExportedLayerClassifier",
     report=f"{HERE}.report:classifier_report",
@@ -77,6 +85,7 @@ LAYER_REGRESSOR = Card(
     metric=DEV_RMSE,
     takes_tables=True,
     compares_poolers=True,
+    formats=FORMATS,
     export=f"{HERE}.export:layer_text_plan",
     runtime=f"{HERE}.runtime:ExportedLayerRegressor",
     report=f"{HERE}.report:regressor_report",

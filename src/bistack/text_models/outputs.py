@@ -212,6 +212,11 @@ class ClassOutputs:
         said = f"temperature {temperature:.3f} fitted on the out-of-fold predictions"
         return {"temperature": temperature}, said
 
+    def table_columns(self, label_column: str, probabilities: bool) -> list[str]:
+        """A prediction table's columns after the id: the label, under the training label
+        column's name, then with ``probabilities`` each class's."""
+        return [label_column, *(f"p_{n}" for n in self.labels if probabilities)]
+
     def oof_columns(self) -> list[str]:
         """The out-of-fold table's columns after the row's: gold, label, each probability."""
         return ["gold", "label", *(f"p_{n}" for n in self.labels)]
@@ -411,6 +416,11 @@ class TargetOutputs:
         pairs = ", ".join(f"x{a:.3f} {b:+.3f}" for a, b in calibration)
         said = f"calibrated on the out-of-fold predictions (scale, offset per target): {pairs}"
         return {"target_calibration": calibration}, said
+
+    def table_columns(self, label_column: str, probabilities: bool) -> list[str]:
+        """A prediction table's columns after the id: each target's value, under its name
+        (a regressor has no probabilities: its card offers none)."""
+        return self.targets
 
     def oof_columns(self) -> list[str]:
         """The out-of-fold table's columns after the row's: each gold target, each value."""

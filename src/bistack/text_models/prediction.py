@@ -25,6 +25,14 @@ class TextPrediction:
     values: dict[str, float] | None = None
     attention: list[tuple[Token, float]] | None = None
 
+    def table_cells(self, probabilities: bool) -> list[Any]:
+        """Its cells in a table's row: the label (then, with ``probabilities``, each class's
+        probability) or each target's value; none for a blank text."""
+        if self.label is not None:
+            shown = list((self.probabilities or {}).values()) if probabilities else []
+            return [self.label, *shown]
+        return list(self.values.values()) if self.values is not None else []
+
     def to_json(self) -> dict[str, Any]:
         record: dict[str, Any] = {"text": self.text}
         if self.label is not None:

@@ -1,0 +1,71 @@
+"""The output formats only text models write, beside the JSON lines every kind writes: a CSV or
+TSV table a submission takes as it is (declared on the text family's cards; torch-free).
+
+A table's columns: the id each record keeps (``--id-field``), then the label (under the
+training label column's name) or each target's value (under its own), then, with
+``--probabilities``, each class's probability (``p_<label>``). A blank text has empty cells.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from typing import Any
+
+from bistack.cards import OutputFormat, PredictOption
+
+
+@dataclass(frozen=True)
+class Table:
+    """Delimited lines of a text model's predictions: ``head`` (the columns), then a ``row``
+    a prediction."""
+
+    delimiter: str
+    id_field: str | None
+    columns: list[str]  # after the id's
+    probabilities: bool
+
+    @property
+    def head(self) -> str:
+        return self.line(([self.id_field] if self.id_field else []) + self.columns)
+
+    def row(self, prediction: Any, extra: dict[str, Any] | None = None) -> str:
+        """The prediction's line, after its record's id where the table has one."""
+        cells = [(extra or {}).get(self.id_field, "")] if self.id_field else []
+        made = prediction.table_cells(self.probabilities)
+        return self.line(cells + (made or [""] * len(self.columns)))
+
+    def line(self, cells: list[Any]) -> str:
+        text = io.StringIO()
+        csv.writer(text, delimiter=self.delimiter, lineterminator="\n").writerow(cells)
+        return text.getvalue()
+
+
+def table_of(delimiter: str, model: Any, id_field: str | None, options: dict[str, Any]) -> Table:
+    """The table of ``model``'s predictions: its outputs name the columns."""
+    chosen = bool(options.get("probabilities"))
+    label_column = model.config.data.label_columns[0]
+    columns = model.outputs.table_columns(label_column, chosen)
+    return Table(delimiter, id_field, columns, chosen)
+
+
+def csv_table(model: Any, id_field: str | None, options: dict[str, Any]) -> Table:
+    return table_of(",", model, id_field, options)
+
+
+def tsv_table(model: Any, id_field: str | None, options: dict[str, Any]) -> Table:
+    return table_of("\t", model, id_field, options)
+
+
+ABOUT = "a table: the id (--id-field), the label or values, probabilities on request"
+CSV = OutputFormat("csv", f"{ABOUT}, comma-separated", table=csv_table, suffixes=(".csv",))
+TSV = OutputFormat("tsv", f"{ABOUT}, tab-separated", table=tsv_table, suffixes=(".tsv",))
+PROBABILITIES = PredictOption(
+    "probabilities",
+    bool,
+    "a p_<label> column of each class's probability",
+    default=False,
+    formats=("csv", "tsv"),
+    for_writer=True,
+)

@@ -1,0 +1,116 @@
+"""A submission in one command: ``predict --output sub.csv`` writes a table pandas reads (the
+id, then the label or each target's value, then each class's probability on request), chosen by
+``--format`` or by the output's suffix; its head is written once, a resumed run adds rows
+only. An ``--output`` whose suffix names a format the model does not write is refused before
+anything is written, never filled with JSON lines under that name."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bistack.cli import main
+
+pandas = pytest.importorskip("pandas", reason="the tables are read back as a user reads them")
+
+TEXTS = ["a great film", "a dull plot", "", "lovely acting"]
+
+
+def write_input(path, texts=TEXTS):
+    pandas.DataFrame({"id": [f"r{i}" for i in range(len(texts))], "text": texts}).to_csv(
+        path, index=False
+    )
+    return path
+
+
+def test_a_classifier_s_submission_is_id_and_label_then_probabilities_on_request(
+    small_classifier, tmp_path, capsys
+):
+    source = write_input(tmp_path / "test.csv")
+    sub = tmp_path / "sub.csv"
+    command = ["predict", str(small_classifier), "--input", str(source), "--id-field", "id"]
+    assert main([*command, "--output", str(sub)]) == 0
+    table = pandas.read_csv(sub, keep_default_na=False)
+    assert list(table.columns) == ["id", "label"]
+    assert list(table["id"]) == ["r0", "r1", "r2", "r3"]
+    assert main([*command, "--format", "jsonl"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [str(r.get("label", "")) for r in records] == list(table["label"].astype(str))
+    assert table["label"][2] == ""  # a blank text: an empty cell, the rows still aligned
+    wide = tmp_path / "wide.tsv"
+    assert main([*command, "--output", str(wide), "--probabilities"]) == 0
+    table = pandas.read_csv(wide, sep="\t")
+    labels = sorted(records[0]["probabilities"])
+    assert list(table.columns) == ["id", "label", *(f"p_{label}" for label in labels)]
+    got = table[[f"p_{label}" for label in labels]].to_numpy()[[0, 1, 3]]
+    expected = [[r["probabilities"][k] for k in labels] for r in records if "label" in r]
+    assert got.tolist() == expected  # every digit, as JSON lines give it
+
+
+def test_a_regressor_s_submission_is_id_then_each_target(small_regressor, tmp_path):
+    source = write_input(tmp_path / "test.csv")
+    sub = tmp_path / "sub.csv"
+    command = ["predict", str(small_regressor), "--input", str(source), "--id-field", "id"]
+    assert main([*command, "--output", str(sub)]) == 0
+    table = pandas.read_csv(sub)
+    assert list(table.columns) == ["id", "score"]  # the training target's own name
+    assert table["score"].notna().tolist() == [True, True, False, True]
+
+
+def test_a_resumed_table_has_its_head_once(small_classifier, tmp_path, capsys):
+    lines = [json.dumps({"id": f"r{i}", "text": t}) for i, t in enumerate(["a fine film"] * 3)]
+    lines.insert(2, json.dumps({"id": "bad", "text": 5}))  # stops the first run there
+    source = tmp_path / "in.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    sub = tmp_path / "sub.csv"
+    command = ["predict", str(small_classifier), "--input", str(source), "--id-field", "id"]
+    command += ["--output", str(sub), "--chunk-size", "1"]
+    assert main(command) != 0
+    assert sub.read_text().splitlines()[0] == "id,label"
+    skipped = tmp_path / "skipped.jsonl"
+    assert main([*command, "--resume", "--on-error", "skip", "--skipped", str(skipped)]) == 0
+    capsys.readouterr()
+    table = pandas.read_csv(sub)
+    assert list(table["id"]) == ["r0", "r1", "r2"]  # the head once, each row once
+    assert json.loads(skipped.read_text())["id"] == "bad"
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--format", "csv", "--attention"], "--attention is not carried by --format csv"),
+        (["--probabilities"], "--probabilities is not carried by --format jsonl"),
+    ],
+)
+def test_an_option_a_format_cannot_carry_is_refused(small_classifier, flags, said, capsys):
+    assert main(["predict", str(small_classifier), "a fine film", *flags]) == 2
+    assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["sub.parquet", "sub.json", "sub.conll"])
+def test_a_suffix_naming_a_format_the_model_does_not_write_is_refused(
+    small_classifier, tmp_path, capsys, name
+):
+    output = tmp_path / name
+    assert main(["predict", str(small_classifier), "a fine film", "--output", str(output)]) == 2
+    said = capsys.readouterr().err
+    assert f"--output {output}: its suffix names" in said and "it writes jsonl, csv, tsv" in said
+    assert not output.exists()
+
+
+def test_a_tagger_refuses_a_table_it_does_not_write(small_tagger, tmp_path, capsys):
+    output = tmp_path / "tags.csv"
+    assert main(["predict", str(small_tagger), "Paris rocks", "--output", str(output)]) == 2
+    assert "its suffix names csv, which predict does not write" in capsys.readouterr().err
+    assert not output.exists()
+
+
+def test_a_suffix_naming_no_format_takes_the_default_and_jsonl_its_own(
+    small_classifier, tmp_path, capsys
+):
+    for name in ("out.txt", "out.jsonl"):
+        output = tmp_path / name
+        assert main(["predict", str(small_classifier), "a fine film", "--output", str(output)]) == 0
+        assert "label" in json.loads(output.read_text().splitlines()[0])
+    capsys.readouterr()
