@@ -105,6 +105,19 @@ def test_every_guide_has_sections_and_the_reference_every_public_name(site):
     assert ":class:<code>" not in html and ":func:<code>" not in html  # roles rendered
 
 
+def test_the_search_finds_a_key_by_its_own_name(site):
+    """``group_column``, ``eval_every``, ``layer_lr_decay`` are found where the pages write them
+    under their sections (``data.group_column``): the search splits words at dots too."""
+    import json
+    import re
+
+    index = json.loads((site / "search" / "search_index.json").read_text())
+    split = re.compile(index["config"]["separator"])
+    texts = [re.sub(r"<[^>]+>", " ", d["text"]) for d in index["docs"]]  # the words shown
+    words = {w.lower() for text in texts for w in split.split(text)}
+    assert {"group_column", "eval_every", "layer_lr_decay"} <= words
+
+
 @pytest.mark.slow
 def test_search_answers_where_the_readme_says_to_open_the_site(site):
     from tests.serve.test_page import CHROMIUM, CHROMIUM_ARGS, playwright  # skips without it

@@ -177,7 +177,7 @@ def test_records_are_predicted_each_apart_by_the_opened_model(small_classifier):
         Record(error="not valid UTF-8", line=3),
         Record(value="dull", line=4),
     ]
-    outcomes = model.predict_records(records, "jsonl", placed=True)
+    outcomes = model.predict_records(records, "jsonl", keeps_place=True)
     assert outcomes[0].startswith('{"line": 1,') and outcomes[3].startswith('{"line": 4,')
     assert outcomes[1] == Failed(
         "field 'text' is a list of tokens, which only a tagger takes; give a text"

@@ -170,14 +170,14 @@ class Predictor:
         records: Sequence[Record],
         fmt: str,
         options: dict[str, Any] | None = None,
-        placed: bool = False,
+        keeps_place: bool = False,
         id_field: str | None = None,
     ) -> list[Outcome]:
         """Each record's prediction written in the output format ``fmt`` (with ``options``, as
         the card checked them), or why it has none, in order. Records are predicted together
         by the input of the card that takes them (texts, token lists...), and each batch
         alone: a record predicts the same whatever its neighbours, so a resumed run writes
-        each chunk's bytes as the first run did. ``placed``: each prediction carries its
+        each chunk's bytes as the first run did. ``keeps_place``: each prediction carries its
         record's line or row and id (``id_field``, records of an --input file)."""
         from bistack.models.spelling_cache import each_batch_alone
 
@@ -199,7 +199,7 @@ class Predictor:
             groups.setdefault(chosen.name, (chosen, []))[1].append(index)
 
         def write(index: int, prediction: Any) -> str:
-            extra = {**records[index].where, **records[index].ids} if placed else {}
+            extra = {**records[index].where, **records[index].ids} if keeps_place else {}
             return written(prediction, extra)
 
         def predict(chosen: Input, indices: list[int]) -> list[Any]:

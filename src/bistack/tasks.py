@@ -166,21 +166,24 @@ def load_config(path: str | Path, overrides: list[str] | None = None) -> Experim
     data = read_config_file(path)
     for override in overrides or []:
         apply_override(data, override)
-    refuse_missing_data(data, str(path), is_recipe(config_file(path)))
+    refuse_missing_data(data, path)
     return config_from_dict(data, source=str(path))
 
 
-def refuse_missing_data(data: dict[str, Any], source: str, recipe: bool) -> None:
+def refuse_missing_data(data: dict[str, Any], path: str | Path) -> None:
     """Once overrides are applied: a file named by the data root or a package that is not
-    there, and, in a packaged ``recipe``, any data file that is not there (it names the
-    benchmark's, the user's to give), are errors naming the key and the ``--set`` to give."""
+    there, and, in a packaged recipe, any data file that is not there (it names the
+    benchmark's, the user's to give), are errors naming the key and the ``--set`` to give.
+    ``path``: the config file ``data`` was read from."""
+    file, source = config_file(path), str(path)
+    recipe = is_recipe(file)
     config_class = task_of(kind_named(data, source), source).config_class
     for key in config_class.INPUT_KEYS:
         value = get_key(data, key)
         if not isinstance(value, str):
             continue
         if is_named(value):
-            raise ConfigError(f"{source}: {unfound(key, value)}")
+            raise ConfigError(f"{source}: {unfound(key, value, file.parent)}")
         if recipe and key.startswith("data.") and not Path(value).exists():
             raise ConfigError(
                 f"{source}: {key} {value}: no such file; the recipe names the benchmark's file: "

@@ -18,7 +18,7 @@ from bistack.config.files import set_key
 from bistack.data.tables import memory_sources
 from bistack.errors import ConfigError
 from bistack.runs.driver import DEFAULT_OPTIONS, RunOptions, TrainedModel, train_model
-from bistack.runs.loop import EpochHook, FitResult
+from bistack.runs.loop import EpochHook
 
 
 def checked_rows(rows: Any, name: str) -> Any:
@@ -59,12 +59,9 @@ def train_config(
 
 
 @dataclass(frozen=True)
-class TrainingResult:
-    """Where the trained model is, how training went (best epoch and score), its size."""
-
-    model_dir: Path
-    fit: FitResult
-    parameters: int  # trained parameters (a frozen backbone's not counted)
+class TrainingResult(TrainedModel):
+    """Where the trained model is, how training went (best epoch and score), its size: the
+    driver's :class:`~bistack.runs.driver.TrainedModel`, which a user can also load."""
 
     def load(self) -> Any:
         """The trained model, loaded as its kind's class (``Tagger``, ``Classifier``...)."""
@@ -103,10 +100,9 @@ def config_data(
             )
         set_key(data, key, value, "overrides")
     if isinstance(config, str | Path):
-        from bistack.config.recipes import config_file, is_recipe
         from bistack.tasks import refuse_missing_data
 
-        refuse_missing_data(data, source, is_recipe(config_file(config)))
+        refuse_missing_data(data, config)
     return data, source
 
 

@@ -105,6 +105,9 @@ def test_a_backbone_named_by_its_hub_id_trains_and_the_model_reopens(tmp_path):
     assert trained.returncode == 0, trained.stderr
     written = json.loads((tmp_path / "run" / "model" / "config.json").read_text())
     assert written["config"]["backbone"]["path"] == "acme/tiny-bert"  # as the user wrote it
+    card = (tmp_path / "run" / "model" / "README.md").read_text()
+    for said in (trained.stdout, card):  # named by its id, not by its snapshot's long path
+        assert "backbone acme/tiny-bert (" in said and "snapshots" not in said
     predicted = bistack(["predict", "run/model", "a fine film"], home, tmp_path)
     assert predicted.returncode == 0 and "label" in json.loads(predicted.stdout), predicted.stderr
 
@@ -143,3 +146,10 @@ def test_a_mistyped_local_folder_is_named_missing_never_asked_of_the_hub(
     typed = bistack(["predict", "runs/mdoel", "a fine film"], home, tmp_path)
     assert typed.returncode == 2
     assert "runs/mdoel: no such model directory (runs/ holds no mdoel)" in typed.stderr
+
+
+def test_the_config_help_says_a_backbone_may_be_a_hub_id(capsys):
+    from bistack.cli import main
+
+    assert main(["config", "layer_classifier"]) == 0
+    assert "hub id (org/name[@revision])" in capsys.readouterr().out

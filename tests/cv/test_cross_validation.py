@@ -137,12 +137,16 @@ def test_the_ensemble_opens_like_any_model(classifier_cv, capsys):
     assert "(exported)" in open_model(exported).description
 
 
-def test_workers_give_what_one_process_gives(classifier_cv):
+def test_workers_give_what_one_process_gives(classifier_cv, capfd):
+    """...and each line a worker prints names its fold (two folds print side by side)."""
     config, out = classifier_cv
     parallel = out.parent / "parallel"
+    capfd.readouterr()
     assert cv(config, parallel, "--folds", "3", "--threads", "2", "--workers", "2") == 0
     for name in ("folds.json", "oof.jsonl", "oof.csv", "cv.json"):
         assert (parallel / name).read_bytes() == (out / name).read_bytes(), name
+    epochs = [line for line in capfd.readouterr().out.splitlines() if "epoch 1: loss" in line]
+    assert sorted(line.split(":")[0] for line in epochs) == ["fold0", "fold1", "fold2"]
 
 
 def test_a_killed_cv_resumes_without_retraining_finished_folds(tmp_path, capsys):
@@ -492,3 +496,25 @@ def test_a_tagger_cv_report_reads_the_out_of_fold_tags(tagger_cv):
     gold = sum(len(spans_from_tags(r["gold"])) for r in records)
     assert section["seen_unseen"]["unseen"]["gold"] == 6
     assert section["seen_unseen"]["seen"]["gold"] == gold - 6
+
+
+def test_a_fold_names_the_step_that_chose_it_and_the_cv_its_precision(tmp_path, capsys):
+    """With ``train.eval_every`` a fold's summary names the optimizer step its best validation
+    came at; ``--precision`` is said at the start and recorded with the CV, and a CV resumed
+    at another precision is refused naming it (its folds would be of two precisions)."""
+    import re
+
+    config = write_config(tmp_path, write_rows(tmp_path / "train.tsv"))
+    data = yaml.safe_load(config.read_text())
+    data["train"] |= {"eval_every": 2}
+    config.write_text(yaml.safe_dump(data))
+    out = tmp_path / "out"
+    assert cv(config, out, "--folds", "2", "--precision", "32-true") == 0
+    said = capsys.readouterr().out
+    assert "2-fold cross-validation at --precision 32-true of 48 rows" in said
+    assert re.search(r"fold0: score [\d.]+ \(best epoch \d, step \d+\)", said), said
+    step = json.loads((out / "folds" / "fold0" / "fold.json").read_text())["best_step"]
+    assert f", step {step})" in said
+    assert json.loads((out / "cv-settings.json").read_text())["run"] == {"precision": "32-true"}
+    assert cv(config, out, "--folds", "2", "--precision", "bf16-mixed") == 2
+    assert "(changed: --precision)" in capsys.readouterr().err

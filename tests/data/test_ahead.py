@@ -63,6 +63,22 @@ def test_items_are_made_in_the_callers_context_and_gradient_mode():
     assert made[0][3] is not threading.current_thread()
 
 
+def test_a_pass_made_ahead_runs_at_the_callers_mixed_precision():
+    """``predict --precision bf16-mixed``: a network pass made in the background thread is as
+    mixed as the caller's (autocast is each thread's own), and in float32 where it is not."""
+    layer = torch.nn.Linear(4, 3)
+
+    def passes():
+        for _ in range(2):
+            yield layer(torch.ones(2, 4)).dtype
+
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        assert layer(torch.ones(2, 4)).dtype == torch.bfloat16  # as the caller computes
+        assert list(ahead(passes())) == [torch.bfloat16] * 2
+    with torch.inference_mode():
+        assert list(ahead(passes())) == [torch.float32] * 2
+
+
 def test_a_depth_below_one_is_refused():
     with pytest.raises(ValueError, match="depth"):
         next(ahead([1], depth=0))

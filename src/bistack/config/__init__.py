@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from bistack.cells import CellName
@@ -102,6 +103,10 @@ class OptimizerConfig:
     # Fraction of all training steps with a linear warm-up, after which the rate decays
     # linearly to 0 (the usual fine-tuning schedule); 0: no warm-up, lr_decay per epoch only.
     warmup_fraction: float = 0.0
+    # After the warm-up: "linear" decays the rate linearly to 0 at the last step (where
+    # warmup_fraction is set; without one, lr_decay per epoch alone), "cosine" along half a
+    # cosine to 0 at the last step, with or without a warm-up (the fine-tuning notebooks').
+    schedule: Literal["linear", "cosine"] = "linear"
 
     def described(self) -> str:
         """What a run's first log line says of it: ``adam, lr 0.002, decay 0.05 an epoch``."""
@@ -112,6 +117,8 @@ class OptimizerConfig:
             parts.append(f"decay {self.lr_decay:g} an epoch")
         if self.warmup_fraction:
             parts.append(f"warm-up {self.warmup_fraction:g}")
+        if self.schedule == "cosine":
+            parts.append("cosine to 0")
         return ", ".join(parts)
 
 
@@ -120,6 +127,9 @@ class TrainConfig:
     batch_size: int = 32  # training examples per step
     max_epochs: int = 30  # at most this many passes over the training data
     patience: int = 5  # stop after this many epochs without a better dev score
+    # A dev score better than the best by no more than this does not count against patience
+    # (the best weights are kept all the same); in the dev metric's units, 0: any gain counts.
+    min_delta: float = 0.0
     seed: int = 1  # seeds every random draw: initialisation, batch order, dropout
     max_minutes: float | None = None  # stop after the epoch that crosses this wall-clock budget
     eval_batch_size: int = 256  # examples per batch when scoring dev and predicting
@@ -152,7 +162,9 @@ class TrainConfig:
 
 @dataclass
 class BackboneConfig:
-    path: str = "default"  # local HuggingFace encoder folder; "default": all-MiniLM-L6-v2
+    # A local HuggingFace encoder folder, or a hub id (org/name[@revision]) read from the
+    # hub's cache (nothing is downloaded); "default": all-MiniLM-L6-v2, shipped as a package.
+    path: str = "default"
     max_length: int | None = None  # subwords per window; None: the model's own limit
     long_texts: Literal["truncate", "sliding_window"] = "truncate"  # texts over max_length
     stride: int = 64  # subwords consecutive windows share (sliding_window only)
@@ -170,6 +182,23 @@ class BackboneConfig:
     # them (HuggingFace's gradient checkpointing): far less memory for a large encoder, at
     # about a third more compute.
     gradient_checkpointing: bool = False
+
+    def named(self, folder: Path) -> str:
+        """How a run's lines name it: a hub id as the user wrote it (not its snapshot's
+        folder, a cache's long path), else the ``folder`` it was read from."""
+        from bistack.config.hub import is_hub_id
+
+        return self.path if is_hub_id(self.path) else str(folder)
+
+    def described(self) -> str:
+        """How it trains, in words, for a run's first line: frozen, or fine-tuned at its rate
+        (and each layer's decay, and gradient checkpointing, where set)."""
+        if not self.finetune:
+            return "frozen"
+        said = f"fine-tuned at lr {self.lr:g}"
+        if self.layer_lr_decay != 1.0:
+            said += f", each layer below at x{self.layer_lr_decay:g} (backbone.layer_lr_decay)"
+        return said + (", gradient checkpointing" if self.gradient_checkpointing else "")
 
     def check(self, source: str) -> None:
         """Settings of a fine-tuned backbone are refused for a frozen one: they would do
@@ -352,6 +381,7 @@ SHARED_RANGES: tuple[Range, ...] = (
     ("train.batch_size", 1, True, None),
     ("train.max_epochs", 1, True, None),
     ("train.patience", 1, True, None),
+    ("train.min_delta", 0.0, True, None),
     ("train.checkpoint_every", 0, True, None),
     ("train.weight_average", 0.0, True, 0.9999),
     ("train.accumulate_batches", 1, True, None),

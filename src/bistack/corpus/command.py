@@ -123,7 +123,7 @@ def predict_command(request: CorpusRequest, job: PredictionJob, model: Predictor
         records = read_records(request.input, fmt, request.text_field, request.id_field)
         source = request.input if request.input != "-" else "<stdin>"
         total = count_records(request.input, fmt) if request.progress else None
-        job = replace(job, placed=True)
+        job = replace(job, keeps_place=True)
     else:
         fmt, source, total = "arguments", "argument", None
         records = iter(

@@ -39,17 +39,19 @@ IDLE_SECONDS = 0.05  # a pipe that has said nothing for this long gets what came
 class PredictionJob:
     """What to predict with and how to write it: the model (``source``: its directory, device,
     threads and precision), the output format (``jsonl``, ``conll``...) and the options its
-    ``predict`` takes (as its card checked them); ``placed``: records of an --input file carry
+    ``predict`` takes (as its card checked them); ``keeps_place``: records of an --input file carry
     their place (line, row) and id (``id_field``) into their predictions."""
 
     source: ModelSource
     fmt: str
     options: dict[str, Any] = field(default_factory=dict)
-    placed: bool = False
+    keeps_place: bool = False
     id_field: str | None = None
 
     def predict(self, model: Predictor, records: list[Record]) -> list[Outcome]:
-        return model.predict_records(records, self.fmt, self.options, self.placed, self.id_field)
+        return model.predict_records(
+            records, self.fmt, self.options, self.keeps_place, self.id_field
+        )
 
 
 class Output(Protocol):

@@ -36,6 +36,10 @@ class FoldJob:
     options: RunOptions
     calibrate_on_dev: bool  # false where dev is the held-out fold: nothing is fitted on it
 
+    def labelled(self) -> FoldJob:
+        """This job with each of its lines starting with its name (``fold1: epoch 3: ...``)."""
+        return replace(self, options=replace(self.options, label=self.name))
+
     def on_device(self, index: int) -> FoldJob:
         """This job trained on GPU ``index`` (Fabric's ``"N,"``: that device, not N of them)."""
         return replace(self, options=replace(self.options, devices=f"{index},"))
@@ -96,7 +100,10 @@ def train_fold(
     metric = card.metric_for(config).column.removeprefix("dev_")
     record: FoldRecord = {"name": job.name, "train": job.train, "held": job.held}
     record |= family.predict_held_out(model, job.held, shared, metric)
-    record |= {"best_epoch": trained.fit.best_epoch, "model": content_digest(trained.model_dir)}
+    record["best_epoch"] = trained.fit.best_epoch
+    if trained.fit.best_step:  # train.eval_every: the optimizer step the best validation came
+        record["best_step"] = trained.fit.best_step
+    record["model"] = content_digest(trained.model_dir)
     write_json(Path(job.directory) / FOLD_FILE, record)
     return record
 

@@ -126,7 +126,12 @@ def cv_in(
     overwrite: bool,
 ) -> CVResult:
     """:func:`run_cv` once its config is checked and its output locked."""
-    record = {"config": config.to_dict(), "settings": settings.recorded()}
+    # What a CV is: its config, its settings, and the precision its folds train at.
+    record = {
+        "config": config.to_dict(),
+        "settings": settings.recorded(),
+        "run": {"precision": options.precision or "32-true"},
+    }
     target = output
     replacing = overwrite and (output / SETTINGS_FILE).is_file()
     refuse_foreign(output, cv_files(family.OOF_FILES), whole=replacing)
@@ -135,7 +140,7 @@ def cv_in(
     plan = fold_plan(config, family, settings, target)
     claim_output(target, record)
     write_json(target / FOLDS_FILE, plan.to_json())
-    say(start_line(config, family, plan, settings))
+    say(start_line(config, family, plan, settings, options))
     jobs = [
         fold_job(config, target, plan, repeat, fold, name, settings, options)
         for repeat, fold, name in plan.runs()
@@ -157,9 +162,12 @@ def cv_in(
     return result
 
 
-def start_line(config: Any, family: FoldFamily, plan: FoldPlan, settings: CVSettings) -> str:
+def start_line(
+    config: Any, family: FoldFamily, plan: FoldPlan, settings: CVSettings, options: RunOptions
+) -> str:
     """What the CV says it does, before any fold trains."""
     repeats = f" x {plan.repeats}" if plan.repeats > 1 else ""
+    precision = f" at --precision {options.precision}" if options.precision else ""
     stopping = (
         "a dev split of its training folds (the held-out fold chooses nothing)"
         if settings.inner_dev
@@ -168,8 +176,9 @@ def start_line(config: Any, family: FoldFamily, plan: FoldPlan, settings: CVSett
         "each fold's calibration is fitted on the other folds' out-of-fold predictions"
     )
     return (
-        f"{plan.folds}-fold cross-validation{repeats} of {len(family.rows)} {family.ROWS_ARE} "
-        f"of {config.data.train}, {plan.split}; each fold stops early on {stopping}"
+        f"{plan.folds}-fold cross-validation{repeats}{precision} of {len(family.rows)} "
+        f"{family.ROWS_ARE} of {config.data.train}, {plan.split}; each fold stops early on "
+        f"{stopping}"
     )
 
 
@@ -207,11 +216,13 @@ def claim_output(output: Path, record: dict[str, Any]) -> None:
     if written.is_file():
         before = json.loads(written.read_text())
         changed = differences(before.get("config", {}), record["config"])
-        changed += [
-            f"--{key.replace('_', '-')}"
-            for key, value in record["settings"].items()
-            if before.get("settings", {}).get(key) != value
-        ]
+        for section in ("settings", "run"):  # a CV of an earlier version has no "run"
+            kept = before.get(section, {} if section == "settings" else record[section])
+            changed += [
+                f"--{key.replace('_', '-')}"
+                for key, value in record[section].items()
+                if kept.get(key) != value
+            ]
         if changed:
             raise ConfigError(
                 f"{output} holds a cross-validation of another config or settings (changed: "
@@ -275,5 +286,8 @@ def run_folds(
         runner = runner_for(settings.workers, settings.ray, settings.ray_address, len(todo))
         for job, record in runner.run(todo, say, inputs):
             records[job.name] = record
-            say(f"{job.name}: score {record['score']:.4f} (best epoch {record['best_epoch']})")
+            step = f", step {record['best_step']}" if record.get("best_step") else ""
+            say(
+                f"{job.name}: score {record['score']:.4f} (best epoch {record['best_epoch']}{step})"
+            )
     return [records[job.name] for job in jobs]

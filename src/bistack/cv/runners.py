@@ -47,6 +47,7 @@ class ProcessPool:
         import torch
 
         count = min(self.workers, len(jobs))
+        jobs = [job.labelled() for job in jobs]  # folds print side by side: each line named
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if gpus > 1:  # the folds dealt over the GPUs, one device each
             jobs = [job.on_device(index % gpus) for index, job in enumerate(jobs)]
@@ -82,6 +83,7 @@ class RayTasks:
                 self.address, include_dashboard=False, log_to_driver=False, configure_logging=False
             )
         threads = torch.get_num_threads()
+        jobs = [job.labelled() for job in jobs]  # folds print side by side: each line named
         gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
         task = ray.remote(num_cpus=threads, num_gpus=gpus, max_retries=0)(train_fold_alone)
         records = ray.get([task.remote(job, threads) for job in jobs])

@@ -11,7 +11,8 @@ PyTorch, onnxruntime and the decoding kernels release it, so the two threads ove
 come in order; an error raised making one is raised where the caller would have met it; a
 caller that stops early stops the thread. The thread runs in the caller's context (its context
 variables, such as :func:`~bistack.models.spelling_cache.each_batch_alone`, and PyTorch's
-gradient and inference modes), so an item is made as the caller would make it.
+gradient and inference modes, autocast and CUDA stream), so an item is made as the caller would
+make it.
 """
 
 from __future__ import annotations
@@ -100,18 +101,37 @@ def ahead(items: Iterable[T], depth: int = 1) -> Generator[T, None, None]:
         thread.join()
 
 
+# The device types whose autocast a caller may have on (``torch.autocast``'s names).
+AUTOCAST_DEVICES = ("cpu", "cuda", "xpu", "mps")
+
+
 def torch_modes() -> Callable[[], AbstractContextManager[Any]]:
-    """The caller's gradient and inference modes, read here, to enter in another thread (they
-    are each thread's own); nothing where torch is not in use (an exported model's runtime)."""
+    """The caller's gradient and inference modes, its autocast (mixed precision) of each device
+    type and its CUDA stream, read here, to enter in another thread (they are each thread's
+    own: a network pass made ahead would otherwise run in float32 under ``--precision
+    bf16-mixed``, on the default stream); nothing where torch is not in use (an exported
+    model's runtime)."""
     torch = sys.modules.get("torch")
     if torch is None:
         return ExitStack
     inference, grad = torch.is_inference_mode_enabled(), torch.is_grad_enabled()
+    cached = torch.is_autocast_cache_enabled()
+    casts = [
+        (kind, torch.get_autocast_dtype(kind))
+        for kind in AUTOCAST_DEVICES
+        if torch.is_autocast_enabled(kind)
+    ]
+    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+    stream = torch.cuda.current_stream() if cuda else None
 
     def enter() -> AbstractContextManager[Any]:
         stack = ExitStack()
         stack.enter_context(torch.inference_mode(inference))
         stack.enter_context(torch.set_grad_enabled(grad))
+        for kind, dtype in casts:
+            stack.enter_context(torch.autocast(kind, dtype=dtype, cache_enabled=cached))
+        if stream is not None:
+            stack.enter_context(torch.cuda.stream(stream))
         return stack
 
     return enter

@@ -46,7 +46,7 @@ def set_matmul_precision(device: str | torch.device, precision: MatmulPrecision 
 
 
 @contextmanager
-def placed(module: nn.Module, device: str | torch.device) -> Iterator[nn.Module]:
+def moved_to(module: nn.Module, device: str | torch.device) -> Iterator[nn.Module]:
     """``module`` on ``device`` inside the block, and back where it was afterwards: a frozen
     backbone computes its cached vectors on the run's GPU, then leaves the GPU's memory to
     training."""

@@ -79,6 +79,9 @@ class RunOptions:
     # resuming it; 1,408 checkpoints were a sixth of a 50-run comparison's time.
     checkpoints: bool = True
     log_format: Literal["text", "json"] = "text"
+    # Whose lines these are, where runs print side by side (a CV's folds in worker processes):
+    # each line starts "fold1: ", or a JSON line names it as "run".
+    label: str = ""
 
     def __post_init__(self) -> None:
         if self.resume and self.overwrite:  # the command line and bistack.train alike
@@ -197,6 +200,7 @@ def train_model(
         overwrite=options.overwrite,
         resume=options.resume,
         log_format=options.log_format,
+        label=options.label,
     )
     try:
         prepared = prepare(config, run, **inputs)

@@ -57,6 +57,7 @@ class Run:
     fabric: Fabric
     directory: RunDirectory
     log_format: Literal["text", "json"] = "text"  # json: one object a line, for machines
+    label: str = ""  # whose lines these are, where runs print side by side
 
     @property
     def output(self) -> Path:
@@ -70,15 +71,22 @@ class Run:
     def say(self, message: str) -> None:
         """Print once (rank 0), at once: logs are read while runs go on."""
         if self.log_format == "json":
-            message = json.dumps({"event": "message", "text": message.strip()})
+            named = {"run": self.label} if self.label else {}
+            message = json.dumps({"event": "message", **named, "text": message.strip()})
+        elif self.label:  # after the blank lines a message may start with
+            text = message.lstrip("\n")
+            message = message[: len(message) - len(text)] + f"{self.label}: {text}"
         self.fabric.print(message, flush=True)
 
     def report_epoch(self, row: dict[str, float], line: str, best: bool) -> None:
         """One line per epoch: readable, or the metrics row as a JSON object."""
         if self.log_format == "json":
-            self.fabric.print(json.dumps({"event": "epoch", **row, "best": best}), flush=True)
+            named = {"run": self.label} if self.label else {}
+            self.fabric.print(
+                json.dumps({"event": "epoch", **named, **row, "best": best}), flush=True
+            )
         else:
-            self.fabric.print(line, flush=True)
+            self.fabric.print(f"{self.label}: {line}" if self.label else line, flush=True)
 
 
 def start_run(
@@ -94,6 +102,7 @@ def start_run(
     overwrite: bool = False,
     resume: bool = False,
     log_format: Literal["text", "json"] = "text",
+    label: str = "",
 ) -> Run:
     """Launch Fabric (one process per device under DDP), seed every process alike, and (rank
     0) lock the output and start staging, or, to ``resume``, write into it directly."""
@@ -131,7 +140,7 @@ def start_run(
         directory = RunDirectory.open(Path(output), overwrite)
     else:
         directory = RunDirectory.follower(Path(output))
-    run = Run(fabric, directory, log_format)
+    run = Run(fabric, directory, log_format, label)
     for note in directory.notes:
         run.say(note)
     if plugin is not None and plugin.precision != precision:
@@ -182,6 +191,7 @@ def fit(
         optimizer_config.lr_decay,
         optimizer_config.warmup_fraction,
         steps_per_epoch * train.max_epochs,
+        optimizer_config.schedule,
     )
     try:
         for epoch in range(first, train.max_epochs + 1):
@@ -287,7 +297,10 @@ class Validation:
         if self.log is not None:  # before the save: the first best model takes its metrics
             self.log.write(row, update if self.by_step else epoch)
         if improved:
+            gained, stale = evaluation.score - self.best, self.stale  # inf: the first one
             self.kept_best(evaluation.score, epoch, update)
+            if gained <= train.min_delta:  # kept, but too small a gain to reset patience
+                self.stale = stale + 1
         else:
             self.stale += 1
         where = f"epoch {epoch}" + (f" step {update}" if self.by_step else "")

@@ -3,6 +3,7 @@ learning-rate schedule."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -64,21 +65,27 @@ def optimizer_for(
 @dataclass(frozen=True)
 class Schedule:
     """Learning-rate factor per step: ``1 / (1 + lr_decay * epoch)`` (Ma & Hovy 2016), times a
-    linear warm-up over ``warmup_fraction`` of all steps then a linear decay to 0 when set."""
+    linear warm-up over ``warmup_fraction`` of all steps, then, after it, a linear decay to 0
+    (where a warm-up is set) or, with ``shape`` "cosine", half a cosine to 0 (warm-up or not)."""
 
     lr_decay: float
     warmup_fraction: float
     total_steps: int
+    shape: str = "linear"
 
     def factor(self, epoch: int, step: int) -> float:
         """``epoch`` counts from 1, ``step`` (all steps so far) from 0."""
         factor = 1 / (1 + self.lr_decay * (epoch - 1))
-        if self.warmup_fraction > 0:
-            warmup = max(1, round(self.warmup_fraction * self.total_steps))
-            if step < warmup:
-                return factor * (step + 1) / warmup
-            return factor * max(0.0, (self.total_steps - step) / max(1, self.total_steps - warmup))
-        return factor
+        if self.warmup_fraction <= 0 and self.shape != "cosine":
+            return factor
+        warmup = round(self.warmup_fraction * self.total_steps)
+        warmup = max(1, warmup) if self.warmup_fraction > 0 else 0
+        if step < warmup:
+            return factor * (step + 1) / warmup
+        done = (step - warmup) / max(1, self.total_steps - warmup)  # of the decay, 0 to 1
+        if self.shape == "cosine":
+            return factor * 0.5 * (1 + math.cos(math.pi * min(1.0, done)))
+        return factor * max(0.0, (self.total_steps - step) / max(1, self.total_steps - warmup))
 
 
 def step_factor(schedule: Schedule, epoch: int, steps_per_epoch: int, step: int) -> float:

@@ -23,7 +23,7 @@ from bistack.data.features import EncodedSentence, TokenVocabularies, tag_order
 from bistack.data.word_rows import Context, document_contexts
 from bistack.metrics.dev import Evaluation
 from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
-from bistack.models.devices import placed
+from bistack.models.devices import moved_to
 from bistack.models.feature_cache import cached_tensors, model_fingerprint
 from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run
@@ -74,7 +74,7 @@ def cached_word_states(
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i].tokens))
         per_sentence: list[Tensor] = [torch.empty(0)] * len(sentences)
         beat = Heartbeat("backbone", len(sentences), "sentences", say)
-        with torch.inference_mode(), placed(backbone, device):
+        with torch.inference_mode(), moved_to(backbone, device):
             for start in range(0, len(order), options.batch_size):
                 chosen = order[start : start + options.batch_size]
                 beat.update(len(chosen))
@@ -248,7 +248,7 @@ def prepare_layer_tagger(
 
     index = {label: i for i, label in enumerate(labels)}
     tag_ids = [[index[t] for t in tags] for tags in train_tags]
-    mode = "fine-tuned" if config.backbone.finetune else "frozen"
+    mode = config.backbone.described()
     return Prepared(
         model=tagger,
         network=model,
@@ -262,7 +262,8 @@ def prepare_layer_tagger(
         summary=(
             f"train: {len(data.train)} sentences ({data.input_scheme}, trained as "
             f"{config.data.scheme}); dev: {len(data.dev)} from {data.dev_source}; backbone "
-            f"{backbone.folder} ({backbone.num_layers} layers, {mode}, {config.subwords} "
+            f"{config.backbone.named(backbone.folder)} ({backbone.num_layers} layers, {mode}, "
+            f"{config.subwords} "
             f"subword, {config.layer_mix.type} layer mix){stacked_summary(vocabularies, features)}"
             f"; {len(labels)} tags"
         ),

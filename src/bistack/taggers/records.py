@@ -240,8 +240,8 @@ def tagged_text(
 
 def spaced_tokens(tokens: Sequence[str]) -> list[Token]:
     """``tokens`` with their offsets in the text that joins them by single spaces."""
-    placed, start = [], 0
+    tokens_at, start = [], 0
     for token in tokens:
-        placed.append(Token(token, start, start + len(token)))
+        tokens_at.append(Token(token, start, start + len(token)))
         start += len(token) + 1
-    return placed
+    return tokens_at

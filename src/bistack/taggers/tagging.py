@@ -295,7 +295,7 @@ class Tagging(ABC):
             return self.analyse_tokens(sentences, batch_size, top_k, progress, documents)
 
         tokenizer = self.config.data.tokenizer
-        return self._placed(predict_texts(analyse, texts, min_confidence, tokenizer))
+        return self._with_conllu_field(predict_texts(analyse, texts, min_confidence, tokenizer))
 
     def predict_tokens(
         self,
@@ -323,10 +323,10 @@ class Tagging(ABC):
         analyses = iter(
             self.analyse_tokens(words, batch_size, top_k, progress, named, emitter) if words else []
         )
-        placed = [[spaced_tokens(tokens)] if tokens else [] for tokens in sentences]
-        return self._placed(
+        spaced = [[spaced_tokens(tokens)] if tokens else [] for tokens in sentences]
+        return self._with_conllu_field(
             tagged_text(" ".join(tokens), sentence, analyses, min_confidence)
-            for tokens, sentence in zip(sentences, placed, strict=True)
+            for tokens, sentence in zip(sentences, spaced, strict=True)
         )
 
     @property
@@ -338,7 +338,8 @@ class Tagging(ABC):
             return str(getattr(data, "tag_field", "upos"))
         return "misc:NER"
 
-    def _placed(self, results: Iterable[TaggedText]) -> list[TaggedText]:
+    def _with_conllu_field(self, results: Iterable[TaggedText]) -> list[TaggedText]:
+        """Each result told where its CoNLL-U output puts the tags (:attr:`conllu_field`)."""
         field = self.conllu_field
         return [replace(result, conllu_field=field) for result in results]
 

@@ -138,7 +138,7 @@ class TextFolds:
             np.zeros((len(self.rows), len(outputs)), dtype=np.float32) for _ in range(plan.repeats)
         ]
         for (repeat, fold, _), record in zip(plan.runs(), records, strict=True):
-            per_repeat[repeat][plan.held_out(repeat, fold)] = placed(record, outputs)
+            per_repeat[repeat][plan.held_out(repeat, fold)] = held_outputs(record, outputs)
         scores = [
             float(outputs.scores(self.rows, outputs.as_raw(p), path)[key]) for p in per_repeat
         ]
@@ -168,9 +168,9 @@ class TextFolds:
             ]
             outputs = type(self.outputs)(dict(self.outputs.info))
             fit_rows = [self.rows[i] for held, _ in others for i in held]
-            values = np.concatenate([placed(other, outputs) for _, other in others])
+            values = np.concatenate([held_outputs(other, outputs) for _, other in others])
             done = outputs.fit_on_dev(fit_rows, path, outputs.as_raw(values), True)
-            own = outputs.as_raw(placed(record, outputs))
+            own = outputs.as_raw(held_outputs(record, outputs))
             held = [self.rows[i] for i in record["held"]]
             scores = outputs.scores(held, own, path)
             kept = {k: outputs.info[k] for k in ("temperature", "calibration") if k in outputs.info}
@@ -245,7 +245,7 @@ class TextFolds:
         return dict(card.report_builder(model, self.config.data.train, model_dir))
 
 
-def placed(record: dict, outputs: ClassOutputs | TargetOutputs) -> np.ndarray:
+def held_outputs(record: dict, outputs: ClassOutputs | TargetOutputs) -> np.ndarray:
     """A fold's held-out outputs in the columns of the table's classes (a fold may lack one)
     or targets."""
     values = np.asarray(record["outputs"], dtype=np.float32).reshape(len(record["held"]), -1)

@@ -21,7 +21,7 @@ from bistack.data.tokenize import tokenize_text
 from bistack.errors import ConfigError
 from bistack.metrics.dev import Evaluation
 from bistack.models.backbone import LayerVectors, SubwordBatch, TransformerBackbone
-from bistack.models.devices import placed
+from bistack.models.devices import moved_to
 from bistack.models.feature_cache import cached_layer_vectors, model_fingerprint
 from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run
@@ -72,7 +72,7 @@ def frozen_vectors(
         if long:
             action = "truncated" if options.long_texts == "truncate" else "cut into windows"
             say(f"{long} of {len(texts)} texts exceed {limit} subwords and are {action}")
-        with placed(backbone, device):
+        with moved_to(backbone, device):
             return backbone.layer_vectors(
                 texts,
                 options.long_texts,
@@ -258,7 +258,7 @@ def prepare_layer_text_model(
         None if config.backbone.finetune else vectors_of,
         encoded,
     )
-    mode = "fine-tuned" if config.backbone.finetune else "frozen"
+    mode = config.backbone.described()
     return Prepared(
         model=model,
         network=network,
@@ -266,7 +266,8 @@ def prepare_layer_text_model(
         loop=task,
         summary=(
             f"{config.kind}: {len(data.train)} train texts, {len(data.dev)} dev from "
-            f"{data.dev_source}; backbone {backbone.folder} ({backbone.num_layers} layers, "
+            f"{data.dev_source}; backbone {config.backbone.named(backbone.folder)} "
+            f"({backbone.num_layers} layers, "
             f"{mode}); {config.layer_pooling.type} pooling"
             + (f"; stacked: {len(vocabularies.words)} words" if vocabularies else "")
         ),

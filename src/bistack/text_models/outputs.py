@@ -29,6 +29,7 @@ from bistack.metrics.text import (
     RegressionScores,
     Scores,
     attention_diagnostics,
+    checked_scaling,
     checked_temperature,
     class_temperature,
     classification_scores,
@@ -267,35 +268,6 @@ class ClassOutputs:
             metrics={"dev_accuracy": scores["accuracy"], "dev_macro_f1": scores["macro_f1"]},
             summary=f"dev accuracy {scores['accuracy']:.2f} macro-F1 {scores['macro_f1']:.2f}",
         )
-
-
-def checked_scaling(info: dict[str, Any], targets: int) -> None:
-    """ValueError unless a regressor's ``mean``, ``std`` and ``calibration`` (one ``[scale,
-    offset]`` per target, when fitted) are finite numbers, one for each of its ``targets``:
-    a damaged file gives every prediction NaN or nonsense, so it is named when it opens."""
-    for key in ("mean", "std"):
-        values = info[key]
-        if (
-            not isinstance(values, list)
-            or len(values) != targets
-            or not all(_finite(v) for v in values)
-        ):
-            raise ValueError(f"{key} must be {targets} finite numbers, got {values!r:.80}")
-    calibration = info.get("calibration")
-    if calibration is not None and (
-        not isinstance(calibration, list)
-        or len(calibration) != targets
-        or not all(isinstance(pair, list) and len(pair) == 2 for pair in calibration)
-        or not all(_finite(v) for pair in calibration for v in pair)
-    ):
-        raise ValueError(
-            f"calibration must be {targets} pairs [scale, offset] of finite numbers, "
-            f"got {calibration!r:.80}"
-        )
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 class TargetOutputs:

@@ -114,8 +114,8 @@ class RecurrentTextModel(SavedKind, TextModelBase):
 
         with evaluating(self.model):
             # On a GPU the next batch is collated and copied while this one runs.
-            for indices, batch, placed in overlapped(collated(), device, depth=2):
-                result = self.model.predict(placed)
+            for indices, batch, on_device in overlapped(collated(), device, depth=2):
+                result = self.model.predict(on_device)
                 scores = result.outputs.float().cpu()  # the batch's one copy to the host
                 attended = result.weights  # (batch, seq) attention, when the pooling attends
                 attention = None if attended is None else attended.float().cpu().numpy()
