@@ -335,11 +335,16 @@ def test_a_client_that_leaves_mid_request_is_no_server_error(small_tagger):
         server.communicate(timeout=60)
 
 
-def test_sigterm_while_workers_warm_up_answers_what_queued(small_tagger):
-    """The workers listen before their model loads; a request that queued meanwhile is
-    answered, not reset, when SIGTERM arrives before they serve."""
+@pytest.mark.parametrize(
+    ("workers", "after"), [("1", 0.0), ("1", 0.2), ("1", 1.5), ("2", 0.0), ("2", 0.2)]
+)
+def test_sigterm_at_any_point_answers_what_queued(small_tagger, workers, after):
+    """A server listens before it serves (one process: before uvicorn has started and warmed
+    up; worker processes: before their model loads); a request that queued meanwhile is
+    answered, not reset, and the server ends, whenever SIGTERM arrives: at once, while it
+    warms up, or once it serves (``after`` seconds after the request)."""
     httpx = pytest.importorskip("httpx")
-    server, url = serve(small_tagger, "--workers", "1")
+    server, url = serve(small_tagger, "--workers", workers)
     answers: list = []
 
     def send() -> None:
@@ -348,7 +353,7 @@ def test_sigterm_while_workers_warm_up_answers_what_queued(small_tagger):
 
     thread = threading.Thread(target=send)
     thread.start()
-    time.sleep(0.2)  # the request is in the listening socket's queue
+    time.sleep(after)  # the request is on its way, or in the listening socket's queue
     server.send_signal(signal.SIGTERM)
     thread.join(60)
     _, stderr = server.communicate(timeout=60)

@@ -17,6 +17,7 @@ from bistack.serve.app import create_app
 from bistack.serve.served import ServedModel, checked_apart, served_from
 from bistack.serve.settings import Limits, ServeSettings
 from bistack.serve.sockets import listening_socket
+from bistack.serve.stopping import Stopping
 from bistack.serve.telemetry import log_access
 
 
@@ -48,17 +49,17 @@ def serve(
     """Serve ``served`` (opened from ``model``) in this process on ``host:port`` until stopped."""
     import uvicorn
 
+    # SIGTERM heard from before the port is announced, so a drained server exits 0 rather than
+    # dying of the signal, and one heard before uvicorn starts still answers what queued.
+    stopping = Stopping()
+    stopping.listen()
     sock = listening_socket(host, port)
     announce(sock.getsockname()[:2], served.description, model, "")
-    stopped: list[int] = []
-    # uvicorn raises the signal again once it has shut down gracefully; for SIGTERM that is
-    # then heard here, so a drained server exits 0 rather than dying of the signal.
-    signal.signal(signal.SIGTERM, lambda sig, _: stopped.append(sig))
     if access_log:
         log_access()
     config = uvicorn.Config(create_app(served, limits), log_level="warning", access_log=False)
-    uvicorn.Server(config).run(sockets=[sock])
-    if stopped:
+    stopping.run(uvicorn.Server(config), sock)
+    if stopping.heard:
         print("stopped on SIGTERM: every request accepted was answered", file=sys.stderr)
 
 

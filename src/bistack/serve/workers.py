@@ -22,7 +22,7 @@ import multiprocessing
 import os
 import signal
 import socket
-import threading
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
@@ -36,13 +36,11 @@ from bistack.serve.app import create_app
 from bistack.serve.served import served_from
 from bistack.serve.settings import ServeSettings
 from bistack.serve.sockets import BACKLOG, port_socket
+from bistack.serve.stopping import Stopping
 from bistack.serve.telemetry import log_access
 from bistack.system.processes import die_with
 
 SPAWN = multiprocessing.get_context("spawn")
-# A worker stopped while its model loaded serves this long, for the requests that queued
-# meanwhile (its port was listening), then stops.
-DRAIN_SECONDS = 1.0
 
 
 def held_port(host: str, port: int) -> socket.socket:
@@ -71,30 +69,20 @@ def run_worker(settings: ServeSettings, host: str, port: int, says: Connection) 
 
     die_with(os.getppid())
 
-    server: uvicorn.Server | None = None
-    asked = False
-
-    def stop(*_: Any) -> None:
-        # Heard while the model loads, the worker stops once it has loaded (exiting from here,
-        # wherever the loading stood, once left a worker that never ended); while it serves,
-        # uvicorn hears it instead, drains, then raises it again here.
-        nonlocal asked
-        asked = True
-        if server is not None:
-            server.should_exit = True
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, stop)
+    stopping = Stopping((signal.SIGTERM, signal.SIGINT))
+    stopping.listen()  # heard while the model loads: it stops once it has answered what queued
     sock = port_socket(host, port, shared=True)
     sock.listen(BACKLOG)
     says.send("listening")
     app = worker_app(settings)  # OMP_NUM_THREADS, set by the command line, came with the spawn
     says.send("serving")
     says.close()
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
-    if asked:  # stopped while the model loaded: answer what queued meanwhile, then stop
-        threading.Timer(DRAIN_SECONDS, lambda: setattr(server, "should_exit", True)).start()
-    server.run(sockets=[sock])
+    stopping.run(uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False)), sock)
+    # Every response is sent and the app has shut down: nothing is left to do, and a thread a
+    # library left behind must not keep a stopped worker (and its supervisor) alive.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 @dataclass
