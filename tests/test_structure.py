@@ -78,8 +78,8 @@ def test_shared_code_asks_a_config_what_it_has_rather_than_sniffing_its_sections
 
 
 def test_one_k_fold_loop_deals_folds_in_the_package():
-    """``bistack cv`` and ``compare-poolers --folds`` deal folds with the same plan: no module
-    outside ``bistack.cv`` shuffles rows into folds of its own."""
+    """``bistack cv`` deals folds in one place, and ``compare-poolers --folds`` cross-validates
+    through it: no module outside ``bistack.cv`` shuffles rows into folds of its own."""
     dealers = [
         where(path, node)
         for path, tree in trees()
@@ -93,5 +93,12 @@ def test_one_k_fold_loop_deals_folds_in_the_package():
         for node in ast.walk(tree)
         if isinstance(node, ast.Call) and ast.unparse(node.func) == "plan_folds"
     }
+    cross_validators = {
+        str(path.relative_to(SRC))
+        for path, tree in trees()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "run_cv"
+    }
     assert dealers == []
-    assert callers == {"cv/run.py", "studies/compare_poolers.py"}
+    assert callers == {"cv/run.py"}
+    assert "studies/compare_poolers.py" in cross_validators

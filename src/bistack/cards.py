@@ -198,7 +198,8 @@ class Card:
     loader class and the door's opener of a saved model: ``bistack.cv.family.FoldFamily``);
     ensemble: the class
     whose ``open(path, meta, loader, device)`` opens the fold models as one (a kind with
-    ``cv`` has one).
+    ``cv`` has one); blend_refusal: why ``bistack blend`` does not combine its CVs (None: it
+    does, by the weights its outputs' ``blend_objective`` is minimised with).
     """
 
     kind: str
@@ -225,6 +226,7 @@ class Card:
     report: Ref | None = None
     cv: Ref | None = None
     ensemble: Ref | None = None
+    blend_refusal: str | None = None
     metric_of: Callable[[Any], Metric] | None = field(default=None, compare=False)
 
     def metric_for(self, config: Any) -> Metric:

@@ -22,7 +22,12 @@ from typing import Any
 from bistack.cards import Card, RequestError
 from bistack.config.hub import local_folder
 from bistack.errors import BistackError, ConfigError, ModelFileError
-from bistack.files.ensemble_dir import is_ensemble, member_paths, read_ensemble
+from bistack.files.ensemble_dir import (
+    ensemble_description,
+    is_ensemble,
+    member_paths,
+    read_ensemble,
+)
 from bistack.files.modeldir import WEIGHTS, read_config, reading_model
 from bistack.files.onnx_session import EXPORT_FILE, MODEL_FILE, is_exported, read_export
 from bistack.inputs import Input, Record, described, length_problem, unicode_problem
@@ -128,8 +133,8 @@ class Predictor:
     def description(self) -> str:
         exported = " (exported)" if self.files.exported else ""
         if self.files.ensemble:
-            count = len(self.files.meta["members"])
-            return f"an ensemble of {count} fold models, each {self.card.description}{exported}"
+            held = ensemble_description(self.files.meta)
+            return f"{held}, each {self.card.description}{exported}"
         return f"{self.card.description}{exported}"
 
     def input_of(self, value: Any) -> Input:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -134,9 +135,13 @@ def test_fine_tuned_regressor_saves_its_backbone_and_predicts_the_same(tmp_path,
 
 
 def test_compare_poolers_writes_a_table_and_resumes(tmp_path, capsys):
+    """With --folds, each pooler's folds are one cross-validation in OUTPUT/POOLER (all on the
+    same folds, blendable as they stand); finished folds are reused, folds can be shared out
+    (--runs) and the finished ones tabulated (--finished-only), and --blend blends them."""
     rows = sentiment_rows(60, 0)
     train = write_tsv(tmp_path / "train.tsv", rows)
-    config = layer_config(train, train, tmp_path / "cache", train={"max_epochs": 2})
+    config = layer_config(train, None, tmp_path / "cache", train={"max_epochs": 2})
+    config["data"]["dev"] = None
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     args = ["compare-poolers", str(path), "--poolers", "lstm,lstm_last_output,cls", "--folds", "2"]
@@ -148,14 +153,18 @@ def test_compare_poolers_writes_a_table_and_resumes(tmp_path, capsys):
     assert [r["name"] for r in table["results"]] == ["lstm", "lstm_last_output", "cls"]
     assert all(len(r["scores"]) == 2 for r in table["results"])
     assert (tmp_path / "cmp" / "compare-poolers.png").read_bytes()[:4] == b"\x89PNG"
-    record = tmp_path / "cmp" / "cls" / "fold1" / "result.json"
+    folds = {(tmp_path / "cmp" / p / "folds.json").read_text() for p in ("lstm", "cls")}
+    assert len(folds) == 1  # one split for every pooler
+    cv = json.loads((tmp_path / "cmp" / "cls" / "cv.json").read_text())
+    assert sorted(cv["folds"].values()) == sorted(table["results"][2]["scores"])
+    record = tmp_path / "cmp" / "cls" / "folds" / "fold1" / "fold.json"
     stamp = record.stat().st_mtime_ns
-    assert main(args) == 0  # every run finished: all reused, none retrained
+    assert main(args) == 0  # every fold finished: all reused, none retrained
     assert record.stat().st_mtime_ns == stamp
     assert "epoch 1:" not in capsys.readouterr().out
 
-    # While a comparison runs (here: one run lost), the finished runs can be tabulated.
-    record.unlink()
+    # While a comparison runs (here: one fold lost), the finished folds can be tabulated.
+    shutil.rmtree(record.parent)
     assert main([*args, "--finished-only"]) == 0
     out = capsys.readouterr().out
     assert "cls fold1: not finished" in out and "epoch 1:" not in out
@@ -166,8 +175,8 @@ def test_compare_poolers_writes_a_table_and_resumes(tmp_path, capsys):
     assert cls["runs"] == ["fold0"] and cls["scores"] == table["results"][2]["scores"][:1]
     assert "| cls |" in out and "fold0 " in out
 
-    # Processes can share a comparison: --runs trains only the named runs, then tabulates all.
-    other = tmp_path / "cmp" / "lstm" / "fold0" / "result.json"
+    # Processes can share a comparison: --runs trains only the named folds, then tabulates all.
+    other = tmp_path / "cmp" / "lstm" / "folds" / "fold0" / "fold.json"
     other_stamp = other.stat().st_mtime_ns
     assert main([*args, "--runs", "fold1"]) == 0
     out = capsys.readouterr().out
@@ -180,6 +189,13 @@ def test_compare_poolers_writes_a_table_and_resumes(tmp_path, capsys):
     empty = ["compare-poolers", str(path), "--poolers", "gru", "--folds", "2", "--finished-only"]
     assert main([*empty, "--output", str(tmp_path / "cmp")]) != 0
     assert "no run of this comparison has finished yet" in capsys.readouterr().err
+
+    # The poolers' CVs blend as they stand.
+    assert main([*args, "--blend"]) == 0
+    assert "blend: nested accuracy" in capsys.readouterr().out
+    blend = json.loads((tmp_path / "cmp" / "blend" / "blend.json").read_text())
+    assert [r["name"] for r in blend["runs"]] == ["lstm", "lstm_last_output", "cls"]
+    assert predictor.open_model(tmp_path / "cmp" / "blend" / "model").predict(["a fine film"])
 
 
 def test_bad_backbone_settings_are_clear_errors(sentiment, tmp_path, capsys):
@@ -353,11 +369,12 @@ def test_compare_poolers_can_fine_tune_each_run(tmp_path, capsys):
     train = write_tsv(tmp_path / "train.tsv", sentiment_rows(24, 0))
     config = layer_config(
         train,
-        train,
+        None,
         tmp_path / "cache",
         backbone={"finetune": True, "max_length": 16},
         train={"max_epochs": 1, "batch_size": 8},
     )
+    config["data"]["dev"] = None
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))
     args = ["compare-poolers", str(path), "--poolers", "mean", "--folds", "2"]
@@ -365,4 +382,4 @@ def test_compare_poolers_can_fine_tune_each_run(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "(fine-tuned)" in (tmp_path / "cmp" / "compare-poolers.md").read_text()
     assert "computed and cached" not in out  # nothing frozen to cache
-    assert (tmp_path / "cmp" / "mean" / "fold1" / "model" / "backbone").is_dir()
+    assert (tmp_path / "cmp" / "mean" / "folds" / "fold1" / "model" / "backbone").is_dir()

@@ -1,9 +1,9 @@
 """The ``bistack`` command line: argument parsing and a call into the library, one module per
 family of subcommands (``train``; ``predict``, ``evaluate`` and ``sample``; ``serve``;
-``tune``; ``cv``; the studies; ``info`` and ``export``), each with ``add(subparsers)`` giving its
-commands their flags, the function that runs each, and what each says of its processes
-(``bistack.cli.flags.Processes``). Process-wide settings (offline hub, quiet transformers,
-threads) are made here and nowhere else."""
+``tune``; ``cv``; ``blend``; the studies; ``info`` and ``export``), each with
+``add(subparsers)`` giving its commands their flags, the function that runs each, and what
+each says of its processes (``bistack.cli.flags.Processes``). Process-wide settings (offline
+hub, quiet transformers, threads) are made here and nowhere else."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ import sys
 from collections.abc import Iterator, Sequence
 
 from bistack._version import __version__
-from bistack.cli import cv, models, predict, serve, studies, train, tune
+from bistack.cli import blend, cv, models, predict, serve, studies, train, tune
 from bistack.cli.flags import one_process
 from bistack.errors import BistackError, ConfigError
 from bistack.system.environment import MODEL_PROCESS_ENVIRONMENT
 
-FAMILIES = (train, predict, models, serve, cv, studies, tune)
+FAMILIES = (train, predict, models, serve, cv, blend, studies, tune)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

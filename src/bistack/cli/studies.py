@@ -62,7 +62,8 @@ def add(commands: Any) -> None:
         "--folds",
         type=ranged(int, 2),
         metavar="K",
-        help="K-fold CV over data.train (K >= 2) instead of seeds",
+        help="K-fold CV over data.train (K >= 2) instead of seeds: each pooler's folds are one "
+        "bistack cv in OUTPUT/POOLER, every pooler on the same folds",
     )
     compare.add_argument("--output", help="folder (default runs/compare-<config name>)")
     add_progress_flags(compare)
@@ -80,6 +81,12 @@ def add(commands: Any) -> None:
         metavar="RUN",
         help="train only these runs (fold<K> or seed<N>), then show every finished run: lets "
         "processes or machines share one comparison",
+    )
+    compare.add_argument(
+        "--blend",
+        action="store_true",
+        help="with --folds: blend the poolers' cross-validations, weighted on their "
+        "out-of-fold predictions, into OUTPUT/blend (as bistack blend does)",
     )
     add_threads_flag(compare)
     compare.set_defaults(run=run_compare_poolers, processes=trains)
@@ -173,6 +180,7 @@ def run_compare_poolers(args: argparse.Namespace) -> int:
         say=say_as(args.log_format),
         accelerator=args.accelerator,
         precision=args.precision,
+        blend=args.blend,
     )
     say_as(args.log_format)(f"table and chart in {output}/compare-poolers.{{md,json,png}}")
     return 0

@@ -9,6 +9,7 @@ changed since is noticed.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,7 @@ def train_fold(
     made = inputs or FoldInputs.of(job.config, say or (lambda _: None))
     config, family, shared = made.config, made.family, made.shared
     card = task_of(config.kind)
+    started = time.perf_counter()
     trained = train_config(
         config,
         job.directory,
@@ -103,6 +105,8 @@ def train_fold(
     record["best_epoch"] = trained.fit.best_epoch
     if trained.fit.best_step:  # train.eval_every: the optimizer step the best validation came
         record["best_step"] = trained.fit.best_step
+    record["parameters"] = trained.parameters
+    record["seconds"] = time.perf_counter() - started  # training and the held-out pass
     record["model"] = content_digest(trained.model_dir)
     write_json(Path(job.directory) / FOLD_FILE, record)
     return record

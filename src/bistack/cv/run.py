@@ -21,6 +21,7 @@ earlier CV there is replaced, are :mod:`bistack.cv.folder`'s.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -82,7 +83,9 @@ def cross_validate(
     options = RunOptions(accelerator=accelerator, precision=precision, progress=progress)
     address = ray if isinstance(ray, str) and ray else None  # else RAY_ADDRESS, or a local Ray
     settings = CVSettings(folds, repeats, split, inner_dev, workers, bool(ray), address)
-    return run_cv(config_from_dict(data, source), output, settings, options, say, overwrite)
+    result = run_cv(config_from_dict(data, source), output, settings, options, say, overwrite)
+    assert result is not None, "every fold trains where none is singled out"
+    return result
 
 
 def run_cv(
@@ -92,13 +95,16 @@ def run_cv(
     options: RunOptions,
     say: Say = print,
     overwrite: bool = False,
-) -> CVResult:
+    only: Sequence[str] = (),
+) -> CVResult | None:
     """Cross-validate ``config`` into ``output``, each fold trained with ``options``
     (accelerator, precision, progress, log format); a CV started there before with the same
     config, data and settings goes on from its first unfinished fold. ``overwrite``: start
     again over an earlier CV there, which stays until the new one has finished
-    (:mod:`bistack.cv.folder`). Every check is made before anything is written, and no file
-    bistack did not write is ever deleted. Returns the scores."""
+    (:mod:`bistack.cv.folder`). ``only``: train these folds alone (by name: processes or
+    machines sharing one CV), finishing the CV only once every fold has. Every check is made
+    before anything is written, and no file bistack did not write is ever deleted. Returns the
+    scores (None: folds are left unfinished)."""
     task_of(config.kind)  # an unknown kind named first
     data = config.data
     if data.dev:
@@ -113,7 +119,7 @@ def run_cv(
     family = family_of(config)
     family.refuse_settings(settings)
     with output_lock(output, "cross-validation"):  # a second CV into it is refused, named
-        return cv_in(config, family, output, settings, options, say, overwrite)
+        return cv_in(config, family, output, settings, options, say, overwrite, only)
 
 
 def cv_in(
@@ -124,7 +130,8 @@ def cv_in(
     options: RunOptions,
     say: Say,
     overwrite: bool,
-) -> CVResult:
+    only: Sequence[str] = (),
+) -> CVResult | None:
     """:func:`run_cv` once its config is checked and its output locked."""
     # What a CV is: its config, its settings, and the precision its folds train at.
     record = {
@@ -146,16 +153,21 @@ def cv_in(
         for repeat, fold, name in plan.runs()
     ]
     inputs = None
-    if any(finished_fold(job) is None for job in jobs):  # what the folds share, said here
+    chosen = [job for job in jobs if not only or job.name in only]
+    if any(finished_fold(job) is None for job in chosen):  # what the folds share, said here
         inputs = FoldInputs.of(jobs[0].config, say, family)
     try:
-        records = run_folds(jobs, settings, say, inputs)
+        records = run_folds(jobs, settings, say, inputs, only)
     except KeyboardInterrupt:
         say(
             "interrupted: the same command goes on from the first unfinished fold (the "
             "finished ones are kept)"
         )
         raise
+    if len(records) < len(jobs):
+        say(f"{len(records)} of {len(jobs)} folds finished in {output}; the CV is finished "
+            "once every fold is")  # fmt: skip
+        return None
     result = finish(config, family, plan, records, settings.inner_dev, target, say, output)
     if target != output:
         swap_in(target, output)
@@ -269,16 +281,23 @@ def fold_job(
 
 
 def run_folds(
-    jobs: list[FoldJob], settings: CVSettings, say: Say, inputs: FoldInputs | None = None
+    jobs: list[FoldJob],
+    settings: CVSettings,
+    say: Say,
+    inputs: FoldInputs | None = None,
+    only: Sequence[str] = (),
 ) -> list[FoldRecord]:
     """Each fold's record: read where it finished before, else trained by the runner the
-    settings ask for (with ``inputs``, when made already)."""
+    settings ask for (with ``inputs``, when made already); ``only``: the folds to train (the
+    others' records only where they finished), every fold when empty."""
     records: dict[str, FoldRecord] = {}
     todo = []
     for job in jobs:
         record = finished_fold(job)
-        if record is None:
+        if record is None and (not only or job.name in only):
             todo.append(job)
+        elif record is None:
+            continue
         else:
             records[job.name] = record
             say(f"{job.name}: finished before, score {record['score']:.4f}")
@@ -290,4 +309,4 @@ def run_folds(
             say(
                 f"{job.name}: score {record['score']:.4f} (best epoch {record['best_epoch']}{step})"
             )
-    return [records[job.name] for job in jobs]
+    return [records[job.name] for job in jobs if job.name in records]

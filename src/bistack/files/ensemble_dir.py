@@ -8,7 +8,9 @@ as an exported directory), what ``info`` says of them (``folds``: each member's 
 score; ``cv``: the cross-validated score) and the combination's own settings, fitted on the
 out-of-fold predictions (a classifier ensemble's ``temperature``, a regressor ensemble's
 ``target_calibration``: a scale and offset per target, a tagger ensemble's ``calibration``).
-The directory is written beside its place and renamed into it whole.
+A blend's (``bistack blend``) also holds ``runs``: each cross-validated run's name, weight,
+members, the fingerprint of the frozen backbone its members share (or null) and its own
+ensemble's calibration. The directory is written beside its place and renamed into it whole.
 """
 
 from __future__ import annotations
@@ -46,7 +48,37 @@ def read_ensemble(path: str | Path) -> dict[str, Any]:
             f"{path / ENSEMBLE_FILE}: expected a kind and a list of member folders; was it "
             "edited by hand?"
         )
+    if "runs" in meta and not blend_runs_named(meta["runs"], members):
+        raise ModelFileError(
+            f"{path / ENSEMBLE_FILE}: expected a blend's runs, each with a name, a weight and "
+            "members of the ensemble's; was it edited by hand?"
+        )
     return meta
+
+
+def blend_runs_named(runs: Any, members: list[str]) -> bool:
+    """Whether a blend's ``runs`` name their weights and members, each of ``members``."""
+    return (
+        isinstance(runs, list)
+        and bool(runs)
+        and all(
+            isinstance(run, dict)
+            and isinstance(run.get("name"), str)
+            and isinstance(run.get("weight"), int | float)
+            and isinstance(run.get("members"), list)
+            and bool(run["members"])
+            and all(m in members for m in run["members"])
+            for run in runs
+        )
+    )
+
+
+def ensemble_description(meta: dict[str, Any]) -> str:
+    """What an ensemble directory holds, in words: K fold models, or a blend of runs'."""
+    count = len(meta["members"])
+    if "runs" in meta:
+        return f"a blend of {len(meta['runs'])} cross-validated runs ({count} fold models)"
+    return f"an ensemble of {count} fold models"
 
 
 def member_paths(path: str | Path, meta: dict[str, Any]) -> list[Path]:
@@ -86,4 +118,6 @@ def describe_ensemble(meta: dict[str, Any]) -> dict[str, Any]:
         described["temperature"] = temperature
     if "target_calibration" in meta:
         described["calibration"] = meta["target_calibration"]
+    if "runs" in meta:
+        described["blend"] = {run["name"]: run["weight"] for run in meta["runs"]}
     return described

@@ -15,11 +15,14 @@ from bistack.files.ensemble_dir import member_paths
 OpenMember = Callable[[Path, dict[str, Any]], Any]
 
 
-def open_members(path: Path, meta: dict[str, Any], open_member: OpenMember) -> list[Any]:
+def open_members(
+    path: Path, meta: dict[str, Any], open_member: OpenMember, shared: dict[str, Any] | None = None
+) -> list[Any]:
     """The members of the ensemble at ``path`` (``meta``: its ensemble.json, read and
-    checked), each opened by ``open_member``."""
+    checked, or the part naming some of its members), each opened by ``open_member``;
+    ``shared``: what the first may take too (a frozen backbone opened for other members)."""
     members: list[Any] = []
-    shared: dict[str, Any] = {}
+    shared = shared or {}
     for folder in member_paths(path, meta):
         members.append(open_member(folder, shared))
         shared = members[0].shared_parts()

@@ -45,10 +45,21 @@ def described(info: dict[str, Any]) -> str:
         cv = ensemble["cv"]
         metric = cv.get("metric", "score")
         folds = ", ".join(f"{name} {figure(v)}" for name, v in ensemble["folds"].items())
-        lines.append(
-            f"cross-validated {metric}: {figure(cv['cv'])} on the out-of-fold predictions "
-            f"({cv.get('split', '?')}); each fold on its held-out rows: {folds}"
-        )
+        if "blend" in ensemble:
+            weights = ", ".join(
+                f"{name} {weight:.3f}" for name, weight in ensemble["blend"].items()
+            )
+            lines.append(
+                f"blended {metric}: {figure(cv['cv'])} nested on the out-of-fold predictions "
+                f"({cv.get('split', '?')}; each fold's weights fitted on the other folds'), "
+                f"{figure(cv['in_sample'])} in-sample; weights: {weights}"
+            )
+            lines.append(f"each fold model on its held-out rows: {folds}")
+        else:
+            lines.append(
+                f"cross-validated {metric}: {figure(cv['cv'])} on the out-of-fold predictions "
+                f"({cv.get('split', '?')}); each fold on its held-out rows: {folds}"
+            )
         if "temperature" in ensemble:
             lines.append(
                 f"confidences: a temperature of {ensemble['temperature']:.3f}, fitted on the "

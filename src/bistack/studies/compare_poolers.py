@@ -1,27 +1,30 @@
 """``bistack compare-poolers``: every layer pooler trained on the same cached backbone vectors.
 
 The backbone runs once per table (the feature cache); each pooler is then trained over several
-seeds (scored on dev) or K folds (dealt as ``bistack cv`` deals a plain split, each scored on its
-held-out fold, with early stopping on a split of the remaining folds, so the held-out fold never
-chooses the epoch). Finished runs are
-reused when the comparison is run again, so an interrupted one resumes. With
+seeds (scored on dev) or cross-validated on K folds: each pooler's folds are one ``bistack cv``
+in ``OUTPUT/POOLER`` (every pooler dealt the same folds, as ``bistack cv`` deals them; each fold
+stopping early on a dev split of its training folds, so the held-out fold chooses nothing), with
+its out-of-fold predictions and fold ensemble, so that the poolers' CVs blend as they stand
+(``bistack blend``; ``--blend`` writes the blend of them in ``OUTPUT/blend``). Finished runs and
+folds are reused when the comparison is run again, so an interrupted one resumes. With
 ``backbone.finetune: true`` each run fine-tunes a fresh copy of the backbone instead (slow).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from bistack.cv.plan import plan_folds
-from bistack.cv.splitters import PlainSplit
-from bistack.data.splits import split_off_dev
-from bistack.data.tables import Example, read_table
+from bistack.cv.folder import FOLD_FILE
+from bistack.cv.plan import fold_name
+from bistack.cv.run import run_cv
+from bistack.cv.settings import CVSettings
+from bistack.data.tables import Example
 from bistack.errors import ConfigError
-from bistack.files.fingerprints import content_digest
 from bistack.files.paths import refuse_overlap
 from bistack.models.backbone import TransformerBackbone
 from bistack.predictor import member_opener
@@ -51,9 +54,11 @@ def compare_poolers(
     say: Callable[[str], None] = print,
     accelerator: str = "auto",
     precision: str | None = None,
+    blend: bool = False,
 ) -> list[RepeatedResult]:
-    """Train each pooler ``seeds`` times (or on ``folds`` folds), each run on ``accelerator``
-    at ``precision`` (``bistack train``'s flags); write the table and a chart.
+    """Train each pooler ``seeds`` times (or cross-validate it on ``folds`` folds), each run
+    on ``accelerator`` at ``precision`` (``bistack train``'s flags); write the table and a
+    chart; with ``blend`` (and ``folds``), the blend of the poolers' CVs in ``output/blend``.
 
     ``finished_only``: train nothing; tabulate the runs that have finished so far (of a
     comparison still running, or interrupted), each score named by its fold or seed.
@@ -73,31 +78,29 @@ def compare_poolers(
         raise ConfigError(
             f"no run {outside[0]!r} in this comparison (its runs: {', '.join(names)})"
         )
+    options = RunOptions(
+        progress=progress,
+        overwrite=True,  # a run without its result.json did not finish
+        log_format=log_format,
+        checkpoints=False,
+        accelerator=accelerator,
+        precision=precision,
+    )
+    if folds:
+        return _compare_by_cv(
+            config, output, poolers, folds, finished_only, only_runs, blend, options, say
+        )
+    if blend:
+        raise ConfigError("--blend blends cross-validations: add --folds K")
     if finished_only:
-        return _report_finished(config, output, poolers, names, folds, seeds, say)
+        return _report_finished(config, output, poolers, names, seeds, say)
     backbone = TransformerBackbone.load(config.backbone.path)
     vectors = VectorsByExample()
-    if folds:
-        table = read_table(
-            config.data.train,
-            config.data.text_column,
-            config.data.label_columns,
-            file_format=config.data.format,
-        )
-        if not config.backbone.finetune:
-            vectors.add(table, frozen_vectors(backbone, config, table, say))
-        digest = content_digest(config.data.train)
-        plan = plan_folds(folds, 1, config.data.split_seed, digest, PlainSplit(len(table)))
-        runs = [
-            (name, _fold_data(config, table, plan.held_out(0, fold), fold))
-            for _, fold, name in plan.runs()
-        ]
-    else:
-        data = load_text_data(config)
-        if not config.backbone.finetune:
-            vectors.add(data.train, frozen_vectors(backbone, config, data.train, say))
-            vectors.add(data.dev, frozen_vectors(backbone, config, data.dev, say))
-        runs = [(f"seed{s}", (data, data.dev)) for s in range(1, seeds + 1)]
+    data = load_text_data(config)
+    if not config.backbone.finetune:
+        vectors.add(data.train, frozen_vectors(backbone, config, data.train, say))
+        vectors.add(data.dev, frozen_vectors(backbone, config, data.dev, say))
+    runs = [(f"seed{s}", (data, data.dev)) for s in range(1, seeds + 1)]
     if only_runs:
         runs = [run for run in runs if run[0] in only_runs]
     results = []
@@ -105,14 +108,6 @@ def compare_poolers(
         scores, seconds, parameters = [], [], 0
         for run_name, (data, held_out) in runs:
             settings = _run_settings(config, name, run_name)
-            options = RunOptions(
-                progress=progress,
-                overwrite=True,
-                log_format=log_format,
-                checkpoints=False,
-                accelerator=accelerator,
-                precision=precision,
-            )
             result = _train_or_reuse(
                 settings, output / name / run_name, backbone, data, held_out, vectors, options
             )
@@ -122,9 +117,73 @@ def compare_poolers(
             say(f"{name} {run_name}: {result['score']:.4f} ({result['seconds']:.0f}s)")
         results.append(RepeatedResult(name, scores, parameters, statistics.fmean(seconds)))
     if only_runs:  # the table of every finished run, not only of those trained here
-        return _report_finished(config, output, poolers, names, folds, seeds, say)
-    _write_and_show(output, results, config, folds, seeds, "", say)
+        return _report_finished(config, output, poolers, names, seeds, say)
+    _write_and_show(output, results, config, None, seeds, "", say)
     return results
+
+
+def _compare_by_cv(
+    config: LayerPoolingTextConfig,
+    output: Path,
+    poolers: Sequence[str],
+    folds: int,
+    finished_only: bool,
+    only_runs: Sequence[str],
+    blend: bool,
+    options: RunOptions,
+    say: Callable[[str], None],
+) -> list[RepeatedResult]:
+    """Each pooler cross-validated into ``output/POOLER`` (its folds named by ``only_runs``
+    alone, where given; none with ``finished_only``), then the table of their finished folds,
+    and with ``blend`` the blend of their CVs."""
+    if blend and (finished_only or only_runs):
+        raise ConfigError("--blend blends finished cross-validations: run without "
+                          f"{'--finished-only' if finished_only else '--runs'}")  # fmt: skip
+    settings = CVSettings(folds, inner_dev=True)
+    cv_options = dataclasses.replace(options, overwrite=False)
+    results, done = [], 0
+    for name in poolers:
+        if not finished_only:
+            say(f"{name}: cross-validating into {output / name}")
+            run_cv(_run_settings(config, name, "cv"), output / name, settings, cv_options, say,
+                   only=only_runs)  # fmt: skip
+        records = _finished_folds(output / name, folds, say, name)
+        done += len(records)
+        if records:
+            results.append(
+                RepeatedResult(
+                    name,
+                    [r["score"] for r in records.values()],
+                    next(iter(records.values())).get("parameters", 0),
+                    statistics.fmean(r.get("seconds", 0.0) for r in records.values()),
+                    runs=list(records),
+                )
+            )
+    if not results:
+        raise ConfigError(f"{output}: no run of this comparison has finished yet")
+    total = len(poolers) * folds
+    note = f", finished runs only ({done} of {total})" if finished_only or only_runs else ""
+    _write_and_show(output, results, config, folds, 0, note, say)
+    if blend:
+        from bistack.blends.run import blend as blend_runs
+
+        blend_runs([output / name for name in poolers], output / "blend", overwrite=True, say=say)
+    return results
+
+
+def _finished_folds(
+    cv: Path, folds: int, say: Callable[[str], None], pooler: str
+) -> dict[str, dict[str, Any]]:
+    """The records of the folds of the CV in ``cv`` that have finished, by fold name."""
+    records = {}
+    for fold in range(folds):
+        name = fold_name(0, fold, 1)
+        written = cv / "folds" / name / FOLD_FILE
+        if written.is_file():
+            records[name] = json.loads(written.read_text())
+        else:
+            say(f"{pooler} {name}: not finished")
+    return records
 
 
 def _run_settings(
@@ -145,11 +204,10 @@ def _report_finished(
     output: Path,
     poolers: Sequence[str],
     run_names: list[str],
-    folds: int | None,
     seeds: int,
     say: Callable[[str], None],
 ) -> list[RepeatedResult]:
-    """The table of the runs under ``output`` that finished with these settings."""
+    """The table of the seeds' runs under ``output`` that finished with these settings."""
     results = []
     for name in poolers:
         records = {}
@@ -173,7 +231,7 @@ def _report_finished(
         raise ConfigError(f"{output}: no run of this comparison has finished yet")
     done = sum(len(r.runs) for r in results)
     note = f", finished runs only ({done} of {len(poolers) * len(run_names)})"
-    _write_and_show(output, results, config, folds, seeds, note, say)
+    _write_and_show(output, results, config, None, seeds, note, say)
     return results
 
 
@@ -201,17 +259,6 @@ def _write_and_show(
     )
     write_comparison(output, "compare-poolers", comparison, results)
     say(format_table(comparison, results))
-
-
-def _fold_data(
-    config: LayerPoolingTextConfig, table: list[Example], held: list[int], fold: int
-) -> tuple[TextData, list[Example]]:
-    """Train on the other folds minus a dev split (early stopping); score the held-out fold."""
-    held_set = set(held)
-    rest = [e for i, e in enumerate(table) if i not in held_set]
-    train, dev = split_off_dev(rest, config.data.dev_fraction, config.data.split_seed)
-    source = f"{config.data.train} (fold {fold}: dev split of the other folds)"
-    return TextData(train, dev, source), [table[i] for i in held]
 
 
 def _train_or_reuse(

@@ -48,6 +48,13 @@ def with_transformer(settings: dict[str, Any], backbone: str) -> dict[str, Any]:
     }
 
 
+# Why tagger CVs are not blended (yet): said by ``bistack blend``.
+BLEND_REFUSAL = (
+    "a tagger's out-of-fold file keeps its decoded tags, not the token marginals a weighted "
+    "blend of taggers would average, and weights chosen by entity F1 are a search over the "
+    "runs' every mix rather than a fit; use one run's fold ensemble (its model/), which "
+    "averages its folds' marginals"
+)
 TAGGER = Card(
     "tagger",
     "a recurrent sequence tagger",
@@ -73,6 +80,7 @@ TAGGER = Card(
     report="bistack.taggers.report:tagger_report",
     cv="bistack.taggers.folds:TaggerFolds",
     ensemble="bistack.taggers.ensemble:TaggerEnsemble",
+    blend_refusal=BLEND_REFUSAL,
 )
 LAYER_TAGGER = Card(
     "layer_tagger",
@@ -93,5 +101,6 @@ LAYER_TAGGER = Card(
     report="bistack.taggers.report:tagger_report",
     cv="bistack.taggers.folds:TaggerFolds",
     ensemble="bistack.taggers.ensemble:TaggerEnsemble",
+    blend_refusal=BLEND_REFUSAL,
 )
 CARDS = (TAGGER, LAYER_TAGGER)

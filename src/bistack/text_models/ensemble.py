@@ -1,7 +1,8 @@
 """A fold ensemble of text classifiers or regressors, one model to every outlet: the members'
 class probabilities averaged (then, where ``bistack cv`` fitted one on the out-of-fold
 predictions, divided by the ensemble's temperature in log space), or their values averaged in
-original units (then, where ``bistack cv`` fitted one, scaled and offset per target).
+original units (then, where ``bistack cv`` fitted one, scaled and offset per target). A blend
+(``bistack blend``, :class:`TextBlend`) is several such ensembles, weighted.
 
 Members over one frozen backbone share its forward: the backbone reads each text once and
 every member's head reads its per-layer vectors (a fine-tuned member runs its own backbone).
@@ -35,7 +36,10 @@ class TextEnsemble(TextModelBase):
     @classmethod
     def open(cls, path: Path, meta: dict[str, Any], open_member: OpenMember) -> TextEnsemble:
         """The ensemble directory at ``path`` (``meta``: its ensemble.json, read and checked),
-        each member opened by ``open_member``, a frozen backbone loaded once."""
+        each member opened by ``open_member``, a frozen backbone loaded once; a blend's (its
+        ``runs``) as a :class:`TextBlend`."""
+        if "runs" in meta:
+            return TextBlend.open_runs(path, meta, open_member)
         return cls(open_members(path, meta, open_member), meta)
 
     def describe(self) -> dict[str, Any]:
@@ -64,11 +68,16 @@ class TextEnsemble(TextModelBase):
         )
 
     def member_outputs(
-        self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
+        self,
+        texts: Sequence[str],
+        batch_size: int | None = None,
+        progress: bool = False,
+        stages: dict[Any, Any] | None = None,
     ) -> list[np.ndarray]:
         """Each member's ``(texts, outputs)`` probabilities (over the ensemble's labels) or
-        values, a shared first stage (a frozen backbone's vectors) computed once."""
-        stages: dict[Any, Any] = {}
+        values, a shared first stage (a frozen backbone's vectors) computed once (``stages``:
+        those computed already, by their key)."""
+        stages = {} if stages is None else stages
         outputs = []
         for member in self.members:
             key = member.shared_stage_key()
@@ -87,6 +96,50 @@ class TextEnsemble(TextModelBase):
         """The members' mean: log-probabilities (the ensemble's outputs' logits) or values."""
         mean = np.mean(np.stack(self.member_outputs(texts, batch_size, progress)), axis=0)
         return self.outputs.as_raw(mean)
+
+
+class TextBlend(TextEnsemble):
+    """Cross-validated runs weighted as one model (``bistack blend``): each run's fold models
+    averaged and calibrated as its own ensemble is, then the runs' probabilities or values
+    weighted by the blend's ``weights``. A frozen backbone several runs share (the same files,
+    read with the same settings) is opened once and reads each text once for all of them."""
+
+    def __init__(
+        self, runs: Sequence[TextEnsemble], weights: Sequence[float], meta: dict[str, Any]
+    ) -> None:
+        self.runs = list(runs)
+        self.weights = [float(w) for w in weights]
+        super().__init__([m for run in self.runs for m in run.members], {})
+        self.meta = meta  # the blend's own outputs apply no calibration: its runs' do
+
+    @classmethod
+    def open_runs(cls, path: Path, meta: dict[str, Any], open_member: OpenMember) -> TextBlend:
+        """The blend's directory at ``path`` (``meta``: its ensemble.json, with ``runs``)."""
+        opened: dict[str, dict[str, Any]] = {}  # a frozen backbone's parts, by its fingerprint
+        runs = []
+        for run in meta["runs"]:
+            backbone = run.get("backbone")
+            members = open_members(
+                path, run, open_member, opened.get(backbone) if backbone else None
+            )
+            if backbone:
+                opened.setdefault(backbone, members[0].shared_parts())
+            runs.append(TextEnsemble(members, run))
+        return cls(runs, [run["weight"] for run in meta["runs"]], meta)
+
+    def run(
+        self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
+    ) -> RawOutputs:
+        """The runs' calibrated probabilities or values, weighted."""
+        stages: dict[Any, Any] = {}
+        total = np.zeros((len(texts), len(self.outputs)))
+        for weight, run in zip(self.weights, self.runs, strict=True):
+            mean = np.mean(
+                np.stack(run.member_outputs(texts, batch_size, progress, stages)), axis=0
+            )
+            values = run.outputs.averaged(run.outputs.as_raw(mean))
+            total += weight * self.outputs.in_columns(values, run.outputs.names)
+        return self.outputs.as_raw(total.astype(np.float32))
 
 
 def combined_outputs(

@@ -38,6 +38,7 @@ from bistack.metrics.text import (
     regression_scores,
     softmax,
 )
+from bistack.text_models.blending import ClassBlending, TargetBlending
 from bistack.text_models.prediction import TextPrediction
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ class RawOutputs:
         return attention_diagnostics(self.weights, self.padding_mass)
 
 
-class ClassOutputs:
+class ClassOutputs(ClassBlending):
     """A classifier's outputs: one logit per label."""
 
     LOSS = "cross_entropy"  # what the network is trained with (``network.LOSSES``)
@@ -270,7 +271,7 @@ class ClassOutputs:
         )
 
 
-class TargetOutputs:
+class TargetOutputs(TargetBlending):
     """A regressor's outputs: one standardised value per target, back in original units with
     the training mean and std, then the dev calibration when training fitted one."""
 

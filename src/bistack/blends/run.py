@@ -1,0 +1,247 @@
+"""``bistack blend CV_DIR CV_DIR ... --output DIR``: cross-validated runs as one model.
+
+The runs' out-of-fold predictions (every row predicted by a fold model that never saw it) are
+stacked, and weights, non-negative and summing to one, fitted to them
+(:mod:`bistack.blends.weights`; the objective is the kind's: squared error for regressors, log
+loss for classifiers). Fitted and scored on the same predictions, the blend's score is
+optimistic; so it is also scored nested: for each fold, weights fitted on the other folds'
+out-of-fold predictions predict that fold's rows, and the pooled predictions are scored as a
+CV is. Both are reported beside each run's own CV score, with what each run adds (the
+in-sample score of the blend refitted without it).
+
+``DIR`` holds ``blend.json`` (the weights, the scores, each run's contribution) and ``model/``:
+an ensemble directory of every fold model of the runs given weight (a run of weight 0 is left
+out), which the door opens as one model: each run's folds averaged and calibrated as its own
+ensemble is, then the runs weighted (:class:`bistack.text_models.ensemble.TextBlend`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bistack.blends.runs import CVRun, read_run, refuse_unlike, run_names
+from bistack.blends.weights import METHODS, blended, fit_weights
+from bistack.cv.folder import MODEL_DIR
+from bistack.errors import ConfigError
+from bistack.files.ensemble_dir import write_ensemble
+from bistack.files.modeldir import atomic_folder, write_json
+from bistack.files.paths import claim_folder, refuse_overlap
+
+BLEND_FILE = "blend.json"
+Say = Callable[[str], None]
+# Fits the weights ``(runs,)`` on the rows it is given (their indices).
+Fit = Callable[[list[int]], np.ndarray]
+
+
+@dataclass(frozen=True)
+class BlendResult:
+    """The blend's metric, its weight per run, its nested and in-sample scores, each run's own
+    CV score, and where it was written."""
+
+    metric: str
+    weights: dict[str, float]
+    nested: float
+    in_sample: float
+    runs: dict[str, float]
+    output: Path
+
+
+def is_blend_entry(name: str) -> bool:
+    """Whether a blend's output folder's entry is one ``bistack blend`` writes."""
+    return name in (BLEND_FILE, MODEL_DIR)
+
+
+def blend(
+    cv_dirs: Sequence[str | Path],
+    output: str | Path,
+    *,
+    method: str = "simplex",
+    rounds: int | None = None,
+    overwrite: bool = False,
+    say: Say = print,
+) -> BlendResult:
+    """Blend the finished CVs in ``cv_dirs`` into ``output`` (``bistack.blend`` from Python):
+    ``method`` ``simplex`` (the weights that minimise the objective) or ``greedy`` (Caruana's
+    selection with replacement, over ``rounds`` rounds: 100 unless given); ``overwrite``
+    replaces an earlier blend there. Returns the weights and scores."""
+    if method not in METHODS:
+        raise ConfigError(f"--method {method}: one of {', '.join(METHODS)}")
+    if rounds is not None and method != "greedy":
+        raise ConfigError("--rounds counts the greedy method's rounds; add --method greedy")
+    if rounds is not None and rounds < 1:
+        raise ConfigError(f"--rounds {rounds}: at least 1")
+    paths = [Path(p) for p in cv_dirs]
+    if len(paths) < 2:
+        raise ConfigError("a blend takes at least two cross-validations' folders")
+    if len({p.resolve() for p in paths}) < len(paths):
+        raise ConfigError("a cross-validation's folder is given twice; give each run once")
+    output = Path(output)
+    refuse_overlap(output, [("a cross-validation's folder", str(p)) for p in paths], "--output")
+    claim_folder(output, "--output", overwrite=overwrite, signature=BLEND_FILE, ours=is_blend_entry)
+    runs = [read_run(path, name) for path, name in zip(paths, run_names(paths), strict=True)]
+    refuse_unlike(runs)
+    first = runs[0]
+    metric = str(first.summary["metric"])
+    stacked = np.stack([run.predictions for run in runs])  # (runs, rows, outputs)
+
+    def fit(rows: list[int]) -> np.ndarray:
+        objective = first.outputs.blend_objective([first.rows[i] for i in rows])
+        return fit_weights(objective, stacked[:, rows], method, rounds or 100)
+
+    def score(predictions: np.ndarray) -> float:
+        raw = first.outputs.as_raw(predictions.astype(np.float32))
+        return float(first.outputs.scores(first.rows, raw, str(first.path))[metric])
+
+    everything = list(range(len(first.rows)))
+    weights = fit(everything)
+    in_sample = score(blended(weights, stacked))
+    nested_predictions, fold_weights = nested(fit, stacked, first.plan.assignments[0])
+    nested_score = score(nested_predictions)
+    without = [score_without(runs, r, method, rounds, score) for r in range(len(runs))]
+    record = blend_record(runs, weights, fold_weights, without, metric, method, rounds)
+    record["scores"] = {"nested": nested_score, "in_sample": in_sample}
+    with atomic_folder(output) as staging:
+        write_json(staging / BLEND_FILE, record)
+        write_model(staging / MODEL_DIR, runs, weights, record)
+    result = BlendResult(
+        metric,
+        {run.name: float(w) for run, w in zip(runs, weights, strict=True)},
+        nested_score,
+        in_sample,
+        {run.name: float(run.summary["cv"]) for run in runs},
+        output,
+    )
+    say_result(result, record, say)
+    return result
+
+
+def nested(
+    fit: Fit, stacked: np.ndarray, assignment: Sequence[int]
+) -> tuple[np.ndarray, list[list[float]]]:
+    """Each fold's rows blended by weights ``fit`` on the other folds' rows alone (never on
+    the rows they predict), pooled ``(rows, outputs)``; and each fold's weights."""
+    predictions = np.zeros(stacked.shape[1:])
+    folds = []
+    for fold in sorted(set(assignment)):
+        held = [i for i, f in enumerate(assignment) if f == fold]
+        weights = fit([i for i, f in enumerate(assignment) if f != fold])
+        predictions[held] = blended(weights, stacked[:, held])
+        folds.append([float(w) for w in weights])
+    return predictions, folds
+
+
+def score_without(
+    runs: list[CVRun], left: int, method: str, rounds: int | None, score: Callable
+) -> float:
+    """The in-sample score of the blend of the other runs (refitted): what run ``left`` adds."""
+    others = [run for r, run in enumerate(runs) if r != left]
+    stacked = np.stack([run.predictions for run in others])
+    objective = others[0].outputs.blend_objective(others[0].rows)
+    return float(score(blended(fit_weights(objective, stacked, method, rounds or 100), stacked)))
+
+
+def blend_record(
+    runs: list[CVRun],
+    weights: np.ndarray,
+    fold_weights: list[list[float]],
+    without: list[float],
+    metric: str,
+    method: str,
+    rounds: int | None,
+) -> dict[str, Any]:
+    """What ``blend.json`` says: how the weights were fitted, each run with its CV score,
+    weight and contribution, and the weights each fold's nested fit chose."""
+    first = runs[0]
+    higher = first.card.metric.higher_is_better
+    return {
+        "metric": metric,
+        "higher_is_better": higher,
+        "method": method,
+        **({"rounds": rounds or 100} if method == "greedy" else {}),
+        "objective": first.outputs.BLEND_OBJECTIVE,
+        "rows": first.plan.rows,
+        "folds": first.plan.folds,
+        "split": first.plan.split,
+        "runs": [
+            {
+                "name": run.name,
+                "path": str(run.path),
+                "kind": run.card.kind,
+                "cv": float(run.summary["cv"]),
+                "weight": float(weight),
+                "blend_without_it": left_out,
+            }
+            for run, weight, left_out in zip(runs, weights, without, strict=True)
+        ],
+        "nested_weights": {
+            f"fold{fold}": dict(zip((run.name for run in runs), chosen, strict=True))
+            for fold, chosen in enumerate(fold_weights)
+        },
+    }
+
+
+def write_model(
+    target: Path, runs: list[CVRun], weights: np.ndarray, record: dict[str, Any]
+) -> None:
+    """``model/``: one ensemble directory of the fold models of every run given weight, each
+    run's members, calibration and frozen backbone named in ``ensemble.json``'s ``runs``."""
+    members: dict[str, Path] = {}
+    kept, folds = [], {}
+    for run, weight in zip(runs, weights, strict=True):
+        if weight <= 0:
+            continue
+        names = []
+        for folder in run.members():
+            name = f"{run.name}-{folder.name}"
+            members[name] = folder
+            names.append(name)
+            folds[name] = run.ensemble.get("folds", {}).get(folder.name)
+        calibration = {
+            key: run.ensemble[key]
+            for key in ("temperature", "target_calibration")
+            if key in run.ensemble
+        }
+        kept.append(
+            {"name": run.name, "weight": float(weight), "members": names, "backbone": run.backbone}
+            | calibration
+        )
+    scores = record["scores"]
+    meta = {
+        "kind": runs[0].card.kind,
+        "runs": kept,
+        "folds": folds,
+        "cv": {
+            "metric": record["metric"],
+            "cv": scores["nested"],
+            "in_sample": scores["in_sample"],
+            "split": f"{record['folds']} folds, {record['split']}",
+        },
+    }
+    write_ensemble(target, members, meta)
+
+
+def say_result(result: BlendResult, record: dict[str, Any], say: Say) -> None:
+    """The table of runs (CV score, weight, the blend without it), then the blend's scores."""
+    metric = result.metric
+    width = max(len(name) for name in result.runs)
+    say(
+        f"blend of {len(result.runs)} cross-validations of {record['rows']} rows "
+        f"({record['folds']} folds, one split), weights by {record['method']}"
+    )
+    say(f"{'run':<{width}}  CV {metric:<8}  weight  blend without it")
+    for entry in record["runs"]:
+        say(
+            f"{entry['name']:<{width}}  {entry['cv']:<11.4f}  {entry['weight']:<6.3f}  "
+            f"{entry['blend_without_it']:.4f}"
+        )
+    say(
+        f"blend: nested {metric} {result.nested:.4f} (each fold's weights fitted on the other "
+        f"folds' out-of-fold predictions), in-sample {result.in_sample:.4f} (optimistic)"
+    )
+    say(f"the blend in {result.output}/{MODEL_DIR}; its weights and scores in "
+        f"{result.output}/{BLEND_FILE}")  # fmt: skip

@@ -1,0 +1,172 @@
+"""The cross-validated runs a blend combines, each read from its ``bistack cv`` output folder
+and checked to be blendable with the others: finished, of one kind, over the same rows split
+the same way (the same ``folds.json``), with the same labels or targets.
+
+A run's out-of-fold predictions are read from its ``oof.jsonl`` (every row once, in the table's
+order, as its fold models predicted them without having seen it), its fold ensemble is its
+``model/``: what the blend's model is made of.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bistack.cards import Card
+from bistack.cv.folder import FOLDS_FILE, MODEL_DIR, RESULT_FILE, SETTINGS_FILE
+from bistack.cv.plan import FoldPlan
+from bistack.data.tables import Example
+from bistack.errors import ConfigError
+from bistack.files.ensemble_dir import member_paths, read_ensemble
+from bistack.files.modeldir import read_json_object
+from bistack.tasks import TASKS, task_of
+
+OOF_FILE = "oof.jsonl"
+
+
+@dataclass
+class CVRun:
+    """One finished CV: its folder and name, kind, fold plan, summary (``cv.json``), fold
+    ensemble's metadata, its rows (text and gold) and its out-of-fold predictions
+    ``(rows, outputs)`` in the columns of ``outputs``."""
+
+    path: Path
+    name: str
+    card: Card
+    plan: FoldPlan
+    summary: dict[str, Any]
+    ensemble: dict[str, Any]
+    config: dict[str, Any]
+    rows: list[Example]
+    outputs: Any
+    predictions: np.ndarray
+
+    @property
+    def model(self) -> Path:
+        return self.path / MODEL_DIR
+
+    def members(self) -> list[Path]:
+        """Its fold models' folders, in its ensemble's order."""
+        return member_paths(self.model, self.ensemble)
+
+    @property
+    def backbone(self) -> str | None:
+        """Its frozen backbone's fingerprint (runs with the same one share it in a blend's
+        model), or None: it has none, or fine-tunes its own."""
+        meta = json.loads((self.members()[0] / "config.json").read_text())
+        if meta["config"].get("backbone", {}).get("finetune", True):
+            return None
+        return str(meta.get("backbone", {}).get("fingerprint")) or None
+
+
+def read_run(path: str | Path, name: str) -> CVRun:
+    """The finished CV in ``path``, named ``name`` in the blend; an error naming what is
+    missing (a folder that is not a CV's, a CV that has not finished) or what it cannot blend
+    (a kind whose predictions are not blended)."""
+    path = Path(path)
+    if not (path / SETTINGS_FILE).is_file():
+        raise ConfigError(f"{path}: not a cross-validation's folder (no {SETTINGS_FILE}); give "
+                          "the --output of a bistack cv")  # fmt: skip
+    if not (path / RESULT_FILE).is_file() or not (path / MODEL_DIR).is_dir():
+        raise ConfigError(
+            f"{path}: its cross-validation has not finished (no {RESULT_FILE}); run the same "
+            "bistack cv again to finish it"
+        )
+    ensemble = read_ensemble(path / MODEL_DIR)
+    card = task_of(ensemble["kind"])
+    refuse_kind(card, path)
+    settings = read_json_object(path / SETTINGS_FILE)
+    config = settings["config"]
+    plan = FoldPlan.from_json(read_json_object(path / FOLDS_FILE), str(path / FOLDS_FILE))
+    columns = config["data"]["label_columns"]
+    kind_of_outputs = card.loader_class.OUTPUTS
+    rows, values = [], []
+    with (path / OOF_FILE).open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            try:
+                example, predicted = kind_of_outputs.oof_row(json.loads(line), columns)
+            except (ValueError, KeyError, TypeError) as error:
+                raise ConfigError(
+                    f"{path / OOF_FILE}, line {number}: not an out-of-fold prediction bistack "
+                    f"cv wrote ({error}); was it edited?"
+                ) from None
+            rows.append(example)
+            values.append(predicted)
+    outputs = kind_of_outputs.for_table(rows, columns, str(path / OOF_FILE))
+    predictions = np.array([[v.get(n, 0.0) for n in outputs.names] for v in values])
+    summary = read_json_object(path / RESULT_FILE)
+    return CVRun(path, name, card, plan, summary, ensemble, config, rows, outputs, predictions)
+
+
+def refuse_kind(card: Card, path: Path) -> None:
+    """A kind whose runs are not blended, refused saying why and which are."""
+    if card.blend_refusal is not None:
+        kinds = ", ".join(sorted(k for k, c in TASKS.items() if c.cv and c.blend_refusal is None))
+        raise ConfigError(f"{path}: holds a CV of {card.description}; {card.blend_refusal} "
+                          f"(blends take {kinds})")  # fmt: skip
+
+
+def run_names(paths: list[Path]) -> list[str]:
+    """Each run's name in the blend: its folder's, numbered where two are alike."""
+    names: list[str] = []
+    for path in paths:
+        name, number = path.name, 2
+        while name in names:
+            name, number = f"{path.name}-{number}", number + 1
+        names.append(name)
+    return names
+
+
+def refuse_unlike(runs: list[CVRun]) -> None:
+    """Runs that cannot be blended, refused naming what differs from the first: the kind,
+    the rows, the split, the labels or targets. Each run's out-of-fold predictions are only
+    comparable, row by row, over one table split one way."""
+    first = runs[0]
+    for run in runs[1:]:
+        differs = []
+        if run.card.kind != first.card.kind:
+            differs.append(f"it is a CV of {run.card.description}, not {first.card.description}")
+        elif run.plan.rows != first.plan.rows or run.plan.data != first.plan.data:
+            differs.append(
+                f"its rows are another table's ({run.plan.rows} rows of "
+                f"{run.config['data']['train']}, digest {run.plan.data[:12]}; the first's: "
+                f"{first.plan.rows} of {first.config['data']['train']}, {first.plan.data[:12]})"
+            )
+        elif run.plan.assignments != first.plan.assignments:
+            differs.append(
+                f"its folds are another split ({run.plan.folds} folds, {run.plan.split}; the "
+                f"first's: {first.plan.folds} folds, {first.plan.split}; "
+                f"{first_difference(run.plan, first.plan)}); cross-validate it again on the "
+                "first's folds (the same --folds, --repeats, --split and data.split_seed, or "
+                "data.fold_column)"
+            )
+        elif run.outputs.names != first.outputs.names:
+            differs.append(
+                f"it predicts {', '.join(run.outputs.names)}, the first "
+                f"{', '.join(first.outputs.names)}"
+            )
+        if differs:
+            raise ConfigError(
+                f"{run.path} cannot be blended with {first.path}: {differs[0]}; a blend's runs "
+                "are CVs of one kind over the same rows and folds"
+            )
+
+
+def first_difference(plan: FoldPlan, first: FoldPlan) -> str:
+    """Where two unlike fold plans of the same rows first part, in words."""
+    if plan.repeats != first.repeats:
+        return f"{plan.repeats} repeats against {first.repeats}"
+    repeat, row, fold, other = next(
+        (repeat, row, fold, other)
+        for repeat, (held, firsts) in enumerate(
+            zip(plan.assignments, first.assignments, strict=True)
+        )
+        for row, (fold, other) in enumerate(zip(held, firsts, strict=True))
+        if fold != other
+    )
+    where = f" of repeat {repeat + 1}" if plan.repeats > 1 else ""
+    return f"row {row + 1} is held out by its fold {fold}{where}, by the first's {other}"

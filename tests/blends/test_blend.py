@@ -1,0 +1,275 @@
+"""``bistack blend``: cross-validated runs of one table and split, weighted on their out-of-fold
+predictions, scored nested (no fold's weights are fitted on its own rows), and opened as one
+model by every outlet (predict, evaluate, serve, export, info); a frozen backbone the runs
+share reads each text once for all of them."""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bistack
+from bistack.blends.run import nested
+from bistack.blends.weights import blended, simplex_weights
+from bistack.cli import main
+from bistack.data.tables import Example
+from bistack.errors import ConfigError
+from bistack.models.backbone import TransformerBackbone
+from bistack.predictor import open_model
+from bistack.text_models.outputs import TargetOutputs
+from tests.cv.test_cross_validation import write_rows
+from tests.text_models.test_end_to_end import sentiment_rows, text_config, write_tsv
+
+pytest.importorskip("transformers", reason="the layer models need bistack[transformers]")
+
+FOLDS = 3
+TEXTS = ["a fine and warm film", "dull , slow and long", "the best of the year"]
+
+
+def layer_regressor(train: Path, backbone: Path, cache: Path, pooler: str) -> dict:
+    return {
+        "kind": "layer_regressor",
+        "data": {"train": str(train), "dev": None, "text_column": "sentence",
+                 "label_columns": ["label"]},
+        "backbone": {"path": str(backbone), "max_length": 16, "cache_dir": str(cache)},
+        "layer_pooling": {"type": pooler},
+        "optimizer": {"name": "adamw", "lr": 0.02},
+        "train": {"batch_size": 8, "max_epochs": 3, "patience": 3},
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def regressor_cvs(tmp_path_factory) -> tuple[list[Path], Path]:
+    """Three CVs of one table, one split (the same folds, seed and data): three poolers over
+    one frozen tiny transformer."""
+    from tests.fixtures.written_models.make_fixtures import tiny_transformer
+
+    root = tmp_path_factory.mktemp("blend-regressors")
+    rows = [(text, float(label) * 2 - 1 + 0.1 * (i % 5)) for i, (text, label) in
+            enumerate(sentiment_rows(36, 0))]  # fmt: skip
+    train = write_tsv(root / "train.tsv", rows)
+    backbone = tiny_transformer(root / "tiny-bert")
+    runs = []
+    for pooler in ("mean", "weighted", "attention"):
+        config = layer_regressor(train, backbone, root / "cache", pooler)
+        bistack.cross_validate(config, root / pooler, folds=FOLDS, say=lambda _: None)
+        runs.append(root / pooler)
+    return runs, root
+
+
+@pytest.fixture(scope="module")
+def regressor_blend(regressor_cvs) -> tuple:
+    runs, root = regressor_cvs
+    said: list[str] = []
+    result = bistack.blend(runs, root / "blend", say=said.append)
+    return result, root / "blend", said
+
+
+def oof_of(run: Path) -> tuple[np.ndarray, np.ndarray]:
+    lines = [json.loads(line) for line in (run / "oof.jsonl").read_text().splitlines()]
+    return np.array([r["values"]["label"] for r in lines]), np.array(
+        [r["gold"]["label"] for r in lines]
+    )
+
+
+def test_the_weights_are_fitted_on_the_out_of_fold_predictions(regressor_cvs, regressor_blend):
+    runs, _ = regressor_cvs
+    result, out, said = regressor_blend
+    stacked = np.stack([oof_of(run)[0] for run in runs])[:, :, None]
+    gold = oof_of(runs[0])[1]
+    examples = [Example("t", (repr(float(g)),), i) for i, g in enumerate(gold)]
+    objective = TargetOutputs.applying_nothing({"targets": ["label"]}).blend_objective(examples)
+    expected = simplex_weights(objective, stacked)
+    assert list(result.weights.values()) == pytest.approx(expected.tolist(), abs=1e-6)
+    rmse = float(np.sqrt(np.mean((blended(expected, stacked)[:, 0] - gold) ** 2)))
+    assert result.in_sample == pytest.approx(rmse, rel=1e-5)
+    assert result.in_sample <= min(result.runs.values()) + 1e-9  # the runs are each a blend
+    record = json.loads((out / "blend.json").read_text())
+    assert record["scores"] == {"nested": result.nested, "in_sample": result.in_sample}
+    assert [r["cv"] for r in record["runs"]] == list(result.runs.values())
+    assert any(line.startswith("blend: nested rmse") for line in said)
+
+
+def test_each_folds_weights_are_fitted_without_its_rows(regressor_cvs, regressor_blend):
+    """The nested score: each fold's weights are those fitted on the other folds' rows alone,
+    and the score is of the predictions those weights make of the fold's own rows."""
+    runs, _ = regressor_cvs
+    result, out, _ = regressor_blend
+    record = json.loads((out / "blend.json").read_text())
+    assignment = json.loads((runs[0] / "folds.json").read_text())["assignments"][0]
+    stacked = np.stack([oof_of(run)[0] for run in runs])[:, :, None]
+    gold = oof_of(runs[0])[1]
+    outputs = TargetOutputs.applying_nothing({"targets": ["label"]})
+    pooled = np.zeros(len(gold))
+    for fold in range(FOLDS):
+        others = [i for i, f in enumerate(assignment) if f != fold]
+        held = [i for i, f in enumerate(assignment) if f == fold]
+        examples = [Example("t", (repr(float(gold[i])),), i) for i in others]
+        weights = simplex_weights(outputs.blend_objective(examples), stacked[:, others])
+        recorded = record["nested_weights"][f"fold{fold}"]
+        assert list(recorded.values()) == pytest.approx(weights.tolist(), abs=1e-6)
+        pooled[held] = blended(weights, stacked[:, held])[:, 0]
+    assert result.nested == pytest.approx(float(np.sqrt(np.mean((pooled - gold) ** 2))), rel=1e-5)
+
+
+def test_the_nested_fit_never_sees_the_rows_it_predicts():
+    seen: list[list[int]] = []
+
+    def fit(rows: list[int]) -> np.ndarray:
+        seen.append(rows)
+        return np.array([0.5, 0.5])
+
+    assignment = [0, 1, 2, 0, 1, 2, 2, 0]
+    nested(fit, np.zeros((2, len(assignment), 1)), assignment)
+    for fold, rows in enumerate(seen):
+        held = {i for i, f in enumerate(assignment) if f == fold}
+        assert held.isdisjoint(rows) and held | set(rows) == set(range(len(assignment)))
+
+
+def test_the_blend_predicts_as_its_runs_weighted(regressor_cvs, regressor_blend):
+    runs, _ = regressor_cvs
+    result, out, _ = regressor_blend
+    blend = open_model(out / "model")
+    got = [p.values["label"] for p in blend.predict(TEXTS)]
+    expected = np.zeros(len(TEXTS))
+    for run, weight in zip(runs, result.weights.values(), strict=True):
+        if weight > 0:
+            own = open_model(run / "model").predict(TEXTS)
+            expected += weight * np.array([p.values["label"] for p in own])
+    assert got == pytest.approx(expected.tolist(), rel=1e-5, abs=1e-6)
+    kept = [name for name, weight in result.weights.items() if weight > 0]
+    assert "blend of" in blend.description and f"{len(kept)} cross-validated runs" in (
+        blend.description
+    )
+    members = sorted(p.name for p in (out / "model" / "members").iterdir())
+    assert {m.rsplit("-", 1)[0] for m in members} == set(kept)  # a run of weight 0: left out
+
+
+def test_a_backbone_the_runs_share_reads_each_text_once(regressor_blend, monkeypatch):
+    _, out, _ = regressor_blend
+    blend = open_model(out / "model")
+    read: list[int] = []
+    original = TransformerBackbone.layer_vectors
+
+    def counted(self, texts, *args, **kwargs):
+        read.append(len(texts))
+        return original(self, texts, *args, **kwargs)
+
+    monkeypatch.setattr(TransformerBackbone, "layer_vectors", counted)
+    blend.predict(TEXTS)
+    assert sum(read) == len(TEXTS)
+    members = blend.model.members
+    assert len(members) > 1 and all(m.backbone is members[0].backbone for m in members)
+
+
+def test_every_outlet_opens_the_blend(regressor_cvs, regressor_blend, capsys, tmp_path):
+    _, root = regressor_cvs
+    result, out, _ = regressor_blend
+    model = out / "model"
+    texts = tmp_path / "texts.jsonl"
+    texts.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
+    assert (
+        main(["predict", str(model), "--input", str(texts), "--output", str(tmp_path / "p.csv")])
+        == 0
+    )
+    table = (tmp_path / "p.csv").read_text().splitlines()
+    assert table[0] == "label" and len(table) == 1 + len(TEXTS)
+    assert main(["evaluate", str(model), str(root / "train.tsv")]) == 0
+    assert main(["info", str(model)]) == 0
+    said = capsys.readouterr().out
+    assert f"blended rmse: {result.nested:.4f} nested" in said
+    exported = tmp_path / "export"
+    assert main(["export", str(model), "--output", str(exported)]) == 0, capsys.readouterr().err
+    onnx = open_model(exported).predict(TEXTS)
+    torch_side = open_model(model).predict(TEXTS)
+    assert [p.values["label"] for p in onnx] == pytest.approx(
+        [p.values["label"] for p in torch_side], rel=1e-4, abs=1e-5
+    )
+
+
+def test_the_blend_serves_as_one_model(regressor_blend):
+    pytest.importorskip("fastapi", reason="serving needs bistack[serve]")
+    from fastapi.testclient import TestClient
+
+    from bistack.serve.app import create_app
+    from bistack.serve.served import load_served
+
+    _, out, _ = regressor_blend
+    with TestClient(create_app(load_served(out / "model"))) as client:
+        answer = client.post("/predict", json={"texts": TEXTS})
+        info = client.get("/info").json()
+    assert answer.status_code == 200
+    expected = [p.values["label"] for p in open_model(out / "model").predict(TEXTS)]
+    got = [p["values"]["label"] for p in answer.json()["predictions"]]
+    assert got == pytest.approx(expected, rel=1e-5)
+    assert set(info["ensemble"]["blend"]) <= {"mean", "weighted", "attention"}
+
+
+def test_classifiers_blend_their_probabilities(tmp_path):
+    train = write_rows(tmp_path / "train.tsv", 48)
+    runs = []
+    for pooling in ("mean", "additive"):
+        config = text_config(train, None, pooling={"type": pooling},
+                             train={"max_epochs": 2, "patience": 2})  # fmt: skip
+        config["data"]["dev"] = None
+        bistack.cross_validate(config, tmp_path / pooling, folds=FOLDS, say=lambda _: None)
+        runs.append(tmp_path / pooling)
+    result = bistack.blend(runs, tmp_path / "blend", say=lambda _: None)
+    assert result.metric == "accuracy"
+    record = json.loads((tmp_path / "blend" / "blend.json").read_text())
+    assert record["objective"].startswith("log loss")
+    blend = open_model(tmp_path / "blend" / "model")
+    texts = ["a good film", "a bad film"]
+    got = blend.predict(texts)
+    expected = None
+    for run, weight in zip(runs, result.weights.values(), strict=True):
+        if weight > 0:
+            own = open_model(run / "model").predict(texts)
+            labels = sorted(own[0].probabilities)
+            probabilities = np.array([[p.probabilities[k] for k in labels] for p in own])
+            expected = weight * probabilities + (0 if expected is None else expected)
+    for prediction, row in zip(got, expected, strict=True):
+        assert [prediction.probabilities[k] for k in labels] == pytest.approx(
+            row.tolist(), abs=1e-5
+        )
+        assert sum(prediction.probabilities.values()) == pytest.approx(1.0, abs=1e-5)
+
+
+def test_runs_that_differ_are_refused_naming_the_difference(regressor_cvs, tmp_path):
+    runs, root = regressor_cvs
+    other = tmp_path / "other-split"
+    config = layer_regressor(root / "train.tsv", root / "tiny-bert", root / "cache", "mean")
+    config["data"]["split_seed"] = 7
+    bistack.cross_validate(config, other, folds=FOLDS, say=lambda _: None)
+    with pytest.raises(ConfigError, match="its folds are another split") as error:
+        bistack.blend([runs[0], other], tmp_path / "b1", say=lambda _: None)
+    assert "held out by its fold" in str(error.value)
+    assert not (tmp_path / "b1").exists()
+    with pytest.raises(ConfigError, match="given twice"):
+        bistack.blend([runs[0], runs[0]], tmp_path / "b2")
+    unfinished = tmp_path / "unfinished"
+    shutil.copytree(runs[1], unfinished)
+    (unfinished / "cv.json").unlink()
+    with pytest.raises(ConfigError, match="has not finished"):
+        bistack.blend([runs[0], unfinished], tmp_path / "b3")
+    tagger = tmp_path / "tagger"
+    shutil.copytree(runs[1], tagger)
+    meta = json.loads((tagger / "model" / "ensemble.json").read_text())
+    (tagger / "model" / "ensemble.json").write_text(json.dumps(meta | {"kind": "tagger"}))
+    with pytest.raises(ConfigError, match="token marginals"):
+        bistack.blend([runs[0], tagger], tmp_path / "b4")
+
+
+def test_the_command_line_refuses_an_option_that_cannot_act(regressor_cvs, tmp_path, capsys):
+    runs, _ = regressor_cvs
+    argv = ["blend", *map(str, runs[:2]), "--output", str(tmp_path / "b"), "--rounds", "5"]
+    assert main(argv) == 2
+    assert "--rounds counts the greedy method's rounds" in capsys.readouterr().err
+    assert main([*argv, "--method", "greedy"]) == 0
+    record = json.loads((tmp_path / "b" / "blend.json").read_text())
+    assert record["method"] == "greedy" and record["rounds"] == 5
+    assert all(round(r["weight"] * 5, 9).is_integer() for r in record["runs"])
+    assert main([*argv, "--method", "greedy"]) == 2  # an earlier blend there: --overwrite
+    assert "--overwrite" in capsys.readouterr().err
