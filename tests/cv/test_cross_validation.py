@@ -518,3 +518,43 @@ def test_a_fold_names_the_step_that_chose_it_and_the_cv_its_precision(tmp_path, 
     assert json.loads((out / "cv-settings.json").read_text())["run"] == {"precision": "32-true"}
     assert cv(config, out, "--folds", "2", "--precision", "bf16-mixed") == 2
     assert "(changed: --precision)" in capsys.readouterr().err
+
+
+def test_a_tagger_cv_opens_each_fold_model_once_and_reads_its_sentences_once(tmp_path, monkeypatch):
+    """After training, each fold's model is opened once and its network reads each held-out
+    sentence once: the out-of-fold tags, the cross-fitted temperatures and the ensemble's are
+    all decoded from those emissions."""
+    from bistack.cv import family, fold
+    from tests.conftest import tiny_config
+
+    opened: list[str] = []
+    read: list[int] = []
+    door = family.opener_of
+
+    def counting_opener(card):
+        open_model = door(card)
+
+        def opener(folder, parts):
+            model = open_model(folder, parts)
+            opened.append(folder.parent.name)
+            network = model.network_emissions  # a recurrent tagger's pass over a batch
+
+            def emissions(indices, chosen):
+                read.append(len(chosen))
+                return network(indices, chosen)
+
+            model.network_emissions = emissions
+            return model
+
+        return opener
+
+    monkeypatch.setattr(family, "opener_of", counting_opener)
+    monkeypatch.setattr(fold, "opener_of", counting_opener)
+    train = write_documents(tmp_path / "train.txt", 6, 16, noise=0.3, own_names=True)
+    config = tiny_config(train, None, train={"max_epochs": 3, "patience": 3})
+    said: list[str] = []
+    bistack.cross_validate(config, tmp_path / "out", folds=3, say=said.append)
+    assert sorted(opened) == ["fold0", "fold1", "fold2"]
+    oof = (tmp_path / "out" / "oof.jsonl").read_text().splitlines()
+    assert sum(read) == len(oof)  # every sentence is one fold's held-out sentence
+    assert any("temperature" in line for line in said)  # the fits ran, from those emissions

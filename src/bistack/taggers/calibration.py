@@ -53,6 +53,13 @@ class DevEmissions:
     batches: list[EmissionBatch]
     gold: list[set[tuple[int, int, str]]]
 
+    def replayed(self) -> Emitter:
+        """These emissions served again to a pass over the same sentences in the same batches
+        (``emission_batches``' own, as ``predict_tokens`` makes them): their tags decoded
+        without running the network again."""
+        by_batch = {tuple(batch.indices): batch.scores for batch in self.batches}
+        return lambda indices, _: by_batch[tuple(indices)]
+
     def outcomes(
         self, decoder: TagDecoder, chosen: set[int] | None = None
     ) -> tuple[list[float], list[bool]]:

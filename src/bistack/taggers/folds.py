@@ -39,7 +39,9 @@ class TaggerFolds:
         self.config = config
         self.open_model = open_model
         self._shared: dict[str, Any] | None = None  # what ``shared`` gave, kept for the ensemble
-        self._held: dict[str, tuple[Any, Any]] | None = None  # see ``held_emissions``
+        # Each fold's model and its emissions of its held-out sentences, by those sentences'
+        # rows, kept where the fold was trained in this process (see ``predict_held_out``).
+        self._held: dict[tuple[int, ...], tuple[Any, Any]] = {}
         data = config.data
         self.rows: list[Sentence] = read_tagged(data.train, data)
         if not self.rows:
@@ -124,12 +126,14 @@ class TaggerFolds:
         self, model: Any, held: list[int], shared: dict[str, Any], key: str
     ) -> dict[str, Any]:
         """The fold model's tagging of its held-out sentences (each as ``predict`` writes it)
-        and its scores."""
+        and its scores. Its network reads them once: their emissions are kept, with the
+        model, for the calibration fits that follow in this process."""
+        from bistack.taggers.calibration import dev_emissions
+
         sentences = [self.rows[i] for i in held]
-        tokens = [s.tokens for s in sentences]
-        documents = [s.document for s in sentences]
-        emitter = self.shared_emitter(model, sentences, shared)
-        tagged = model.predict_tokens(tokens, documents=documents, emitter=emitter)
+        emissions = dev_emissions(model, sentences, self.shared_emitter(model, sentences, shared))
+        self._held[tuple(held)] = (model, emissions)
+        tagged = self.tagged(model, sentences, emissions)
         predicted = {i: list(t.sentences[0].tags) for i, t in zip(held, tagged, strict=True)}
         scores = self.scores(lambda index: predicted[index], held).to_json()
         return {
@@ -140,6 +144,15 @@ class TaggerFolds:
             "labels": model.labels,
             "output_scheme": model.output_scheme,
         }
+
+    @staticmethod
+    def tagged(model: Any, sentences: Sequence[Sentence], emissions: Any) -> list[Any]:
+        """``sentences`` tagged by ``model`` (at its calibration) from their ``emissions``."""
+        return model.predict_tokens(
+            [s.tokens for s in sentences],
+            documents=[s.document for s in sentences],
+            emitter=emissions.replayed(),
+        )
 
     @staticmethod
     def shared_emitter(
@@ -179,20 +192,23 @@ class TaggerFolds:
     def held_emissions(
         self, records: list[dict], members: dict[str, Path], say: Callable[[str], None]
     ) -> dict[str, tuple[Any, Any]]:
-        """Each fold's model, opened once (a frozen backbone shared), and its emissions of its
-        held-out sentences with their gold entities (``DevEmissions``, indices into the held-out
-        list), computed once for the cross-fit and the ensemble's temperature."""
-        if self._held is None:
-            from bistack.taggers.calibration import dev_emissions
+        """Each fold's model and its emissions of its held-out sentences with their gold
+        entities (``DevEmissions``, indices into the held-out list), by fold name: those kept
+        when the fold was trained in this process; a fold trained in another (a worker, a Ray
+        task, an earlier run) opened once here (a frozen backbone shared) and read once."""
+        from bistack.taggers.calibration import dev_emissions
 
-            shared = self.shared_inputs(say)
-            self._held = {}
-            for record in records:
+        found = {}
+        for record in records:
+            key = tuple(record["held"])
+            if key not in self._held:
+                shared = self.shared_inputs(say)
                 model = self.open_model(members[record["name"]], self.model_parts(shared))
                 sentences = [self.rows[i] for i in record["held"]]
                 emitter = self.shared_emitter(model, sentences, shared)
-                self._held[record["name"]] = (model, dev_emissions(model, sentences, emitter))
-        return self._held
+                self._held[key] = (model, dev_emissions(model, sentences, emitter))
+            found[record["name"]] = self._held[key]
+        return found
 
     def cross_fit(
         self,
@@ -211,7 +227,6 @@ class TaggerFolds:
         from bistack.taggers.calibration import pooled_temperature
 
         held = self.held_emissions(records, members, say)
-        shared = self.shared_inputs(say)
         fitted = []
         for record in records:
             others = [r["name"] for r in records if r["name"] != record["name"]]
@@ -221,12 +236,8 @@ class TaggerFolds:
             trained = model.calibration
             if temperature is not None:
                 model.calibration = trained | {"temperature": temperature}
-            try:
-                tagged = model.predict_tokens(
-                    [s.tokens for s in sentences],
-                    documents=[s.document for s in sentences],
-                    emitter=self.shared_emitter(model, sentences, shared),
-                )
+            try:  # the emissions read once, decoded again at the fitted temperature
+                tagged = self.tagged(model, sentences, held[record["name"]][1])
             finally:
                 model.calibration = trained
             tags = [list(t.sentences[0].tags) for t in tagged]
