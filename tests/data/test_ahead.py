@@ -123,3 +123,26 @@ def test_an_overlapped_epoch_trains_the_same_weights(tmp_path, monkeypatch):
     together = load_file(train_quietly(config, tmp_path / "together") / "model.safetensors")
     assert alone.keys() == together.keys()
     assert all(torch.equal(alone[name], together[name]) for name in alone)
+
+
+@pytest.mark.parametrize("kind", ["tagger", "classifier"])
+def test_a_single_batch_starts_no_thread(kind, small_tagger, small_classifier, monkeypatch):
+    """On an accelerator the next batch is made ahead in a thread; a call of one batch (a
+    one-sentence prediction) has nothing to overlap with and starts none."""
+    from bistack.data import ahead as module
+    from bistack.predictor import load_model
+
+    started = []
+    original = module.ahead
+
+    def counted(items, depth=1):
+        started.append(depth)
+        return original(items, depth)
+
+    monkeypatch.setattr(module, "beside_the_host", lambda device: True)  # as on a GPU
+    monkeypatch.setattr(module, "ahead", counted)
+    model = load_model(small_tagger if kind == "tagger" else small_classifier)
+    model.predict(["Mary left Rome ."])
+    assert started == []
+    model.predict(["Mary left Rome ."] * 3, batch_size=2)
+    assert len(started) == 1

@@ -35,10 +35,16 @@ class _End:
         self.error = error
 
 
-def overlapped(items: Iterable[T], device: Any, depth: int = 1) -> Generator[T, None, None]:
+def overlapped(
+    items: Iterable[T], device: Any, depth: int = 1, several: bool = True
+) -> Generator[T, None, None]:
     """``items``, made ahead (:func:`ahead`) where ``device`` (a torch device, or its name) is
-    an accelerator, else one by one as the caller reads them."""
-    return ahead(items, depth) if beside_the_host(device) else (item for item in items)
+    an accelerator and there are ``several`` (a single batch, such as a one-sentence
+    prediction, has nothing to overlap with: starting a thread for it costs ~120 µs), else one
+    by one as the caller reads them."""
+    if several and beside_the_host(device):
+        return ahead(items, depth)
+    return (item for item in items)
 
 
 def beside_the_host(device: Any) -> bool:

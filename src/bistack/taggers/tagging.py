@@ -190,8 +190,9 @@ class Tagging(ABC):
         by_index: dict[int, Analysis] = {}
         unsure: dict[int, np.ndarray] = {}  # emissions of sentences the rule may change
         batches = self.emission_batches(sentences, batch_size, progress, emitter, documents)
+        several = len(sentences) > (self.batch_size if batch_size is None else batch_size)
         # On a GPU the next batch's network pass runs while this one's tags are decoded.
-        for batch in overlapped(batches, self.device):
+        for batch in overlapped(batches, self.device, several=several):
             analyses = self.decoded(decoder, batch, confidence or documentwise, top_k)
             for row, (index, analysis) in enumerate(zip(batch.indices, analyses, strict=True)):
                 by_index[index] = analysis

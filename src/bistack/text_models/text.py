@@ -114,7 +114,8 @@ class RecurrentTextModel(SavedKind, TextModelBase):
 
         with evaluating(self.model):
             # On a GPU the next batch is collated and copied while this one runs.
-            for indices, batch, on_device in overlapped(collated(), device, depth=2):
+            several = len(batches) > 1
+            for indices, batch, on_device in overlapped(collated(), device, 2, several):
                 result = self.model.predict(on_device)
                 scores = result.outputs.float().cpu()  # the batch's one copy to the host
                 attended = result.weights  # (batch, seq) attention, when the pooling attends
