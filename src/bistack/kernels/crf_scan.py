@@ -17,9 +17,16 @@ Padding positions multiply by the identity, so a sequence's product stops at its
 
 Work is ``batch × T × num_tags³`` (each product forms every from-middle-to triple), which suits
 a GPU's width; on the CPU the compiled kernels (``bistack.kernels.crf_compiled``) stay faster.
+Memory is not: formed whole, a level's triples take ``batch × T/2 × num_tags³`` numbers (about
+20 GB in float64 at batch 256, 40 positions and OntoNotes' 73 BIOES tags), and autograd would
+keep them for the gradient. So each level forms them a chunk of products at a time (at most
+``CHUNK_NUMBERS`` numbers), and the log semiring's product is a function of its own whose
+gradient forms them again, a chunk at a time, from its inputs and output (``num_tags²`` each).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -96,11 +103,58 @@ def _reduce(matrices: Tensor, multiply) -> Tensor:
     return matrices[:, 0]
 
 
+# The most numbers a chunk of one level's (product, from, middle, to) triples holds at once
+# (512 MB in float64).
+CHUNK_NUMBERS = 2**26
+
+
+def _chunks(*tensors: Tensor) -> list[tuple[Tensor, ...]]:
+    """``tensors`` ``(..., K, K)`` flattened to ``(products, K, K)`` and cut, alike, into
+    chunks whose triples hold at most ``CHUNK_NUMBERS`` numbers."""
+    size = tensors[0].size(-1)
+    flat = [tensor.reshape(-1, size, size) for tensor in tensors]
+    step = max(1, CHUNK_NUMBERS // size**3)
+    return list(zip(*(tensor.split(step) for tensor in flat), strict=True))
+
+
+class _LogMatmul(torch.autograd.Function):
+    """``(..., i, k) ⊗ (..., k, j)`` in the log semiring (logsumexp over k), its triples formed
+    a chunk at a time going forward and again going back (the gradient of a logsumexp is the
+    softmax of its terms: ``exp(left[i, k] + right[k, j] - out[i, j])``), so that only the
+    inputs and the output, ``K²`` a product, are kept."""
+
+    @staticmethod
+    def forward(ctx: Any, left: Tensor, right: Tensor) -> Tensor:
+        parts = [
+            torch.logsumexp(a.unsqueeze(-1) + b.unsqueeze(-3), dim=-2)
+            for a, b in _chunks(left, right)
+        ]
+        out = torch.cat(parts).view(left.shape)
+        ctx.save_for_backward(left, right, out)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor]:
+        left, right, out = ctx.saved_tensors
+        into_left, into_right = [], []
+        for a, b, total, g in _chunks(left, right, out, grad):
+            total = torch.where(torch.isfinite(total), total, 0.0)  # all -inf: every share 0
+            share = torch.exp(a.unsqueeze(-1) + b.unsqueeze(-3) - total.unsqueeze(-2))
+            weighted = share * g.unsqueeze(-2)  # (chunk, i, k, j)
+            into_left.append(weighted.sum(-1))
+            into_right.append(weighted.sum(-3))
+        return torch.cat(into_left).view(left.shape), torch.cat(into_right).view(right.shape)
+
+
 def _log_matmul(left: Tensor, right: Tensor) -> Tensor:
     """``(..., i, k) ⊗ (..., k, j)`` in the log semiring: logsumexp over k."""
-    return torch.logsumexp(left.unsqueeze(-1) + right.unsqueeze(-3), dim=-2)
+    return _LogMatmul.apply(left, right)
 
 
 def _max_matmul(left: Tensor, right: Tensor) -> Tensor:
-    """``(..., i, k) ⊗ (..., k, j)`` in the max-plus semiring: max over k."""
-    return (left.unsqueeze(-1) + right.unsqueeze(-3)).max(dim=-2).values
+    """``(..., i, k) ⊗ (..., k, j)`` in the max-plus semiring: max over k, a chunk at a time
+    (autograd keeps each max's choices, ``K²`` a product, not its triples)."""
+    parts = [
+        (a.unsqueeze(-1) + b.unsqueeze(-3)).max(dim=-2).values for a, b in _chunks(left, right)
+    ]
+    return torch.cat(parts).view(left.shape)
