@@ -14,7 +14,6 @@ from bistack.data.tokenize import tokenize_text
 from bistack.data.vocab import Vocabulary
 from bistack.files.modeldir import (
     save_metadata,
-    save_weights,
 )
 from bistack.language_models.config import LanguageModelConfig
 from bistack.language_models.network import LSTMLanguageModel, build_language_model, collate_lm
@@ -44,13 +43,6 @@ class LanguageModel(SavedKind):
         vocabulary = Vocabulary.from_json(saved.vocab["words"])
         network = build_language_model(saved.config, len(vocabulary))
         return cls(saved.weights_into(network), vocabulary, saved.config)
-
-    def save(self, path: str | Path) -> None:
-        self.save_metadata(path)
-        self.save_weights(path)
-
-    def save_weights(self, path: str | Path) -> None:
-        save_weights(path, self.model)
 
     def save_metadata(self, path: str | Path) -> None:
         save_metadata(path, KIND, self.config.to_dict(), {"words": self.vocabulary.to_json()})

@@ -18,7 +18,7 @@ from bistack.config.files import build_config
 from bistack.config.hub import local_folder
 from bistack.errors import ModelFileError
 from bistack.files.ensemble_dir import MEMBERS, is_ensemble
-from bistack.files.modeldir import load_metadata, load_weights, reading_model
+from bistack.files.modeldir import load_metadata, load_weights, reading_model, save_weights
 from bistack.models.devices import checked_device
 
 M = TypeVar("M", bound=nn.Module)
@@ -98,3 +98,16 @@ class SavedKind:
     def from_saved(cls, saved: SavedModel) -> Self:
         """The model built from an opened directory, its weights in place."""
         raise NotImplementedError
+
+    def save(self, path: str | Path) -> None:
+        """Its model directory at ``path``: config.json and vocab.json, then the weights."""
+        self.save_metadata(path)
+        self.save_weights(path)
+
+    def save_metadata(self, path: str | Path) -> None:
+        """config.json (the kind, its config, what its outputs mean) and vocab.json."""
+        raise NotImplementedError
+
+    def save_weights(self, path: str | Path) -> None:
+        """Its network's weights (``self.model``) as safetensors."""
+        save_weights(path, self.model)  # type: ignore[attr-defined]  # each kind types its own

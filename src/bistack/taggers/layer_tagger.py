@@ -100,10 +100,6 @@ class LayerPoolingTagger(SavedKind, DeviceDecoding):
         calibration = saved.meta.get("calibration")
         return cls(model, backbone, labels, config, scheme, vocabularies, calibration)
 
-    def save(self, path: str | Path) -> None:
-        self.save_metadata(path)
-        self.save_weights(path)
-
     def shared_parts(self) -> dict[str, Any]:
         """A frozen backbone, for the other members of its ensemble."""
         return {} if self.config.backbone.finetune else {"backbone": self.backbone}

@@ -15,7 +15,6 @@ from bistack.data.features import TokenVocabularies
 from bistack.files.modeldir import (
     checked_output_scheme,
     save_metadata,
-    save_weights,
 )
 from bistack.models.mode import predicting
 from bistack.models.saved import SavedKind, SavedModel
@@ -58,13 +57,6 @@ class Tagger(SavedKind, DeviceDecoding):
         scheme = checked_output_scheme(saved.path, saved.meta)
         calibration = saved.meta.get("calibration")
         return cls(model, vocabularies, saved.config, scheme, calibration)
-
-    def save(self, path: str | Path) -> None:
-        self.save_metadata(path)
-        self.save_weights(path)
-
-    def save_weights(self, path: str | Path) -> None:
-        save_weights(path, self.model)
 
     def save_metadata(self, path: str | Path) -> None:
         save_metadata(

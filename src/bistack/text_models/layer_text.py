@@ -95,10 +95,6 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
         backbone.to(saved.device)
         return cls(model, backbone, config, outputs, vocabularies)
 
-    def save(self, path: str | Path) -> None:
-        self.save_metadata(path)
-        self.save_weights(path)
-
     def save_metadata(self, path: str | Path) -> None:
         """config.json (with the backbone's fingerprint) and vocab.json (empty unless the
         model stacks token features)."""

@@ -22,7 +22,6 @@ from bistack.errors import DataError
 from bistack.files.formats import shown
 from bistack.files.modeldir import (
     save_metadata,
-    save_weights,
 )
 from bistack.models.mode import as_array, evaluating
 from bistack.models.saved import SavedKind, SavedModel
@@ -65,13 +64,6 @@ class RecurrentTextModel(SavedKind, TextModelBase):
         outputs = cls.OUTPUTS(saved.meta["outputs"])
         network = build_classifier(saved.config, vocabularies, len(outputs), loss=outputs.LOSS)
         return cls(saved.weights_into(network), vocabularies, saved.config, outputs)
-
-    def save(self, path: str | Path) -> None:
-        self.save_metadata(path)
-        self.save_weights(path)
-
-    def save_weights(self, path: str | Path) -> None:
-        save_weights(path, self.model)
 
     def save_metadata(self, path: str | Path) -> None:
         save_metadata(
