@@ -31,6 +31,7 @@ stages (tests/benchmarks/test_gpu_benchmark.py).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import platform
 import random
@@ -40,6 +41,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -656,6 +658,9 @@ def report(rows: list[dict], device: torch.device, sentences: int) -> str:
         "|---|---:|---:|---:|",
     ]
     for row in rows:
+        if "error" in row:  # built or measured, it raised: the rows after it ran all the same
+            lines.append(f"| {row['row']} | {row['error']} | | |")
+            continue
         ours, floor = row["bistack"], row["floor"]
 
         def cell(m: dict, items: int = row["items"]) -> str:
@@ -673,38 +678,99 @@ def report(rows: list[dict], device: torch.device, sentences: int) -> str:
     return "\n".join(lines) + "\n"
 
 
-def comparisons(args: argparse.Namespace, device: torch.device, train: Sentences) -> list:
-    """Every row's comparison, built (not yet measured)."""
-    found = tagger_comparisons(train, device, None)
-    found += [c for c in tagger_comparisons(train, device, "bf16-mixed") if "train" in c.row]
+# The rows one float32 tagger serves.
+TAGGER_ROWS = (
+    "train-device", "train-from-ids", "predict-from-tokens", "predict-device", "predict-one",
+    "predict-confidences", "predict-confidences-host",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A group of rows built together (one tagger serves its training and prediction rows):
+    ``names`` says which, ``build`` makes their comparisons."""
+
+    names: tuple[str, ...]
+    build: Callable[[], list[Comparison]]
+
+
+def planned(args: argparse.Namespace, device: torch.device, train: Sentences) -> list[Planned]:
+    """Every group of rows, not yet built: the compile row first (the most uncertain, where
+    asked), then the taggers, the feature cache and the fine-tuning rows."""
+    found = []
+    large = (args.large_texts, args.large_length)
+    if args.large and args.compile:  # compiling costs minutes on a CPU: asked for where it pays
+        found.append(
+            Planned(
+                ("finetune-b16-bf16-mixed-compiled",),
+                lambda: [
+                    fine_tuning_comparison(
+                        args.large, device, "bf16-mixed", 16, *large, compiled=True
+                    )
+                ],
+            )
+        )
+    found.append(Planned(TAGGER_ROWS, lambda: tagger_comparisons(train, device, None)))
+    found.append(
+        Planned(
+            ("train-device, bf16-mixed", "train-from-ids, bf16-mixed"),
+            lambda: [
+                c for c in tagger_comparisons(train, device, "bf16-mixed") if "train" in c.row
+            ],
+        )
+    )
     if args.backbone:
-        found.append(feature_cache_comparison(train, args.backbone, device))
+        found.append(
+            Planned(
+                ("feature-cache",), lambda: [feature_cache_comparison(train, args.backbone, device)]
+            )
+        )
     if args.large:
         for precision in (None, "bf16-mixed"):
             for batch_size in (16, 64):
+                name = f"finetune-b{batch_size}-{precision or 'fp32'}"
                 found.append(
-                    fine_tuning_comparison(
-                        args.large,
-                        device,
-                        precision,
-                        batch_size,
-                        args.large_texts,
-                        args.large_length,
+                    Planned(
+                        (name,),
+                        lambda p=precision, b=batch_size: [
+                            fine_tuning_comparison(args.large, device, p, b, *large)
+                        ],
                     )
                 )
-        if args.compile:  # compiling costs minutes on a CPU: asked for where it pays
-            found.append(
-                fine_tuning_comparison(
-                    args.large,
-                    device,
-                    "bf16-mixed",
-                    16,
-                    args.large_texts,
-                    args.large_length,
-                    compiled=True,
-                )
-            )
     return found
+
+
+def comparisons(args: argparse.Namespace, device: torch.device, train: Sentences) -> list:
+    """Every row's comparison, built (not yet measured): all at once, for the suite's check of
+    their stages on the CPU."""
+    return [c for plan in planned(args, device, train) for c in plan.build()]
+
+
+def measure_each(
+    plans: list[Planned], device: torch.device, written: Callable[[list], None]
+) -> list:
+    """Each group built, measured and freed before the next is built (at most one group's
+    models on the device); a group or row that raises is recorded with its error, and the rows
+    after it are measured all the same. ``written`` is given the rows after each one."""
+    rows: list[dict] = []
+    for plan in plans:
+        try:
+            built = plan.build()
+        except Exception as error:  # every row of the group, with why it has no figures
+            rows += [{"row": name, "error": f"building it: {error!r}"} for name in plan.names]
+            written(rows)
+            continue
+        for comparison in built:
+            try:
+                rows.append(measured(device, comparison))
+            except Exception as error:
+                rows.append({"row": comparison.row, "error": f"measuring it: {error!r}"})
+            written(rows)
+        del built
+        gc.collect()
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return rows
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -720,6 +786,10 @@ def main(argv: list[str] | None = None) -> None:
         "--compile", action="store_true", help="a fine-tuning row with train.compile (bf16, b16)"
     )
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    parser.add_argument(
+        "--rows", nargs="+", default=[], help="only the rows whose names start so (default all)"
+    )
+    parser.add_argument("--name", default="gpu", help="the results' file names (NAME.md, .json)")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     if device.type == "cuda":
@@ -727,13 +797,20 @@ def main(argv: list[str] | None = None) -> None:
     train = [(s.tokens, s.tags) for s in read_conll(args.train)][: args.limit]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    rows: list[dict] = []
-    for comparison in comparisons(args, device, train):
-        rows.append(measured(device, comparison))  # kept as measured: a run cut short keeps them
+    plans = [
+        plan
+        for plan in planned(args, device, train)
+        if not args.rows or any(name.startswith(tuple(args.rows)) for name in plan.names)
+    ]
+    name = args.name
+
+    def written(rows: list) -> None:  # kept as measured: a run cut short keeps them
         print(json.dumps(rows[-1])[:300], flush=True)
-        (out / "gpu.json").write_text(json.dumps(rows, indent=1) + "\n")
+        (out / f"{name}.json").write_text(json.dumps(rows, indent=1) + "\n")
+
+    rows = measure_each(plans, device, written)
     text = report(rows, device, len(train))
-    (out / "gpu.md").write_text(text)
+    (out / f"{name}.md").write_text(text)
     print(text)
 
 

@@ -114,3 +114,46 @@ def test_a_fine_tuning_step_issues_no_more_operators_than_a_plain_loop(modules, 
     ours, plain = counts[comparison.ours.label], counts[comparison.floor.label]
     print(f"operators: bistack {ours}, the plain loop {plain}")
     assert ours <= 1.05 * plain, f"bistack {ours} operators, the plain loop {plain}"
+
+
+def test_a_row_that_raises_leaves_the_rows_after_it_measured(modules):
+    """Each group of rows is built, measured and freed alone: one that fails to build, or a
+    row that fails to run, is recorded with its error, and the rows after it are measured."""
+    timed, gpu = modules
+
+    def broken() -> list:
+        raise RuntimeError("CUDA out of memory")
+
+    def fine(name: str, fails: bool = False) -> list:
+        def work() -> None:
+            if fails:
+                raise ValueError("a kernel is missing")
+
+        return [
+            timed.Comparison(name, name, timed.Side("ours", work), timed.Side("floor", work), 1)
+        ]
+
+    plans = [
+        gpu.Planned(("compiled",), broken),
+        gpu.Planned(("first",), lambda: fine("first", fails=True)),
+        gpu.Planned(("second",), lambda: fine("second")),
+    ]
+    seen: list[int] = []
+    rows = gpu.measure_each(plans, torch.device("cpu"), lambda rows: seen.append(len(rows)))
+    assert [r["row"] for r in rows] == ["compiled", "first", "second"]
+    assert "CUDA out of memory" in rows[0]["error"] and "kernel" in rows[1]["error"]
+    assert rows[2]["ratio_time"] > 0 and seen == [1, 2, 3]  # written after every row
+    report = gpu.report(rows, torch.device("cpu"), 1)
+    assert "| compiled | building it: RuntimeError('CUDA out of memory') | | |" in report
+
+
+def test_the_prepared_call_fits_the_device_tools_limit():
+    """gpu_run.sh's step timeouts sum to at most 540 s (the tool allows 600 s a call), the
+    compile row runs early in a step of its own, and no step outlives the shared budget."""
+    import re
+
+    script = (ROOT / "benchmarks" / "gpu_run.sh").read_text()
+    steps = re.findall(r"^step (\S+) (\d+) ", script, re.M)
+    assert sum(int(seconds) for _, seconds in steps) <= 540
+    names = [name for name, _ in steps]
+    assert names.index("compile") < names.index("checks") < names.index("gpu")
