@@ -25,6 +25,7 @@ from bistack.errors import BistackError, ConfigError, ModelFileError
 from bistack.files.ensemble_dir import (
     ensemble_description,
     is_ensemble,
+    member_kinds,
     member_paths,
     read_ensemble,
 )
@@ -88,12 +89,13 @@ def read_model_files(path: str | Path) -> ModelFiles:
     if is_ensemble(path):
         meta = read_ensemble(path)
         exported = bool(meta.get("exported"))
-        for folder in member_paths(path, meta):  # an ensemble's members are of one kind
+        kinds = member_kinds(meta)
+        for folder in member_paths(path, meta):  # of the kind the ensemble says (its run's)
             kind = (read_export(folder) if exported else read_config(folder))["kind"]
-            if kind != meta["kind"]:
+            if kind != kinds[folder.name]:
                 raise ModelFileError(
-                    f"{path}: an ensemble of {meta['kind']} models, but member {folder.name} "
-                    f"holds a {kind} model; an ensemble's members are of one kind"
+                    f"{path}: an ensemble of {kinds[folder.name]} models, but member "
+                    f"{folder.name} holds a {kind} model; an ensemble's members are of one kind"
                 )
         return ModelFiles(Path(path), meta, exported=exported, ensemble=True)
     return ModelFiles(Path(path), read_config(path), exported=False)
@@ -134,7 +136,9 @@ class Predictor:
         exported = " (exported)" if self.files.exported else ""
         if self.files.ensemble:
             held = ensemble_description(self.files.meta)
-            return f"{held}, each {self.card.description}{exported}"
+            kinds = dict.fromkeys(member_kinds(self.files.meta).values())
+            each = " or ".join(TASKS[kind].description for kind in kinds)
+            return f"{held}, each {each}{exported}"
         return f"{self.card.description}{exported}"
 
     def input_of(self, value: Any) -> Input:
@@ -264,22 +268,23 @@ class Predictor:
             raise ConfigError(f"{self.path} holds {self.card.description}; {self.card.stream_hint}")
         return self.model.streamer()
 
-    def export_plans(self) -> list[tuple[Path, Any, Any]]:
-        """What ``bistack export`` traces: the folder, the loaded model and the card's export
-        plan of each model it holds (itself, or each ensemble member as the ensemble opened
-        it, never opened again); an error where the kind has none, or the model is an export
-        already."""
-        if self.card.export_plan is None:
-            raise ConfigError(f"{self.path} holds {self.card.description}: {self.card.export_hint}")
+    def export_plans(self) -> list[tuple[Path, Any, Any, Card]]:
+        """What ``bistack export`` traces: the folder, the loaded model, its kind's export
+        plan and card, of each model it holds (itself, or each ensemble member as the ensemble
+        opened it, never opened again); an error where a kind has none, or the model is an
+        export already."""
         if self.files.exported:
             raise ConfigError(
                 f"{self.path} is an exported model already; export its model directory"
             )
-        plan = self.card.export_plan
-        if self.files.ensemble:
-            folders = member_paths(self.path, self.files.meta)
-            return [(f, m, plan(m)) for f, m in zip(folders, self.model.members, strict=True)]
-        return [(self.path, self.model, plan(self.model))]
+        if not self.files.ensemble:
+            return [(self.path, self.model, *exported_as(self.card, self.model, self.path))]
+        kinds = member_kinds(self.files.meta)
+        folders = member_paths(self.path, self.files.meta)
+        return [
+            (folder, member, *exported_as(TASKS[kinds[folder.name]], member, self.path))
+            for folder, member in zip(folders, self.model.members, strict=True)
+        ]
 
     def info(self) -> dict[str, Any]:
         """Kind, what it predicts, its training config's summary and data, its size and the
@@ -313,6 +318,14 @@ class Predictor:
             for file in [folder / WEIGHTS, *sorted((folder / "backbone").glob("*.safetensors"))]
         ]
         return {"parameters": parameters_in([f for f in files if f.is_file()])}
+
+
+def exported_as(card: Card, model: Any, path: Path) -> tuple[Any, Card]:
+    """``model``'s export plan by its kind's ``card``, and the card; an error where the kind
+    has none."""
+    if card.export_plan is None:
+        raise ConfigError(f"{path} holds {card.description}: {card.export_hint}")
+    return card.export_plan(model), card
 
 
 def parameters_in(files: Sequence[Path]) -> int | None:
@@ -354,6 +367,7 @@ def open_model(
             raise ModelFileError(f"{path}: holds {card.description}, which has no exported runtime")
     opener = member_opener(card, files.exported, device, threads)
     if files.ensemble:
+        opener = kinds_opener(member_kinds(files.meta), files.exported, device, threads)
         if card.ensemble_class is None:
             raise ModelFileError(f"{path}: {card.description} has no ensembles in this bistack")
         with reading_model(path, "ensemble.json or a member's files"):
@@ -387,6 +401,20 @@ def member_opener(card: Card, exported: bool, device: str, threads: int | None) 
             return runtime(ExportedFiles(folder, runtime.CONFIG, threads, meta=meta))
 
     return open_exported
+
+
+def kinds_opener(kinds: dict[str, str], exported: bool, device: str, threads: int | None) -> Any:
+    """What opens an ensemble's member folders, each by the opener of its kind (``kinds``, by
+    folder name: a blend's runs may be of different kinds)."""
+    openers = {
+        kind: member_opener(TASKS[kind], exported, device, threads)
+        for kind in dict.fromkeys(kinds.values())
+    }
+
+    def open_member(folder: Path, shared: dict[str, Any], meta: Any = None) -> Any:
+        return openers[kinds[folder.name]](folder, shared, meta)
+
+    return open_member
 
 
 def refuse_for_exported(path: Path, device: str, precision: str) -> None:

@@ -207,7 +207,7 @@ def test_the_blend_serves_as_one_model(regressor_blend):
     assert set(info["ensemble"]["blend"]) <= {"mean", "weighted", "attention"}
 
 
-def test_classifiers_blend_their_probabilities(tmp_path):
+def test_classifiers_blend_their_probabilities(regressor_cvs, tmp_path):
     train = write_rows(tmp_path / "train.tsv", 48)
     runs = []
     for pooling in ("mean", "additive"):
@@ -235,6 +235,8 @@ def test_classifiers_blend_their_probabilities(tmp_path):
             row.tolist(), abs=1e-5
         )
         assert sum(prediction.probabilities.values()) == pytest.approx(1.0, abs=1e-5)
+    with pytest.raises(ConfigError, match="is a CV of a recurrent text classifier, not a regres"):
+        bistack.blend([regressor_cvs[0][0], runs[0]], tmp_path / "mixed", say=lambda _: None)
 
 
 def test_runs_that_differ_are_refused_naming_the_difference(regressor_cvs, tmp_path):
@@ -273,3 +275,34 @@ def test_the_command_line_refuses_an_option_that_cannot_act(regressor_cvs, tmp_p
     assert all(round(r["weight"] * 5, 9).is_integer() for r in record["runs"])
     assert main([*argv, "--method", "greedy"]) == 2  # an earlier blend there: --overwrite
     assert "--overwrite" in capsys.readouterr().err
+
+
+def test_a_recurrent_run_blends_with_runs_over_a_transformer(regressor_cvs, tmp_path, capsys):
+    """Runs of kinds that predict alike blend: a recurrent regressor trained from scratch with
+    a regressor over the transformer's layers, on the same rows and folds; the blend opens,
+    predicts, exports and describes itself with each member by its own kind."""
+    runs, root = regressor_cvs
+    config = text_config(root / "train.tsv", None, kind="regressor", pooling={"type": "mean"},
+                         train={"max_epochs": 3, "patience": 3})  # fmt: skip
+    config["data"]["dev"] = None
+    bistack.cross_validate(config, tmp_path / "recurrent", folds=FOLDS, say=lambda _: None)
+    result = bistack.blend([tmp_path / "recurrent", runs[0]], tmp_path / "blend", method="greedy",
+                           rounds=4, say=lambda _: None)  # fmt: skip
+    record = json.loads((tmp_path / "blend" / "blend.json").read_text())
+    assert [r["kind"] for r in record["runs"]] == ["regressor", "layer_regressor"]
+    weights = dict(result.weights)
+    assert sum(weights.values()) == pytest.approx(1.0)
+    blend = open_model(tmp_path / "blend" / "model")
+    expected = np.zeros(len(TEXTS))
+    for run, weight in zip([tmp_path / "recurrent", runs[0]], weights.values(), strict=True):
+        if weight > 0:
+            own = open_model(run / "model").predict(TEXTS)
+            expected += weight * np.array([p.values["label"] for p in own])
+    got = [p.values["label"] for p in blend.predict(TEXTS)]
+    assert got == pytest.approx(expected.tolist(), rel=1e-5, abs=1e-6)
+    if all(w > 0 for w in weights.values()):
+        assert "recurrent text regressor or a regressor over" in blend.description
+    exported = tmp_path / "export"
+    assert main(["export", str(tmp_path / "blend" / "model"), "--output", str(exported)]) == 0
+    onnx = [p.values["label"] for p in open_model(exported).predict(TEXTS)]
+    assert onnx == pytest.approx(got, rel=1e-4, abs=1e-5)

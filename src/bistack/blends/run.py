@@ -207,12 +207,13 @@ def write_model(
             if key in run.ensemble
         }
         kept.append(
-            {"name": run.name, "weight": float(weight), "members": names, "backbone": run.backbone}
+            {"name": run.name, "kind": run.card.kind, "weight": float(weight), "members": names}
+            | {"backbone": run.backbone}
             | calibration
         )
     scores = record["scores"]
     meta = {
-        "kind": runs[0].card.kind,
+        "kind": kept[0]["kind"],  # the card every outlet reads: its runs' kinds predict alike
         "runs": kept,
         "folds": folds,
         "cv": {

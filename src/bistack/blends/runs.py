@@ -1,6 +1,7 @@
 """The cross-validated runs a blend combines, each read from its ``bistack cv`` output folder
-and checked to be blendable with the others: finished, of one kind, over the same rows split
-the same way (the same ``folds.json``), with the same labels or targets.
+and checked to be blendable with the others: finished, all classifiers or all regressors
+(recurrent or over a transformer's layers), over the same rows split the same way (the same
+``folds.json``), with the same labels or targets.
 
 A run's out-of-fold predictions are read from its ``oof.jsonl`` (every row once, in the table's
 order, as its fold models predicted them without having seen it), its fold ensemble is its
@@ -122,14 +123,18 @@ def run_names(paths: list[Path]) -> list[str]:
 
 
 def refuse_unlike(runs: list[CVRun]) -> None:
-    """Runs that cannot be blended, refused naming what differs from the first: the kind,
-    the rows, the split, the labels or targets. Each run's out-of-fold predictions are only
-    comparable, row by row, over one table split one way."""
+    """Runs that cannot be blended, refused naming what differs from the first: what they
+    predict (classes or values: a recurrent regressor blends with one over a transformer's
+    layers), the metric, the rows, the split, the labels or targets. Each run's out-of-fold
+    predictions are only comparable, row by row, over one table split one way."""
     first = runs[0]
     for run in runs[1:]:
         differs = []
-        if run.card.kind != first.card.kind:
+        if run.card.loader_class.OUTPUTS is not first.card.loader_class.OUTPUTS:
             differs.append(f"it is a CV of {run.card.description}, not {first.card.description}")
+        elif run.summary["metric"] != first.summary["metric"]:
+            differs.append(f"it is scored by {run.summary['metric']}, the first by "
+                           f"{first.summary['metric']}")  # fmt: skip
         elif run.plan.rows != first.plan.rows or run.plan.data != first.plan.data:
             differs.append(
                 f"its rows are another table's ({run.plan.rows} rows of "
@@ -152,7 +157,7 @@ def refuse_unlike(runs: list[CVRun]) -> None:
         if differs:
             raise ConfigError(
                 f"{run.path} cannot be blended with {first.path}: {differs[0]}; a blend's runs "
-                "are CVs of one kind over the same rows and folds"
+                "are CVs of classifiers (or of regressors) over the same rows and folds"
             )
 
 

@@ -74,13 +74,12 @@ def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool =
     claim()
     with atomic_folder(output) as staging:
         if model.files.ensemble:  # each member a graph of its own, averaged as PyTorch does
-            for folder, member, plan in plans:
-                target = staging / MEMBERS / folder.name
-                write_export(model.card, member.config, plan, folder, target)
+            for folder, member, plan, card in plans:
+                write_export(card, member.config, plan, folder, staging / MEMBERS / folder.name)
             write_json(staging / ENSEMBLE_FILE, {**model.files.meta, "exported": True})
         else:
-            folder, one, plan = plans[0]
-            write_export(model.card, one.config, plan, folder, staging)
+            folder, one, plan, card = plans[0]
+            write_export(card, one.config, plan, folder, staging)
         claim()  # checked again, just before the swap: it may have changed
     return output
 

@@ -73,6 +73,16 @@ def blend_runs_named(runs: Any, members: list[str]) -> bool:
     )
 
 
+def member_kinds(meta: dict[str, Any]) -> dict[str, str]:
+    """Each member's kind, by its folder's name: the ensemble's, or in a blend its run's (a
+    blend's runs may be of kinds that predict alike, such as a recurrent regressor and one
+    over a transformer's layers)."""
+    kinds = {name: meta["kind"] for name in meta["members"]}
+    for run in meta.get("runs", []):
+        kinds |= {name: run.get("kind", meta["kind"]) for name in run["members"]}
+    return kinds
+
+
 def ensemble_description(meta: dict[str, Any]) -> str:
     """What an ensemble directory holds, in words: K fold models, or a blend of runs'."""
     count = len(meta["members"])
