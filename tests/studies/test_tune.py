@@ -6,6 +6,7 @@ writes a best.yaml that ``bistack train`` takes."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -252,16 +253,37 @@ def test_a_seeded_search_that_goes_on_draws_new_values_not_its_first_trials_agai
 
 
 def test_trial_processes_train_where_and_how_the_search_was_asked_to():
-    """``--accelerator`` and ``--precision`` reach every worker's trials and the verdict runs."""
-    from bistack.studies.tune import TuneFiles, TuneSettings, worker_argv
+    """``--accelerator`` and ``--precision`` reach every worker's trials and the verdict runs;
+    each worker searches the one study, with a sampler seed of its own."""
+    from bistack.studies.tune import TuneSettings, worker_settings
 
-    settings = TuneSettings(trials=4, accelerator="cuda", precision="bf16-mixed")
-    argv = worker_argv(TuneFiles("c.yaml", "s.yaml"), Path("out"), settings, 1, 0)
-    assert argv[argv.index("--accelerator") + 1] == "cuda"
-    assert argv[argv.index("--precision") + 1] == "bf16-mixed"
+    settings = TuneSettings(trials=4, accelerator="cuda", precision="bf16-mixed", sampler_seed=3)
+    workers = [worker_settings(Path("out"), settings, i) for i in range(2)]
+    assert {(w.accelerator, w.precision) for w in workers} == {("cuda", "bf16-mixed")}
+    assert {w.storage for w in workers} == {f"sqlite:///{Path('out').resolve() / 'study.db'}"}
+    assert [w.sampler_seed for w in workers] == [3, 4]
     options = settings.run_options()
     assert (options.accelerator, options.precision, options.checkpoints) == (
         "cuda",
         "bf16-mixed",
         False,
     )
+
+
+def test_worker_processes_share_one_study_and_count_its_trials(tagger_yaml, tmp_path, capsys):
+    """``--workers 2``: two spawned processes search one study (neither re-enters the
+    command line), every trial counts once, each was run by one of them, and the report
+    follows in this process."""
+    import optuna
+
+    space = space_file(tmp_path, {"encoder.outer_dropout": [0.1, 0.6]})
+    output = tmp_path / "search"
+    argv = [str(tagger_yaml), "--space", str(space), "--trials", "4", "--seeds", "0"]
+    assert tune(*argv, "--no-prune", "--output", str(output), "--workers", "2") == 0
+    assert "searching with 2 worker processes" in capsys.readouterr().out
+    study = optuna.load_study(study_name="tune", storage=f"sqlite:///{output / 'study.db'}")
+    trials = [t for t in study.get_trials() if not t.user_attrs.get("surplus")]
+    assert [t.state.name for t in trials] == ["COMPLETE"] * 4
+    workers = {t.user_attrs["worker"].split(":")[1] for t in trials}
+    assert str(os.getpid()) not in workers  # searched in the workers, not here
+    assert (output / "tune.json").is_file()

@@ -106,8 +106,6 @@ def configure_threads(args: argparse.Namespace) -> None:
     if "torch" in sys.modules:  # already started (bistack.cli.main called from Python)
         sys.modules["torch"].set_num_threads(threads)
     args.threads = threads  # an exported model's onnxruntime session takes it too
-    if plan.said:
-        return
     running = plan.running or plan.sharing
     each = 1 if plan.one_thread else threads
     if plan.log is not None:  # the advice is for a count bistack chose

@@ -21,13 +21,12 @@ class Processes:
     each one's default thread count); ``running`` processes then run (None: ``sharing``), each
     with one thread when ``one_thread`` (corpus prediction's workers); ``log``: the log format
     of a command that trains, whose warning goes into its run's log and counts the threads other
-    programs run; ``said``: a parent process has said it already (a tune's trial process)."""
+    programs run."""
 
     sharing: int = 1
     running: int | None = None
     one_thread: bool = False
     log: str | None = None
-    said: bool = False
 
 
 def one_process(args: argparse.Namespace, cpus: int) -> Processes:

@@ -82,25 +82,22 @@ def add(commands: Any) -> None:
         "--sampler-seed", type=int, help="seed of the sampler, for a search that repeats"
     )
     add_training_device(tune)
-    tune.add_argument("--worker-of", type=int, help=argparse.SUPPRESS)  # a trial process
     add_threads_flag(tune, "the CPUs shared among the --workers trial processes")
     tune.set_defaults(run=run, processes=processes)
 
 
 def processes(args: argparse.Namespace, cpus: int) -> Processes:
-    """``--workers`` trial processes share the CPUs; a trial process's parent has said so."""
-    return Processes(sharing=args.workers, log="text", said=args.worker_of is not None)
+    """``--workers`` trial processes share the CPUs."""
+    return Processes(sharing=args.workers, log="text")
 
 
 def run(args: argparse.Namespace) -> int:
     from bistack.studies.search_space import read_space
-    from bistack.studies.tune import TuneFiles, TuneSettings, tune
+    from bistack.studies.tune import TuneSettings, quiet_optuna, tune
     from bistack.tasks import load_config
 
-    try:  # the trials' lines are ours: Optuna's own per-trial log lines would repeat them
-        import optuna
-
-        optuna.logging.set_verbosity(optuna.logging.WARNING)
+    try:
+        quiet_optuna()
     except ImportError as error:
         return fail(needs_extra("tune", "tune", error))
     config = load_config(args.config, args.set)
@@ -121,13 +118,6 @@ def run(args: argparse.Namespace) -> int:
         accelerator=args.accelerator,
         precision=args.precision,
     )
-    if args.worker_of is not None:  # one of a tune's trial processes: search, and end with it
-        from bistack.system.processes import die_with
-
-        die_with(args.worker_of)
-        tune(config, space, output, settings, report=False)
-        return 0
     say_cpu_warning(args)
-    files = TuneFiles(args.config, args.space, tuple(args.set))
-    tune(config, space, output, settings, workers=args.workers, files=files, threads=args.threads)
+    tune(config, space, output, settings, workers=args.workers, threads=args.threads)
     return 0

@@ -23,6 +23,7 @@ say how much of its lead was luck.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import time
@@ -51,7 +52,7 @@ from bistack.studies.tune_verdict import (
     trial_rows,
 )
 from bistack.studies.tune_workers import heartbeat, reclaim_interrupted, run_workers, worker_id
-from bistack.tasks import task_of
+from bistack.tasks import config_from_dict, task_of
 from bistack.training import train_config as train
 
 STUDY_FILE = "study.db"
@@ -91,35 +92,54 @@ class TuneSettings:
         )
 
 
-@dataclass(frozen=True)
-class TuneFiles:
-    """The files a search was started from, which its worker processes read again: the
-    config, its ``--set`` overrides and the space."""
-
-    config: str
-    space: str
-    overrides: tuple[str, ...] = ()
-
-
 def storage_url(output: Path, storage: str | None) -> str:
     return storage or f"sqlite:///{(output / STUDY_FILE).resolve()}"
 
 
-def worker_argv(
-    files: TuneFiles, output: Path, settings: TuneSettings, threads: int, index: int
-) -> list[str]:
-    """The ``bistack tune`` arguments of worker process ``index`` of a search: the same study
-    (its database named outright), no verdict of its own, and a sampler seed of its own (one
-    seed for all would repeat values)."""
-    argv = ["tune", files.config, "--space", files.space, "--trials", str(settings.trials)]
-    argv += ["--output", str(output), "--storage", storage_url(output, settings.storage)]
-    argv += ["--study-name", settings.study_name, "--startup-trials", str(settings.startup)]
-    argv += ["--threads", str(threads), "--accelerator", settings.accelerator]
-    argv += [] if settings.precision is None else ["--precision", settings.precision]
-    argv += [] if settings.prune else ["--no-prune"]
-    if settings.sampler_seed is not None:
-        argv += ["--sampler-seed", str(settings.sampler_seed + index)]
-    return argv + [item for override in files.overrides for item in ("--set", override)]
+def worker_settings(output: Path, settings: TuneSettings, index: int) -> TuneSettings:
+    """The settings of worker process ``index`` of a search: the same study (its database
+    named outright), and a sampler seed of its own (one seed for all would repeat values)."""
+    seed = None if settings.sampler_seed is None else settings.sampler_seed + index
+    return dataclasses.replace(
+        settings, storage=storage_url(output, settings.storage), sampler_seed=seed
+    )
+
+
+def search_in_worker(
+    config: dict[str, Any],
+    space: list[Parameter],
+    output: Path,
+    settings: TuneSettings,
+    threads: int,
+    parent: int,
+) -> None:
+    """One of a search's worker processes (spawned, :func:`tune_workers.run_workers`): its
+    trials on the study, with ``threads`` threads, ending with the search's process
+    (``parent``); an error is said as the command line says one, and Ctrl-C ends it quietly
+    (its running trial recorded as interrupted)."""
+    import sys
+
+    import torch
+
+    from bistack.system.processes import die_with
+
+    die_with(parent)
+    torch.set_num_threads(threads)
+    quiet_optuna()
+    try:
+        tune(config_from_dict(config), space, output, settings, report=False)
+    except BistackError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+def quiet_optuna() -> None:
+    """The trials' lines are bistack's: Optuna's own per-trial lines would repeat them."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 def tune(
@@ -129,16 +149,14 @@ def tune(
     settings: TuneSettings,
     *,
     workers: int = 1,
-    files: TuneFiles | None = None,
     threads: int = 1,
     report: bool = True,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Search ``space`` from ``config`` until ``settings.trials`` trials count, then (with
     ``report``) the verdict and ``tune.md``/``tune.json``/PNGs/``best.yaml`` in ``output``;
-    returns the report's data. ``workers`` > 1 runs that many ``bistack tune`` processes of
-    ``threads`` threads on the study, from ``files`` (:func:`worker_argv`), instead of searching
-    in this one."""
+    returns the report's data. ``workers`` > 1 runs the search in that many spawned processes
+    of ``threads`` threads on the study (:func:`search_in_worker`), instead of in this one."""
     output = Path(output)
     refuse_overlap(output, config.input_paths(), "tune's output")
     judged = verdict_config(config, list(settings.verdict_set), space)  # refused before trials
@@ -149,9 +167,13 @@ def tune(
         start_from_config(study, config, space)
     log = Log(output / LOG, say)
     if workers > 1:
-        if files is None:
-            raise ConfigError("tune: worker processes read the config and space from files")
-        run_workers(lambda i: worker_argv(files, output, settings, threads, i), workers, log.say)
+        parent, data = os.getpid(), config.to_dict()
+        run_workers(
+            search_in_worker,
+            lambda i: (data, space, output, worker_settings(output, settings, i), threads, parent),
+            workers,
+            log.say,
+        )
     else:
         Search(study, config, space, output, settings, metric, log).run()
     if not report:

@@ -6,10 +6,9 @@ values tried again (:func:`reclaim_interrupted`); ``--workers`` processes run on
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +16,7 @@ from typing import Any
 
 from bistack.errors import BistackError
 
+SPAWN = multiprocessing.get_context("spawn")
 HEARTBEAT_S = 30.0  # how often a running trial says it is alive
 STALE_S = 300.0  # a trial of another machine silent this long is taken as interrupted
 
@@ -91,23 +91,28 @@ def heartbeat(trial: Any) -> Iterator[None]:
         thread.join()
 
 
-def run_workers(argv: Callable[[int], list[str]], workers: int, say: Callable[[str], None]) -> None:
-    """Run ``workers`` processes of ``argv(index)`` (``bistack tune`` as a worker) on one study;
-    each ends with this one. Ctrl-C reaches them all (one process group): each records its
-    trial."""
+def run_workers(
+    search: Callable[..., None],
+    arguments: Callable[[int], tuple[Any, ...]],
+    workers: int,
+    say: Callable[[str], None],
+) -> None:
+    """Run ``search(*arguments(index))`` in ``workers`` spawned processes on one study (spawned,
+    as the CV's and the server's workers are: a fork of a process that has run torch inherits
+    its thread pools' locks); each ends with this one. Ctrl-C reaches them all (one process
+    group): each records its trial."""
     say(f"searching with {workers} worker processes")
-    parent = str(os.getpid())
-    children = [
-        subprocess.Popen([sys.executable, "-m", "bistack", *argv(i), "--worker-of", parent])
-        for i in range(workers)
-    ]
+    children = [SPAWN.Process(target=search, args=arguments(i)) for i in range(workers)]
+    for child in children:
+        child.start()
     try:
-        codes = [child.wait() for child in children]
+        for child in children:
+            child.join()
     except KeyboardInterrupt:
         for child in children:
-            child.wait()
+            child.join()
         raise
-    failed = [code for code in codes if code != 0]
+    failed = [child.exitcode for child in children if child.exitcode != 0]
     if failed:
         raise BistackError(
             f"{len(failed)} of {workers} worker processes stopped with an error (exit "
