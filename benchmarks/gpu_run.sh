@@ -49,5 +49,5 @@ rows=(--train .dev/data/train.txt --limit "${LIMIT:-2000}" --backbone "$site/min
 # cannot eat the other rows' time, and a failure there is recorded in compile.json.
 step compile 90 "$PYTHON" benchmarks/gpu.py "${rows[@]}" --compile --rows finetune-b16-bf16-mixed-compiled --name compile
 step checks 60 "$PYTHON" -m pytest -q -p no:cacheprovider tests/taggers/test_device_decoding.py \
-    tests/data/test_transfer.py tests/runs/test_host_reads.py
+    tests/devices/test_transfer.py tests/runs/test_host_reads.py
 step gpu 200 "$PYTHON" benchmarks/gpu.py "${rows[@]}"

@@ -223,7 +223,7 @@ def checked_device(name: str) -> str:
     is said without starting torch: an exported model runs without it)."""
     if name == "cpu":
         return name
-    from bistack.models.devices import checked_device as check
+    from bistack.devices.choice import checked_device as check
 
     try:
         check(name)
@@ -237,7 +237,7 @@ def on_device(name: str, args: argparse.Namespace) -> str:
     it."""
     device = checked_device(name)
     if device != "cpu":
-        from bistack.models.devices import set_matmul_precision
+        from bistack.devices.choice import set_matmul_precision
 
         set_matmul_precision(device, args.matmul_precision)
     return device

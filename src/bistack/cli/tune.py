@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from bistack.cli.flags import (
     ranged,
     say_cpu_warning,
 )
-from bistack.errors import needs_extra
+from bistack.errors import BistackError, needs_extra
 from bistack.files.paths import refuse_overlap, refuse_shared_folder
 
 
@@ -93,7 +94,7 @@ def processes(args: argparse.Namespace, cpus: int) -> Processes:
 
 def run(args: argparse.Namespace) -> int:
     from bistack.studies.search_space import read_space
-    from bistack.studies.tune import TuneSettings, quiet_optuna, tune
+    from bistack.studies.tune import TuneSettings, tune
     from bistack.tasks import load_config
 
     try:
@@ -119,5 +120,49 @@ def run(args: argparse.Namespace) -> int:
         precision=args.precision,
     )
     say_cpu_warning(args)
-    tune(config, space, output, settings, workers=args.workers, threads=args.threads)
+    tune(
+        config,
+        space,
+        output,
+        settings,
+        workers=args.workers,
+        threads=args.threads,
+        worker=search_worker,
+    )
     return 0
+
+
+def quiet_optuna() -> None:
+    """The trials' lines are bistack's: Optuna's own per-trial lines would repeat them."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+
+def search_worker(
+    config: dict[str, Any],
+    space: list[Any],
+    output: Path,
+    settings: Any,
+    threads: int,
+    parent: int,
+) -> None:
+    """One of ``tune --workers``' spawned processes: its trials on the study, with ``threads``
+    threads, ending with the search's process (``parent``); an error is said as the command
+    line says one, and Ctrl-C ends it quietly (its running trial recorded as interrupted)."""
+    import torch
+
+    from bistack.studies.tune import tune
+    from bistack.system.processes import die_with
+    from bistack.tasks import config_from_dict
+
+    die_with(parent)
+    torch.set_num_threads(threads)
+    quiet_optuna()
+    try:
+        tune(config_from_dict(config), space, output, settings, report=False)
+    except BistackError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        sys.exit(130)

@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from bistack.data.features import EncodedSentence, TokenVocabularies, padded_rows, token_rows
-from bistack.data.transfer import to_device
+from bistack.devices.transfer import to_device
 
 PAD_TAG = -100  # ignored by cross-entropy; the CRF reads the mask instead
 

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from bistack.causality import require_causal
 from bistack.data.batching import PAD_TAG
-from bistack.data.transfer import to_device
+from bistack.devices.transfer import to_device
 from bistack.dropout import Dropout
 from bistack.encoders import SequenceEncoder
 from bistack.language_models.config import LanguageModelConfig

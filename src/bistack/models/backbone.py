@@ -29,8 +29,8 @@ from bistack.data.subwords import (
     windows_batch,
     word_pieces,
 )
-from bistack.data.transfer import to_device
 from bistack.data.word_rows import Context
+from bistack.devices.transfer import to_device
 from bistack.errors import ModelFileError, needs_extra
 from bistack.models.mode import evaluating
 from bistack.system.heartbeat import Heartbeat

@@ -16,10 +16,10 @@ from torch import nn
 
 from bistack.config.files import build_config
 from bistack.config.hub import local_folder
+from bistack.devices.choice import checked_device
 from bistack.errors import ModelFileError
 from bistack.files.ensemble_dir import MEMBERS, is_ensemble
 from bistack.files.modeldir import load_metadata, load_weights, reading_model, save_weights
-from bistack.models.devices import checked_device
 
 M = TypeVar("M", bound=nn.Module)
 

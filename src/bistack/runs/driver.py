@@ -24,12 +24,12 @@ from torch import nn
 from bistack.config import ExperimentConfig
 from bistack.config.files import build_config
 from bistack.data.tokenize import anchored, splitter
+from bistack.devices.choice import MatmulPrecision
 from bistack.errors import BistackError, ConfigError
 from bistack.files.fingerprints import changed as changed_content
 from bistack.files.fingerprints import digests
 from bistack.files.paths import refuse_overlap
 from bistack.metrics.dev import Metric
-from bistack.models.devices import MatmulPrecision
 from bistack.runs.checkpoint import (
     CHECKPOINT,
     Checkpoint,

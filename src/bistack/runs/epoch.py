@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 import torch
 from tqdm import tqdm
 
-from bistack.data.ahead import overlapped
+from bistack.devices.ahead import overlapped
 from bistack.metrics.dev import Evaluation
 from bistack.runs.averaging import WeightAverage
 from bistack.runs.tally import READ_EVERY, StepTally, TrainingDiverged

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import torch
 
 from bistack.config import OptimizerConfig, TrainConfig
+from bistack.devices.choice import MatmulPrecision, set_matmul_precision
 from bistack.errors import ConfigError
 from bistack.models.backbone import compile_backbones
-from bistack.models.devices import MatmulPrecision, set_matmul_precision
 from bistack.runs.averaging import WeightAverage
 from bistack.runs.checkpoint import Checkpoint, LoopState, save_checkpoint
 from bistack.runs.epoch import EpochPlan, LoopTask, refuse_non_finite_weights, run_epoch

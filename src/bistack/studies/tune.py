@@ -52,7 +52,7 @@ from bistack.studies.tune_verdict import (
     trial_rows,
 )
 from bistack.studies.tune_workers import heartbeat, reclaim_interrupted, run_workers, worker_id
-from bistack.tasks import config_from_dict, task_of
+from bistack.tasks import task_of
 from bistack.training import train_config as train
 
 STUDY_FILE = "study.db"
@@ -105,43 +105,6 @@ def worker_settings(output: Path, settings: TuneSettings, index: int) -> TuneSet
     )
 
 
-def search_in_worker(
-    config: dict[str, Any],
-    space: list[Parameter],
-    output: Path,
-    settings: TuneSettings,
-    threads: int,
-    parent: int,
-) -> None:
-    """One of a search's worker processes (spawned, :func:`tune_workers.run_workers`): its
-    trials on the study, with ``threads`` threads, ending with the search's process
-    (``parent``); an error is said as the command line says one, and Ctrl-C ends it quietly
-    (its running trial recorded as interrupted)."""
-    import sys
-
-    import torch
-
-    from bistack.system.processes import die_with
-
-    die_with(parent)
-    torch.set_num_threads(threads)
-    quiet_optuna()
-    try:
-        tune(config_from_dict(config), space, output, settings, report=False)
-    except BistackError as error:
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
-    except KeyboardInterrupt:
-        sys.exit(130)
-
-
-def quiet_optuna() -> None:
-    """The trials' lines are bistack's: Optuna's own per-trial lines would repeat them."""
-    import optuna
-
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-
 def tune(
     config: ExperimentConfig,
     space: list[Parameter],
@@ -150,13 +113,16 @@ def tune(
     *,
     workers: int = 1,
     threads: int = 1,
+    worker: Callable[..., None] | None = None,
     report: bool = True,
     say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Search ``space`` from ``config`` until ``settings.trials`` trials count, then (with
     ``report``) the verdict and ``tune.md``/``tune.json``/PNGs/``best.yaml`` in ``output``;
     returns the report's data. ``workers`` > 1 runs the search in that many spawned processes
-    of ``threads`` threads on the study (:func:`search_in_worker`), instead of in this one."""
+    of ``threads`` threads on the study, each running ``worker(config_dict, space, output,
+    its_settings, threads, this_process_id)`` (the command line's: a process's settings are
+    its own), instead of in this one."""
     output = Path(output)
     refuse_overlap(output, config.input_paths(), "tune's output")
     judged = verdict_config(config, list(settings.verdict_set), space)  # refused before trials
@@ -167,9 +133,11 @@ def tune(
         start_from_config(study, config, space)
     log = Log(output / LOG, say)
     if workers > 1:
+        if worker is None:
+            raise ConfigError("tune: worker processes run the command line's search_worker")
         parent, data = os.getpid(), config.to_dict()
         run_workers(
-            search_in_worker,
+            worker,
             lambda i: (data, space, output, worker_settings(output, settings, i), threads, parent),
             workers,
             log.say,

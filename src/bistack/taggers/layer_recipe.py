@@ -21,9 +21,9 @@ from bistack.data.batching import PAD_TAG, collate_tokens
 from bistack.data.conll import Sentence
 from bistack.data.features import EncodedSentence, TokenVocabularies, tag_order
 from bistack.data.word_rows import Context, document_contexts
+from bistack.devices.choice import moved_to
 from bistack.metrics.dev import Evaluation
 from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
-from bistack.models.devices import moved_to
 from bistack.models.feature_cache import cached_tensors, model_fingerprint
 from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run

@@ -18,8 +18,8 @@ import torch
 from bistack.data.batching import TokenBatch, collate_tokens
 from bistack.data.conll import Sentence
 from bistack.data.features import TokenVocabularies
-from bistack.data.transfer import to_device
 from bistack.data.word_rows import Context
+from bistack.devices.transfer import to_device
 from bistack.files.modeldir import (
     checked_output_scheme,
     save_metadata,

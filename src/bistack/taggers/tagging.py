@@ -15,12 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from bistack.data.ahead import overlapped
 from bistack.data.buckets import bucket_batches
 from bistack.data.conll import Sentence
 from bistack.data.tagged import read_tagged
 from bistack.data.tokenize import sentences_of
 from bistack.data.word_rows import Context, document_contexts
+from bistack.devices.ahead import overlapped
 from bistack.errors import DataError
 from bistack.files.formats import shown
 from bistack.inputs import texts_of, token_lists_of

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from bistack.data.batching import TokenBatch
 from bistack.data.features import TokenVocabularies
-from bistack.data.transfer import to_device
+from bistack.devices.transfer import to_device
 from bistack.dropout import Dropout, part_dropout
 from bistack.encoders import SequenceEncoder
 from bistack.layer_pooling import (

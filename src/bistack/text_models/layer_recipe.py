@@ -18,10 +18,10 @@ from bistack.data.batching import collate_tokens
 from bistack.data.features import EncodedSentence
 from bistack.data.tables import Example, Tables
 from bistack.data.tokenize import tokenize_text
+from bistack.devices.choice import moved_to
 from bistack.errors import ConfigError
 from bistack.metrics.dev import Evaluation
 from bistack.models.backbone import LayerVectors, SubwordBatch, TransformerBackbone
-from bistack.models.devices import moved_to
 from bistack.models.feature_cache import cached_layer_vectors, model_fingerprint
 from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run

@@ -18,7 +18,7 @@ import torch
 from bistack.data.batching import TokenBatch, collate_tokens
 from bistack.data.features import TokenVocabularies
 from bistack.data.tokenize import tokenize_text
-from bistack.data.transfer import to_device
+from bistack.devices.transfer import to_device
 from bistack.errors import DataError
 from bistack.files.modeldir import save_metadata
 from bistack.models.backbone import LayerVectors, TransformerBackbone

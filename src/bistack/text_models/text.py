@@ -13,11 +13,11 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from bistack.data.ahead import overlapped
 from bistack.data.batching import TextBatch, collate_text
 from bistack.data.buckets import bucket_batches
 from bistack.data.features import TokenVocabularies
 from bistack.data.tokenize import Token, tokenize_text
+from bistack.devices.ahead import overlapped
 from bistack.errors import DataError
 from bistack.files.formats import shown
 from bistack.files.modeldir import (

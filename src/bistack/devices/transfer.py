@@ -1,6 +1,6 @@
 """Batches onto the device: a tensor bound for a CUDA device goes through pinned (page-locked)
 host memory and is copied without the host waiting (``non_blocking``), so the copy overlaps
-the device's work and the host goes on making the next batch (:mod:`bistack.data.ahead`). A
+the device's work and the host goes on making the next batch (:mod:`bistack.devices.ahead`). A
 copy from pageable memory would first be staged through a pinned buffer by the driver, with the
 host blocked until it lands. The pinned block stays reserved until the copy is done (PyTorch's
 caching host allocator records the copy's stream), so the batch may be dropped at once.

@@ -8,7 +8,7 @@ import threading
 import pytest
 import torch
 
-from bistack.data.ahead import ahead
+from bistack.devices.ahead import ahead
 from bistack.models.spelling_cache import each_batch_alone, spelling_cache_on
 
 
@@ -89,7 +89,7 @@ def test_overlapped_prediction_gives_what_one_batch_at_a_time_gives(
 ):
     """On a GPU the next batch runs ahead in a thread; forced so here, the predictions (tags
     and confidences, labels and probabilities) are the same as on the CPU's one path."""
-    from bistack.data import ahead as module
+    from bistack.devices import ahead as module
     from bistack.predictor import open_model
     from tests.conftest import tiny_sentences
 
@@ -112,7 +112,7 @@ def test_an_overlapped_epoch_trains_the_same_weights(tmp_path, monkeypatch):
     from safetensors.torch import load_file
 
     from bistack import tasks
-    from bistack.data import ahead as module
+    from bistack.devices import ahead as module
     from tests.conftest import tiny_config, tiny_sentences, train_quietly, write_conll
 
     train = write_conll(tmp_path / "train.txt", tiny_sentences(60, seed=0))
@@ -129,7 +129,7 @@ def test_an_overlapped_epoch_trains_the_same_weights(tmp_path, monkeypatch):
 def test_a_single_batch_starts_no_thread(kind, small_tagger, small_classifier, monkeypatch):
     """On an accelerator the next batch is made ahead in a thread; a call of one batch (a
     one-sentence prediction) has nothing to overlap with and starts none."""
-    from bistack.data import ahead as module
+    from bistack.devices import ahead as module
     from bistack.predictor import load_model
 
     started = []

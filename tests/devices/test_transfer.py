@@ -10,8 +10,8 @@ import dataclasses
 import pytest
 import torch
 
-from bistack.data import transfer
 from bistack.data.batching import TaggingBatch, TextBatch
+from bistack.devices import transfer
 from bistack.language_models.network import LMBatch
 from bistack.models.backbone import SubwordBatch, WordPieces
 from bistack.taggers.layer_network import WordLayerBatch
