@@ -153,8 +153,8 @@ def test_an_exported_classifier_gives_the_same_probabilities(tmp_path, sentiment
     assert classifier.outputs.temperature != 1.0  # fitted on dev, and exported with it
     exported = load_exported(export(model_dir, tmp_path / "onnx"))
     texts = long_texts()
-    want = classifier.predict(texts, attention=True, batch_size=len(texts))
-    got = exported.predict(texts, attention=True, batch_size=len(texts))
+    want = classifier.predict(texts, attention=classifier.attends, batch_size=len(texts))
+    got = exported.predict(texts, attention=exported.attends, batch_size=len(texts))
     for a, b in zip(want, got, strict=True):
         assert a.label == b.label
         for label in a.probabilities:

@@ -10,6 +10,7 @@ import yaml
 
 from bistack.api import Classifier, Regressor
 from bistack.cli import main
+from bistack.errors import ConfigError
 from bistack.tasks import config_from_dict
 from tests.conftest import train_quietly
 
@@ -69,8 +70,12 @@ def test_classifier_trains_saves_loads_and_predicts_the_same(tmp_path, sentiment
     model_dir = train_quietly(config, tmp_path / "run")
     classifier = Classifier.load(model_dir)
     texts = ["the acting was superb", "a dull and boring plot", "lovely"]
-    first = classifier.predict(texts, attention=True)
-    assert first == Classifier.load(model_dir).predict(texts, attention=True)
+    attention = classifier.attends  # asked of a pooling that weighs no token: refused
+    first = classifier.predict(texts, attention=attention)
+    assert first == Classifier.load(model_dir).predict(texts, attention=attention)
+    if not attention:
+        with pytest.raises(ConfigError, match="which weighs no tokens"):
+            classifier.predict(texts, attention=True)
     assert [p.label for p in first] == ["1", "0", "1"]
     assert abs(sum(first[0].probabilities.values()) - 1) < 1e-6
     metrics = classifier.evaluate(dev)

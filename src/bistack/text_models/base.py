@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bistack.data.tables import Example, read_table
+from bistack.errors import ConfigError
 from bistack.metrics.text import ClassificationScores, RegressionScores
 from bistack.text_models.outputs import Outputs, RawOutputs, TargetOutputs
 from bistack.text_models.prediction import TextPrediction, with_blank_texts
@@ -89,7 +90,11 @@ class TextModelBase(ABC):
         """One prediction per text (a single string is one text); ``attention=True`` adds
         token weights when the pooling has them; ``batch_size`` texts per forward pass. A blank
         text gets an empty prediction (no label, no values), so results stay aligned;
-        ``progress`` shows a bar."""
+        ``progress`` shows a bar. ``attention`` from a model without token weights (its pooling
+        weighs none, or it is an ensemble) is refused, saying what has them: an option that
+        cannot act is never ignored."""
+        if attention and (refusal := self.attention_refusal()) is not None:
+            raise ConfigError(refusal)
 
         def predict(chosen: list[str]) -> list[TextPrediction]:
             raw = self.run(chosen, batch_size, progress)

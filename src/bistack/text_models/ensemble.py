@@ -16,12 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from bistack.errors import ConfigError
 from bistack.files.ensemble_dir import describe_ensemble
 from bistack.models.ensembles import OpenMember, open_members
 from bistack.text_models.base import TextModelBase
 from bistack.text_models.outputs import ClassOutputs, RawOutputs, TargetOutputs
-from bistack.text_models.prediction import TextPrediction
 
 
 class TextEnsemble(TextModelBase):
@@ -45,21 +43,9 @@ class TextEnsemble(TextModelBase):
     def describe(self) -> dict[str, Any]:
         return super().describe() | {"ensemble": describe_ensemble(self.meta)}
 
-    def predict(
-        self,
-        texts: Sequence[str],
-        attention: bool = False,
-        batch_size: int | None = None,
-        progress: bool = False,
-    ) -> list[TextPrediction]:
-        """One prediction per text, as a single model's; ``attention`` is refused: the
-        members attend each their own way, and an average of them explains no model."""
-        if attention:
-            raise ConfigError(self.attention_refusal())
-        return super().predict(texts, False, batch_size, progress)
-
     def attention_refusal(self) -> str:
-        """An ensemble's members attend each their own way: an average explains no model."""
+        """An ensemble's members attend each their own way: an average explains no model (so
+        ``predict(attention=True)`` is refused)."""
         first = self.meta["members"][0]  # every ensemble.json names its members (checked)
         return (
             "an ensemble has no one attention to show (each member attends its own way); "
