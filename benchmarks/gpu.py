@@ -5,7 +5,9 @@ timed calls, median and spread; the same optimizer kind), against two floors whe
 matters:
 
 - the *device floor*: batches prebuilt on the device before the timer, on both sides (what the
-  hardware allows);
+  hardware allows), its CRF the parallel scan kernels called directly with the paths read as
+  whole tensors (pytorch-crf, with one device read a token in its back-trace, is a row of its
+  own: what users write, not a floor);
 - the *from-tokens floor*: a competent hand-written pipeline from strings (ids, vectorised
   collation, a copy to the device) inside the timer, as bistack's own.
 
@@ -56,6 +58,7 @@ from bistack.data.batching import collate_tagging
 from bistack.data.buckets import bucket_batches
 from bistack.data.conll import read_conll
 from bistack.data.features import TokenVocabularies
+from bistack.kernels.crf_scan import log_partition_scan, viterbi_scan
 from bistack.runs.epoch import EpochPlan, run_epoch
 from bistack.runs.optimizers import build_optimizer
 from bistack.runs.vocabularies import singleton_mask
@@ -72,11 +75,14 @@ Sentences = list[tuple[list[str], list[str]]]
 
 
 class Floor(nn.Module):
-    """word 100 + char BiLSTM 25 + casing 10 -> packed BiLSTM 200 -> pytorch-crf."""
+    """word 100 + char BiLSTM 25 + casing 10 -> packed BiLSTM 200 -> a linear-chain CRF. The
+    hardware's floor by default: the CRF's log Z and best paths by the parallel scan kernels
+    called directly (``bistack.kernels.crf_scan``), the gold score and the paths read as whole
+    tensors (one copy to the host a batch); with ``users_crf``, pytorch-crf, as users write it
+    (its loss loops over positions in Python, its Viterbi back-trace reads one ``.item()`` a
+    token): a row of its own, not the floor the targets are held to."""
 
-    def __init__(self, words: int, chars: int, tags: int) -> None:
-        from torchcrf import CRF
-
+    def __init__(self, words: int, chars: int, tags: int, users_crf: bool = False) -> None:
         super().__init__()
         self.w = nn.Embedding(words, 100, padding_idx=0)
         self.c = nn.Embedding(chars, 25, padding_idx=0)
@@ -85,7 +91,15 @@ class Floor(nn.Module):
         self.lstm = nn.LSTM(160, 200, batch_first=True, bidirectional=True)
         self.out = nn.Linear(400, tags)
         self.drop = nn.Dropout(0.5)
-        self.crf = CRF(tags, batch_first=True)
+        if users_crf:
+            from torchcrf import CRF
+
+            self.crf: nn.Module | None = CRF(tags, batch_first=True)
+        else:
+            self.crf = None
+            self.transitions = nn.Parameter(torch.empty(tags, tags).uniform_(-0.1, 0.1))
+            self.start = nn.Parameter(torch.empty(tags).uniform_(-0.1, 0.1))
+            self.end = nn.Parameter(torch.empty(tags).uniform_(-0.1, 0.1))
 
     def emissions(self, batch: dict) -> torch.Tensor:
         packed = pack_padded_sequence(
@@ -103,11 +117,25 @@ class Floor(nn.Module):
 
     def loss(self, batch: dict) -> torch.Tensor:
         emissions = self.emissions(batch)
-        return -self.crf(emissions, batch["tags"], batch["mask"], reduction="mean")
+        if self.crf is not None:
+            return -self.crf(emissions, batch["tags"], batch["mask"], reduction="mean")
+        tags, mask = batch["tags"], batch["mask"]
+        moves = (self.transitions, self.start, self.end)
+        log_z = log_partition_scan(emissions, mask, *moves)
+        emitted = emissions.float().gather(2, tags.unsqueeze(2)).squeeze(2) * mask
+        stepped = self.transitions[tags[:, :-1], tags[:, 1:]] * mask[:, 1:]
+        last = tags.gather(1, (mask.sum(1, keepdim=True) - 1)).squeeze(1)
+        gold = emitted.sum(1) + stepped.sum(1) + self.start[tags[:, 0]] + self.end[last]
+        return (log_z - gold).mean()
 
     @torch.no_grad()
     def predict(self, batch: dict) -> list[list[int]]:
-        return self.crf.decode(self.emissions(batch), batch["mask"])
+        emissions = self.emissions(batch)
+        if self.crf is not None:
+            return self.crf.decode(emissions, batch["mask"])
+        paths, _ = viterbi_scan(emissions, batch["mask"], self.transitions, self.start, self.end)
+        host = paths.cpu().tolist()  # the batch's one copy to the host
+        return [row[:n] for row, n in zip(host, batch["lengths"].tolist(), strict=True)]
 
 
 def casing_class(token: str) -> int:
@@ -224,22 +252,31 @@ def tagger_comparisons(train: Sentences, device: torch.device, precision: str | 
         len(floor_vocabulary.words) + 2, len(floor_vocabulary.chars) + 1, len(floor_vocabulary.tags)
     ).to(device)
     floor_optimizer = same_kind(optimizer, floor.parameters(), lr=config.optimizer.lr)
+    torch.manual_seed(0)
+    users = Floor(*(floor.w.num_embeddings, floor.c.num_embeddings, floor.out.out_features),
+                  users_crf=True).to(device)  # fmt: skip
+    users_optimizer = same_kind(optimizer, users.parameters(), lr=config.optimizer.lr)
     encoded = floor_encode(pairs, floor_vocabulary)
     floor_ready = [floor_collate([encoded[i] for i in b], device) for b in batches]
     autocast = fabric.autocast
 
-    def floor_step(batch: dict) -> None:
-        floor_optimizer.zero_grad(set_to_none=True)
+    def floor_step(batch: dict, net: Floor = floor, step: Any = floor_optimizer) -> None:
+        step.zero_grad(set_to_none=True)
         with autocast():
-            loss = floor.loss(batch)
+            loss = net.loss(batch)
         loss.backward()
-        nn.utils.clip_grad_norm_(floor.parameters(), config.optimizer.grad_clip)
-        floor_optimizer.step()
+        nn.utils.clip_grad_norm_(net.parameters(), config.optimizer.grad_clip)
+        step.step()
 
     def floor_epoch_on_device() -> None:
         floor.train()
         for batch in floor_ready:
             floor_step(batch)
+
+    def users_epoch_on_device() -> None:
+        users.train()
+        for batch in floor_ready:
+            floor_step(batch, users, users_optimizer)
 
     def floor_epoch_from_ids() -> None:
         floor.train()
@@ -294,10 +331,10 @@ def tagger_comparisons(train: Sentences, device: torch.device, precision: str | 
                 emissions = model.emissions(batch).float().cpu().numpy()
                 decoder.analyse(emissions, batch.mask.sum(1).tolist(), confidence=False)
 
-    def floor_on_device() -> None:
-        floor.eval()
+    def floor_on_device(net: Floor = floor) -> None:
+        net.eval()
         for batch in floor_device:
-            floor.predict(batch)
+            net.predict(batch)
 
     singles = tokens[:100]
     single_times: dict[str, list[float]] = {"bistack": [], "floor": []}
@@ -330,6 +367,22 @@ def tagger_comparisons(train: Sentences, device: torch.device, precision: str | 
             "tags at batch 256, batches prebuilt on the device",
             Side("bistack network + decoder", ours_on_device),
             Side("hand-written", floor_on_device),
+            per=len(train),
+        ),
+        Comparison(
+            "train-device, pytorch-crf",
+            "BiLSTM-CRF training epoch, batches prebuilt on the device, against pytorch-crf "
+            "(what users write: not the floor)",
+            Side("bistack run_epoch", ours_epoch(prebuilt), optimizer),
+            Side("pytorch-crf loop", users_epoch_on_device, users_optimizer),
+            per=len(train),
+        ),
+        Comparison(
+            "predict-device, pytorch-crf",
+            "tags at batch 256, batches prebuilt on the device, against pytorch-crf (what users "
+            "write: one device read a token)",
+            Side("bistack network + decoder", ours_on_device),
+            Side("pytorch-crf", lambda: floor_on_device(users)),
             per=len(train),
         ),
         Comparison(
@@ -680,7 +733,8 @@ def report(rows: list[dict], device: torch.device, sentences: int) -> str:
 
 # The rows one float32 tagger serves.
 TAGGER_ROWS = (
-    "train-device", "train-from-ids", "predict-from-tokens", "predict-device", "predict-one",
+    "train-device", "train-from-ids", "predict-from-tokens", "predict-device",
+    "train-device, pytorch-crf", "predict-device, pytorch-crf", "predict-one",
     "predict-confidences", "predict-confidences-host",
 )  # fmt: skip
 

@@ -99,6 +99,7 @@ def stage_markers() -> dict[CodeType, str]:
     from bistack.data.batching import collate_tagging, collate_text, collate_tokens
     from bistack.data.features import TokenVocabularies
     from bistack.kernels.crf_compiled import viterbi_best
+    from bistack.kernels.crf_scan import viterbi_scan
     from bistack.models.backbone import TransformerBackbone, tokenize_words
     from bistack.taggers.confidence import crf_marginals, crf_span_probabilities
 
@@ -113,6 +114,7 @@ def stage_markers() -> dict[CodeType, str]:
         _code(torch.Tensor.backward): "backward",
         _code(torch.nn.utils.clip_grad_norm_): "clipping",
         _code(viterbi_best): "decoding",
+        _code(viterbi_scan): "decoding",
         _code(CRF.decode): "decoding",
         _code(crf_marginals): "confidences",
         _code(crf_span_probabilities): "confidences",

@@ -53,6 +53,7 @@ def test_every_row_times_the_same_stages_on_both_sides_and_is_reported(modules, 
     assert rows >= {
         "train-device", "train-from-ids", "train-device, bf16-mixed", "predict-from-tokens",
         "predict-device", "predict-one", "predict-confidences", "feature-cache",
+        "train-device, pytorch-crf", "predict-device, pytorch-crf",
         "finetune-b16-fp32", "finetune-b64-fp32", "finetune-b16-bf16-mixed",
     }  # fmt: skip
     problems = []
@@ -157,3 +158,23 @@ def test_the_prepared_call_fits_the_device_tools_limit():
     assert sum(int(seconds) for _, seconds in steps) <= 540
     names = [name for name, _ in steps]
     assert names.index("compile") < names.index("checks") < names.index("gpu")
+
+
+def test_the_hardware_floor_computes_what_pytorch_crf_computes(modules, tmp_path):
+    """The floor's CRF (the scan kernels, the gold score as whole tensors) gives pytorch-crf's
+    loss and best paths for the same weights: a faster floor, not another model."""
+    _, gpu = modules
+    train = write_conll(tmp_path / "train.txt", tiny_sentences(24, seed=0))
+    pairs = [(s.tokens, s.tags) for s in gpu.read_conll(train)]
+    vocabulary = gpu.FloorVocabulary(pairs)
+    sizes = (len(vocabulary.words) + 2, len(vocabulary.chars) + 1, len(vocabulary.tags))
+    torch.manual_seed(0)
+    floor, users = gpu.Floor(*sizes).eval(), gpu.Floor(*sizes, users_crf=True).eval()
+    users.load_state_dict(floor.state_dict(), strict=False)  # the network's weights alike
+    users.crf.transitions.data = floor.transitions.data.clone()
+    users.crf.start_transitions.data = floor.start.data.clone()
+    users.crf.end_transitions.data = floor.end.data.clone()
+    batch = gpu.floor_collate(gpu.floor_encode(pairs, vocabulary), torch.device("cpu"))
+    with torch.no_grad():
+        assert floor.loss(batch).item() == pytest.approx(users.loss(batch).item(), rel=1e-5)
+    assert floor.predict(batch) == users.predict(batch)
