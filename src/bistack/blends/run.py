@@ -157,10 +157,9 @@ def blend_record(
     """What ``blend.json`` says: how the weights were fitted, each run with its CV score,
     weight and contribution, and the weights each fold's nested fit chose."""
     first = runs[0]
-    higher = first.card.metric.higher_is_better
     return {
         "metric": metric,
-        "higher_is_better": higher,
+        "higher_is_better": first.card.metric.higher_is_better,
         "method": method,
         **({"rounds": rounds or 100} if method == "greedy" else {}),
         "objective": first.outputs.BLEND_OBJECTIVE,

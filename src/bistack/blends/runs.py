@@ -123,42 +123,47 @@ def run_names(paths: list[Path]) -> list[str]:
 
 
 def refuse_unlike(runs: list[CVRun]) -> None:
-    """Runs that cannot be blended, refused naming what differs from the first: what they
-    predict (classes or values: a recurrent regressor blends with one over a transformer's
-    layers), the metric, the rows, the split, the labels or targets. Each run's out-of-fold
-    predictions are only comparable, row by row, over one table split one way."""
+    """Runs that cannot be blended, refused naming what differs from the first. Each run's
+    out-of-fold predictions are only comparable, row by row, over one table split one way."""
     first = runs[0]
     for run in runs[1:]:
-        differs = []
-        if run.card.loader_class.OUTPUTS is not first.card.loader_class.OUTPUTS:
-            differs.append(f"it is a CV of {run.card.description}, not {first.card.description}")
-        elif run.summary["metric"] != first.summary["metric"]:
-            differs.append(f"it is scored by {run.summary['metric']}, the first by "
-                           f"{first.summary['metric']}")  # fmt: skip
-        elif run.plan.rows != first.plan.rows or run.plan.data != first.plan.data:
-            differs.append(
-                f"its rows are another table's ({run.plan.rows} rows of "
-                f"{run.config['data']['train']}, digest {run.plan.data[:12]}; the first's: "
-                f"{first.plan.rows} of {first.config['data']['train']}, {first.plan.data[:12]})"
-            )
-        elif run.plan.assignments != first.plan.assignments:
-            differs.append(
-                f"its folds are another split ({run.plan.folds} folds, {run.plan.split}; the "
-                f"first's: {first.plan.folds} folds, {first.plan.split}; "
-                f"{first_difference(run.plan, first.plan)}); cross-validate it again on the "
-                "first's folds (the same --folds, --repeats, --split and data.split_seed, or "
-                "data.fold_column)"
-            )
-        elif run.outputs.names != first.outputs.names:
-            differs.append(
-                f"it predicts {', '.join(run.outputs.names)}, the first "
-                f"{', '.join(first.outputs.names)}"
-            )
-        if differs:
+        differs = difference(run, first)
+        if differs is not None:
             raise ConfigError(
-                f"{run.path} cannot be blended with {first.path}: {differs[0]}; a blend's runs "
+                f"{run.path} cannot be blended with {first.path}: {differs}; a blend's runs "
                 "are CVs of classifiers (or of regressors) over the same rows and folds"
             )
+
+
+def difference(run: CVRun, first: CVRun) -> str | None:
+    """The first way ``run`` differs from ``first`` that a blend cannot take, in words: what
+    they predict (classes or values: a recurrent regressor blends with one over a
+    transformer's layers), the metric, the rows, the split, the labels or targets; None where
+    they blend."""
+    if run.card.loader_class.OUTPUTS is not first.card.loader_class.OUTPUTS:
+        return f"it is a CV of {run.card.description}, not {first.card.description}"
+    if run.summary["metric"] != first.summary["metric"]:
+        return f"it is scored by {run.summary['metric']}, the first by {first.summary['metric']}"
+    if run.plan.rows != first.plan.rows or run.plan.data != first.plan.data:
+        return (
+            f"its rows are another table's ({run.plan.rows} rows of "
+            f"{run.config['data']['train']}, digest {run.plan.data[:12]}; the first's: "
+            f"{first.plan.rows} of {first.config['data']['train']}, {first.plan.data[:12]})"
+        )
+    if run.plan.assignments != first.plan.assignments:
+        return (
+            f"its folds are another split ({run.plan.folds} folds, {run.plan.split}; the "
+            f"first's: {first.plan.folds} folds, {first.plan.split}; "
+            f"{first_difference(run.plan, first.plan)}); cross-validate it again on the "
+            "first's folds (the same --folds, --repeats, --split and data.split_seed, or "
+            "data.fold_column)"
+        )
+    if run.outputs.names != first.outputs.names:
+        return (
+            f"it predicts {', '.join(run.outputs.names)}, the first "
+            f"{', '.join(first.outputs.names)}"
+        )
+    return None
 
 
 def first_difference(plan: FoldPlan, first: FoldPlan) -> str:
