@@ -121,7 +121,7 @@ def conll03(model_dir: str) -> None:
         f"Model: `{model_dir}` (`configs/conll03-bilstm-crf.yaml`, 15 epochs). "
         f"{len(entities)} predicted entities, {gold} gold. An entity's confidence is the exact "
         "probability, under the CRF, that its span carries its type "
-        "(`bistack.taggers.confidence`).",
+        "(`bistack.taggers.emissions.confidence`).",
         "",
         f"**Expected calibration error: {ece:.4f}** (10 equal-width bins).",
         "",

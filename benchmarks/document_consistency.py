@@ -1,6 +1,7 @@
 """Document consistency measured on trained taggers: CoNLL-2003 dev entity F1 of each model as
 it predicts each sentence (with its document context, if it reads one), and after the rule at
-each threshold (``bistack.taggers.consistency``: an entity less sure than the threshold takes
+each threshold (``bistack.taggers.emissions.consistency``: an entity less sure than the threshold
+takes
 the type the same words carry, at least that sure, elsewhere in its document).
 
     .venv/bin/python benchmarks/document_consistency.py NAME=MODEL_DIR [NAME=MODEL_DIR ...]
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from bistack.data.tagged import read_tagged
 from bistack.predictor import load_model
-from bistack.taggers.calibration import check_consistency, dev_emissions
+from bistack.taggers.emissions.calibration import check_consistency, dev_emissions
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT.parent / "shared" / "data" / "conll2003" / "dev.txt"

@@ -63,8 +63,8 @@ from bistack.runs.epoch import EpochPlan, run_epoch
 from bistack.runs.optimizers import build_optimizer
 from bistack.runs.vocabularies import singleton_mask
 from bistack.schemes import convert_tags
-from bistack.taggers.network import build_tagger
-from bistack.taggers.tagger import Tagger
+from bistack.taggers.models.tagger import Tagger
+from bistack.taggers.networks.network import build_tagger
 from bistack.tasks import config_from_dict, read_config_file
 from timed import Comparison, Side, mark, measure, synchronised, unwrapped
 

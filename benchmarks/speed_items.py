@@ -33,8 +33,8 @@ from bistack.kernels.crf_scan import log_partition_scan
 from bistack.runs.optimizers import build_optimizer
 from bistack.runs.vocabularies import singleton_mask
 from bistack.schemes import convert_tags
-from bistack.taggers.network import build_tagger
-from bistack.taggers.tagger import Tagger
+from bistack.taggers.models.tagger import Tagger
+from bistack.taggers.networks.network import build_tagger
 from bistack.tasks import load_config
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -9,7 +9,8 @@ runs/benchmarks/calibration/bilstm-crf``) and
 ``stacked=runs/benchmarks/stacked-conll03/stacked-context-seed1/model`` (``bash
 benchmarks/stacked.sh conll03 stacked-context``; benchmarks/results/stacked-conll03.md has its
 held-out ECE per seed too). Each model is measured
-as trained (temperature 1, whatever it keeps), by ``bistack.taggers.calibration.calibrate``, the
+as trained (temperature 1, whatever it keeps), by
+``bistack.taggers.emissions.calibration.calibrate``, the
 code ``bistack train`` runs after training: the halves are dev's first and second halves
 (different documents). An entity counts as right when its span and type match a gold entity
 (conlleval's rule); 10 equal-width bins. Writes benchmarks/results/tagger-calibration.{md,json}.
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from bistack.data.tagged import read_tagged
 from bistack.predictor import load_model
-from bistack.taggers.calibration import calibrate
+from bistack.taggers.emissions.calibration import calibrate
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT.parent / "shared" / "data" / "conll2003" / "dev.txt"

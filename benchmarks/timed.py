@@ -101,7 +101,7 @@ def stage_markers() -> dict[CodeType, str]:
     from bistack.kernels.crf_compiled import viterbi_best
     from bistack.kernels.crf_scan import viterbi_scan
     from bistack.models.backbone import TransformerBackbone, tokenize_words
-    from bistack.taggers.confidence import crf_marginals, crf_span_probabilities
+    from bistack.taggers.emissions.confidence import crf_marginals, crf_span_probabilities
 
     markers = {
         _code(TokenVocabularies.encode): "strings to ids",

@@ -16,9 +16,9 @@ from bistack.data.batching import collate_tagging
 from bistack.data.features import TokenVocabularies
 from bistack.encoders import RecurrentEncoder
 from bistack.fixed_lag import FixedLagDecoder, decode_with_lag
-from bistack.taggers.network import build_tagger
-from bistack.taggers.streaming import StreamingTagger
-from bistack.taggers.tagger import Tagger
+from bistack.taggers.models.tagger import Tagger
+from bistack.taggers.networks.network import build_tagger
+from bistack.taggers.networks.streaming import StreamingTagger
 from bistack.tasks import config_from_dict
 from tests.conftest import tiny_config, tiny_sentences
 

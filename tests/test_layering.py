@@ -16,8 +16,8 @@ top of that:
   the task table, which sits below the outlets and the command line, which nothing imports;
 - the table and the exported runtimes import no torch.
 
-An edge goes from a module to the module it names (``from bistack.taggers.tagger import
-Tagger``: to ``bistack.taggers.tagger``; ``from bistack.api import Tagger``: to
+An edge goes from a module to the module it names (``from bistack.taggers.models.tagger import
+Tagger``: to ``bistack.taggers.models.tagger``; ``from bistack.api import Tagger``: to
 ``bistack.api``); a package naming its own submodules (``from bistack.cli import train``)
 depends on them, not on itself.
 """
@@ -93,7 +93,7 @@ def reachable(start: str) -> set[str]:
 
 
 def unit(module: str) -> str:
-    """``bistack.taggers.tagger`` -> ``taggers``; the package itself -> ``__init__``."""
+    """``bistack.taggers.models.tagger`` -> ``taggers``; the package itself -> ``__init__``."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
 
@@ -151,7 +151,7 @@ def floor(name: str) -> int:
 
 def test_the_walk_sees_the_package():
     assert "bistack.encoders" in GRAPH and "bistack.tasks" in GRAPH
-    assert "bistack.taggers.tagging" in internal(GRAPH["bistack.taggers.tagger"])
+    assert "bistack.taggers.models.tagging" in internal(GRAPH["bistack.taggers.models.tagger"])
     assert FAMILIES == ["language_models", "taggers", "text_models"]
     assert is_block("crf") and not is_block("tasks") and "kernels" in UNITS["crf"]
 
@@ -198,7 +198,12 @@ def test_the_families_sit_below_the_table_and_the_table_below_the_faces(family):
 
 @pytest.mark.parametrize(
     "module",
-    ["bistack.tasks", "bistack.taggers.runtime", "bistack.text_models.runtime", "bistack.cards"],
+    [
+        "bistack.tasks",
+        "bistack.taggers.exported.runtime",
+        "bistack.text_models.runtime",
+        "bistack.cards",
+    ],
 )
 def test_the_table_and_the_exported_runtimes_import_no_torch(module):
     """What opens a model's card and runs an exported model needs no torch: no module it

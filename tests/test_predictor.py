@@ -151,7 +151,7 @@ def test_a_model_class_refuses_an_ensemble_naming_the_door(tmp_path):
     """``Tagger.load`` cannot return K models: it names ``open_model`` and a member."""
     from bistack.errors import ModelFileError
     from bistack.files.ensemble_dir import write_ensemble
-    from bistack.taggers.tagger import Tagger
+    from bistack.taggers.models.tagger import Tagger
 
     member = tmp_path / "fold0"
     member.mkdir()

@@ -147,7 +147,8 @@ JSONL = OutputFormat(
 
 
 def resolve(ref: Ref) -> Any:
-    """The object ``ref`` names (``"bistack.taggers.tagger:Tagger"``), imported on first use."""
+    """The object ``ref`` names (``"bistack.taggers.models.tagger:Tagger"``), imported on first
+    use."""
     if not isinstance(ref, str):
         return ref
     module, _, name = ref.partition(":")

@@ -368,7 +368,7 @@ def out_of_fold_log_loss(out: Path, ensemble, temperature: float) -> float:
 
     from bistack.data.conll import read_conll
     from bistack.schemes import spans_from_tags
-    from bistack.taggers.calibration import entity_log_loss
+    from bistack.taggers.emissions.calibration import entity_log_loss
 
     settings = json.loads((out / "cv-settings.json").read_text())
     sentences = read_conll(settings["config"]["data"]["train"])
@@ -445,7 +445,7 @@ def test_a_layer_tagger_ensemble_runs_its_frozen_backbone_once_a_batch(tmp_path,
     the backbone's word states of the whole file, computed (and cached) once, and each fold's
     held-out tags read them."""
     pytest.importorskip("transformers", reason="the layer kinds need bistack[transformers]")
-    from bistack.taggers import layer_tagger
+    from bistack.taggers.models import layer_tagger
     from tests.fixtures.written_models.make_fixtures import configs, write_data
 
     write_data(tmp_path / "out", tmp_path)

@@ -127,7 +127,7 @@ def test_a_regressor_folds_calibration_never_sees_its_held_out_targets(tmp_path)
 
 def test_a_tagger_folds_temperature_never_sees_its_held_out_entities(tmp_path):
     from bistack.data.conll import read_conll
-    from bistack.taggers.calibration import dev_emissions, pooled_temperature
+    from bistack.taggers.emissions.calibration import dev_emissions, pooled_temperature
     from tests.conftest import tiny_config
 
     train = write_documents(tmp_path / "train.txt", 6, 16, noise=0.3, own_names=True)

@@ -14,7 +14,7 @@ from bistack.data.batching import TaggingBatch, TextBatch
 from bistack.devices import transfer
 from bistack.language_models.network import LMBatch
 from bistack.models.backbone import SubwordBatch, WordPieces
-from bistack.taggers.layer_network import WordLayerBatch
+from bistack.taggers.networks.layer_network import WordLayerBatch
 from bistack.text_models.layer_network import LayerBatch, StackedSubwords
 
 

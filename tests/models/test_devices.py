@@ -17,8 +17,8 @@ import torch
 from bistack import predictor, tasks
 from bistack.language_models.network import LSTMLanguageModel
 from bistack.runs.driver import RunOptions
-from bistack.taggers.layer_network import LayerTagger
-from bistack.taggers.network import SequenceTagger
+from bistack.taggers.networks.layer_network import LayerTagger
+from bistack.taggers.networks.network import SequenceTagger
 from bistack.text_models.layer_network import LayerPoolingModel
 from bistack.text_models.network import SequenceClassifier
 from bistack.training import train_config

@@ -19,7 +19,7 @@ from bistack import tasks
 from bistack.models.spelling_cache import each_batch_alone
 from bistack.predictor import open_model
 from bistack.runs import loop, tally
-from bistack.taggers import device_decoding
+from bistack.taggers.emissions import device_decoding
 from tests.conftest import tiny_config, tiny_sentences, train_quietly, write_conll
 from tests.language_models.test_end_to_end import corpus, lm_config
 from tests.text_models.test_end_to_end import sentiment_rows, text_config, write_tsv

@@ -16,7 +16,7 @@ from bistack.errors import ConfigError
 from bistack.metrics.dev import Evaluation
 from bistack.runs.averaging import WeightAverage
 from bistack.runs.loop import fit, start_run
-from bistack.taggers.tagger import Tagger
+from bistack.taggers.models.tagger import Tagger
 from tests.conftest import tiny_config, tiny_sentences, train_quietly, write_conll
 
 

@@ -18,10 +18,10 @@ from bistack import tasks
 from bistack.crf import CRF
 from bistack.predictor import load_model, open_model
 from bistack.schemes import allowed_transitions
-from bistack.taggers.calibration import DevEmissions, fit_temperature
-from bistack.taggers.confidence import spans_of
-from bistack.taggers.decoding import TagDecoder
-from bistack.taggers.tagging import EmissionBatch
+from bistack.taggers.emissions.calibration import DevEmissions, fit_temperature
+from bistack.taggers.emissions.confidence import spans_of
+from bistack.taggers.emissions.decoding import TagDecoder
+from bistack.taggers.models.tagging import EmissionBatch
 from tests.conftest import tiny_config, tiny_sentences, train_quietly, write_conll
 from tests.taggers.test_confidence import LABELS, make_crf, path_probabilities, scores_of
 
@@ -176,7 +176,7 @@ def test_a_temperature_is_kept_only_inside_its_bounds_and_where_held_out_improve
 ):
     """A collapsed temperature (every probability 1, unseen text too) or one that the run's own
     held-out check says made calibration worse is not kept, and the run says why."""
-    from bistack.taggers.calibration import TemperatureFit
+    from bistack.taggers.emissions.calibration import TemperatureFit
 
     before, after = held_out
     fit = TemperatureFit(

@@ -14,7 +14,7 @@ import torch
 
 from bistack.crf import CRF
 from bistack.schemes import allowed_transitions
-from bistack.taggers.confidence import (
+from bistack.taggers.emissions.confidence import (
     CRFScores,
     crf_marginals,
     crf_span_probabilities,
@@ -133,7 +133,7 @@ def test_softmax_entity_confidence_is_the_span_probability_of_independent_tokens
 
 @pytest.mark.parametrize("scheme", ["BIOES", "BIO"])
 def test_the_k_best_analyses_are_the_most_probable_paths(scheme):
-    from bistack.taggers.decoding import TagDecoder
+    from bistack.taggers.emissions.decoding import TagDecoder
 
     labels = LABELS[scheme]
     crf, emissions = make_crf(scheme, seed=4)
@@ -146,7 +146,7 @@ def test_the_k_best_analyses_are_the_most_probable_paths(scheme):
 
 
 def test_the_k_best_paths_of_independent_tokens_are_exact():
-    from bistack.taggers.confidence import independent_best_paths
+    from bistack.taggers.emissions.confidence import independent_best_paths
 
     torch.manual_seed(5)
     log_probabilities = torch.randn(4, 3).log_softmax(dim=-1)

@@ -19,10 +19,10 @@ import torch
 
 from bistack import tasks
 from bistack.predictor import load_model, open_model
-from bistack.taggers.confidence import spans_of
-from bistack.taggers.consistency import consistent, path_of, retyped_spans
-from bistack.taggers.decoding import TagDecoder
-from bistack.taggers.tagging import Tagging
+from bistack.taggers.emissions.confidence import spans_of
+from bistack.taggers.emissions.consistency import consistent, path_of, retyped_spans
+from bistack.taggers.emissions.decoding import TagDecoder
+from bistack.taggers.models.tagging import Tagging
 from tests.conftest import tiny_config, tiny_sentences, train_quietly, write_conll
 from tests.taggers.test_confidence import LABELS, make_crf, path_probabilities, scores_of
 

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from bistack.taggers import device_decoding
-from bistack.taggers.decoding import TagDecoder
-from bistack.taggers.tagger import Tagger
+from bistack.taggers.emissions import device_decoding
+from bistack.taggers.emissions.decoding import TagDecoder
+from bistack.taggers.models.tagger import Tagger
 from tests.conftest import tiny_sentences
 from tests.taggers.test_confidence import LABELS, make_crf, scores_of
 

@@ -9,7 +9,7 @@ from bistack.data.pretrained import load_vectors, read_word_vectors
 from bistack.errors import DataError
 from bistack.models.embeddings import CharCNNEncoder, CharLSTMEncoder
 from bistack.runs.vocabularies import initialise_words
-from bistack.taggers.network import build_tagger
+from bistack.taggers.networks.network import build_tagger
 from bistack.tasks import config_from_dict
 from tests.conftest import tiny_config
 

@@ -187,7 +187,7 @@ def run_predict(args: argparse.Namespace) -> int:
     source = ModelSource(args.model, on_device(args.device, args), args.threads, args.precision)
     model = source.open()
     if args.stream:
-        from bistack.taggers.streaming import stream_lines
+        from bistack.taggers.networks.streaming import stream_lines
 
         with model.running():
             stream_lines(model.streamer(), sys.stdin, lambda line: print(line, flush=True))

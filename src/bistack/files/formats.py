@@ -2,7 +2,7 @@
 which every kind that predicts writes), the fields an --input record's prediction carries, and
 the progress bar of batched prediction; torch-free. A kind's card declares its formats
 (``bistack.cards.OutputFormat``), a family's own formats live in its folder
-(``bistack.taggers.formats``)."""
+(``bistack.taggers.models.formats``)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ the CPU, and the token inputs the graphs read.
 
 An exported directory holds ``export.json`` (the kind, the training config and what the kind's
 runtime needs), ``model.onnx``, and ``vocab.json`` / ``tokenizer.json`` as the kind needs them.
-Each kind's runtime is in its family (``bistack.taggers.runtime``,
+Each kind's runtime is in its family (``bistack.taggers.exported.runtime``,
 ``bistack.text_models.runtime``); ``bistack.predictor.open_model`` opens an exported directory as it
 opens a model directory. Needs only numpy, onnxruntime, NLTK (the tokenizer) and PyYAML besides
 bistack's own pure-Python modules; nothing here or in the runtimes loads torch (a test runs them

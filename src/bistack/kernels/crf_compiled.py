@@ -6,7 +6,8 @@ PyTorch the per-operation overhead is the whole cost (and autograd doubles it fo
 partition), while pytorch-crf adds a Python loop over the batch on top for decoding. One numba
 kernel per batch runs the recursion in machine code (speed-ups in
 ``benchmarks/results/speed.md``). Torch-free, so that the PyTorch CRF (``bistack.crf``, which
-wraps them as an autograd function) and a tagger's output math (``bistack.taggers.decoding``,
+wraps them as an autograd function) and a tagger's output math
+(``bistack.taggers.emissions.decoding``,
 which an exported model's runtime runs without torch) share them. The tensor implementations in
 :mod:`bistack.crf` stay for other devices and as the reference the tests hold these to.
 

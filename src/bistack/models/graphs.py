@@ -2,7 +2,8 @@
 int64 arrays), example batches to trace and check a graph with, the token embedder in
 inference, and the plan a kind's exporter hands ``bistack export`` (``ExportPlan``).
 
-A kind's own graph is in its family (``bistack.taggers.graphs``, ``bistack.text_models.graphs``).
+A kind's own graph is in its family (``bistack.taggers.exported.graphs``,
+``bistack.text_models.graphs``).
 Graphs reuse the trained modules and their weights; only what cannot be traced is done
 differently, with the same result: the char BiLSTM runs over all of a batch's words at once
 instead of in length groups (a group's width would be frozen into the graph as a constant). The

@@ -36,5 +36,6 @@ def predicting(model: nn.Module) -> Iterator[nn.Module]:
 
 def as_array(tensor: torch.Tensor) -> np.ndarray:
     """A network's output as float32 numpy (on the CPU), for the output math that PyTorch and
-    exported models share (``bistack.taggers.decoding``, ``bistack.text_models.outputs``)."""
+    exported models share (``bistack.taggers.emissions.decoding``,
+    ``bistack.text_models.outputs``)."""
     return tensor.detach().float().cpu().numpy()

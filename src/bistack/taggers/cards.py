@@ -8,7 +8,7 @@ from typing import Any
 from bistack.cards import Card, Ladder, PredictOption
 from bistack.inputs import TEXT, TOKENS
 from bistack.metrics.dev import Metric
-from bistack.taggers.formats import FORMATS
+from bistack.taggers.models.formats import FORMATS
 
 DEV_F1 = Metric("dev_f1", "dev F1", higher_is_better=True)
 DEV_TAG_ACCURACY = Metric("dev_token_accuracy", "dev accuracy", higher_is_better=True)
@@ -60,7 +60,7 @@ TAGGER = Card(
     "a recurrent sequence tagger",
     config="bistack.taggers.config:TaggerConfig",
     recipe="bistack.taggers.recipe:prepare_tagger",
-    loader="bistack.taggers.tagger:Tagger",
+    loader="bistack.taggers.models.tagger:Tagger",
     metric=DEV_F1,
     metric_of=tagging_metric,
     inputs=(TEXT, TOKENS),
@@ -75,11 +75,11 @@ TAGGER = Card(
         {"head.type": "crf"},
         with_transformer=with_transformer,
     ),
-    export="bistack.taggers.export:tagger_plan",
-    runtime="bistack.taggers.runtime:ExportedTagger",
-    report="bistack.taggers.report:tagger_report",
-    cv="bistack.taggers.folds:TaggerFolds",
-    ensemble="bistack.taggers.ensemble:TaggerEnsemble",
+    export="bistack.taggers.exported.export:tagger_plan",
+    runtime="bistack.taggers.exported.runtime:ExportedTagger",
+    report="bistack.taggers.models.report:tagger_report",
+    cv="bistack.taggers.ensembles.folds:TaggerFolds",
+    ensemble="bistack.taggers.ensembles.ensemble:TaggerEnsemble",
     blend_refusal=BLEND_REFUSAL,
 )
 LAYER_TAGGER = Card(
@@ -87,7 +87,7 @@ LAYER_TAGGER = Card(
     "a tagger over a transformer's layers",
     config="bistack.taggers.config:LayerPoolingTaggerConfig",
     recipe="bistack.taggers.layer_recipe:prepare_layer_tagger",
-    loader="bistack.taggers.layer_tagger:LayerPoolingTagger",
+    loader="bistack.taggers.models.layer_tagger:LayerPoolingTagger",
     metric=DEV_F1,
     metric_of=tagging_metric,
     inputs=(TEXT, TOKENS),
@@ -96,11 +96,11 @@ LAYER_TAGGER = Card(
     view="entities",
     stream_hint="only a recurrent tagger can stream (a transformer backbone reads the whole "
     "sentence in both directions)",
-    export="bistack.taggers.export:layer_tagger_plan",
-    runtime="bistack.taggers.runtime:ExportedLayerTagger",
-    report="bistack.taggers.report:tagger_report",
-    cv="bistack.taggers.folds:TaggerFolds",
-    ensemble="bistack.taggers.ensemble:TaggerEnsemble",
+    export="bistack.taggers.exported.export:layer_tagger_plan",
+    runtime="bistack.taggers.exported.runtime:ExportedLayerTagger",
+    report="bistack.taggers.models.report:tagger_report",
+    cv="bistack.taggers.ensembles.folds:TaggerFolds",
+    ensemble="bistack.taggers.ensembles.ensemble:TaggerEnsemble",
     blend_refusal=BLEND_REFUSAL,
 )
 CARDS = (TAGGER, LAYER_TAGGER)

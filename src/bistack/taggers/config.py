@@ -71,7 +71,8 @@ class HeadConfig:
     # Streaming (``bistack predict --stream``), CRF only: commit each tag this many tokens after
     # its token arrives; 0 is greedy, and a lag at least the sentence length is exact Viterbi.
     stream_lag: int = 0
-    # Document consistency, entity schemes only (bistack.taggers.consistency): after training,
+    # Document consistency, entity schemes only (bistack.taggers.emissions.consistency): after
+    # training,
     # an entity the tagger is less than this sure of (its calibrated probability) takes the type
     # that the same words carry, at least this sure, elsewhere in its document. 0: off.
     document_consistency: float = 0.0

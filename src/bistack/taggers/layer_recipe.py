@@ -31,8 +31,9 @@ from bistack.runs.vocabularies import build_vocabularies, initialise_words, sing
 from bistack.schemes import PLAIN, convert_tags
 from bistack.system.heartbeat import Heartbeat
 from bistack.taggers.config import LayerPoolingTaggerConfig
-from bistack.taggers.layer_network import WordLayerBatch, build_layer_tagger, pad_words
-from bistack.taggers.layer_tagger import LayerPoolingTagger
+from bistack.taggers.models.layer_tagger import LayerPoolingTagger
+from bistack.taggers.models.tagging import Emitter, check_gold_tags
+from bistack.taggers.networks.layer_network import WordLayerBatch, build_layer_tagger, pad_words
 from bistack.taggers.recipe import (
     TaggingData,
     card_notes,
@@ -40,7 +41,6 @@ from bistack.taggers.recipe import (
     load_tagging_data,
     tagging_evaluation,
 )
-from bistack.taggers.tagging import Emitter, check_gold_tags
 
 WORD_SEPARATOR = "\x1f"  # joins a sentence's words into one cache-key text
 

@@ -19,14 +19,14 @@ from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run
 from bistack.runs.vocabularies import build_vocabularies, initialise_words, singleton_mask
 from bistack.schemes import PLAIN, convert_tags, detect_scheme
-from bistack.taggers.calibration import calibrate, check_consistency, dev_emissions
 from bistack.taggers.config import LayerPoolingTaggerConfig, TaggerConfig
-from bistack.taggers.network import build_tagger
-from bistack.taggers.tagger import Tagger
+from bistack.taggers.emissions.calibration import calibrate, check_consistency, dev_emissions
+from bistack.taggers.models.tagger import Tagger
+from bistack.taggers.networks.network import build_tagger
 
 if TYPE_CHECKING:
-    from bistack.taggers.layer_tagger import LayerPoolingTagger
-from bistack.taggers.tagging import Emitter, check_gold_tags
+    from bistack.taggers.models.layer_tagger import LayerPoolingTagger
+from bistack.taggers.models.tagging import Emitter, check_gold_tags
 
 T = TypeVar("T", "Tagger", "LayerPoolingTagger")
 
@@ -125,7 +125,8 @@ def finish_tagger(
     run: Run,
     emitter: Callable[[T], Emitter | None] | None = None,
 ) -> None:
-    """Fit the best model's temperature on dev (``bistack.taggers.calibration``), then, where
+    """Fit the best model's temperature on dev (``bistack.taggers.emissions.calibration``), then,
+    where
     the config asks for it, measure document consistency over the calibrated confidences, and
     keep both with the model; ``emitter``: the best model's emissions from cached features, if
     any. Where dev may not be fitted on (a cross-validation's held-out fold), no temperature:

@@ -34,7 +34,7 @@ from bistack.models.backbone import (
 from bistack.models.builders import build_embedder, build_encoder
 from bistack.models.embeddings import TokenEmbedder
 from bistack.taggers.config import LayerPoolingTaggerConfig
-from bistack.taggers.heads import CRFHead, SoftmaxHead, build_tagging_head
+from bistack.taggers.networks.heads import CRFHead, SoftmaxHead, build_tagging_head
 
 
 @dataclass  # not frozen: mixed precision walks the batch (Fabric's convert_input)

@@ -19,7 +19,7 @@ import numpy as np
 from bistack.kernels.crf_compiled import IMPOSSIBLE, log_partition, viterbi_best, viterbi_top_k
 from bistack.metrics.text import checked_temperature
 from bistack.schemes import PLAIN, allowed_transitions
-from bistack.taggers.confidence import (
+from bistack.taggers.emissions.confidence import (
     CRFScores,
     Span,
     SpanEvent,
@@ -54,10 +54,12 @@ class TagDecoder:
     scheme: str
     crf: CRFScores | None = None
     # Confidences from scores divided by this (fitted on dev after training: see
-    # bistack.taggers.calibration). Every path's score is divided alike, so the best path and the
+    # bistack.taggers.emissions.calibration). Every path's score is divided alike, so the best path
+    # and the
     # order of the k best do not change; only how sure the tagger says it is.
     temperature: float = 1.0
-    # Document-level type consistency (bistack.taggers.consistency): an entity less sure than
+    # Document-level type consistency (bistack.taggers.emissions.consistency): an entity less sure
+    # than
     # this takes the type its words carry, at least this sure, elsewhere in its document. 0: off.
     consistency: float = 0.0
 
@@ -176,7 +178,7 @@ class TagDecoder:
         self, paths: Sequence[Sequence[int]]
     ) -> tuple[list[list[Span]], list[list[SpanEvent]]]:
         """Each path's entities, and for each the event "it is an entity of its type" whose
-        probability is its confidence (:func:`~bistack.taggers.confidence.span_event`)."""
+        probability is its confidence (:func:`~bistack.taggers.emissions.confidence.span_event`)."""
         spans = [self._spans(path) for path in paths]
         events = [
             [span_event(s, path, self.labels, self.scheme) for s in row_spans]

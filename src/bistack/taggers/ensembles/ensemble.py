@@ -23,8 +23,8 @@ from bistack.errors import ModelFileError
 from bistack.files.ensemble_dir import describe_ensemble
 from bistack.kernels.crf_compiled import IMPOSSIBLE
 from bistack.models.ensembles import OpenMember, open_members
-from bistack.taggers.decoding import TagDecoder
-from bistack.taggers.tagging import Emitter, Tagging, host_array
+from bistack.taggers.emissions.decoding import TagDecoder
+from bistack.taggers.models.tagging import Emitter, Tagging, host_array
 
 
 class TaggerEnsemble(Tagging):

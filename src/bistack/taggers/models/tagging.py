@@ -27,9 +27,9 @@ from bistack.inputs import texts_of, token_lists_of
 from bistack.metrics.entities import EntityScores, score_entities, score_labels
 from bistack.metrics.text import checked_temperature
 from bistack.schemes import PLAIN, convert_tags
-from bistack.taggers.consistency import consistent
-from bistack.taggers.decoding import Analysis, TagDecoder
-from bistack.taggers.records import (
+from bistack.taggers.emissions.consistency import consistent
+from bistack.taggers.emissions.decoding import Analysis, TagDecoder
+from bistack.taggers.models.records import (
     SentenceAnalysis,
     TaggedText,
     check_min_confidence,
@@ -184,7 +184,7 @@ class Tagging(ABC):
         the emissions come from, when not from the network's own pass (cached features);
         ``documents``: the document of each sentence (see ``emitter_of``; None: each sentence
         its own). A decoder with document consistency retypes unsure entities by the sure
-        ones of their document (``bistack.taggers.consistency``)."""
+        ones of their document (``bistack.taggers.emissions.consistency``)."""
         decoder = self.decoder
         documentwise = decoder.consistency > 0 and decoder.scheme != PLAIN
         by_index: dict[int, Analysis] = {}

@@ -19,13 +19,13 @@ from bistack.files.modeldir import (
 from bistack.models.mode import predicting
 from bistack.models.saved import SavedKind, SavedModel
 from bistack.taggers.config import TaggerConfig
-from bistack.taggers.decoding import TagDecoder
-from bistack.taggers.device_decoding import DeviceDecoding
-from bistack.taggers.network import SequenceTagger, build_tagger
-from bistack.taggers.tagging import Emitter, host_array
+from bistack.taggers.emissions.decoding import TagDecoder
+from bistack.taggers.emissions.device_decoding import DeviceDecoding
+from bistack.taggers.models.tagging import Emitter, host_array
+from bistack.taggers.networks.network import SequenceTagger, build_tagger
 
 if TYPE_CHECKING:
-    from bistack.taggers.streaming import StreamingTagger
+    from bistack.taggers.networks.streaming import StreamingTagger
 
 KIND = "tagger"
 
@@ -105,6 +105,6 @@ class Tagger(SavedKind, DeviceDecoding):
     def streamer(self) -> StreamingTagger:
         """Tags token by token as they arrive (``predict --stream``); a unidirectional tagger
         only."""
-        from bistack.taggers.streaming import StreamingTagger
+        from bistack.taggers.networks.streaming import StreamingTagger
 
         return StreamingTagger(self)

@@ -1,7 +1,8 @@
 """Tagging heads over per-position states: softmax or a scheme-constrained CRF.
 
 A head trains (``loss``) and scores positions (``emissions``); what the scores mean, the tags,
-their confidences and the k best analyses, is its :class:`~bistack.taggers.decoding.TagDecoder`,
+their confidences and the k best analyses, is its
+:class:`~bistack.taggers.emissions.decoding.TagDecoder`,
 the same code an exported model's runtime runs.
 """
 
@@ -15,9 +16,9 @@ from torch import Tensor, nn
 from bistack.crf import CRF
 from bistack.data.batching import PAD_TAG
 from bistack.schemes import allowed_transitions
-from bistack.taggers.confidence import CRFScores
 from bistack.taggers.config import HeadConfig
-from bistack.taggers.decoding import TagDecoder
+from bistack.taggers.emissions.confidence import CRFScores
+from bistack.taggers.emissions.decoding import TagDecoder
 
 
 class SoftmaxHead(nn.Module):

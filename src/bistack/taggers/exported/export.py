@@ -1,4 +1,5 @@
-"""What a tagger exports (``bistack export``): its graph (``bistack.taggers.graphs``), example
+"""What a tagger exports (``bistack export``): its graph (``bistack.taggers.exported.graphs``),
+example
 inputs to trace and check it with, and what its runtime needs (the output scheme and the
 decoder: labels, scheme and the CRF's scores)."""
 
@@ -21,7 +22,7 @@ from bistack.models.graphs import (
     token_plan,
     vocabulary_words,
 )
-from bistack.taggers.graphs import (
+from bistack.taggers.exported.graphs import (
     OUTPUT_AXES,
     WORD_DYNAMIC_AXES,
     LayerTaggerGraph,

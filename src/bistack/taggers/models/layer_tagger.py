@@ -1,7 +1,9 @@
 """Taggers over a transformer's word-level states: ``LayerPoolingTagger.load(path)``.
 
-A sibling of the recurrent :class:`~bistack.taggers.tagger.Tagger`: the same predictions and scores
-(``bistack.taggers.tagging``); the backbone's tokenizer reads the words, and a tagger that stacks
+A sibling of the recurrent :class:`~bistack.taggers.models.tagger.Tagger`: the same predictions and
+scores
+(``bistack.taggers.models.tagging``); the backbone's tokenizer reads the words, and a tagger that
+stacks
 the words' own features (``features`` in its config) keeps their vocabularies too.
 """
 
@@ -34,20 +36,20 @@ from bistack.models.backbone_files import (
 from bistack.models.mode import predicting
 from bistack.models.saved import SavedKind, SavedModel
 from bistack.taggers.config import LayerPoolingTaggerConfig
-from bistack.taggers.decoding import TagDecoder
-from bistack.taggers.device_decoding import DeviceDecoding
-from bistack.taggers.layer_network import (
-    LayerTagger,
-    WordLayerBatch,
-    build_layer_tagger,
-    pad_words,
-)
-from bistack.taggers.tagging import (
+from bistack.taggers.emissions.decoding import TagDecoder
+from bistack.taggers.emissions.device_decoding import DeviceDecoding
+from bistack.taggers.models.tagging import (
     Emitter,
     Tagging,
     context_emitter,
     host_array,
     score_sentences,
+)
+from bistack.taggers.networks.layer_network import (
+    LayerTagger,
+    WordLayerBatch,
+    build_layer_tagger,
+    pad_words,
 )
 
 KIND = "layer_tagger"

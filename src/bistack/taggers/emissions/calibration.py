@@ -17,7 +17,8 @@ Dev is also what training early-stopped on, so an error measured on the data T w
 flatters it: ``calibrate`` also fits on each half of dev (its first and second halves: different
 documents) and measures the other half, and reports that held-out error beside the error before.
 
-Document consistency (``bistack.taggers.consistency``) reads these calibrated probabilities, so
+Document consistency (``bistack.taggers.emissions.consistency``) reads these calibrated
+probabilities, so
 it is settled here too, after T: its threshold is the config's (not fitted on dev), and
 ``check_consistency`` says what it does to dev (entities retyped, F1 before and after).
 """
@@ -38,9 +39,9 @@ from bistack.metrics.text import (
     plausible_temperature,
 )
 from bistack.schemes import PLAIN, spans_from_tags
-from bistack.taggers.consistency import consistent
-from bistack.taggers.decoding import TagDecoder
-from bistack.taggers.tagging import EmissionBatch, Emitter, Tagging
+from bistack.taggers.emissions.consistency import consistent
+from bistack.taggers.emissions.decoding import TagDecoder
+from bistack.taggers.models.tagging import EmissionBatch, Emitter, Tagging
 
 LOG_BOUNDS = (math.log(MIN_TEMPERATURE), math.log(MAX_TEMPERATURE))  # the temperatures searched
 STEPS = 30  # golden-section steps: the bracket shrinks to 0.618**30 of its width (~2e-6)

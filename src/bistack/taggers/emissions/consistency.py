@@ -26,8 +26,8 @@ import numpy as np
 
 from bistack.schemes import Span as SchemeSpan
 from bistack.schemes import tags_from_spans
-from bistack.taggers.confidence import Span, spans_of
-from bistack.taggers.decoding import Analysis, TagDecoder
+from bistack.taggers.emissions.confidence import Span, spans_of
+from bistack.taggers.emissions.decoding import Analysis, TagDecoder
 
 Words = tuple[str, ...]
 

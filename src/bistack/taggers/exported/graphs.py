@@ -1,7 +1,8 @@
 """A tagger's inference as one traceable module, for ONNX export: inputs -> ``tags`` ``(batch,
 seq)`` int64 (the CRF's constrained Viterbi decode inside the graph, an ONNX ``Loop``, so the
 graph alone tags) and ``emissions`` ``(batch, seq, num_tags)``, from which the runtime computes
-confidences and k-best analyses with the same code as PyTorch (``bistack.taggers.decoding``).
+confidences and k-best analyses with the same code as PyTorch
+(``bistack.taggers.emissions.decoding``).
 
 The Viterbi decode is TorchScript, so its loops over positions become ONNX ``Loop`` nodes whose
 trip count is the batch's width (the compiled CPU kernel cannot be exported).
@@ -21,9 +22,9 @@ from bistack.masking import lengths_to_mask
 from bistack.models.graphs import token_vectors
 
 if TYPE_CHECKING:
-    from bistack.taggers.heads import CRFHead, SoftmaxHead
-    from bistack.taggers.layer_network import LayerTagger
-    from bistack.taggers.network import SequenceTagger
+    from bistack.taggers.networks.heads import CRFHead, SoftmaxHead
+    from bistack.taggers.networks.layer_network import LayerTagger
+    from bistack.taggers.networks.network import SequenceTagger
 
 TAGGER_OUTPUTS = ("tags", "emissions")
 OUTPUT_AXES = {"tags": {0: "batch", 1: "seq"}, "emissions": {0: "batch", 1: "seq"}}

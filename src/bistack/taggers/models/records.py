@@ -14,7 +14,7 @@ from bistack.data.spans import doccano_record
 from bistack.data.tokenize import Token
 from bistack.errors import needs_extra
 from bistack.schemes import PLAIN, convert_tags, spans_from_tags
-from bistack.taggers.decoding import Analysis, Span
+from bistack.taggers.emissions.decoding import Analysis, Span
 
 OUTSIDE = "O"  # the tag of a token in no entity
 
@@ -28,7 +28,7 @@ class Entity:
     start: int
     end: int
     # The probability, under the model, that this span is an entity of this type (exact for a
-    # CRF trained in BIOES or BIO; see bistack.taggers.confidence).
+    # CRF trained in BIOES or BIO; see bistack.taggers.emissions.confidence).
     confidence: float | None = None
 
 

@@ -1,6 +1,7 @@
 """Exported taggers on onnxruntime, without PyTorch: ``bistack predict``/``serve`` of a
 directory ``bistack export`` wrote. The graph returns the emissions and the shared output math
-(``bistack.taggers.decoding``) does the rest, so an exported tagger gives what the PyTorch one
+(``bistack.taggers.emissions.decoding``) does the rest, so an exported tagger gives what the
+PyTorch one
 gives: tags, token and entity confidences, the k best analyses, ``min_confidence``.
 
 A directory of format 1 (written before that) returns its best tags only: it predicts as it
@@ -23,9 +24,9 @@ from bistack.errors import ConfigError, ModelFileError
 from bistack.files.onnx_session import TOKEN_INPUTS, WORD_INPUTS, ExportedFiles, token_feed
 from bistack.schemes import OUTPUT_SCHEMES
 from bistack.taggers.config import LayerPoolingTaggerConfig, TaggerConfig
-from bistack.taggers.decoding import Analysis, TagDecoder
-from bistack.taggers.records import SentenceAnalysis, TaggedText, in_output_scheme
-from bistack.taggers.tagging import Emitter, Tagging, context_emitter
+from bistack.taggers.emissions.decoding import Analysis, TagDecoder
+from bistack.taggers.models.records import SentenceAnalysis, TaggedText, in_output_scheme
+from bistack.taggers.models.tagging import Emitter, Tagging, context_emitter
 
 
 class ExportedTagging(Tagging):

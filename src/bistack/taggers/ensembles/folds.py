@@ -17,9 +17,9 @@ from bistack.errors import ConfigError, DataError
 from bistack.files.formats import joined, json_line
 from bistack.files.modeldir import atomic_write
 from bistack.schemes import PLAIN, detect_scheme, spans_from_tags
+from bistack.taggers.models.records import SentenceAnalysis
+from bistack.taggers.models.tagging import Emitter, score_sentences
 from bistack.taggers.recipe import TaggingData
-from bistack.taggers.records import SentenceAnalysis
-from bistack.taggers.tagging import Emitter, score_sentences
 
 if TYPE_CHECKING:
     from bistack.cv.plan import FoldPlan
@@ -128,7 +128,7 @@ class TaggerFolds:
         """The fold model's tagging of its held-out sentences (each as ``predict`` writes it)
         and its scores. Its network reads them once: their emissions are kept, with the
         model, for the calibration fits that follow in this process."""
-        from bistack.taggers.calibration import dev_emissions
+        from bistack.taggers.emissions.calibration import dev_emissions
 
         sentences = [self.rows[i] for i in held]
         emissions = dev_emissions(model, sentences, self.shared_emitter(model, sentences, shared))
@@ -196,7 +196,7 @@ class TaggerFolds:
         entities (``DevEmissions``, indices into the held-out list), by fold name: those kept
         when the fold was trained in this process; a fold trained in another (a worker, a Ray
         task, an earlier run) opened once here (a frozen backbone shared) and read once."""
-        from bistack.taggers.calibration import dev_emissions
+        from bistack.taggers.emissions.calibration import dev_emissions
 
         found = {}
         for record in records:
@@ -224,7 +224,7 @@ class TaggerFolds:
         fit."""
         if self.scheme == PLAIN:
             return records
-        from bistack.taggers.calibration import pooled_temperature
+        from bistack.taggers.emissions.calibration import pooled_temperature
 
         held = self.held_emissions(records, members, say)
         fitted = []
@@ -278,9 +278,9 @@ class TaggerFolds:
         the same out-of-fold sentences. Plain tags: none to fit."""
         if self.scheme == PLAIN:
             return {}, ""
-        from bistack.taggers.calibration import DevEmissions, calibrate, check_consistency
-        from bistack.taggers.ensemble import TaggerEnsemble
-        from bistack.taggers.tagging import EmissionBatch
+        from bistack.taggers.emissions.calibration import DevEmissions, calibrate, check_consistency
+        from bistack.taggers.ensembles.ensemble import TaggerEnsemble
+        from bistack.taggers.models.tagging import EmissionBatch
 
         held_out = self.held_emissions(records, members, say)
         opened = [held_out[r["name"]][0] for r in records]
@@ -342,7 +342,7 @@ class TaggerFolds:
         """The tagger's report (as ``evaluate --report`` draws it) of the out-of-fold tags and
         confidences: each sentence tagged by the fold model that never saw it, an entity
         "seen in training" when it occurs as an entity in that model's training folds."""
-        from bistack.taggers.report import entity_texts, tagger_report
+        from bistack.taggers.models.report import entity_texts, tagger_report
 
         folds = [fold for _, _, fold in (oof[row] for row in range(len(self.rows)))]
         counts: dict[str, Counter[int]] = {}  # entity text: in how many sentences, by fold

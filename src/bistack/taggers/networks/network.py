@@ -15,7 +15,7 @@ from bistack.encoders import SequenceEncoder
 from bistack.models.builders import build_embedder, build_encoder
 from bistack.models.embeddings import TokenEmbedder
 from bistack.taggers.config import TaggerConfig
-from bistack.taggers.heads import CRFHead, SoftmaxHead, build_tagging_head
+from bistack.taggers.networks.heads import CRFHead, SoftmaxHead, build_tagging_head
 
 
 class SequenceTagger(nn.Module):

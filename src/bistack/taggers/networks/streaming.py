@@ -18,11 +18,11 @@ from bistack.data.batching import collate_tagging, collate_tokens
 from bistack.encoders import EncoderState
 from bistack.fixed_lag import FixedLagDecoder, decode_with_lag
 from bistack.schemes import convert_tags
-from bistack.taggers.network import SequenceTagger
+from bistack.taggers.networks.network import SequenceTagger
 
 
 class Streamable(Protocol):
-    """What streaming reads of a tagger (``bistack.taggers.tagger.Tagger`` has it): its
+    """What streaming reads of a tagger (``bistack.taggers.models.tagger.Tagger`` has it): its
     network, vocabularies, labels, the scheme its tags are written in, and its config (for
     ``head.stream_lag``)."""
 

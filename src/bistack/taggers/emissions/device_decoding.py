@@ -4,7 +4,7 @@ token's marginal and each entity's probability come from the CRF's parallel scan
 confidences and the partitions, not the emissions to run forward-backward over.
 
 The same analyses as ``TagDecoder.analyse`` (best path only) computes on the host, by the same
-event math (``bistack.taggers.confidence``): the marginals are the gradient of log Z; an
+event math (``bistack.taggers.emissions.confidence``): the marginals are the gradient of log Z; an
 entity's probability is its clamped partitions over Z, every clamped copy of the batch in one
 scan. Two copies to the host a batch: the paths (the entities, and so the clamps, follow from
 them), then the clamped partitions.
@@ -26,9 +26,9 @@ import torch
 from torch import Tensor
 
 from bistack.kernels.crf_scan import log_partition_scan, viterbi_scan
-from bistack.taggers.confidence import clamped_terms, span_probabilities
-from bistack.taggers.decoding import Analysis, TagDecoder
-from bistack.taggers.tagging import EmissionBatch, Tagging
+from bistack.taggers.emissions.confidence import clamped_terms, span_probabilities
+from bistack.taggers.emissions.decoding import Analysis, TagDecoder
+from bistack.taggers.models.tagging import EmissionBatch, Tagging
 
 
 class DeviceDecoding(Tagging):
