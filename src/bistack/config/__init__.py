@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from bistack.cells import CellName
+from bistack.data.tokenize import check_tokenizer
 from bistack.errors import ConfigError
 
 # (key, lowest allowed, whether the lowest is allowed, highest allowed or None)
@@ -33,6 +34,11 @@ class SplitConfig:
     dev: str | None = None  # file for early stopping; None: split off dev_fraction of train
     dev_fraction: float = 0.1  # used only when dev is None
     split_seed: int = 0  # seed of that split, fixed so runs compare on the same dev set
+    # How raw text becomes sentences of tokens, in training and prediction alike, kept with the
+    # model: text (English: Punkt sentences, Treebank words), whitespace, spacy:NAME (a spaCy
+    # pipeline, or a language such as spacy:zh) or hf:FOLDER (a HuggingFace tokenizer's words;
+    # hf:default is MiniLM's).
+    tokenizer: str = "text"
 
 
 @dataclass
@@ -246,6 +252,7 @@ class ExperimentConfig:
     kind: str  # the model kind (the task table's key); each config class fixes its own
     optimizer: OptimizerConfig
     train: TrainConfig
+    data: SplitConfig  # each family's holds its own kind of data (a subclass)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for config.json and for comparing runs."""
@@ -264,9 +271,9 @@ class ExperimentConfig:
 
     def validate(self, source: str) -> None:
         """Reject values that would only fail later, deep inside torch; subclasses add theirs."""
-        data = getattr(self, "data", None)
-        if isinstance(data, SplitConfig) and not data.train:
+        if not self.data.train:
             raise ConfigError(f"{source}: data.train is required: the file to train on")
+        check_tokenizer(self.data.tokenizer, source)
         check_ranges(self, source)
         if self.train.compile and not self.fine_tunes_transformer:
             raise ConfigError(

@@ -15,7 +15,6 @@ from bistack.config import (
     SplitConfig,
     TrainConfig,
 )
-from bistack.data.tokenize import check_tokenizer
 from bistack.errors import ConfigError
 
 
@@ -59,7 +58,6 @@ class LanguageModelConfig(ExperimentConfig):
 
     def validate(self, source: str) -> None:
         super().validate(source)
-        check_tokenizer(self.data.tokenizer, source)
         if self.features.word_dim == 0:
             raise ConfigError(
                 f"{source}: features.word_dim must be >= 1: a language model "

@@ -151,15 +151,11 @@ def tokenizer_ready(config: ExperimentConfig) -> ExperimentConfig:
     absolute, on a copy (the caller's config stays as it was). A tokenizer that is not here (a
     spaCy pipeline not installed, a folder that is no tokenizer) stops the run now, before it
     trains, rather than at the model's first prediction, blaming the text."""
-    data: Any = getattr(config, "data", None)
-    if not isinstance(getattr(data, "tokenizer", None), str):
-        return config
-    tokenizer = anchored(data.tokenizer, Path.cwd())
+    tokenizer = anchored(config.data.tokenizer, Path.cwd())
     splitter(tokenizer)
-    if tokenizer == data.tokenizer:
+    if tokenizer == config.data.tokenizer:
         return config
-    family_config: Any = config  # the base class declares no data section; each family's has
-    return dataclasses.replace(family_config, data=dataclasses.replace(data, tokenizer=tokenizer))
+    return dataclasses.replace(config, data=dataclasses.replace(config.data, tokenizer=tokenizer))
 
 
 def train_model(

@@ -21,7 +21,6 @@ from bistack.config import (
     check_features,
     check_part_dropout,
 )
-from bistack.data.tokenize import check_tokenizer
 from bistack.errors import ConfigError
 
 RANGES: tuple[Range, ...] = (
@@ -47,10 +46,6 @@ class DataConfig(SplitConfig):
     # The scheme the model trains in; none: each tag is a label of its own (parts of speech),
     # with no entities, every transition allowed, and per-token accuracy as the dev score.
     scheme: Literal["IOB1", "BIO", "BIOES", "none"] = "BIOES"
-    # How raw text becomes sentences of tokens, kept with the model: text (English: Punkt
-    # sentences, Treebank words), whitespace, spacy:NAME (a spaCy pipeline, or a language such
-    # as spacy:zh) or hf:FOLDER (a HuggingFace tokenizer's words; hf:default is MiniLM's).
-    tokenizer: str = "text"
 
 
 @dataclass
@@ -148,8 +143,6 @@ class LayerPoolingTaggerConfig(OverBackbone, ExperimentConfig):
 
 def check_tagging_data(data: DataConfig, source: str) -> None:
     from bistack.data.tagged import tagged_format
-
-    check_tokenizer(data.tokenizer, source)
 
     files = [data.train, *([data.dev] if data.dev else [])]
     if data.scheme == "none" and any(tagged_format(f, data.format) == "spans" for f in files):

@@ -24,7 +24,6 @@ from bistack.config import (
     check_part_dropout,
     set_calibrate,
 )
-from bistack.data.tokenize import check_tokenizer
 from bistack.errors import ConfigError
 
 RANGES: tuple[Range, ...] = (
@@ -45,10 +44,6 @@ class TextDataConfig(SplitConfig):
     format: Literal["auto", "tsv", "csv", "jsonl", "parquet", "datasets"] = "auto"
     text_column: str = "text"  # the column (or JSON field) holding each text
     label_columns: list[str] = field(default_factory=lambda: ["label"])  # regression: 1 or more
-    # How raw text becomes tokens, in training and prediction alike: text (English: Punkt
-    # sentences, Treebank words), whitespace, spacy:NAME (a spaCy pipeline, or a language such
-    # as spacy:zh) or hf:FOLDER (a HuggingFace tokenizer's words; hf:default is MiniLM's).
-    tokenizer: str = "text"
     # Cross-validation (bistack cv): the column naming each row's group (an author, a
     # document); a group's rows are never split across folds, and the classes (or binned
     # targets) are balanced over the folds as well as whole groups allow. None: rows alone.
@@ -121,23 +116,21 @@ class TextModelConfig(ExperimentConfig):
 
     def validate(self, source: str) -> None:
         super().validate(source)
-        self.check_labels(source)
-        check_tokenizer(self.data.tokenizer, source)
+        self.check_labels(self.data, source)
         check_features(self.features, source)
 
-    def check_labels(self, source: str) -> None:
+    def check_labels(self, data: TextDataConfig, source: str) -> None:
         raise NotImplementedError  # Classifies or Regresses says
 
 
 class Classifies:
     """A classifier's labels: one column, one label a text; nothing to calibrate in values."""
 
-    data: TextDataConfig
     regression: RegressionConfig
     kind: str
 
-    def check_labels(self, source: str) -> None:
-        columns = self.data.label_columns
+    def check_labels(self, data: TextDataConfig, source: str) -> None:
+        columns = data.label_columns
         if not columns:
             raise ConfigError(f"{source}: data.label_columns must name at least one column")
         if len(columns) != 1:
@@ -153,10 +146,8 @@ class Classifies:
 class Regresses:
     """A regressor's targets: one or more columns of values, calibrated on dev when asked."""
 
-    data: TextDataConfig
-
-    def check_labels(self, source: str) -> None:
-        if not self.data.label_columns:
+    def check_labels(self, data: TextDataConfig, source: str) -> None:
+        if not data.label_columns:
             raise ConfigError(f"{source}: data.label_columns must name at least one column")
 
     @classmethod
@@ -214,8 +205,7 @@ class LayerPoolingTextConfig(OverBackbone, ExperimentConfig):
 
     def validate(self, source: str) -> None:
         super().validate(source)
-        self.check_labels(source)
-        check_tokenizer(self.data.tokenizer, source)
+        self.check_labels(self.data, source)
         check_layers(self.layer_pooling.layers, source)
         self.backbone.check(source)
         if self.backbone.context:
@@ -240,7 +230,7 @@ class LayerPoolingTextConfig(OverBackbone, ExperimentConfig):
             train.pop("dropout")
         super().upgrade(data, legacy, source)
 
-    def check_labels(self, source: str) -> None:
+    def check_labels(self, data: TextDataConfig, source: str) -> None:
         raise NotImplementedError  # Classifies or Regresses says
 
 
