@@ -525,6 +525,10 @@ def test_a_tagger_cv_opens_each_fold_model_once_and_reads_its_sentences_once(tmp
     sentence once: the out-of-fold tags, the cross-fitted temperatures and the ensemble's are
     all decoded from those emissions."""
     from bistack.cv import family, fold
+    from bistack.cv.run import run_cv
+    from bistack.cv.settings import CVSettings
+    from bistack.runs.driver import RunOptions
+    from bistack.tasks import config_from_dict
     from tests.conftest import tiny_config
 
     opened: list[str] = []
@@ -558,3 +562,18 @@ def test_a_tagger_cv_opens_each_fold_model_once_and_reads_its_sentences_once(tmp
     oof = (tmp_path / "out" / "oof.jsonl").read_text().splitlines()
     assert sum(read) == len(oof)  # every sentence is one fold's held-out sentence
     assert any("temperature" in line for line in said)  # the fits ran, from those emissions
+
+    # Folds trained elsewhere (as by workers, Ray tasks or other machines): the process that
+    # finishes the CV reads their held-out emissions from what each fold saved, running no
+    # network over a sentence a fold has read already, and writes the same files.
+    for name in ("fold0", "fold1", "fold2"):
+        opened.clear(), read.clear()
+        run_cv(
+            config_from_dict(config), tmp_path / "apart", CVSettings(3), RunOptions(), only=[name]
+        )
+    finishing = json.loads((tmp_path / "apart" / "folds" / "fold2" / "fold.json").read_text())
+    assert sum(read) == len(finishing["held"])  # fold2's own pass, none of fold0's or fold1's
+    assert sorted(opened) == ["fold0", "fold1", "fold2"]
+    for name in ("oof.jsonl", "oof.conll", "cv.json"):
+        apart, together = (tmp_path / d / name for d in ("apart", "out"))
+        assert apart.read_text() == together.read_text(), name

@@ -32,11 +32,12 @@ OpenModel = Callable[[Path, dict[str, Any]], Any]
 class FoldFamily(Protocol):
     """A kind's cross-validation: its ``rows`` (a table's rows, a tagger's sentences: what
     ``ROWS_ARE`` calls them in messages) and what the folds do with them; ``OOF_FILES``: what
-    ``write_oof`` writes."""
+    ``write_oof`` writes; ``FOLD_FILES``: what ``predict_held_out`` keeps in a fold's folder."""
 
     config: Any
     rows: Sequence[Any]
     OOF_FILES: tuple[str, ...]
+    FOLD_FILES: tuple[str, ...]
     ROWS_ARE: str
 
     def split_keys(self) -> SplitKeys:
@@ -67,9 +68,11 @@ class FoldFamily(Protocol):
         ...
 
     def predict_held_out(
-        self, model: Any, held: list[int], shared: Shared, metric: str
+        self, model: Any, held: list[int], shared: Shared, metric: str, directory: Path
     ) -> FoldRecord:
-        """A fold model's predictions of its held-out rows, and its scores on them."""
+        """A fold model's predictions of its held-out rows, and its scores on them
+        (``directory``: the fold's folder, for what a family keeps of that pass beside its
+        model)."""
         ...
 
     def pool_out_of_fold(

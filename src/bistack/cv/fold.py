@@ -101,7 +101,7 @@ def train_fold(
     model = opener_of(card)(Path(trained.model_dir), family.model_parts(shared))
     metric = card.metric_for(config).column.removeprefix("dev_")
     record: FoldRecord = {"name": job.name, "train": job.train, "held": job.held}
-    record |= family.predict_held_out(model, job.held, shared, metric)
+    record |= family.predict_held_out(model, job.held, shared, metric, Path(job.directory))
     record["best_epoch"] = trained.fit.best_epoch
     if trained.fit.best_step:  # train.eval_every: the optimizer step the best validation came
         record["best_step"] = trained.fit.best_step

@@ -58,19 +58,27 @@ def model_layout(name: str) -> Layout | bool:
     return is_model_entry(name)
 
 
-def run_layout(name: str) -> Layout | bool:
-    """A fold's training run: its model, metrics, curves and ``fold.json``."""
-    if name == "model":
-        return model_layout
-    if name == "tensorboard":
-        return lambda entry: entry.startswith("events.out.tfevents.") or staged(entry)
-    return name in RUN_FILES or staged(name)
+def run_layout(kept: tuple[str, ...]) -> Layout:
+    """A fold's training run: its model, metrics, curves and ``fold.json``, with what the
+    kind ``kept`` of its held-out pass."""
+
+    def layout(name: str) -> Layout | bool:
+        if name == "model":
+            return model_layout
+        if name == "tensorboard":
+            return lambda entry: entry.startswith("events.out.tfevents.") or staged(entry)
+        return name in RUN_FILES or name in kept or staged(name)
+
+    return layout
 
 
-def folds_layout(name: str) -> Layout | bool:
-    if FOLD_NAME.fullmatch(name):
-        return run_layout
-    return staged(name)
+def folds_layout(kept: tuple[str, ...]) -> Layout:
+    def layout(name: str) -> Layout | bool:
+        if FOLD_NAME.fullmatch(name):
+            return run_layout(kept)
+        return staged(name)
+
+    return layout
 
 
 def ensemble_layout(name: str) -> Layout | bool:
@@ -83,13 +91,14 @@ def report_layout(name: str) -> Layout | bool:
     return name in REPORT_FILES or name.endswith(".png") or staged(name)
 
 
-def cv_layout(top: tuple[str, ...], whole: bool) -> Layout:
-    """The output's layout, ``top`` being the files a CV writes there; ``whole``: the folder is
-    to be replaced whole, so an entry of the user's at the top counts too (else it is left)."""
+def cv_layout(top: tuple[str, ...], whole: bool, kept: tuple[str, ...] = ()) -> Layout:
+    """The output's layout, ``top`` being the files a CV writes there and ``kept`` those it
+    writes in each fold's folder beside its run; ``whole``: the folder is to be replaced whole,
+    so an entry of the user's at the top counts too (else it is left)."""
 
     def layout(name: str) -> Layout | bool:
         if name == "folds":
-            return folds_layout
+            return folds_layout(kept)
         if name == "model":
             return ensemble_layout
         if name == "cv_report":
@@ -115,11 +124,14 @@ def foreign_files(output: Path, layout: Layout) -> list[Path]:
     return found
 
 
-def refuse_foreign(output: Path, top: tuple[str, ...], whole: bool) -> None:
-    """Refuse, naming them, files bistack did not write where the CV would replace them."""
+def refuse_foreign(
+    output: Path, top: tuple[str, ...], whole: bool, kept: tuple[str, ...] = ()
+) -> None:
+    """Refuse, naming them, files bistack did not write where the CV would replace them
+    (``top`` and ``kept``: as for :func:`cv_layout`)."""
     from bistack.errors import ConfigError
 
-    found = foreign_files(output, cv_layout(top, whole))
+    found = foreign_files(output, cv_layout(top, whole, kept))
     if found:
         shown = ", ".join(str(path.relative_to(output)) for path in found[:3])
         more = f" and {len(found) - 3} more" if len(found) > 3 else ""

@@ -141,7 +141,7 @@ def cv_in(
     }
     target = output
     replacing = overwrite and (output / SETTINGS_FILE).is_file()
-    refuse_foreign(output, cv_files(family.OOF_FILES), whole=replacing)
+    refuse_foreign(output, cv_files(family.OOF_FILES), replacing, family.FOLD_FILES)
     if replacing:  # the new CV beside the old one, swapped in when it has finished
         target = overwrite_staging(output, SETTINGS_FILE, record)
     plan = fold_plan(config, family, settings, target)

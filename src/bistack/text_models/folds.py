@@ -34,6 +34,7 @@ class TextFolds:
     class (``loader``) says what its outputs are."""
 
     OOF_FILES = ("oof.jsonl", "oof.csv")
+    FOLD_FILES = ()
     ROWS_ARE = "rows"
 
     def __init__(self, config: Any, loader: Any, open_model: Any) -> None:
@@ -111,9 +112,15 @@ class TextFolds:
         return {"backbone": shared["backbone"]} if "backbone" in shared else {}
 
     def predict_held_out(
-        self, model: TextModelBase, held: list[int], shared: dict[str, Any], key: str
+        self,
+        model: TextModelBase,
+        held: list[int],
+        shared: dict[str, Any],
+        key: str,
+        directory: Path,
     ) -> dict[str, Any]:
-        """The fold model's probabilities or values on its held-out rows, and its scores."""
+        """The fold model's probabilities or values on its held-out rows, and its scores (all
+        in the record: ``directory`` keeps nothing more)."""
         examples = [self.rows[i] for i in held]
         texts = [e.text for e in examples]
         if "vectors_of" in shared:

@@ -18,9 +18,9 @@ flatters it: ``calibrate`` also fits on each half of dev (its first and second h
 documents) and measures the other half, and reports that held-out error beside the error before.
 
 Document consistency (``bistack.taggers.emissions.consistency``) reads these calibrated
-probabilities, so
-it is settled here too, after T: its threshold is the config's (not fitted on dev), and
-``check_consistency`` says what it does to dev (entities retyped, F1 before and after).
+probabilities, so it is settled here too, after T: its threshold is the config's (not fitted on
+dev), and ``check_consistency`` says what it does to dev (entities retyped, F1 before and
+after).
 """
 
 from __future__ import annotations
@@ -28,9 +28,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bistack.data.conll import Sentence
+from bistack.files.modeldir import atomic_write
 from bistack.metrics.entities import PRF
 from bistack.metrics.text import (
     MAX_TEMPERATURE,
@@ -53,6 +57,48 @@ class DevEmissions:
 
     batches: list[EmissionBatch]
     gold: list[set[tuple[int, int, str]]]
+
+    def save(self, path: Path) -> None:
+        """The emissions as safetensors (each batch's ``N.emissions`` ``(batch, seq_len,
+        num_tags)`` float32, ``N.lengths`` and ``N.indices``), written whole or not at all; the
+        gold entities are the sentences', read again with them."""
+        from safetensors.numpy import save_file
+
+        tensors = {}
+        for number, batch in enumerate(self.batches):
+            tensors[f"{number}.emissions"] = np.ascontiguousarray(batch.emissions, np.float32)
+            tensors[f"{number}.lengths"] = np.asarray(batch.lengths, np.int64)
+            tensors[f"{number}.indices"] = np.asarray(batch.indices, np.int64)
+        atomic_write(path, lambda temporary: save_file(tensors, temporary))
+
+    @classmethod
+    def load(cls, path: Path, sentences: Sequence[Sentence]) -> DevEmissions | None:
+        """What :meth:`save` wrote of ``sentences``' emissions, or None where it is not there
+        or is not of these sentences (a file of another version, or cut short)."""
+        from safetensors import SafetensorError
+        from safetensors.numpy import load_file
+
+        try:
+            tensors = load_file(path)
+        except (OSError, SafetensorError):
+            return None
+        batches, seen = [], []
+        for number in range(len(tensors) // 3):
+            try:
+                emissions = tensors[f"{number}.emissions"]
+                lengths = tensors[f"{number}.lengths"].tolist()
+                indices = tensors[f"{number}.indices"].tolist()
+            except KeyError:
+                return None
+            if len(indices) != emissions.shape[0] or lengths != [
+                len(sentences[i].tokens) if 0 <= i < len(sentences) else -1 for i in indices
+            ]:
+                return None
+            batches.append(EmissionBatch(indices, lengths, emissions))
+            seen += indices
+        if sorted(seen) != list(range(len(sentences))):
+            return None
+        return cls(batches, gold_entities(sentences))
 
     def replayed(self) -> Emitter:
         """These emissions served again to a pass over the same sentences in the same batches
@@ -155,8 +201,13 @@ def dev_emissions(
     tokens = [s.tokens for s in sentences]
     documents = [s.document for s in sentences]
     batches = list(tagging.emission_batches(tokens, emitter=emitter, documents=documents))
-    gold = [{(s.start, s.end, s.label) for s in spans_from_tags(s.tags)} for s in sentences]
-    return DevEmissions(batches, gold)
+    return DevEmissions(batches, gold_entities(sentences))
+
+
+def gold_entities(sentences: Sequence[Sentence]) -> list[set[tuple[int, int, str]]]:
+    """Each sentence's gold entities ``(start, end, type)``, read from its tags as conlleval
+    reads them."""
+    return [{(s.start, s.end, s.label) for s in spans_from_tags(s.tags)} for s in sentences]
 
 
 def entity_log_loss(confidences: Sequence[float], correct: Sequence[bool]) -> float:

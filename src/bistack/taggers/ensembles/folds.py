@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from bistack.cv.splitters import SplitKeys
 
 NO_ENTITY = "no entity"
+# Beside each fold's model: its emissions of its held-out sentences, read once by the fold's
+# network, so that the temperatures fitted after every fold has finished (in this process or
+# after workers, Ray tasks or an earlier run trained the folds) never run a network again.
+HELD_OUT_FILE = "held_out.safetensors"
 
 
 class TaggerFolds:
@@ -33,6 +37,7 @@ class TaggerFolds:
     ``open_model``: the door's opener of a saved model, ``open_model(folder, parts)``)."""
 
     OOF_FILES = ("oof.jsonl", "oof.conll")
+    FOLD_FILES = (HELD_OUT_FILE,)
     ROWS_ARE = "sentences"
 
     def __init__(self, config: Any, loader: Any, open_model: Callable[..., Any]) -> None:
@@ -123,15 +128,17 @@ class TaggerFolds:
         return {key: value for key, value in shared.items() if key == "backbone"}
 
     def predict_held_out(
-        self, model: Any, held: list[int], shared: dict[str, Any], key: str
+        self, model: Any, held: list[int], shared: dict[str, Any], key: str, directory: Path
     ) -> dict[str, Any]:
         """The fold model's tagging of its held-out sentences (each as ``predict`` writes it)
         and its scores. Its network reads them once: their emissions are kept, with the
-        model, for the calibration fits that follow in this process."""
+        model, for the calibration fits that follow in this process, and saved in
+        ``directory`` for those that follow in another."""
         from bistack.taggers.emissions.calibration import dev_emissions
 
         sentences = [self.rows[i] for i in held]
         emissions = dev_emissions(model, sentences, self.shared_emitter(model, sentences, shared))
+        emissions.save(directory / HELD_OUT_FILE)
         self._held[tuple(held)] = (model, emissions)
         tagged = self.tagged(model, sentences, emissions)
         predicted = {i: list(t.sentences[0].tags) for i, t in zip(held, tagged, strict=True)}
@@ -195,18 +202,24 @@ class TaggerFolds:
         """Each fold's model and its emissions of its held-out sentences with their gold
         entities (``DevEmissions``, indices into the held-out list), by fold name: those kept
         when the fold was trained in this process; a fold trained in another (a worker, a Ray
-        task, an earlier run) opened once here (a frozen backbone shared) and read once."""
-        from bistack.taggers.emissions.calibration import dev_emissions
+        task, an earlier run) opened here, its emissions read from the file its fold saved
+        beside its model (``members``: each fold's model folder), or, where there is none (a
+        run of an earlier version), by its network once."""
+        from bistack.taggers.emissions.calibration import DevEmissions, dev_emissions
 
         found = {}
         for record in records:
             key = tuple(record["held"])
             if key not in self._held:
+                model_dir = members[record["name"]]
                 shared = self.shared_inputs(say)
-                model = self.open_model(members[record["name"]], self.model_parts(shared))
+                model = self.open_model(model_dir, self.model_parts(shared))
                 sentences = [self.rows[i] for i in record["held"]]
-                emitter = self.shared_emitter(model, sentences, shared)
-                self._held[key] = (model, dev_emissions(model, sentences, emitter))
+                emissions = DevEmissions.load(model_dir.parent / HELD_OUT_FILE, sentences)
+                if emissions is None:
+                    emitter = self.shared_emitter(model, sentences, shared)
+                    emissions = dev_emissions(model, sentences, emitter)
+                self._held[key] = (model, emissions)
             found[record["name"]] = self._held[key]
         return found
 
