@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from bistack import encoders
 from bistack.encoders import RecurrentEncoder, final_state_summary
 
 
@@ -266,14 +267,26 @@ def test_the_recurrent_encoder_keeps_the_encoder_contract():
 
 
 @pytest.mark.parametrize(("cell", "bidirectional", "num_layers", "residual"), CONFIGS)
+@pytest.mark.parametrize("given", ["lengths", "mask"])
 def test_the_gpu_path_forced_on_the_cpu_equals_the_cpu_path(
-    cell, bidirectional, num_layers, residual
+    cell, bidirectional, num_layers, residual, given, monkeypatch
 ):
-    """On CUDA the encoder runs its modules over packed sequences (cuDNN's own layout); the
-    states are the CPU path's, padding-exact alike."""
+    """On CUDA the encoder runs its modules whole (cuDNN's own layout): over packed sequences
+    (sorted on the host, the order copied without waiting), or over the padded batch where it
+    reads one direction; the states, summaries and gradients are the CPU path's, whether the
+    lengths come on the host or as a mask. Ties in length keep their order."""
     encoder = make_encoder(cell, bidirectional, num_layers, residual)
-    lengths = torch.tensor([7, 2, 5, 1, 7])
-    inputs = torch.randn(5, 9, 5)
+    lengths = torch.tensor([7, 2, 5, 1, 7, 2])
+    inputs = torch.randn(6, 9, 5, requires_grad=True)
     mask = torch.arange(9) < lengths.unsqueeze(1)
-    packed = encoder._run_packed(inputs, lengths) * mask.unsqueeze(-1)
-    torch.testing.assert_close(packed, encoder(inputs, lengths=lengths).states, atol=1e-6, rtol=0)
+    ways = {"lengths": {"lengths": lengths}, "mask": {"mask": mask}}[given]
+    on_cpu = encoder(inputs, **ways)
+    (on_cpu.states.sum() + on_cpu.summary.sum()).backward()
+    expected = inputs.grad
+    inputs.grad = None
+    monkeypatch.setattr(encoders, "reads_packed", lambda _: True)
+    whole = encoder(inputs, **ways)
+    (whole.states.sum() + whole.summary.sum()).backward()
+    torch.testing.assert_close(whole.states, on_cpu.states, atol=1e-6, rtol=0)
+    torch.testing.assert_close(whole.summary, on_cpu.summary, atol=1e-6, rtol=0)
+    torch.testing.assert_close(inputs.grad, expected, atol=1e-5, rtol=0)

@@ -14,7 +14,7 @@ length*, so its padding also comes last, then reversed back. Outputs keep the pa
 ``total_length`` of ``pad_packed_sequence``) and are zero at padding. Tests pin the result to
 the packed one.
 
-On a CUDA GPU the packed path itself runs (:func:`run_packed`): cuDNN reads packed sequences
+On a CUDA GPU the packed path itself runs (:class:`Packing`): cuDNN reads packed sequences
 natively, and each module's weights stay in cuDNN's flat layout, where one direction's weights
 taken alone would be copied into that layout on every call.
 """
@@ -22,6 +22,7 @@ taken alone would be copied into that layout on every call.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, cast, runtime_checkable
 
@@ -33,6 +34,7 @@ from bistack.dropout import Dropout
 from bistack.dropout import dropout as apply_dropout
 from bistack.masking import check_mask, lengths_to_mask, reversal_index
 from bistack.min_cells import MinRecurrentLayer
+from bistack.transfer import to_device
 
 # What ``RecurrentEncoder.step`` carries: nn.LSTM's (h, c) or nn.GRU's h, one per residual layer,
 # or a min cell's h per layer.
@@ -77,11 +79,17 @@ class SequenceEncoder(Protocol):
         ...
 
     def __call__(
-        self, inputs: Tensor, mask: Tensor | None = None, *, validate: bool = True
+        self,
+        inputs: Tensor,
+        lengths: Tensor | None = None,
+        mask: Tensor | None = None,
+        *,
+        validate: bool = True,
     ) -> EncoderOutput:
-        """inputs ``(batch_size, seq_len, input_size)``, mask ``(batch_size, seq_len)`` True at
-        real tokens -> states zero at padding, and the final-state summary. ``validate``:
-        check the mask first (``bistack.masking``)."""
+        """inputs ``(batch_size, seq_len, input_size)`` and either lengths ``(batch_size,)``
+        (best on the host: see ``RecurrentEncoder.forward``) or mask ``(batch_size, seq_len)``
+        True at real tokens -> states zero at padding, and the final-state summary.
+        ``validate``: check them first (``bistack.masking``)."""
         ...
 
     def step(self, inputs: Tensor, state: EncoderState) -> tuple[Tensor, EncoderState]:
@@ -160,15 +168,43 @@ def needs_float32_recurrence(inputs: Tensor) -> bool:
     )
 
 
-def run_packed(rnn: nn.RNNBase, inputs: Tensor, lengths: Tensor) -> Tensor:
-    """``rnn`` (all its layers and directions) over right-padded ``inputs`` ``(batch, seq_len,
-    features)`` of ``lengths`` (on the host), packed -> ``(batch, seq_len, D * hidden)``, zero
-    at padding."""
-    packed = nn.utils.rnn.pack_padded_sequence(
-        inputs, lengths, batch_first=True, enforce_sorted=False
-    )
-    out, _ = rnn(packed)
-    return nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=inputs.size(1))[0]
+def reads_packed(inputs: Tensor) -> bool:
+    """Whether a recurrence over ``inputs`` reads packed sequences: on a GPU, where cuDNN's
+    packed kernels spend nothing on padding (on the CPU, each direction over the padded batch
+    is faster)."""
+    return inputs.device.type == "cuda"
+
+
+@dataclass(frozen=True)
+class Packing:
+    """How a batch is packed, worked out on the host from its lengths there: ``ranked`` the
+    lengths longest first (on the host, as packing wants them), ``order`` the rows in that order
+    and ``restore`` its inverse, both copied to the device without waiting. PyTorch's own
+    ``enforce_sorted=False`` path sorts too, but copies its order to the device blocking and
+    reads its inverse back to the host after every recurrence; this one makes the host wait
+    for nothing."""
+
+    ranked: Tensor  # (batch,) int64, on the host
+    order: Tensor  # (batch,) the rows, longest first, on the device
+    restore: Tensor  # (batch,) where each row went, on the device
+
+    @classmethod
+    def of(cls, host_lengths: Tensor, device: torch.device) -> Packing:
+        ranked, order = torch.sort(host_lengths.to(torch.int64), descending=True, stable=True)
+        restore = torch.empty_like(order)
+        restore[order] = torch.arange(order.numel())
+        return cls(ranked, to_device(order, device), to_device(restore, device))
+
+    def run(self, rnn: nn.RNNBase, inputs: Tensor) -> Tensor:
+        """``rnn`` (all its layers and directions) over right-padded ``inputs`` ``(batch,
+        seq_len, features)``, packed -> ``(batch, seq_len, D * hidden)``, zero at padding."""
+        packed = nn.utils.rnn.pack_padded_sequence(
+            inputs.index_select(0, self.order), self.ranked, batch_first=True
+        )
+        out, _ = rnn(packed)
+        width = inputs.size(1)
+        padded = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=width)[0]
+        return padded.index_select(0, self.restore)
 
 
 def _run_direction(rnn: nn.RNNBase, layer: int, reverse: bool, inputs: Tensor) -> Tensor:
@@ -269,10 +305,12 @@ class RecurrentEncoder(nn.Module):
 
         Give either ``lengths`` ``(batch_size,)`` (each in 1..seq_len) or ``mask``
         ``(batch_size, seq_len)`` bool, True at real tokens, right-padded. ``validate``: check
-        them first (reads of the device; ``bistack.masking`` says when not to).
+        them first (reads of the device; ``bistack.masking`` says when not to). Lengths given on
+        the host (a batch's, from its collation) let a GPU pack the batch without waiting;
+        lengths or a mask on the device are read back for that.
         """
+        host = lengths if lengths is not None and lengths.device.type == "cpu" else None
         lengths, mask = self._check_inputs(inputs, lengths, mask, validate)
-        lengths = lengths.to(inputs.device)
         x = inputs
         if self.cell in MIN_CELLS:  # their backward direction starts at each sequence's end
             for number, layer in enumerate(self.layers):
@@ -283,8 +321,11 @@ class RecurrentEncoder(nn.Module):
                         x = apply_dropout(x, self.layer_dropout, self.training)
                     x = layer(x, lengths)
             return self._output(x, lengths, mask)
-        if inputs.device.type == "cuda":
-            return self._output(self._run_packed(x, lengths), lengths, mask)
+        if reads_packed(inputs) and not self.bidirectional:  # padding comes after each text
+            return self._output(self._run_whole(x, lambda rnn, x: rnn(x)[0]), lengths, mask)
+        if reads_packed(inputs):
+            packing = Packing.of(host if host is not None else lengths.cpu(), inputs.device)
+            return self._output(self._run_whole(x, packing.run), lengths, mask)
         index = reversal_index(lengths, inputs.size(1)) if self.bidirectional else None
         if self.residual:
             for rnn, projection in zip(self.layers, self.projections, strict=True):
@@ -305,15 +346,15 @@ class RecurrentEncoder(nn.Module):
         summary = last_real_states(states, lengths, self.bidirectional)
         return EncoderOutput(states=states, summary=summary, mask=mask)
 
-    def _run_packed(self, x: Tensor, lengths: Tensor) -> Tensor:
-        """Every layer as cuDNN runs a packed sequence: the modules' own flat weights (no copy
-        per call, as one direction's weights alone would need), each direction reading only
-        real positions -> ``(batch, seq_len, output_size)``."""
-        host_lengths = lengths.cpu()  # packing orders the batch on the host
+    def _run_whole(self, x: Tensor, run: Callable[[nn.RNNBase, Tensor], Tensor]) -> Tensor:
+        """Every layer as cuDNN runs it, ``run(rnn, x)``: the modules' own flat weights (no copy
+        per call, as one direction's weights alone would need) over a packed sequence, or, one
+        direction alone, over the padded batch (each real position reads only the real ones
+        before it) -> ``(batch, seq_len, output_size)``."""
         if not self.residual:
-            return run_packed(self.rnn, x, host_lengths)
+            return run(self.rnn, x)
         for rnn, projection in zip(self.layers, self.projections, strict=True):
-            x = self.dropout(run_packed(cast(nn.RNNBase, rnn), x, host_lengths)) + projection(x)
+            x = self.dropout(run(cast(nn.RNNBase, rnn), x)) + projection(x)
         return x
 
     def _run_layer(self, rnn: nn.RNNBase, layer: int, x: Tensor, index: Tensor | None) -> Tensor:
@@ -378,7 +419,8 @@ class RecurrentEncoder(nn.Module):
         assert lengths is not None
         if validate:
             check_lengths(lengths, batch_size, seq_len)
-        return lengths, lengths_to_mask(lengths.to(inputs.device), seq_len, validate=False)
+        lengths = to_device(lengths, inputs.device)
+        return lengths, lengths_to_mask(lengths, seq_len, validate=False)
 
 
 def check_lengths(lengths: Tensor, batch_size: int, seq_len: int) -> None:

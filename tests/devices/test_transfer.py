@@ -10,8 +10,8 @@ import dataclasses
 import pytest
 import torch
 
+from bistack import transfer
 from bistack.data.batching import TaggingBatch, TextBatch
-from bistack.devices import transfer
 from bistack.language_models.network import LMBatch
 from bistack.models.backbone import SubwordBatch, WordPieces
 from bistack.taggers.networks.layer_network import WordLayerBatch
@@ -24,7 +24,7 @@ def ids(*shape: int) -> torch.Tensor:
 
 def tokens(kind=TaggingBatch, **extra) -> TaggingBatch:
     fields = dict(words=ids(2, 3), casing=ids(2, 3), chars=ids(4, 5), char_lengths=ids(4))
-    return kind(**fields, char_index=ids(2, 3), mask=ids(2, 3).bool(), **extra)
+    return kind(**fields, char_index=ids(2, 3), mask=ids(2, 3).bool(), lengths=ids(2), **extra)
 
 
 def subwords() -> SubwordBatch:
@@ -38,18 +38,32 @@ BATCHES = {
     "layer vectors": LayerBatch(torch.zeros(2, 6, 8), ids(2), tokens(TextBatch)),
     "subwords": subwords(),
     "stacked subwords": StackedSubwords(subwords(), tokens(TextBatch)),
-    "word states": WordLayerBatch(ids(2, 3).bool(), torch.zeros(2, 3, 6, 8), tags=ids(2, 3)),
+    "word states": WordLayerBatch(
+        ids(2, 3).bool(), ids(2), torch.zeros(2, 3, 6, 8), tags=ids(2, 3)
+    ),
     "word pieces": WordLayerBatch(
-        ids(2, 3).bool(), pieces=WordPieces(ids(2, 7), ids(2, 7), ids(14), ids(5), ids(5), [2, 3])
+        ids(2, 3).bool(),
+        ids(2),
+        pieces=WordPieces(ids(2, 7), ids(2, 7), ids(14), ids(5), ids(5), [2, 3]),
     ),
 }
 
 
-def tensors_of(value) -> list[torch.Tensor]:
+def tensors_of(value, kept: bool = False) -> list[torch.Tensor]:
+    """The tensors of a batch that travel to its device (``kept``: those it keeps on the
+    host)."""
     if isinstance(value, torch.Tensor):
-        return [value]
+        return [value] if not kept else []
     if dataclasses.is_dataclass(value):
-        return [t for f in dataclasses.fields(value) for t in tensors_of(getattr(value, f.name))]
+        host = getattr(value, "HOST_FIELDS", frozenset())
+        found = []
+        for f in dataclasses.fields(value):
+            part = getattr(value, f.name)
+            if f.name in host and isinstance(part, torch.Tensor):
+                found += [part] if kept else []
+            else:
+                found += tensors_of(part, kept)
+        return found
     return []
 
 
@@ -82,6 +96,9 @@ def test_every_tensor_of_a_batch_goes_to_the_device_pinned_and_without_waiting(n
     assert all(t.device.type == "meta" for t in placed)
     assert sorted(map(id, pinned)) == sorted(map(id, host))  # each once
     assert moves == [True] * len(host)
+    kept = tensors_of(batch, kept=True)  # lengths, which packing orders on the host
+    assert all(a is b for a, b in zip(tensors_of(moved, kept=True), kept, strict=True))
+    assert (len(kept) > 0) is not isinstance(batch, LMBatch | SubwordBatch)
 
 
 def test_a_batch_for_the_cpu_is_neither_pinned_nor_copied(copies):

@@ -50,6 +50,7 @@ def pad_further(batch: TaggingBatch, extra: int, tag: int) -> TaggingBatch:
         batch.char_lengths,
         widen(batch.char_index, 0),
         widen(batch.mask, False),
+        batch.lengths,
         spellings=batch.spellings,
         tags=widen(tags, tag),
     )
@@ -72,6 +73,26 @@ def test_padding_never_counts_in_the_loss_or_the_prediction(head, char_encoder):
         wider_emissions = model.emissions(wider).detach()[:, : batch.mask.size(1)]
         for row, length in enumerate(lengths):
             torch.testing.assert_close(wider_emissions[row, :length], emissions[row, :length])
+
+
+@pytest.mark.parametrize("char_encoder", ["lstm", "cnn"])
+def test_the_gpu_path_forced_on_the_cpu_gives_the_cpu_paths_loss_and_emissions(
+    char_encoder, monkeypatch
+):
+    """On a GPU the word and character encoders read packed sequences, ordered by the batch's
+    lengths on the host, and the spelling cache is off: the same loss and emissions."""
+    from bistack import encoders
+    from bistack.models import embeddings
+
+    model, vocabularies = make("crf", char_encoder, num_layers=2)
+    model.eval()  # dropout draws differently when the layers run whole
+    batch = collate_tagging([vocabularies.encode(*s) for s in SENTENCES * 3], vocabularies)
+    loss, emissions = model(batch), model.emissions(batch)
+    for module in (encoders, embeddings):
+        monkeypatch.setattr(module, "reads_packed", lambda _: True)
+    monkeypatch.setattr(embeddings, "beside_the_host", lambda _: True)
+    torch.testing.assert_close(model(batch), loss, atol=1e-5, rtol=0)
+    torch.testing.assert_close(model.emissions(batch), emissions, atol=1e-5, rtol=0)
 
 
 def decode(model, batch) -> list[list[int]]:
@@ -157,3 +178,34 @@ def test_a_bad_vectors_line_names_file_and_line(tmp_path):
     with pytest.raises(DataError) as error:
         load_vectors(vectors, vocabularies.words, 3)
     assert str(error.value) == f"{vectors}:2: expected a word and 3 values, found 2 values"
+
+
+def test_the_crf_decoder_is_copied_to_the_host_once_and_follows_the_weights():
+    """Prediction reads the CRF's scores once, not at every call (three waits on a GPU); a
+    training step, weights loaded or swapped in, and a move give the decoder the new scores."""
+    model, vocabularies = make("crf")
+    head = model.head
+    model.eval()
+    first = head.decoder()
+    assert head.decoder() is first
+
+    def now():
+        return head.crf.constrained_scores()[0].detach().numpy()
+
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    state["head.crf.transitions"] += 1.0
+    model.load_state_dict(state)
+    assert (head.decoder().crf.transitions == now()).all()
+    with torch.no_grad():  # as a weight average is swapped in
+        head.crf.transitions.mul_(2.0)
+    assert (head.decoder().crf.transitions == now()).all()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=0.1, fused=True)  # bumps no version
+    model.train()
+    batch = collate_tagging([vocabularies.encode(*s) for s in SENTENCES], vocabularies)
+    model(batch).backward()
+    optimizer.step()
+    model.eval()
+    assert (head.decoder().crf.transitions == now()).all()
+    moved = head.decoder()
+    model.double()
+    assert head.decoder() is not moved

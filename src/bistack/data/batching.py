@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import torch
 from torch import Tensor
 
 from bistack.data.features import EncodedSentence, TokenVocabularies, padded_rows, token_rows
-from bistack.devices.transfer import to_device
+from bistack.transfer import to_device
 
 PAD_TAG = -100  # ignored by cross-entropy; the CRF reads the mask instead
 
@@ -24,11 +24,17 @@ class TokenBatch:
     """Token features of ``batch_size`` texts padded to ``seq_len`` tokens.
 
     words, casing: ``(batch, seq_len)`` long, 0 at padding. chars: ``(unique_words,
-    max_chars)`` char ids of each distinct token in the batch; char_index ``(batch, seq_len)``
-    maps each position to its row of ``chars``. mask: ``(batch, seq_len)`` bool. spellings:
-    the token each row of ``chars`` spells (empty when unknown), which lets prediction reuse a
+    max_chars)`` char ids of each distinct token in the batch, char_lengths ``(unique_words,)``
+    their lengths; char_index ``(batch, seq_len)`` maps each position to its row of ``chars``.
+    mask: ``(batch, seq_len)`` bool; lengths: ``(batch,)`` each text's tokens. spellings: the
+    token each row of ``chars`` spells (empty when unknown), which lets prediction reuse a
     word's character encoding (:class:`bistack.models.spelling_cache.SpellingCache`).
+
+    The lengths (``HOST_FIELDS``) stay on the host when the batch moves to a device: packing
+    orders a batch there, and a GPU's host would wait to read them back.
     """
+
+    HOST_FIELDS: ClassVar[frozenset[str]] = frozenset({"char_lengths", "lengths"})
 
     words: Tensor
     casing: Tensor
@@ -36,13 +42,16 @@ class TokenBatch:
     char_lengths: Tensor
     char_index: Tensor
     mask: Tensor
+    lengths: Tensor
     spellings: tuple[str, ...] = ()
 
     def to(self, device: torch.device | str) -> Self:
         moved: dict[str, Any] = {}
         for f in fields(self):
             value = getattr(self, f.name)
-            moved[f.name] = to_device(value, device) if isinstance(value, Tensor) else value
+            if isinstance(value, Tensor) and f.name not in self.HOST_FIELDS:
+                value = to_device(value, device)
+            moved[f.name] = value
         return type(self)(**moved)
 
 
@@ -82,6 +91,7 @@ def collate_tokens(
         char_lengths=torch.tensor(rows.char_lengths),
         char_index=torch.tensor(rows.char_index),
         mask=torch.arange(len(rows.words[0])) < lengths.unsqueeze(1),
+        lengths=lengths,
         spellings=rows.spellings,
     )
 

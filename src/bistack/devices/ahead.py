@@ -5,7 +5,7 @@ this project's 2-core machine it made a tagger's epoch ~15% and its prediction ~
 
 Prediction reads batches this way (the next batch's encoding, collation and network pass run
 while the caller decodes the current one's tags on the host), and training collates the next
-batch and copies it from pinned memory (:mod:`bistack.devices.transfer`) while the device runs
+batch and copies it from pinned memory (:mod:`bistack.transfer`) while the device runs
 the current step. Collation holds the interpreter's lock only between tensor calls, and
 PyTorch, onnxruntime and the decoding kernels release it, so the two threads overlap. Items
 come in order; an error raised making one is raised where the caller would have met it; a

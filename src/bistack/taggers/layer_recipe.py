@@ -159,8 +159,7 @@ class WordLayerTask:
 
     def collate(self, indices: list[int]) -> WordLayerBatch:
         lengths = [len(self.data.train[i].tokens) for i in indices]
-        mask = torch.arange(max(lengths))[None, :] < torch.tensor(lengths)[:, None]
-        tags = torch.full(mask.shape, PAD_TAG, dtype=torch.long)
+        tags = torch.full((len(lengths), max(lengths)), PAD_TAG, dtype=torch.long)
         for row, index in enumerate(indices):
             tags[row, : lengths[row]] = torch.tensor(self.tag_ids[index])
         tokens = None
@@ -175,9 +174,10 @@ class WordLayerTask:
             pieces = tokenize_words(
                 self.tagger.backbone, chosen, options.max_length, around, options.context
             )
-            return WordLayerBatch(mask, pieces=pieces, tags=tags, tokens=tokens)
+            return WordLayerBatch.of_lengths(lengths, pieces=pieces, tags=tags, tokens=tokens)
         words = torch.cat([self.train_states[self.starts[i] : self.starts[i + 1]] for i in indices])
-        return WordLayerBatch(mask, layers=pad_words(words, lengths), tags=tags, tokens=tokens)
+        layers = pad_words(words, lengths)
+        return WordLayerBatch.of_lengths(lengths, layers=layers, tags=tags, tokens=tokens)
 
     def evaluate(self) -> Evaluation:
         scores = self.tagger.score(self.data.dev, self.data.dev_source, states=self.dev_states)

@@ -19,7 +19,6 @@ from torch import Tensor, nn
 
 from bistack.data.batching import TokenBatch
 from bistack.data.features import TokenVocabularies
-from bistack.devices.transfer import to_device
 from bistack.dropout import Dropout, part_dropout
 from bistack.encoders import SequenceEncoder
 from bistack.layer_pooling import (
@@ -39,6 +38,7 @@ from bistack.models.builders import build_embedder, build_encoder
 from bistack.models.embeddings import TokenEmbedder
 from bistack.text_models.config import LayerPoolingTextConfig
 from bistack.text_models.network import LOSSES, build_text_pooling
+from bistack.transfer import to_device
 
 
 @dataclass  # not frozen: mixed precision walks the batch (Fabric's convert_input)
@@ -99,7 +99,7 @@ class WordBranch(nn.Module):
             for name, vectors in self.embedder.parts(tokens)
         ]
         inputs = self.dropout(torch.cat(parts, dim=-1))
-        states = self.encoder(inputs, mask=tokens.mask, validate=False).states
+        states = self.encoder(inputs, lengths=tokens.lengths, validate=False).states
         return self.dropout(self.pooling(states, tokens.mask, validate=False).vector)
 
 

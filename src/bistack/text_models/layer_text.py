@@ -18,7 +18,6 @@ import torch
 from bistack.data.batching import TokenBatch, collate_tokens
 from bistack.data.features import TokenVocabularies
 from bistack.data.tokenize import tokenize_text
-from bistack.devices.transfer import to_device
 from bistack.errors import DataError
 from bistack.files.modeldir import save_metadata
 from bistack.models.backbone import LayerVectors, TransformerBackbone
@@ -37,6 +36,7 @@ from bistack.text_models.config import (
 )
 from bistack.text_models.layer_network import LayerPoolingModel, build_layer_pooling_model
 from bistack.text_models.outputs import ClassOutputs, Outputs, RawOutputs, TargetOutputs
+from bistack.transfer import to_device
 
 
 class LayerPoolingTextModel(SavedKind, TextModelBase):
@@ -114,9 +114,7 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
         self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
     ) -> LayerVectors:
         """Per-layer vectors of raw texts, ``batch_size`` texts per backbone forward."""
-        for index, text in enumerate(texts):
-            if not text.strip():
-                raise DataError("input", f"text {index + 1} is empty")
+        self.refuse_empty(texts)
         options = self.config.backbone
         return self.backbone.layer_vectors(
             texts,
@@ -126,6 +124,12 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
             batch_size=options.batch_size if batch_size is None else batch_size,
             progress=progress,
         )
+
+    @staticmethod
+    def refuse_empty(texts: Sequence[str]) -> None:
+        for index, text in enumerate(texts):
+            if not text.strip():
+                raise DataError("input", f"text {index + 1} is empty")
 
     def token_features(self, texts: Sequence[str]) -> TokenBatch | None:
         """The stacked token features of raw ``texts``, or None when the model has none."""
@@ -180,8 +184,26 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
     def run(
         self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
     ) -> RawOutputs:
-        """Outputs for raw texts: backbone, then the head (no token attention to report)."""
-        return self.outputs_of(self.layer_vectors(texts, batch_size, progress), texts)
+        """Outputs for raw texts: each backbone batch's layer vectors read by the head where
+        they are (the batch's one copy to the host: its outputs; no token attention to
+        report)."""
+        self.refuse_empty(texts)
+        options, device = self.config.backbone, next(self.model.parameters()).device
+        size = options.batch_size if batch_size is None else batch_size
+        outputs: list[torch.Tensor] = [torch.empty(0)] * len(texts)
+        batches = self.backbone.layer_batches(
+            texts, options.long_texts, options.stride, options.max_length, size, progress
+        )
+        with torch.inference_mode(), evaluating(self.model):
+            for positions, vectors in batches:
+                tokens = self.token_features([texts[i] for i in positions])
+                moved = None if tokens is None else tokens.to(device)
+                layers = vectors.of(self.model.features).float()
+                read = self.model.outputs_from_layers(layers, moved).float().cpu()
+                for row, position in enumerate(positions):
+                    outputs[position] = read[row]
+        stacked = torch.stack(outputs) if outputs else torch.zeros((0, len(self.outputs)))
+        return RawOutputs([[] for _ in texts], as_array(stacked), None, 0.0)
 
 
 class LayerPoolingClassifier(LayerPoolingTextModel):

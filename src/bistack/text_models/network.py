@@ -66,8 +66,8 @@ class SequenceClassifier(nn.Module):
 
     def predict(self, batch: TextBatch) -> TextOutput:
         tokens = self.dropout(self.embedder(batch))
-        # The batch's mask came from its collation (bistack.masking): not checked again.
-        states = self.encoder(tokens, mask=batch.mask, validate=False).states  # (batch, seq, out)
+        # The batch's lengths came from its collation (bistack.masking): not checked again.
+        states = self.encoder(tokens, lengths=batch.lengths, validate=False).states
         pooled = self.pooling(states, batch.mask, validate=False)
         return TextOutput(self.head(self.dropout(pooled.vector)), pooled.weights)
 

@@ -109,9 +109,13 @@ class RecurrentTextModel(SavedKind, TextModelBase):
             several = len(batches) > 1
             for indices, batch, on_device in overlapped(collated(), device, 2, several):
                 result = self.model.predict(on_device)
-                scores = result.outputs.float().cpu()  # the batch's one copy to the host
-                attended = result.weights  # (batch, seq) attention, when the pooling attends
-                attention = None if attended is None else attended.float().cpu().numpy()
+                # The outputs (batch, classes or targets) beside the attention (batch, seq),
+                # when the pooling attends: the batch's one copy to the host.
+                width = result.outputs.size(1)
+                attended = [] if result.weights is None else [result.weights.float()]
+                read = torch.cat([result.outputs.float(), *attended], dim=1).cpu()
+                scores = read[:, :width]
+                attention = read[:, width:].numpy() if attended else None
                 if attention is not None:  # read on the host, with the mask collation built
                     padding_mass += float(attention[~batch.mask.numpy()].sum())
                 for row, index in enumerate(indices):

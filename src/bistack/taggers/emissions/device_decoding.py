@@ -29,6 +29,7 @@ from bistack.kernels.crf_scan import log_partition_scan, viterbi_scan
 from bistack.taggers.emissions.confidence import clamped_terms, span_probabilities
 from bistack.taggers.emissions.decoding import Analysis, TagDecoder
 from bistack.taggers.models.tagging import EmissionBatch, Tagging
+from bistack.transfer import to_device
 
 
 class DeviceDecoding(Tagging):
@@ -48,8 +49,33 @@ class DeviceDecoding(Tagging):
             and len(batch.lengths) >= self.device_rows
             and on_accelerator(batch.scores)
         ):
-            return device_analyses(decoder, batch.scores, batch.lengths)
+            moves = self.device_moves(decoder, batch.scores.device)
+            return device_analyses(decoder, batch.scores, batch.lengths, moves)
         return super().decoded(decoder, batch, confidence, top_k)
+
+    def device_moves(self, decoder: TagDecoder, device: torch.device) -> list[Tensor]:
+        """The CRF's tempered transition, start and end scores on ``device`` in float64, copied
+        there once for each decoder's scores, temperature and device (a copy a batch would
+        make the host wait for it, three times a sentence at batch 1)."""
+        crf = decoder.crf
+        assert crf is not None
+        key = (id(crf), decoder.temperature, device)
+        kept: dict[tuple[int, float, torch.device], tuple[object, list[Tensor]]]
+        kept = self.__dict__.setdefault("_device_moves", {})
+        if key not in kept:
+            moves = crf_moves(decoder, device)
+            kept.clear()  # a model decodes at one temperature on one device at a time
+            kept[key] = (crf, moves)  # the scores kept alive: their id stays theirs
+        return kept[key][1]
+
+
+def crf_moves(decoder: TagDecoder, device: torch.device) -> list[Tensor]:
+    """A CRF decoder's tempered transition, start and end scores on ``device``, float64."""
+    tempered = decoder.tempered_crf()
+    if tempered is None:
+        raise ValueError("device_analyses decodes a CRF's emissions; a softmax head has none")
+    scores = (tempered.transitions, tempered.start, tempered.end)
+    return [to_device(torch.from_numpy(s), device).double() for s in scores]
 
 
 def on_accelerator(scores: object) -> bool:
@@ -58,35 +84,37 @@ def on_accelerator(scores: object) -> bool:
 
 
 def device_analyses(
-    decoder: TagDecoder, emissions: Tensor, lengths: Sequence[int]
+    decoder: TagDecoder,
+    emissions: Tensor,
+    lengths: Sequence[int],
+    moves: list[Tensor] | None = None,
 ) -> list[Analysis]:
     """``decoder.analyse(emissions, lengths)`` (with confidences) computed on the emissions'
     device: emissions ``(batch, seq_len, num_tags)``, row b real for its first ``lengths[b]``
-    positions; a CRF decoder (its temperature applied as on the host). In float64, as the host's
-    kernels sum: a log Z in the thousands (a sharp temperature) keeps 3 digits in float32."""
-    crf = decoder.tempered_crf()
-    if crf is None:
-        raise ValueError("device_analyses decodes a CRF's emissions; a softmax head has none")
+    positions; a CRF decoder (its temperature applied as on the host), whose tempered scores
+    ``moves`` are on that device where given (:meth:`DeviceDecoding.device_moves`). In float64,
+    as the host's kernels sum: a log Z in the thousands (a sharp temperature) keeps 3 digits in
+    float32. What goes to the device goes pinned and without waiting; the host waits twice."""
     device, width = emissions.device, max(lengths)
+    moves = crf_moves(decoder, device) if moves is None else moves
     with torch.inference_mode(False), torch.enable_grad():
         # Ordinary tensors (a prediction's are inference tensors), so the marginals can be
         # taken as log Z's gradient.
         scores = emissions[:, :width].detach().float().double()
         if decoder.temperature != 1.0:  # divided as the host divides: in float32, rounded
             scores = (scores / float(np.float32(decoder.temperature))).float().double()
-        moves = [
-            torch.from_numpy(s).to(device).double() for s in (crf.transitions, crf.start, crf.end)
-        ]
-        real = torch.tensor(list(lengths), device=device)
+        real = to_device(torch.tensor(list(lengths)), device)
         mask = torch.arange(width, device=device)[None, :] < real[:, None]  # (batch, width)
         tags, _ = viterbi_scan(scores, mask, *moves)  # (batch, width), 0 at padding
         leaf = scores.requires_grad_(True)
         log_z = log_partition_scan(leaf, mask, *moves)  # (batch,)
         (marginals,) = torch.autograd.grad(log_z.sum(), leaf)  # (batch, width, num_tags)
     token = marginals.gather(2, tags.unsqueeze(2)).squeeze(2)  # each token's marginal of its tag
-    # The first copies: the paths (the entities' clamps follow from them), their confidences.
-    chosen, token_confidence = tags.cpu().numpy(), token.cpu().numpy()
-    log_z_host = log_z.detach().cpu().numpy()
+    # The first read: the paths (the entities' clamps follow from them), their confidences and
+    # log Z, in one block (tag ids are exact in float64).
+    read = torch.cat([tags.double(), token, log_z.detach()[:, None]], dim=1).cpu().numpy()
+    chosen, token_confidence = read[:, :width].astype(np.int64), read[:, width : 2 * width]
+    log_z_host = read[:, 2 * width]
     paths = [chosen[row, :n].tolist() for row, n in enumerate(lengths)]
     spans, events = decoder.span_events(paths)
     terms = clamped_terms(lengths, events)
@@ -97,11 +125,12 @@ def device_analyses(
             for position, tag in term.clamp.items():
                 allowed[number, position] = False  # -inf, not IMPOSSIBLE: see confidence._clamped
                 allowed[number, position, tag] = True
-        rows = torch.tensor([term.row for term in terms], device=device)
+        rows = to_device(torch.tensor([term.row for term in terms]), device)
         with torch.no_grad():
             clamped = scores.detach()[rows].masked_fill(
-                ~torch.from_numpy(allowed).to(device), float("-inf")
+                ~to_device(torch.from_numpy(allowed), device), float("-inf")
             )
+            # The second read: each clamped copy's partition.
             term_log_z = log_partition_scan(clamped, mask[rows], *moves).cpu().numpy()
     chances = span_probabilities(events, terms, log_z_host, term_log_z)
     return [

@@ -21,7 +21,6 @@ from bistack.data.batching import TokenBatch, collate_tokens
 from bistack.data.conll import Sentence
 from bistack.data.features import TokenVocabularies
 from bistack.data.word_rows import Context
-from bistack.devices.transfer import to_device
 from bistack.files.modeldir import (
     checked_output_scheme,
     save_metadata,
@@ -51,6 +50,7 @@ from bistack.taggers.networks.layer_network import (
     build_layer_tagger,
     pad_words,
 )
+from bistack.transfer import to_device
 
 KIND = "layer_tagger"
 
@@ -207,12 +207,9 @@ class LayerPoolingTagger(SavedKind, DeviceDecoding):
         device = next(self.model.parameters()).device
         lengths = [len(s) for s in sentences]
         layers = pad_words(to_device(words.float(), device), lengths)
-        mask = (
-            torch.arange(max(lengths), device=device)[None, :]
-            < torch.tensor(lengths, device=device)[:, None]
-        )
-        batch = WordLayerBatch(mask, layers, tokens=self.token_features(sentences, device))
-        return self.model.emissions(batch)
+        tokens = self.token_features(sentences, device)
+        batch = WordLayerBatch.of_lengths(lengths, layers=layers, tokens=tokens)
+        return self.model.emissions(batch.to(device))
 
     def cached(self, sentences: Sequence[Sequence[str]], states: torch.Tensor) -> Emitter:
         """Emissions from ``states``, the flat word states of all of ``sentences`` (the

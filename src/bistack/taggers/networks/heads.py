@@ -9,6 +9,7 @@ the same code an exported model's runtime runs.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -56,6 +57,8 @@ class CRFHead(nn.Module):
         self.crf = CRF(len(labels), allowed_transitions(scheme, labels), names=labels)
         self.labels = list(labels)
         self.scheme = scheme
+        # The decoder and the parameters' (address, version) it was read from.
+        self._decoder: tuple[list[tuple[int, int]], TagDecoder] | None = None
 
     def loss(self, states: Tensor, tags: Tensor, mask: Tensor) -> Tensor:
         """CRF negative log-likelihood per real token (the same scale as cross-entropy); the
@@ -69,11 +72,25 @@ class CRFHead(nn.Module):
         """Emission scores ``(batch, seq, num_tags)``, which the CRF scores as sequences."""
         return self.project(states)
 
+    def train(self, mode: bool = True) -> CRFHead:
+        self._decoder = None  # training changes the scores (a fused step bumps no version)
+        return super().train(mode)
+
+    def _apply(self, fn: Any, recurse: bool = True) -> CRFHead:
+        self._decoder = None  # moved, or cast
+        return super()._apply(fn, recurse)
+
     def decoder(self) -> TagDecoder:
-        """The decoder of the CRF as it is now (its constrained scores, read at each call: in
-        training they change every step)."""
-        scores = (s.detach().float().cpu().numpy() for s in self.crf.constrained_scores())
-        return TagDecoder(self.labels, self.scheme, CRFScores(*scores))
+        """The decoder of the CRF as it is now: its constrained scores copied to the host once,
+        then again only after the model trained, moved, or had its weights written (loaded,
+        or an average swapped in), not at every call, where a prediction on a GPU would wait
+        for three copies."""
+        crf = self.crf
+        now = [(p.data_ptr(), p._version) for p in crf.parameters()]
+        if self._decoder is None or self._decoder[0] != now:
+            scores = (s.detach().float().cpu().numpy() for s in crf.constrained_scores())
+            self._decoder = (now, TagDecoder(self.labels, self.scheme, CRFScores(*scores)))
+        return self._decoder[1]
 
 
 def build_tagging_head(

@@ -11,15 +11,15 @@ head, as in the recurrent tagger. Stacking representations this way is Flair's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import Tensor, nn
 
 from bistack.data.batching import TokenBatch
 from bistack.data.features import TokenVocabularies
-from bistack.devices.transfer import to_device
 from bistack.dropout import Dropout, part_dropout
 from bistack.encoders import SequenceEncoder
 from bistack.errors import ConfigError
@@ -35,6 +35,7 @@ from bistack.models.builders import build_embedder, build_encoder
 from bistack.models.embeddings import TokenEmbedder
 from bistack.taggers.config import LayerPoolingTaggerConfig
 from bistack.taggers.networks.heads import CRFHead, SoftmaxHead, build_tagging_head
+from bistack.transfer import to_device
 
 
 @dataclass  # not frozen: mixed precision walks the batch (Fabric's convert_input)
@@ -43,19 +44,30 @@ class WordLayerBatch:
 
     layers: ``(batch_size, seq_len, num_layers, hidden_size)`` cached word states, or None when
     ``pieces`` (subwords for a fine-tuned backbone) are given; mask: ``(batch_size, seq_len)``
-    True at real words; tags: ``(batch_size, seq_len)`` tag ids or None; tokens: the words' own
-    features, for a tagger that stacks them beside the transformer's states.
+    True at real words; lengths: ``(batch_size,)`` the words of each sentence, kept on the host
+    (packing orders a batch there); tags: ``(batch_size, seq_len)`` tag ids or None; tokens:
+    the words' own features, for a tagger that stacks them beside the transformer's states.
     """
 
+    HOST_FIELDS: ClassVar[frozenset[str]] = frozenset({"lengths"})
+
     mask: Tensor
+    lengths: Tensor
     layers: Tensor | None = None
     pieces: WordPieces | None = None
     tags: Tensor | None = None
     tokens: TokenBatch | None = None
 
+    @classmethod
+    def of_lengths(cls, lengths: Sequence[int], **parts: Any) -> WordLayerBatch:
+        """A batch of sentences of ``lengths`` words, its mask made from them, with ``parts``."""
+        host = torch.tensor(list(lengths))
+        return cls(torch.arange(max(lengths))[None, :] < host[:, None], host, **parts)
+
     def to(self, device: torch.device | str) -> WordLayerBatch:
         return WordLayerBatch(
             to_device(self.mask, device),
+            self.lengths,
             None if self.layers is None else to_device(self.layers, device),
             None if self.pieces is None else self.pieces.to(device),
             None if self.tags is None else to_device(self.tags, device),
@@ -144,7 +156,7 @@ class LayerTagger(nn.Module):
     def states(self, batch: WordLayerBatch) -> Tensor:
         """Encoder states ``(batch_size, seq_len, encoder.output_size)``."""
         vectors = self.dropout(self.word_vectors(batch))
-        return self.dropout(self.encoder(vectors, mask=batch.mask, validate=False).states)
+        return self.dropout(self.encoder(vectors, lengths=batch.lengths, validate=False).states)
 
     def forward(self, batch: WordLayerBatch) -> Tensor:
         """Training loss per real word; padding never counts."""

@@ -37,7 +37,7 @@ class SequenceTagger(nn.Module):
     def states(self, batch: TaggingBatch) -> Tensor:
         """Encoder states ``(batch, seq_len, encoder.output_size)``, dropped out in training."""
         tokens = self.dropout(self.embedder(batch))
-        return self.dropout(self.encoder(tokens, mask=batch.mask, validate=False).states)
+        return self.dropout(self.encoder(tokens, lengths=batch.lengths, validate=False).states)
 
     def forward(self, batch: TaggingBatch) -> Tensor:
         """Training loss per real token; padding never counts.

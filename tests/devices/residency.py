@@ -1,0 +1,181 @@
+"""A GPU's waits seen on a CPU: tensors marked as living on the device, and every read of one
+(and every blocking copy onto it) counted with the line that made it.
+
+On a CPU a read of "device" memory costs nothing and often dispatches nothing (``.cpu()`` of a
+CPU tensor returns it), so a profiler cannot see what would make a GPU's host wait. Here the
+parameters, buffers and gradients of a model, and each batch once copied to its device, are
+marked; a function mode marks whatever a torch function makes from a marked tensor, and counts:
+
+- a **read**: ``.cpu()``, ``.item()``, ``.tolist()``, ``.numpy()``, ``bool()``/``int()``/
+  ``float()``/``index()``, ``np.asarray``, ``nonzero``, ``equal``, ``masked_select``,
+  ``unique``, indexing by a boolean mask, or packing a sequence by lengths on the device;
+- a **blocking copy**: host memory copied onto the device without ``non_blocking`` (``.to``
+  with a device, ``torch.tensor``/``as_tensor`` given a device); the batches' own copies
+  (:func:`bistack.transfer.to_device`, pinned and non-blocking) are the sanctioned
+  ones.
+
+A device here is whatever a ``device`` argument names but the string ``"cpu"``: on this CPU, a
+tensor made ``device=emissions.device`` is one a GPU run would make on the GPU, and one made
+``device="cpu"`` is meant for the host.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten
+
+MARK = "_bistack_test_on_device"
+READS = {
+    "cpu",
+    "item",
+    "tolist",
+    "numpy",
+    "__bool__",
+    "__int__",
+    "__float__",
+    "__index__",
+    "__array__",
+    "nonzero",
+    "argwhere",
+    "equal",
+    "masked_select",
+    "unique",
+    "unique_consecutive",
+}
+COPIES_TO = {"to", "cuda"}
+MADE_FROM_HOST = {"tensor", "as_tensor", "asarray"}
+SOURCE = Path(__file__).resolve().parents[2] / "src" / "bistack"
+
+
+def mark(tensor: Any) -> Any:
+    if isinstance(tensor, Tensor):
+        setattr(tensor, MARK, True)
+    return tensor
+
+
+def marked(value: Any) -> bool:
+    return isinstance(value, Tensor) and getattr(value, MARK, False)
+
+
+def where() -> str:
+    """The innermost line of bistack (or of torch's packing helpers) that led here."""
+    for frame in reversed(traceback.extract_stack()[:-2]):
+        path = Path(frame.filename)
+        if path.is_relative_to(SOURCE) or path.name == "rnn.py":
+            return f"{path.name}:{frame.lineno} {frame.line}"
+    return "elsewhere"
+
+
+def names_a_device(args: tuple, kwargs: dict) -> bool:
+    device = kwargs.get("device")
+    if device is None:
+        device = next((a for a in args[1:] if isinstance(a, torch.device | str)), None)
+    return device is not None and not (isinstance(device, str) and device == "cpu")
+
+
+class DeviceResidency(TorchFunctionMode):
+    """Marks what marked tensors make; counts reads of them and blocking copies onto the
+    device (``reads``, ``copies``: by the line that made each)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: collections.Counter[str] = collections.Counter()
+        self.copies: collections.Counter[str] = collections.Counter()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        inputs, _ = tree_flatten((args, kwargs))
+        from_device = any(marked(value) for value in inputs)
+        reads = from_device and self.reads_device(name, args, kwargs)
+        if reads:
+            self.reads[f"{name} at {where()}"] += 1
+        result = func(*args, **kwargs)
+        if reads and isinstance(result, Tensor) and marked(result):  # a CPU tensor's .cpu()
+            with torch._C.DisableTorchFunction():
+                result = result.view_as(result)  # is itself: on the host, it is another
+        if self.copies_onto_device(name, args, kwargs, from_device):
+            self.copies[f"{name} at {where()}"] += 1
+        if (from_device and not reads) or names_a_device(args, kwargs):  # a read lands on the host
+            for value in tree_flatten(result)[0]:
+                mark(value)
+        return result
+
+    @staticmethod
+    def reads_device(name: str, args: tuple, kwargs: dict) -> bool:
+        if name in READS:
+            return True
+        if name == "to":  # to the host by name (a move between devices reads nothing)
+            return args[1:2] == ("cpu",) or kwargs.get("device") == "cpu"
+        if name == "__getitem__":  # a boolean mask's shape is its count of True
+            index, _ = tree_flatten(args[1])
+            return any(isinstance(i, Tensor) and i.dtype == torch.bool for i in index)
+        if name == "_pack_padded_sequence":  # its lengths must be on the host
+            return marked(args[1])
+        return False
+
+    @staticmethod
+    def copies_onto_device(name: str, args: tuple, kwargs: dict, from_device: bool) -> bool:
+        if from_device or not names_a_device(args, kwargs):
+            return False
+        if name in COPIES_TO:
+            return not kwargs.get("non_blocking", False)
+        return name in MADE_FROM_HOST
+
+
+def mark_gradient(parameter: Tensor) -> None:
+    mark(parameter.grad)
+
+
+def mark_model(model: nn.Module) -> None:
+    """Parameters, buffers, and each gradient as it is accumulated, on the device."""
+    for parameter in model.parameters():
+        mark(parameter)
+        if parameter.requires_grad:
+            parameter.register_post_accumulate_grad_hook(mark_gradient)
+    for buffer in model.buffers():
+        mark(buffer)
+
+
+@contextmanager
+def device_residency(monkeypatch: Any) -> Iterator[DeviceResidency]:
+    """A residency mode, entered here and in the threads that make batches ahead, with each
+    batch's copy to its device marking what it copies."""
+    from bistack import transfer
+    from bistack.devices import ahead
+
+    residency = DeviceResidency()
+    real_copy, real_modes = transfer.to_device, ahead.torch_modes
+
+    def copied(tensor: Tensor, device: Any) -> Tensor:
+        with torch._C.DisableTorchFunction():
+            moved = real_copy(tensor, device)
+            moved = moved.clone() if moved is tensor else moved
+        return mark(moved)
+
+    def modes() -> Any:
+        enter = real_modes()
+
+        @contextmanager
+        def both() -> Iterator[None]:
+            with enter(), residency:
+                yield
+
+        return both
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "to_device", None) is real_copy:
+            monkeypatch.setattr(module, "to_device", copied)
+    monkeypatch.setattr(ahead, "torch_modes", modes)
+    with residency:
+        yield residency
