@@ -58,6 +58,7 @@ from bistack.data.batching import collate_tagging
 from bistack.data.buckets import bucket_batches
 from bistack.data.conll import read_conll
 from bistack.data.features import TokenVocabularies
+from bistack.encoders import Packing
 from bistack.kernels.crf_scan import log_partition_scan, viterbi_scan
 from bistack.runs.epoch import EpochPlan, run_epoch
 from bistack.runs.optimizers import build_optimizer
@@ -102,18 +103,21 @@ class Floor(nn.Module):
             self.end = nn.Parameter(torch.empty(tags).uniform_(-0.1, 0.1))
 
     def emissions(self, batch: dict) -> torch.Tensor:
-        packed = pack_padded_sequence(
-            self.c(batch["chars"]), batch["char_lengths"], batch_first=True, enforce_sorted=False
-        )
-        _, (h, _) = self.clstm(packed)
+        """Packed as a GPU should pack: sorted on the host, the order sent without waiting
+        (torch's ``enforce_sorted=False`` copies it blocking and reads its inverse back)."""
         words = batch["words"]
-        spelled = torch.zeros(*words.shape, 50, device=words.device)
-        spelled[batch["mask"]] = torch.cat([h[0], h[1]], -1)
-        x = self.drop(torch.cat([self.w(words), spelled, self.k(batch["casing"])], -1))
-        packed = pack_padded_sequence(x, batch["lengths"], batch_first=True, enforce_sorted=False)
-        out, _ = self.lstm(packed)
-        out, _ = pad_packed_sequence(out, batch_first=True, total_length=words.size(1))
-        return self.out(self.drop(out))
+        chars = Packing.of(batch["char_lengths"], words.device)
+        embedded = self.c(batch["chars"]).index_select(0, chars.order)
+        _, (h, _) = self.clstm(pack_padded_sequence(embedded, chars.ranked, batch_first=True))
+        spelled = torch.cat([h[0], h[1]], -1).index_select(0, chars.restore)  # (tokens, 50)
+        width = words.size(1)
+        placed = torch.zeros(words.numel(), 50, device=words.device)  # each token at its place
+        placed = placed.index_copy(0, batch["token_places"], spelled).view(*words.shape, 50)
+        x = self.drop(torch.cat([self.w(words), placed, self.k(batch["casing"])], -1))
+        order = Packing.of(batch["lengths"], words.device)
+        packed = pack_padded_sequence(x.index_select(0, order.order), order.ranked, True)
+        out, _ = pad_packed_sequence(self.lstm(packed)[0], batch_first=True, total_length=width)
+        return self.out(self.drop(out.index_select(0, order.restore)))
 
     def loss(self, batch: dict) -> torch.Tensor:
         emissions = self.emissions(batch)
@@ -190,6 +194,10 @@ def floor_collate(encoded: Sequence[tuple], device: torch.device) -> dict:
         "tags": _padded([e[2] for e in encoded], width),
         "chars": _padded(spelled, max(map(len, spelled))),
     }
+    # Each token's place in the flattened (batch, width) grid, where its char state goes.
+    arrays["token_places"] = np.concatenate(
+        [i * width + np.arange(n) for i, n in enumerate(lengths)]
+    )
     batch = {k: torch.from_numpy(v) for k, v in arrays.items()}
     if device.type == "cuda":
         batch = {k: v.pin_memory() for k, v in batch.items()}
@@ -329,7 +337,7 @@ def tagger_comparisons(train: Sentences, device: torch.device, precision: str | 
         with torch.inference_mode():
             for batch in ours_device.values():
                 emissions = model.emissions(batch).float().cpu().numpy()
-                decoder.analyse(emissions, batch.mask.sum(1).tolist(), confidence=False)
+                decoder.analyse(emissions, batch.lengths.tolist(), confidence=False)
 
     def floor_on_device(net: Floor = floor) -> None:
         net.eval()

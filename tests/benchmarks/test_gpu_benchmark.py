@@ -178,3 +178,52 @@ def test_the_hardware_floor_computes_what_pytorch_crf_computes(modules, tmp_path
     with torch.no_grad():
         assert floor.loss(batch).item() == pytest.approx(users.loss(batch).item(), rel=1e-5)
     assert floor.predict(batch) == users.predict(batch)
+
+
+def test_the_floor_waits_for_the_device_as_often_as_bistack(modules, tmp_path, monkeypatch):
+    """What the stage check cannot see: as on a GPU (tests.devices.residency), a training step
+    and a batch's tags make the host wait as often on both sides (no read in a step, one a
+    batch for its tags) and copy onto the device blocking on neither."""
+    from bistack.data.batching import collate_tagging
+    from bistack.data.features import TokenVocabularies
+    from bistack.taggers.networks.network import build_tagger
+    from bistack.tasks import config_from_dict
+    from tests.conftest import tiny_config
+    from tests.devices.residency import device_residency, mark_model
+    from tests.runs.test_host_reads import as_on_a_gpu
+
+    _, gpu = modules
+    train = write_conll(tmp_path / "train.txt", tiny_sentences(24, seed=0))
+    pairs = [(s.tokens, s.tags) for s in gpu.read_conll(train)]
+    vocabulary = gpu.FloorVocabulary(pairs)
+    floor = gpu.Floor(len(vocabulary.words) + 2, len(vocabulary.chars) + 1, len(vocabulary.tags))
+    vocabularies = TokenVocabularies.build(pairs, min_freq=1, lowercase=True, normalise_digits=True)
+    ours = build_tagger(config_from_dict(tiny_config(str(train), None)), vocabularies)
+    encoded = gpu.floor_encode(pairs, vocabulary)
+    sides = {
+        "bistack": (ours, lambda: collate_tagging([vocabularies.encode(*p) for p in pairs],
+                                                  vocabularies).to("cpu")),
+        "floor": (floor, lambda: gpu.floor_collate(encoded, torch.device("cpu"))),
+    }  # fmt: skip
+    as_on_a_gpu(monkeypatch)
+    counted = {}
+    for name, (network, collate) in sides.items():
+        optimizer = torch.optim.Adam(network.parameters())
+        mark_model(network)
+        with device_residency(monkeypatch) as step:
+            batch = collate()
+            (network(batch) if name == "bistack" else network.loss(batch)).backward()
+            optimizer.step()
+        network.eval()
+        if name == "bistack":
+            network.head.decoder()  # its CRF's scores read once, then kept (as in steady state)
+        with device_residency(monkeypatch) as tags, torch.no_grad():
+            if name == "bistack":
+                emissions = network.emissions(batch).float().cpu().numpy()
+                network.head.decoder().analyse(emissions, batch.lengths.tolist(), False)
+            else:
+                network.predict(batch)
+        counted[name] = [
+            sum(c.values()) for c in (step.reads, step.copies, tags.reads, tags.copies)
+        ]
+    assert counted["bistack"] == counted["floor"] == [0, 0, 1, 0], counted

@@ -8,7 +8,8 @@ marked; a function mode marks whatever a torch function makes from a marked tens
 
 - a **read**: ``.cpu()``, ``.item()``, ``.tolist()``, ``.numpy()``, ``bool()``/``int()``/
   ``float()``/``index()``, ``np.asarray``, ``nonzero``, ``equal``, ``masked_select``,
-  ``unique``, indexing by a boolean mask, or packing a sequence by lengths on the device;
+  ``unique``, indexing or assigning by a boolean mask, or packing a sequence by lengths on
+  the device;
 - a **blocking copy**: host memory copied onto the device without ``non_blocking`` (``.to``
   with a device, ``torch.tensor``/``as_tensor`` given a device); the batches' own copies
   (:func:`bistack.transfer.to_device`, pinned and non-blocking) are the sanctioned
@@ -117,7 +118,7 @@ class DeviceResidency(TorchFunctionMode):
             return True
         if name == "to":  # to the host by name (a move between devices reads nothing)
             return args[1:2] == ("cpu",) or kwargs.get("device") == "cpu"
-        if name == "__getitem__":  # a boolean mask's shape is its count of True
+        if name in ("__getitem__", "__setitem__"):  # a boolean mask's count of True
             index, _ = tree_flatten(args[1])
             return any(isinstance(i, Tensor) and i.dtype == torch.bool for i in index)
         if name == "_pack_padded_sequence":  # its lengths must be on the host
