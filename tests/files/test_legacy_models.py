@@ -79,13 +79,13 @@ def test_a_layer_model_predicts_in_the_batches_asked_for(monkeypatch):
     needs_backbone("layer_classifier")
     model = load_model(FIXTURES / "layer_classifier")
     asked = []
-    original = model.backbone.layer_vectors
+    original = model.backbone.layer_batches
 
     def recording(texts, long_texts, **options):
         asked.append(options["batch_size"])
         return original(texts, long_texts, **options)
 
-    monkeypatch.setattr(model.backbone, "layer_vectors", recording)
+    monkeypatch.setattr(model.backbone, "layer_batches", recording)
     model.run(["a text", "another one", "a third"], batch_size=2)
     model.run(["a text"])
     assert asked == [2, model.config.backbone.batch_size]

@@ -302,7 +302,13 @@ class TransformerBackbone(nn.Module):
         minute or so (a log's)."""
         cls_parts, mean_parts, order = [], [], []
         batches = self.layer_batches(
-            texts, long_texts, stride, max_length, batch_size, progress, say
+            texts,
+            long_texts,
+            stride=stride,
+            max_length=max_length,
+            batch_size=batch_size,
+            progress=progress,
+            say=say,
         )
         for positions, vectors in batches:
             # One copy of both (the CLS slice alone, a view, would keep every state alive).
@@ -319,6 +325,7 @@ class TransformerBackbone(nn.Module):
         self,
         texts: Sequence[str],
         long_texts: LongTexts,
+        *,
         stride: int,
         max_length: int | None,
         batch_size: int,

@@ -192,7 +192,12 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
         size = options.batch_size if batch_size is None else batch_size
         outputs: list[torch.Tensor] = [torch.empty(0)] * len(texts)
         batches = self.backbone.layer_batches(
-            texts, options.long_texts, options.stride, options.max_length, size, progress
+            texts,
+            options.long_texts,
+            stride=options.stride,
+            max_length=options.max_length,
+            batch_size=size,
+            progress=progress,
         )
         with torch.inference_mode(), evaluating(self.model):
             for positions, vectors in batches:
