@@ -11,6 +11,7 @@ CoNLL's ``conlleval`` (and seqeval's default mode) does, so scoring and conversi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -41,6 +42,7 @@ def normalise_scheme(scheme: str) -> Scheme:
         ) from None
 
 
+@functools.lru_cache(maxsize=4096)  # a tag set is small; every token's tag is split
 def split_tag(tag: str) -> tuple[str, str]:
     """Split ``'B-PER'`` into ``('B', 'PER')``; ``'O'`` gives ``('O', '')``."""
     if tag == "O":
@@ -176,7 +178,7 @@ def tags_from_spans(spans: Sequence[Span], length: int, scheme: str) -> list[str
 def convert_tags(tags: Sequence[str], target: str) -> list[str]:
     """Re-write one sentence's tags in the ``target`` scheme, keeping every entity (plain
     tags stay as they are)."""
-    if target == PLAIN:
+    if target == PLAIN or all(tag == "O" for tag in tags):  # no entity: every scheme alike
         return list(tags)
     return tags_from_spans(spans_from_tags(tags), len(tags), target)
 

@@ -71,7 +71,7 @@ class TextBatch(TokenBatch):
 
 def padded(rows: Sequence[Sequence[int]], width: int, fill: int = 0) -> Tensor:
     """``(len(rows), width)`` long tensor of ``rows`` right-padded with ``fill``."""
-    return torch.tensor(padded_rows(rows, width, fill), dtype=torch.long)
+    return torch.from_numpy(padded_rows(rows, width, fill))
 
 
 def collate_tokens(
@@ -79,18 +79,20 @@ def collate_tokens(
 ) -> TokenBatch:
     """Pad encoded texts into a :class:`TokenBatch`.
 
-    Each tensor is made by one ``torch.tensor`` call on padded lists: building them row by row
-    cost more than the BiLSTM step it feeds (``benchmarks/results/speed.md``).
+    Each tensor wraps a numpy array filled in one assignment (:func:`padded_rows`): building
+    them row by row cost more than the BiLSTM step it feeds (``benchmarks/results/speed.md``),
+    and ``torch.tensor`` over nested lists was still the largest part of a batch's host work
+    (``benchmarks/results/host-work.md``).
     """
     rows = token_rows(sentences, vocabularies)
-    lengths = torch.tensor(rows.lengths)
+    lengths = torch.from_numpy(rows.lengths)
     return TokenBatch(
-        words=torch.tensor(rows.words),
-        casing=torch.tensor(rows.casing),
-        chars=torch.tensor(rows.chars),
-        char_lengths=torch.tensor(rows.char_lengths),
-        char_index=torch.tensor(rows.char_index),
-        mask=torch.arange(len(rows.words[0])) < lengths.unsqueeze(1),
+        words=torch.from_numpy(rows.words),
+        casing=torch.from_numpy(rows.casing),
+        chars=torch.from_numpy(rows.chars),
+        char_lengths=torch.from_numpy(rows.char_lengths),
+        char_index=torch.from_numpy(rows.char_index),
+        mask=torch.arange(rows.words.shape[1]) < lengths.unsqueeze(1),
         lengths=lengths,
         spellings=rows.spellings,
     )

@@ -7,9 +7,13 @@ normalised to 0 (Lample et al. 2016), so "1796" and "1815" share an embedding.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
 
 from bistack.data.vocab import Vocabulary
 
@@ -57,6 +61,14 @@ class TokenVocabularies:
     tags: Vocabulary
     lowercase: bool
     normalise_digits: bool
+    # Each token's (word id, casing class) and character ids, as looked up before: tokens
+    # repeat, and a lookup normalises the word first. Bounded (see ``remembered``).
+    _ids: dict[str, tuple[int, int]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+    _spellings: dict[str, tuple[int, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     @staticmethod
     @functools.lru_cache(maxsize=1 << 16)
@@ -92,12 +104,31 @@ class TokenVocabularies:
     def key(self, token: str) -> str:
         return self.word_key(token, self.lowercase, self.normalise_digits)
 
+    def token_ids(self, token: str) -> tuple[int, int]:
+        """``token``'s word id and casing class."""
+        found = self._ids.get(token)
+        if found is None:
+            found = (self.words.lookup(self.key(token)), casing_class(token))
+            remembered(self._ids, token, found)
+        return found
+
+    def spelling(self, token: str) -> tuple[int, ...]:
+        """``token``'s character ids (1, ``<unk>``, for a character unseen in training)."""
+        found = self._spellings.get(token)
+        if found is None:
+            index = self.chars.index
+            found = tuple(index.get(c, 1) for c in token)
+            remembered(self._spellings, token, found)
+        return found
+
     def encode(self, tokens: Sequence[str], tags: Sequence[str] = ()) -> EncodedSentence:
         """Ids for one sentence; a tag unseen in training raises KeyError (callers report it)."""
+        known = self._ids.get  # a token met before: one lookup
+        ids = [known(t) or self.token_ids(t) for t in tokens]
         return EncodedSentence(
             tokens=tuple(tokens),
-            words=tuple(self.words.lookup(self.key(t)) for t in tokens),
-            casing=tuple(casing_class(t) for t in tokens),
+            words=tuple(word for word, _ in ids),
+            casing=tuple(casing for _, casing in ids),
             tags=tuple(self.tags.lookup(t) for t in tags),
         )
 
@@ -121,25 +152,41 @@ class TokenVocabularies:
         )
 
 
+REMEMBERED = 1 << 17  # tokens a vocabulary remembers the ids of, at most
+
+
+def remembered(kept: dict[str, Any], token: str, value: Any) -> None:
+    """``kept[token] = value``, forgetting every earlier token when ``kept`` is full (a server
+    meets new words without end; a corpus's own vocabulary is far smaller)."""
+    if len(kept) >= REMEMBERED:
+        kept.clear()
+    kept[token] = value
+
+
 @dataclass(frozen=True)
 class TokenRows:
-    """A batch's token features as right-padded lists (what the tensors of a ``TokenBatch`` are
-    made of; the ONNX runtime makes arrays of them): words, casing, char_index ``[batch][seq]``
-    (0 at padding), chars ``[unique_words][max_chars]`` with char_lengths, and lengths;
-    spellings: the token each row of chars spells."""
+    """A batch's token features as right-padded int64 arrays (what the tensors of a
+    ``TokenBatch`` are made of, and the ONNX runtime's inputs): words, casing, char_index
+    ``(batch, seq)`` (0 at padding), chars ``(unique_words, max_chars)`` with char_lengths,
+    and lengths ``(batch,)``; spellings: the token each row of chars spells."""
 
-    words: list[list[int]]
-    casing: list[list[int]]
-    chars: list[list[int]]
-    char_lengths: list[int]
-    char_index: list[list[int]]
-    lengths: list[int]
+    words: np.ndarray
+    casing: np.ndarray
+    chars: np.ndarray
+    char_lengths: np.ndarray
+    char_index: np.ndarray
+    lengths: np.ndarray
     spellings: tuple[str, ...]
 
 
-def padded_rows(rows: Sequence[Sequence[int]], width: int, fill: int = 0) -> list[list[int]]:
-    """``rows`` right-padded with ``fill`` to ``width``."""
-    return [[*row, *[fill] * (width - len(row))] for row in rows]
+def padded_rows(rows: Sequence[Sequence[int]], width: int, fill: int = 0) -> np.ndarray:
+    """``rows`` right-padded with ``fill`` to ``width`` ``(len(rows), width)`` int64, filled
+    in one assignment from the rows laid end to end."""
+    lengths = np.fromiter(map(len, rows), np.int64, len(rows))
+    out = np.full((len(rows), width), fill, dtype=np.int64)
+    real = np.arange(width)[None, :] < lengths[:, None]
+    out[real] = np.fromiter(itertools.chain.from_iterable(rows), np.int64, int(lengths.sum()))
+    return out
 
 
 def token_rows(sentences: Sequence[EncodedSentence], vocabularies: TokenVocabularies) -> TokenRows:
@@ -151,15 +198,14 @@ def token_rows(sentences: Sequence[EncodedSentence], vocabularies: TokenVocabula
     seq_len = max(lengths)
     unique: dict[str, int] = {}
     positions = [[unique.setdefault(token, len(unique)) for token in s.tokens] for s in sentences]
-    char_ids = vocabularies.chars.index
-    spelled = [[char_ids.get(c, 1) for c in token] for token in unique]  # 1 is <unk>
+    spelled = [vocabularies.spelling(token) for token in unique]
     return TokenRows(
         words=padded_rows([s.words for s in sentences], seq_len),
         casing=padded_rows([s.casing for s in sentences], seq_len),
         chars=padded_rows(spelled, max(len(token) for token in unique)),
-        char_lengths=[len(token) for token in spelled],
+        char_lengths=np.fromiter(map(len, spelled), np.int64, len(spelled)),
         char_index=padded_rows(positions, seq_len),
-        lengths=lengths,
+        lengths=np.asarray(lengths, dtype=np.int64),
         spellings=tuple(unique),
     )
 

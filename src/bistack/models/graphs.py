@@ -70,7 +70,7 @@ def token_inputs(vocabularies: TokenVocabularies, sentences: list[list[str]]) ->
     """Token lists as the graph's ``INPUTS``, as ``collate_tokens`` builds them."""
     rows = token_rows([vocabularies.encode(tokens) for tokens in sentences], vocabularies)
     arrays = (rows.words, rows.casing, rows.chars, rows.char_lengths, rows.char_index)
-    return (*(torch.tensor(a) for a in arrays), torch.tensor(rows.lengths))
+    return (*(torch.from_numpy(a) for a in arrays), torch.from_numpy(rows.lengths))
 
 
 def token_vectors(embedder: TokenEmbedder, inputs: tuple[Tensor, ...]) -> Tensor:
