@@ -1,5 +1,6 @@
 """train.compile: a fine-tuned transformer is compiled for training (torch.compile, in place),
-trains to the very weights it trains to uncompiled, and saves them under their own names; a
+trains to the very weights it trains to uncompiled on the same padded batches, and saves them
+under their own names, compiling a handful of graphs over varied lengths (reported); a
 model that fine-tunes no transformer refuses it by name.
 
 Compiling with inductor costs ~25 s on this CPU, so the suite compiles with dynamo's eager
@@ -34,14 +35,16 @@ def test_a_compiled_backbone_trains_to_the_same_weights_and_saves_them_by_name(
         compiled.append(args[0])
         return real(*args, **kwargs, backend="eager")
 
-    monkeypatch.setattr(torch, "compile", eager_compile)
-    argv = ["train", str(path), "--no-progress", "--output"]
+    # Uncompiled, on the batches a compiled run pads to its widths (dropout draws over the
+    # padded width, so other widths would train otherwise).
+    monkeypatch.setattr(torch, "compile", lambda function, *args, **kwargs: function)
+    argv = ["train", str(path), "--no-progress", "--set", "train.compile=true", "--output"]
     assert main([*argv, str(tmp_path / "plain")]) == 0
-    assert compiled == []
+    monkeypatch.setattr(torch, "compile", eager_compile)
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     try:
-        assert main([*argv, str(tmp_path / "compiled"), "--set", "train.compile=true"]) == 0
+        assert main([*argv, str(tmp_path / "compiled")]) == 0
         graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
     finally:
         torch._dynamo.reset()  # nothing compiled is left to the tests after this one
@@ -70,3 +73,46 @@ def test_a_model_that_fine_tunes_no_transformer_refuses_it(name, sets, tmp_path,
     assert "train.compile compiles a fine-tuned transformer; this model fine-tunes none" in err
     assert "Traceback" not in err
     assert not (tmp_path / "run").exists()
+
+
+def test_varied_lengths_compile_a_handful_of_graphs_reported_in_the_log_and_metrics(
+    tmp_path, monkeypatch, capsys
+):
+    """Texts of 1 to 40 words in batches of 7 (the last smaller) and dev's batches: with the
+    widths padded to buckets (each width's graph static, any number of rows), a handful of
+    graphs; without the buckets, one a width. The count is in each epoch's line and in
+    metrics.csv."""
+    from bistack.data import subwords
+    from tests.text_models.test_end_to_end import write_tsv
+
+    write_data(tmp_path / "out", tmp_path)
+    words = ["the", "big", "word", "a", "long", "x"]
+    rows = [(" ".join(words[i % 6] for i in range(n)), n % 2) for n in range(1, 41)]
+    write_tsv(tmp_path / "varied.tsv", rows)
+    config = configs(tmp_path)["tiny_layer_classifier"]
+    config["data"] = {**config["data"], "train": str(tmp_path / "varied.tsv"), "dev": None}
+    config["train"] = {**config["train"], "max_epochs": 1, "batch_size": 7}
+    config["backbone"] = {**config["backbone"], "finetune": True}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda *a, **k: real(*a, **k, backend="eager"))
+    counted = {}
+    for bucketed in (True, False):
+        if not bucketed:  # as without the buckets: every width its own graph
+            monkeypatch.setattr(subwords, "bucket", lambda width, limit: width)
+        torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()
+        output = tmp_path / f"run-{bucketed}"
+        argv = ["train", str(path), "--no-progress", "--output", str(output)]
+        try:
+            assert main([*argv, "--set", "train.compile=true"]) == 0
+        finally:
+            torch._dynamo.reset()
+        said = capsys.readouterr().out
+        metrics = (output / "metrics.csv").read_text().splitlines()
+        column = metrics[0].split(",").index("compiled_graphs")
+        counted[bucketed] = int(metrics[-1].split(",")[column])
+        assert f"{counted[bucketed]} graphs compiled]" in said
+    assert 1 <= counted[True] <= 6, counted  # a width each, a batch of one apart
+    assert counted[False] > counted[True], counted

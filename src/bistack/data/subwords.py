@@ -26,18 +26,38 @@ from bistack.data.word_rows import Context, locate_subwords, own_word_ids, sente
 class SubwordSettings:
     """What cutting needs of a tokenizer beside its definition: the window's length in
     subwords (special tokens included), the special tokens a row adds, the unknown token, the
-    pad id, and how much document context a row reads."""
+    pad id, how much document context a row reads, and whether a batch's width is rounded up
+    to a bucket (``bucketed``: for a compiled encoder, which compiles a graph for each new
+    shape; the padding is masked, so the states are the same)."""
 
     limit: int
     special_tokens: int = 2
     unknown: str = "[UNK]"
     pad_id: int = 0
     context: int = 0  # subwords of the words around a sentence read on each side, at most
+    bucketed: bool = False
 
 
-def padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """``(ids, attention_mask)`` ``(rows, longest)`` int64, right-padded."""
+SMALLEST_BUCKET = 16  # then 32, 64, ... up to the window's limit
+
+
+def bucket(width: int, limit: int) -> int:
+    """The smallest power of two from 16 that holds ``width`` subwords, at most ``limit``."""
+    size = SMALLEST_BUCKET
+    while size < width:
+        size *= 2
+    return max(width, min(size, limit))
+
+
+def padded(
+    rows: Sequence[Sequence[int]], settings: SubwordSettings
+) -> tuple[np.ndarray, np.ndarray]:
+    """``(ids, attention_mask)`` ``(rows, longest)`` int64, right-padded with the pad id (to the
+    longest's bucket, where ``settings`` asks)."""
+    pad_id = settings.pad_id
     width = max(len(row) for row in rows)
+    if settings.bucketed:
+        width = bucket(width, settings.limit)
     ids = np.full((len(rows), width), pad_id, dtype=np.int64)
     mask = np.zeros((len(rows), width), dtype=np.int64)
     for index, row in enumerate(rows):
@@ -86,7 +106,7 @@ def windows_batch(
     padded to the longest."""
     rows = [row for text in windows for row in text]
     owners = [index for index, text in enumerate(windows) for _ in text]
-    ids, mask = padded(rows, settings.pad_id)
+    ids, mask = padded(rows, settings)
     return ids, mask, np.asarray(owners, dtype=np.int64)
 
 
@@ -127,7 +147,7 @@ def word_pieces(
     rows = sentence_rows(sentences, counts, budget, settings.unknown, contexts, context)
     tokenizer.enable_truncation(settings.limit, strategy="longest_first")
     encodings = tokenizer.encode_batch(rows.words, is_pretokenized=True)
-    ids, mask = padded([e.ids for e in encodings], settings.pad_id)
+    ids, mask = padded([e.ids for e in encodings], settings)
     word_ids = [
         own_word_ids(e.word_ids, offset, size)
         for e, offset, size in zip(encodings, rows.offsets, rows.sizes, strict=True)

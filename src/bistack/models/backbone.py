@@ -112,6 +112,7 @@ class TransformerBackbone(nn.Module):
         self.model = model
         self.tokenizer = tokenizer
         self.folder = folder
+        self.compiled = False  # train.compile: its batches padded to a few widths
         config = model.config
         self.num_layers: int = config.num_hidden_layers
         self.hidden_size: int = config.hidden_size
@@ -136,6 +137,7 @@ class TransformerBackbone(nn.Module):
             unknown=tokenizer.unk_token or "[UNK]",
             pad_id=tokenizer.pad_token_id or 0,
             context=context,
+            bucketed=self.compiled,
         )
 
     def limit(self, max_length: int | None) -> int:
@@ -198,6 +200,10 @@ class TransformerBackbone(nn.Module):
         mask goes in as the ``(rows, 1, 1, seq)`` mask transformers would build from it: given
         the 2-D one, transformers reads the device each call to see whether it can skip it."""
         mask = attention_mask
+        if self.compiled:  # one graph a width, kept static (its kernels specialised), for
+            for tensor in (input_ids, mask):  # any number of rows (dev's batches too)
+                torch._dynamo.maybe_mark_dynamic(tensor, 0)
+                torch._dynamo.mark_static(tensor, 1)
         if getattr(self.model.config, "_attn_implementation", None) == "sdpa":
             mask = attention_mask[:, None, None, :].bool()
         output = self.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
@@ -481,10 +487,18 @@ def word_layer_states(
 
 def compile_backbones(model: nn.Module) -> None:
     """Compile the encoder of every backbone ``model`` trains (``train.compile``): in place
-    (``nn.Module.compile``), so its weights keep their names in the saved files."""
+    (``nn.Module.compile``), so its weights keep their names in the saved files; its batches
+    from now on padded to a few widths (``SubwordSettings.bucketed``), their rows dynamic, so
+    real data's lengths compile a handful of graphs, not one a batch shape."""
     for module in model.modules():
         if isinstance(module, TransformerBackbone):
+            module.compiled = True
             module.model.compile()
+
+
+def compiled_graphs() -> int:
+    """The graphs PyTorch has compiled in this process so far (dynamo's count)."""
+    return int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
 
 
 def trained_backbone(

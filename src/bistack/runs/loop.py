@@ -24,7 +24,7 @@ import torch
 from bistack.config import OptimizerConfig, TrainConfig
 from bistack.devices.choice import MatmulPrecision, set_matmul_precision
 from bistack.errors import ConfigError
-from bistack.models.backbone import compile_backbones
+from bistack.models.backbone import compile_backbones, compiled_graphs
 from bistack.runs.averaging import WeightAverage
 from bistack.runs.checkpoint import Checkpoint, LoopState, save_checkpoint
 from bistack.runs.epoch import EpochPlan, LoopTask, refuse_non_finite_weights, run_epoch
@@ -175,8 +175,9 @@ def fit(
     if train.compile:  # the config refuses it for a model that fine-tunes no transformer
         compile_backbones(model)
         say(
-            "train.compile: the fine-tuned transformer is compiled; the first step, the first "
-            "at another batch shape and the first dev scoring take longer while it compiles"
+            "train.compile: the fine-tuned transformer is compiled, its batches padded to "
+            "16, 32, 64... subwords; the first step at each width takes longer while it "
+            "compiles (the graphs so far: compiled_graphs in metrics.csv)"
         )
     optimizer = optimizer_for(fabric, optimizer_config, model, groups_of)
     wrapped, optimizer = fabric.setup(model, optimizer)
@@ -248,6 +249,7 @@ class Validation:
         self.by_step = train.eval_every > 0
         self.best, self.best_epoch, self.best_step, self.stale = float("-inf"), 0, 0, 0
         self.started = time.monotonic()
+        self.graphs_before = compiled_graphs() if train.compile else 0  # earlier runs'
         self.saved_with: tuple[dict[str, Any], dict[str, str]] = ({}, {})  # checkpoint's
         self.stopped_within = False  # a validation inside the last epoch stopped training
 
@@ -294,6 +296,8 @@ class Validation:
         row = {"epoch": epoch, **({"step": update} if self.by_step else {}), "train_loss": loss}
         row |= {**evaluation.metrics, "lr": self.optimizer.param_groups[0]["lr"]}
         row["seconds"] = round(elapsed, 1)
+        if train.compile:
+            row["compiled_graphs"] = compiled_graphs() - self.graphs_before
         if self.log is not None:  # before the save: the first best model takes its metrics
             self.log.write(row, update if self.by_step else epoch)
         if improved:
@@ -307,7 +311,8 @@ class Validation:
         run.report_epoch(
             row,
             f"{where}: loss {loss:.4f}  {evaluation.summary}"
-            f"{'  (best, saved)' if improved else ''}  [{elapsed:.0f}s]",
+            f"{'  (best, saved)' if improved else ''}  [{elapsed:.0f}s"
+            + (f", {row['compiled_graphs']} graphs compiled]" if train.compile else "]"),
             improved,
         )
         out_of_time = train.max_minutes is not None and elapsed > train.max_minutes * 60
