@@ -67,7 +67,7 @@ from bistack.schemes import convert_tags
 from bistack.taggers.models.tagger import Tagger
 from bistack.taggers.networks.network import build_tagger
 from bistack.tasks import config_from_dict, read_config_file
-from timed import Comparison, Side, mark, measure, synchronised, unwrapped
+from timed import Comparison, Side, mark, measure_interleaved, synchronised, unwrapped
 
 ROOT = Path(__file__).resolve().parent.parent
 Sentences = list[tuple[list[str], list[str]]]
@@ -81,9 +81,13 @@ class Floor(nn.Module):
     called directly (``bistack.kernels.crf_scan``), the gold score and the paths read as whole
     tensors (one copy to the host a batch); with ``users_crf``, pytorch-crf, as users write it
     (its loss loops over positions in Python, its Viterbi back-trace reads one ``.item()`` a
-    token): a row of its own, not the floor the targets are held to."""
+    token): a row of its own, not the floor the targets are held to. With ``softmax``, no CRF:
+    each token's tag by itself (cross-entropy over real tokens, the argmax), the floor of the
+    encoder alone."""
 
-    def __init__(self, words: int, chars: int, tags: int, users_crf: bool = False) -> None:
+    def __init__(
+        self, words: int, chars: int, tags: int, users_crf: bool = False, softmax: bool = False
+    ) -> None:
         super().__init__()
         self.w = nn.Embedding(words, 100, padding_idx=0)
         self.c = nn.Embedding(chars, 25, padding_idx=0)
@@ -92,10 +96,13 @@ class Floor(nn.Module):
         self.lstm = nn.LSTM(160, 200, batch_first=True, bidirectional=True)
         self.out = nn.Linear(400, tags)
         self.drop = nn.Dropout(0.5)
+        self.softmax = softmax
         if users_crf:
             from torchcrf import CRF
 
             self.crf: nn.Module | None = CRF(tags, batch_first=True)
+        elif softmax:
+            self.crf = None
         else:
             self.crf = None
             self.transitions = nn.Parameter(torch.empty(tags, tags).uniform_(-0.1, 0.1))
@@ -124,6 +131,11 @@ class Floor(nn.Module):
         if self.crf is not None:
             return -self.crf(emissions, batch["tags"], batch["mask"], reduction="mean")
         tags, mask = batch["tags"], batch["mask"]
+        if self.softmax:  # mean over real tokens, padding weighted 0 (no boolean indexing)
+            each = nn.functional.cross_entropy(
+                emissions.flatten(0, 1).float(), tags.flatten(), reduction="none"
+            )
+            return (each * mask.flatten()).sum() / mask.sum()
         moves = (self.transitions, self.start, self.end)
         log_z = log_partition_scan(emissions, mask, *moves)
         emitted = emissions.float().gather(2, tags.unsqueeze(2)).squeeze(2) * mask
@@ -137,6 +149,9 @@ class Floor(nn.Module):
         emissions = self.emissions(batch)
         if self.crf is not None:
             return self.crf.decode(emissions, batch["mask"])
+        if self.softmax:
+            best = emissions.argmax(-1).cpu().tolist()  # the batch's one copy to the host
+            return [row[:n] for row, n in zip(best, batch["lengths"].tolist(), strict=True)]
         paths, _ = viterbi_scan(emissions, batch["mask"], self.transitions, self.start, self.end)
         host = paths.cpu().tolist()  # the batch's one copy to the host
         return [row[:n] for row, n in zip(host, batch["lengths"].tolist(), strict=True)]
@@ -441,6 +456,83 @@ def on_the_host(tagger: Tagger, tokens: list[list[str]]) -> None:
         del tagger.device_rows  # the class's own again
 
 
+def softmax_comparisons(train: Sentences, device: torch.device) -> list:
+    """The encoder alone: the recipe's tagger with a softmax head against the floor's, a
+    training epoch and tags at batch 256, batches prebuilt on the device."""
+    from lightning_fabric import Fabric
+
+    recipe = ROOT / "configs/conll03-bilstm-crf.yaml"
+    data = read_config_file(recipe)
+    data["head"] = {**data.get("head", {}), "type": "softmax"}
+    config = config_from_dict(data, source=str(recipe))
+    pairs = [(tokens, convert_tags(tags, config.data.scheme)) for tokens, tags in train]
+    vocabularies = TokenVocabularies.build(pairs, min_freq=1, lowercase=True, normalise_digits=True)
+    torch.manual_seed(0)
+    model = build_tagger(config, vocabularies, singleton_mask(vocabularies, pairs))
+    fabric = Fabric(accelerator=device.type, devices=1)
+    optimizer = build_optimizer(config.optimizer, model)
+    wrapped, optimizer = fabric.setup(model, optimizer)
+    task = TaggingTask([vocabularies.encode(t, g) for t, g in pairs], vocabularies)
+    batches = bucket_batches(task.train_lengths(), 32, shuffle=True, seed=1, pool=50)
+    prebuilt = PrebuiltTask(task, batches, device)
+    vocabulary = FloorVocabulary(pairs)
+    sizes = (len(vocabulary.words) + 2, len(vocabulary.chars) + 1, len(vocabulary.tags))
+    torch.manual_seed(0)
+    floor = Floor(*sizes, softmax=True).to(device)
+    floor_optimizer = same_kind(optimizer, floor.parameters(), lr=config.optimizer.lr)
+    encoded = floor_encode(pairs, vocabulary)
+    floor_ready = [floor_collate([encoded[i] for i in b], device) for b in batches]
+    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]))
+    chunks = [order[k : k + 256] for k in range(0, len(order), 256)]
+    ours_device = [prebuilt_batch(task, c, device) for c in chunks]
+    floor_device = [floor_collate([encoded[i] for i in c], device) for c in chunks]
+    decoder, grad_clip = model.head.decoder(), config.optimizer.grad_clip
+
+    def floor_epoch() -> None:
+        floor.train()
+        for batch in floor_ready:
+            floor_optimizer.zero_grad(set_to_none=True)
+            floor.loss(batch).backward()
+            nn.utils.clip_grad_norm_(floor.parameters(), grad_clip)
+            floor_optimizer.step()
+
+    def ours_tags() -> None:
+        model.eval()
+        with torch.inference_mode():
+            for batch in ours_device:
+                emissions = model.emissions(batch).float().cpu().numpy()
+                decoder.analyse(emissions, batch.lengths.tolist(), confidence=False)
+
+    def floor_tags() -> None:
+        floor.eval()
+        with torch.no_grad():
+            for batch in floor_device:
+                floor.predict(batch)
+
+    return [
+        Comparison(
+            "train-device, softmax head",
+            "BiLSTM tagger with a softmax head, training epoch, batches prebuilt on the device",
+            Side(
+                "bistack run_epoch",
+                lambda: run_epoch(
+                    fabric, wrapped, optimizer, prebuilt, batches, EpochPlan(grad_clip)
+                ),
+                optimizer,
+            ),
+            Side("hand-written loop", floor_epoch, floor_optimizer),
+            per=len(train),
+        ),
+        Comparison(
+            "predict-device, softmax head",
+            "BiLSTM tagger with a softmax head, tags at batch 256, batches prebuilt on the device",
+            Side("bistack network + decoder", ours_tags),
+            Side("hand-written", floor_tags),
+            per=len(train),
+        ),
+    ]
+
+
 def prebuilt_batch(task: TaggingTask, chunk: list[int], device: torch.device) -> Any:
     return task.collate(chunk).to(device)
 
@@ -686,8 +778,9 @@ def fine_tuning_comparison(
 
 
 def measured(device: torch.device, comparison: Comparison) -> dict:
-    """Both sides measured, each 3 times after a warm-up; the ratio of the medians."""
-    ours, floor = measure(device, comparison.ours), measure(device, comparison.floor)
+    """Both sides measured in turn (A B A B A B) after a warm-up each; the ratio of the
+    medians."""
+    ours, floor = measure_interleaved(device, [comparison.ours, comparison.floor])
     row = {
         "row": comparison.row,
         "what": comparison.what,
@@ -712,7 +805,8 @@ def report(rows: list[dict], device: torch.device, sentences: int) -> str:
         "",
         f"Device: {name}; torch {torch.__version__}; Python {platform.python_version()}; "
         f"{sentences} CoNLL-2003 training sentences. Each side: one warm-up call, then 3 timed "
-        "calls (median, min-max); the same stages inside both timers (benchmarks/timed.py). "
+        "calls taken in turn with the other side's (A B A B A B; median, min-max); the same "
+        "stages inside both timers (benchmarks/timed.py). "
         "Reproduce: see the header of benchmarks/gpu.py.",
         "",
         "| row | bistack (median, min-max) | floor (median, min-max) | bistack time / floor time |",
@@ -745,6 +839,7 @@ TAGGER_ROWS = (
     "train-device, pytorch-crf", "predict-device, pytorch-crf", "predict-one",
     "predict-confidences", "predict-confidences-host",
 )  # fmt: skip
+SOFTMAX_ROWS = ("train-device, softmax head", "predict-device, softmax head")
 
 
 @dataclass(frozen=True)
@@ -773,6 +868,7 @@ def planned(args: argparse.Namespace, device: torch.device, train: Sentences) ->
             )
         )
     found.append(Planned(TAGGER_ROWS, lambda: tagger_comparisons(train, device, None)))
+    found.append(Planned(SOFTMAX_ROWS, lambda: softmax_comparisons(train, device)))
     found.append(
         Planned(
             ("train-device, bf16-mixed", "train-from-ids, bf16-mixed"),

@@ -54,21 +54,35 @@ def synchronised(device: torch.device) -> Callable[[], None]:
 def measure(device: torch.device, side: Side, repeats: int = REPEATS) -> dict[str, Any]:
     """One warm-up call (kernel choice, caches, lazy state), then ``repeats`` timed calls,
     each between device synchronisations: median, min, max and every run in seconds."""
+    return measure_interleaved(device, [side], repeats)[0]
+
+
+def measure_interleaved(
+    device: torch.device, sides: list[Side], repeats: int = REPEATS
+) -> list[dict[str, Any]]:
+    """Each side warmed up, then timed in turn (A B A B...: a drift of the machine's speed
+    falls on every side alike), ``repeats`` times each, every call between device
+    synchronisations: each side's median, min, max and every run in seconds."""
     sync = synchronised(device)
-    side.work()
-    runs = []
-    for _ in range(repeats):
-        sync()
-        start = time.perf_counter()
+    for side in sides:
         side.work()
-        sync()
-        runs.append(time.perf_counter() - start)
-    return {
-        "median_s": statistics.median(runs),
-        "min_s": min(runs),
-        "max_s": max(runs),
-        "runs_s": runs,
-    }
+    runs: list[list[float]] = [[] for _ in sides]
+    for _ in range(repeats):
+        for side, kept in zip(sides, runs, strict=True):
+            sync()
+            start = time.perf_counter()
+            side.work()
+            sync()
+            kept.append(time.perf_counter() - start)
+    return [
+        {
+            "median_s": statistics.median(kept),
+            "min_s": min(kept),
+            "max_s": max(kept),
+            "runs_s": kept,
+        }
+        for kept in runs
+    ]
 
 
 def optimizer_kind(optimizer: torch.optim.Optimizer | None) -> tuple[str, str] | None:

@@ -55,6 +55,7 @@ def test_every_row_times_the_same_stages_on_both_sides_and_is_reported(modules, 
         "predict-device", "predict-one", "predict-confidences", "feature-cache",
         "train-device, pytorch-crf", "predict-device, pytorch-crf",
         "finetune-b16-fp32", "finetune-b64-fp32", "finetune-b16-bf16-mixed",
+        "train-device, softmax head", "predict-device, softmax head",
     }  # fmt: skip
     problems = []
     for comparison in comparisons:
