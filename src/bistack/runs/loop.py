@@ -24,7 +24,7 @@ import torch
 from bistack.config import OptimizerConfig, TrainConfig
 from bistack.devices.choice import MatmulPrecision, set_matmul_precision
 from bistack.errors import ConfigError
-from bistack.models.backbone import compile_backbones, compiled_graphs
+from bistack.models.backbone_training import compile_backbones, compiled_graphs
 from bistack.runs.averaging import WeightAverage
 from bistack.runs.checkpoint import Checkpoint, LoopState, save_checkpoint
 from bistack.runs.epoch import EpochPlan, LoopTask, refuse_non_finite_weights, run_epoch

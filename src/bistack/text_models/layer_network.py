@@ -31,9 +31,8 @@ from bistack.layer_pooling import (
 from bistack.models.backbone import (
     SubwordBatch,
     TransformerBackbone,
-    backbone_parameter_groups,
-    trained_backbone,
 )
+from bistack.models.backbone_training import backbone_parameter_groups, trained_backbone
 from bistack.models.builders import build_embedder, build_encoder
 from bistack.models.embeddings import TokenEmbedder
 from bistack.text_models.config import LayerPoolingTextConfig

@@ -27,10 +27,9 @@ from bistack.layer_pooling import LayerPooler, build_layer_pooler
 from bistack.models.backbone import (
     TransformerBackbone,
     WordPieces,
-    backbone_parameter_groups,
-    trained_backbone,
     word_layer_states,
 )
+from bistack.models.backbone_training import backbone_parameter_groups, trained_backbone
 from bistack.models.builders import build_embedder, build_encoder
 from bistack.models.embeddings import TokenEmbedder
 from bistack.taggers.config import LayerPoolingTaggerConfig
