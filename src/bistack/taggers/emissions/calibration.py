@@ -28,13 +28,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from bistack.data.conll import Sentence
-from bistack.files.modeldir import atomic_write
 from bistack.metrics.entities import PRF
 from bistack.metrics.text import (
     MAX_TEMPERATURE,
@@ -58,32 +56,27 @@ class DevEmissions:
     batches: list[EmissionBatch]
     gold: list[set[tuple[int, int, str]]]
 
-    def save(self, path: Path) -> None:
-        """The emissions as safetensors (each batch's ``N.emissions`` ``(batch, seq_len,
-        num_tags)`` float32, ``N.lengths`` and ``N.indices``), written whole or not at all; the
-        gold entities are the sentences', read again with them."""
-        from safetensors.numpy import save_file
-
+    def tensors(self) -> dict[str, np.ndarray]:
+        """The emissions as arrays to save (each batch's ``N.emissions`` ``(batch, seq_len,
+        num_tags)`` float32, ``N.lengths`` and ``N.indices``); the gold entities are the
+        sentences', read again with them."""
         tensors = {}
         for number, batch in enumerate(self.batches):
             tensors[f"{number}.emissions"] = np.ascontiguousarray(batch.emissions, np.float32)
             tensors[f"{number}.lengths"] = np.asarray(batch.lengths, np.int64)
             tensors[f"{number}.indices"] = np.asarray(batch.indices, np.int64)
-        atomic_write(path, lambda temporary: save_file(tensors, temporary))
+        return tensors
 
     @classmethod
-    def load(cls, path: Path, sentences: Sequence[Sentence]) -> DevEmissions | None:
-        """What :meth:`save` wrote of ``sentences``' emissions, or None where it is not there
-        or is not of these sentences (a file of another version, or cut short)."""
-        from safetensors import SafetensorError
-        from safetensors.numpy import load_file
-
-        try:
-            tensors = load_file(path)
-        except (OSError, SafetensorError):
-            return None
+    def from_tensors(
+        cls, tensors: dict[str, np.ndarray], sentences: Sequence[Sentence]
+    ) -> DevEmissions | None:
+        """What :meth:`tensors` gave of ``sentences``' emissions (other arrays beside them
+        left), or None where they are not of these sentences (another version's, cut short)."""
         batches, seen = [], []
-        for number in range(len(tensors) // 3):
+        for number in range(len(tensors)):
+            if f"{number}.emissions" not in tensors:
+                break
             try:
                 emissions = tensors[f"{number}.emissions"]
                 lengths = tensors[f"{number}.lengths"].tolist()

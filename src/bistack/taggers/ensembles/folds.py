@@ -17,6 +17,7 @@ from bistack.errors import ConfigError, DataError
 from bistack.files.formats import joined, json_line
 from bistack.files.modeldir import atomic_write
 from bistack.schemes import PLAIN, detect_scheme, spans_from_tags
+from bistack.taggers.ensembles.held_out import HELD_OUT_FILE, load_held_out, save_held_out
 from bistack.taggers.models.records import SentenceAnalysis
 from bistack.taggers.models.tagging import Emitter, score_sentences
 from bistack.taggers.recipe import TaggingData
@@ -26,10 +27,6 @@ if TYPE_CHECKING:
     from bistack.cv.splitters import SplitKeys
 
 NO_ENTITY = "no entity"
-# Beside each fold's model: its emissions of its held-out sentences, read once by the fold's
-# network, so that the temperatures fitted after every fold has finished (in this process or
-# after workers, Ray tasks or an earlier run trained the folds) never run a network again.
-HELD_OUT_FILE = "held_out.safetensors"
 
 
 class TaggerFolds:
@@ -138,7 +135,7 @@ class TaggerFolds:
 
         sentences = [self.rows[i] for i in held]
         emissions = dev_emissions(model, sentences, self.shared_emitter(model, sentences, shared))
-        emissions.save(directory / HELD_OUT_FILE)
+        save_held_out(directory / HELD_OUT_FILE, model, emissions)
         self._held[tuple(held)] = (model, emissions)
         tagged = self.tagged(model, sentences, emissions)
         predicted = {i: list(t.sentences[0].tags) for i, t in zip(held, tagged, strict=True)}
@@ -202,24 +199,24 @@ class TaggerFolds:
         """Each fold's model and its emissions of its held-out sentences with their gold
         entities (``DevEmissions``, indices into the held-out list), by fold name: those kept
         when the fold was trained in this process; a fold trained in another (a worker, a Ray
-        task, an earlier run) opened here, its emissions read from the file its fold saved
-        beside its model (``members``: each fold's model folder), or, where there is none (a
-        run of an earlier version), by its network once."""
-        from bistack.taggers.emissions.calibration import DevEmissions, dev_emissions
+        task, an earlier run) replayed from what it saved beside its model (``members``: each
+        fold's model folder) without opening the model, or, where it saved nothing (a run of an
+        earlier version), opened here and read once by its network."""
+        from bistack.taggers.emissions.calibration import dev_emissions
 
         found = {}
         for record in records:
             key = tuple(record["held"])
+            model_dir = members[record["name"]]
+            sentences = [self.rows[i] for i in record["held"]]
             if key not in self._held:
-                model_dir = members[record["name"]]
-                shared = self.shared_inputs(say)
-                model = self.open_model(model_dir, self.model_parts(shared))
-                sentences = [self.rows[i] for i in record["held"]]
-                emissions = DevEmissions.load(model_dir.parent / HELD_OUT_FILE, sentences)
-                if emissions is None:
+                saved = load_held_out(model_dir.parent / HELD_OUT_FILE, sentences, self.config)
+                if saved is None:
+                    shared = self.shared_inputs(say)
+                    model = self.open_model(model_dir, self.model_parts(shared))
                     emitter = self.shared_emitter(model, sentences, shared)
-                    emissions = dev_emissions(model, sentences, emitter)
-                self._held[key] = (model, emissions)
+                    saved = (model, dev_emissions(model, sentences, emitter))
+                self._held[key] = saved
             found[record["name"]] = self._held[key]
         return found
 
