@@ -250,14 +250,37 @@ class PrebuiltTask(TaggingTask):
         return self.ready[tuple(indices)]
 
 
-def tagger_comparisons(train: Sentences, device: torch.device, precision: str | None) -> list:
-    """Training epochs against both floors, and prediction at batch 256 against both."""
+@dataclass
+class RecipeTagger:
+    """The recipe's tagger set up for the rows: its config, sentences (in its scheme),
+    vocabularies, network (and as Fabric wraps it), optimizer, and the training batches, also
+    prebuilt on the device."""
+
+    config: Any
+    pairs: Sentences
+    vocabularies: TokenVocabularies
+    model: Any
+    fabric: Any
+    wrapped: Any
+    optimizer: Any
+    task: TaggingTask
+    batches: list[list[int]]
+    prebuilt: PrebuiltTask
+
+
+def recipe_tagger(
+    train: Sentences, device: torch.device, precision: str | None, head: str | None = None
+) -> RecipeTagger:
+    """The recipe's model settings alone (``head``: another head type): the sentences are the
+    caller's (its data path unread, so that the rows run wherever the recipe's data file is
+    not)."""
     from lightning_fabric import Fabric
 
-    # The recipe's model settings alone: the sentences are the caller's (its data path unread,
-    # so that the rows run wherever the recipe's data file is not).
     recipe = ROOT / "configs/conll03-bilstm-crf.yaml"
-    config = config_from_dict(read_config_file(recipe), source=str(recipe))
+    data = read_config_file(recipe)
+    if head is not None:
+        data["head"] = {**data.get("head", {}), "type": head}
+    config = config_from_dict(data, source=str(recipe))
     pairs = [(tokens, convert_tags(tags, config.data.scheme)) for tokens, tags in train]
     vocabularies = TokenVocabularies.build(pairs, min_freq=1, lowercase=True, normalise_digits=True)
     torch.manual_seed(0)
@@ -268,6 +291,17 @@ def tagger_comparisons(train: Sentences, device: torch.device, precision: str | 
     task = TaggingTask([vocabularies.encode(t, g) for t, g in pairs], vocabularies)
     batches = bucket_batches(task.train_lengths(), 32, shuffle=True, seed=1, pool=50)
     prebuilt = PrebuiltTask(task, batches, device)
+    return RecipeTagger(
+        config, pairs, vocabularies, model, fabric, wrapped, optimizer, task, batches, prebuilt
+    )
+
+
+def tagger_comparisons(train: Sentences, device: torch.device, precision: str | None) -> list:
+    """Training epochs against both floors, and prediction at batch 256 against both."""
+    built = recipe_tagger(train, device, precision)
+    config, pairs, vocabularies, model = built.config, built.pairs, built.vocabularies, built.model
+    fabric, wrapped, optimizer = built.fabric, built.wrapped, built.optimizer
+    task, batches, prebuilt = built.task, built.batches, built.prebuilt
 
     floor_vocabulary = FloorVocabulary(pairs)
     torch.manual_seed(0)
@@ -459,22 +493,10 @@ def on_the_host(tagger: Tagger, tokens: list[list[str]]) -> None:
 def softmax_comparisons(train: Sentences, device: torch.device) -> list:
     """The encoder alone: the recipe's tagger with a softmax head against the floor's, a
     training epoch and tags at batch 256, batches prebuilt on the device."""
-    from lightning_fabric import Fabric
-
-    recipe = ROOT / "configs/conll03-bilstm-crf.yaml"
-    data = read_config_file(recipe)
-    data["head"] = {**data.get("head", {}), "type": "softmax"}
-    config = config_from_dict(data, source=str(recipe))
-    pairs = [(tokens, convert_tags(tags, config.data.scheme)) for tokens, tags in train]
-    vocabularies = TokenVocabularies.build(pairs, min_freq=1, lowercase=True, normalise_digits=True)
-    torch.manual_seed(0)
-    model = build_tagger(config, vocabularies, singleton_mask(vocabularies, pairs))
-    fabric = Fabric(accelerator=device.type, devices=1)
-    optimizer = build_optimizer(config.optimizer, model)
-    wrapped, optimizer = fabric.setup(model, optimizer)
-    task = TaggingTask([vocabularies.encode(t, g) for t, g in pairs], vocabularies)
-    batches = bucket_batches(task.train_lengths(), 32, shuffle=True, seed=1, pool=50)
-    prebuilt = PrebuiltTask(task, batches, device)
+    built = recipe_tagger(train, device, None, head="softmax")
+    config, pairs, model, fabric = built.config, built.pairs, built.model, built.fabric
+    wrapped, optimizer, task = built.wrapped, built.optimizer, built.task
+    batches, prebuilt = built.batches, built.prebuilt
     vocabulary = FloorVocabulary(pairs)
     sizes = (len(vocabulary.words) + 2, len(vocabulary.chars) + 1, len(vocabulary.tags))
     torch.manual_seed(0)
