@@ -10,6 +10,7 @@ A kind with another input (a text with a marked span, a pair of texts) defines i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,15 +117,21 @@ def length_problem(value: Any) -> str | None:
     )
 
 
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def unicode_problem(value: Any) -> str | None:
     """Why ``value`` (a string, or one inside a list or object) is not valid Unicode text: a
     lone surrogate (what a command line's undecodable bytes or a JSON ``"\\ud800"`` give) can
     never be written as UTF-8. None when it is fine."""
     if isinstance(value, str):
-        for index, char in enumerate(value):
-            if "\ud800" <= char <= "\udfff":
-                return f"not valid Unicode: a lone surrogate U+{ord(char):04X} at character {index}"
-        return None
+        found = None if value.isascii() else SURROGATE.search(value)  # no loop over characters
+        if found is None:
+            return None
+        return (
+            f"not valid Unicode: a lone surrogate U+{ord(found.group()):04X} at character "
+            f"{found.start()}"
+        )
     items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
     return next((p for p in map(unicode_problem, items) if p is not None), None)
 

@@ -239,7 +239,7 @@ class Predictor:
             raise ValueError(
                 f"{record.what} is a list of tokens, which only a tagger takes; give a text"
             )
-        problem = unicode_problem(value) or length_problem(value)
+        problem = length_problem(value) or unicode_problem(value)  # the cheap check first
         if problem is not None:
             raise ValueError(f"{record.what}: {problem}")
         return chosen, chosen.read(value)
