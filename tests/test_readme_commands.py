@@ -1,7 +1,9 @@
 """Every command in the README and the documentation's guides runs as written, in order, from a
 fresh checkout: here on tiny stand-ins for the benchmark data (same files, same formats, a few
 dozen rows), so that the documentation cannot drift from what bistack does. The Python
-examples run after them."""
+examples run after them. The ``bistack`` each command finds first on its PATH hands it to a
+process that imported torch once (``tests/warm_commands.py``): the installed console script
+runs in a fork of it, two seconds of start-up and teardown saved a command."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import pytest
 
 from tests.conftest import tiny_sentences, write_conll
 from tests.text_models.test_end_to_end import sentiment_rows, write_tsv
+from tests.warm_commands import warm_console_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -115,6 +118,12 @@ def test_the_readme_commands_run_as_written_in_order(tmp_path, block):
     binaries = Path(sys.executable).parent
     env = os.environ | {"PATH": f"{binaries}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1"}
     env.pop("BISTACK_DATA", None)  # the recipes read the tiny data beside the copy
+    with warm_console_script(tmp_path / "warm", env, "bistack") as (env, python):
+        run_pages(block, repo, env, python)
+
+
+def run_pages(block: list[Path], repo: Path, env: dict[str, str], python: list[str]) -> None:
+    """Each page's commands, then its Python examples (run by ``python``: an argv prefix)."""
     for page in block:
         run_commands(commands(page), repo, env)
         if page.name == "large-corpora.md":  # a .txt of CoNLL columns is read as CoNLL
@@ -122,7 +131,7 @@ def test_the_readme_commands_run_as_written_in_order(tmp_path, block):
             assert len(predicted) == 10 and all("\t" in ln for ln in predicted[0].splitlines())
         for example in blocks("python", page):
             done = subprocess.run(
-                [sys.executable, "-c", example], cwd=repo, env=env, capture_output=True,
+                [*python, "-c", example], cwd=repo, env=env, capture_output=True,
                 text=True, timeout=300, check=False,
             )  # fmt: skip
             assert done.returncode == 0, f"{example}\n{done.stderr[-2000:]}"

@@ -20,13 +20,14 @@ import yaml
 from bistack.cli import main
 from bistack.errors import ConfigError
 from tests.conftest import tiny_config, tiny_sentences, write_conll
+from tests.warm_commands import warm_bistack
 
-BISTACK = [sys.executable, "-m", "bistack"]
+FRESH_BISTACK = [sys.executable, "-m", "bistack"]  # where a kill of the process is the point
 
 
 def bistack(*args: str, cwd: Path | None = None, **options) -> subprocess.CompletedProcess:
     done = subprocess.run(
-        [*BISTACK, *args], capture_output=True, text=True, timeout=300, check=False, cwd=cwd,
+        [*warm_bistack(), *args], capture_output=True, text=True, timeout=300, check=False, cwd=cwd,
         **options,
     )  # fmt: skip
     assert "Traceback" not in done.stderr, done.stderr
@@ -295,7 +296,7 @@ def test_workers_end_when_their_run_is_killed(small_tagger, tmp_path):
     source = tmp_path / "big.txt"
     source.write_text("John visited Paris yesterday .\n" * 200_000)
     process = subprocess.Popen(
-        [*BISTACK, "predict", str(small_tagger), "--input", str(source), "--output",
+        [*FRESH_BISTACK, "predict", str(small_tagger), "--input", str(source), "--output",
          str(tmp_path / "out.jsonl"), "--workers", "2", "--chunk-size", "64"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip

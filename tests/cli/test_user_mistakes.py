@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,13 +16,12 @@ import yaml
 from safetensors.torch import load_file, save_file
 
 from tests.conftest import tiny_config, tiny_sentences, write_conll
-
-BISTACK = [sys.executable, "-m", "bistack"]
+from tests.warm_commands import warm_bistack
 
 
 def bistack(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [*BISTACK, *args], capture_output=True, input=stdin, timeout=300, check=False
+        [*warm_bistack(), *args], capture_output=True, input=stdin, timeout=300, check=False
     )
 
 

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from bistack.cli import main
+from tests.warm_commands import warm_bistack
 
-BISTACK = [sys.executable, "-m", "bistack"]
+FRESH_BISTACK = [sys.executable, "-m", "bistack"]  # where its memory or a kill is the point
 TEXTS = ["Anna visited Paris yesterday .", "", "Peter left New York", "Mary saw Rome ."]
 
 
@@ -181,7 +182,9 @@ def corpus(path: Path, count: int, seed: int = 0) -> Path:
 
 
 def run(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    done = subprocess.run([*BISTACK, "predict", *args], capture_output=True, timeout=300, **kwargs)
+    done = subprocess.run(
+        [*warm_bistack(), "predict", *args], capture_output=True, timeout=300, **kwargs
+    )
     assert done.returncode == 0 and b"Traceback" not in done.stderr, done.stderr
     return done
 
@@ -208,7 +211,7 @@ def test_two_workers_predict_what_one_process_predicts_in_order(small_tagger, tm
 
 def test_a_pipe_sees_each_prediction_before_its_input_ends(small_tagger):
     process = subprocess.Popen(
-        [*BISTACK, "predict", str(small_tagger), "--input", "-", "--format", "jsonl"],
+        [*warm_bistack(), "predict", str(small_tagger), "--input", "-", "--format", "jsonl"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -241,7 +244,7 @@ def test_off_a_terminal_progress_is_a_line_at_most_every_few_seconds(small_tagge
 
 def peak_rss_mb(args: list[str]) -> float:
     """The peak resident memory of one ``bistack predict`` process, in MiB."""
-    process = subprocess.Popen([*BISTACK, "predict", *args], stdout=subprocess.DEVNULL)
+    process = subprocess.Popen([*FRESH_BISTACK, "predict", *args], stdout=subprocess.DEVNULL)
     _, status, usage = os.wait4(process.pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     return usage.ru_maxrss / 1024
@@ -270,7 +273,9 @@ def test_a_run_killed_at_random_points_resumes_to_the_same_bytes(small_tagger, t
     progress = Path(f"{out}.progress.json")
     for _ in range(10):
         before = out.stat().st_size if out.exists() else 0
-        process = subprocess.Popen([*BISTACK, "predict", *args, *extra], stderr=subprocess.PIPE)
+        process = subprocess.Popen(
+            [*FRESH_BISTACK, "predict", *args, *extra], stderr=subprocess.PIPE
+        )
         deadline = time.monotonic() + 60  # kill once this run has written something of its own,
         while process.poll() is None and time.monotonic() < deadline:  # at a random point after
             if out.exists() and out.stat().st_size > before:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import struct
 import subprocess
-import sys
 
 import pytest
 import torch
@@ -20,8 +19,8 @@ from bistack.data.tables import read_table
 from bistack.errors import ConfigError, DataError
 from tests.conftest import tiny_config, tiny_sentences, write_conll
 from tests.text_models.test_end_to_end import sentiment_rows, text_config, write_tsv
+from tests.warm_commands import warm_bistack
 
-BISTACK = [sys.executable, "-m", "bistack"]
 UPOS = {"visited": "VERB", "left": "VERB", "loves": "VERB", "praised": "VERB"}
 
 
@@ -231,7 +230,7 @@ def test_predict_writes_conllu_and_doccano(small_tagger, tmp_path):
     texts.write_text("Anna visited Paris yesterday.\nPaul left New York yesterday.\n")
     for fmt in ("conllu", "doccano"):
         done = subprocess.run(
-            [*BISTACK, "predict", str(small_tagger), "--input", str(texts), "--format", fmt],
+            [*warm_bistack(), "predict", str(small_tagger), "--input", str(texts), "--format", fmt],
             capture_output=True,
             text=True,
             timeout=120,

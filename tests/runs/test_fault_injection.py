@@ -17,8 +17,9 @@ import yaml
 
 from bistack.api import Tagger
 from tests.conftest import tiny_config, tiny_sentences, with_ctrl_c, write_conll
+from tests.warm_commands import warm_bistack
 
-BISTACK = [sys.executable, "-m", "bistack"]
+FRESH_BISTACK = [sys.executable, "-m", "bistack"]  # where the process is killed or its pid named
 TEXTS = ["Anna visited Paris yesterday .", "Peter left New York"]
 
 
@@ -29,7 +30,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 def bistack(*args: str, timeout: float = 240) -> subprocess.CompletedProcess:
     done = subprocess.run(
-        [*BISTACK, *args], capture_output=True, text=True, timeout=timeout, check=False
+        [*warm_bistack(), *args], capture_output=True, text=True, timeout=timeout, check=False
     )
     assert "Traceback" not in done.stderr, done.stderr
     return done
@@ -146,8 +147,9 @@ def wait_for(predicate, seconds: float = 120) -> None:
 
 
 def start_slow(trained: dict[str, Path], run: Path, *extra: str) -> subprocess.Popen:
+    command = ["train", str(trained["slow"]), "--output", str(run), "--no-progress", *extra]
     return subprocess.Popen(
-        [*BISTACK, "train", str(trained["slow"]), "--output", str(run), "--no-progress", *extra],
+        [*FRESH_BISTACK, *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

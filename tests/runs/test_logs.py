@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
 import yaml
 
 from bistack.cli import build_parser
 from tests.conftest import tiny_config, tiny_sentences, write_conll
+from tests.warm_commands import warm_bistack
 
 
 @pytest.fixture
@@ -25,7 +25,7 @@ def config(tmp_path):
 
 def train(config, output, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "bistack", "train", str(config), "--output", str(output),
+        [*warm_bistack(), "train", str(config), "--output", str(output),
          *extra],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
@@ -73,7 +73,7 @@ def test_a_ladder_in_json_is_one_object_a_line(tmp_path):
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(text_config(train, dev, train={"max_epochs": 1})))
     done = subprocess.run(
-        [sys.executable, "-m", "bistack", "ladder", str(path), "--seeds", "1",
+        [*warm_bistack(), "ladder", str(path), "--seeds", "1",
          "--output", str(tmp_path / "l"), "--log-format", "json"],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip

@@ -18,13 +18,14 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from tests.conftest import tiny_config, tiny_sentences, write_conll
+from tests.warm_commands import warm_bistack
 
-BISTACK = [sys.executable, "-m", "bistack"]
+FRESH_BISTACK = [sys.executable, "-m", "bistack"]  # where a kill of the process is the point
 EPOCHS = 5
 
 
 def bistack(*args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([*BISTACK, *args], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([*warm_bistack(), *args], capture_output=True, text=True, timeout=300)
     assert "Traceback" not in done.stderr, done.stderr
     return done
 
@@ -72,7 +73,7 @@ def kill_after(config: Path, run: Path, after_epoch: int) -> None:
     """Train ``config`` into ``run`` and SIGKILL it once it has finished ``after_epoch`` epochs
     and checkpointed them."""
     process = subprocess.Popen(
-        [*BISTACK, "train", str(config), "--output", str(run), "--no-progress"],
+        [*FRESH_BISTACK, "train", str(config), "--output", str(run), "--no-progress"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -149,7 +150,7 @@ def test_resume_refuses_what_it_cannot_continue(config, uninterrupted, tmp_path)
 
     run = tmp_path / "run"
     process = subprocess.Popen(
-        [*BISTACK, "train", str(config), "--output", str(run), "--no-progress"],
+        [*FRESH_BISTACK, "train", str(config), "--output", str(run), "--no-progress"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
