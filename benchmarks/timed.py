@@ -110,7 +110,12 @@ def _code(function: Any) -> CodeType:
 def stage_markers() -> dict[CodeType, str]:
     """Functions whose call marks a stage: bistack's and the floors' alike."""
     from bistack.crf import CRF
-    from bistack.data.batching import collate_tagging, collate_text, collate_tokens
+    from bistack.data.batching import (
+        collate_encoded,
+        collate_tagging,
+        collate_text,
+        collate_tokens,
+    )
     from bistack.data.features import TokenVocabularies
     from bistack.kernels.crf_compiled import viterbi_best
     from bistack.kernels.crf_scan import viterbi_scan
@@ -119,7 +124,9 @@ def stage_markers() -> dict[CodeType, str]:
 
     markers = {
         _code(TokenVocabularies.encode): "strings to ids",
+        _code(TokenVocabularies.ids_of): "strings to ids",  # a batch's distinct tokens at once
         _code(collate_tokens): "collation",
+        _code(collate_encoded): "collation",
         _code(collate_tagging): "collation",
         _code(collate_text): "collation",
         _code(TransformerBackbone.batch_of): "collation",

@@ -126,16 +126,18 @@ def spans_from_tags(tags: Sequence[str]) -> list[Span]:
     prev_prefix, prev_type = "O", ""
     for position, tag in enumerate([*tags, "O"]):
         prefix, entity_type = split_tag(tag)
-        if start >= 0 and _chunk_ends(prev_prefix, prefix, prev_type, entity_type):
+        if start >= 0 and chunk_ends(prev_prefix, prefix, prev_type, entity_type):
             spans.append(Span(start, position, prev_type))
             start = -1
-        if _chunk_starts(prev_prefix, prefix, prev_type, entity_type):
+        if chunk_starts(prev_prefix, prefix, prev_type, entity_type):
             start = position
         prev_prefix, prev_type = prefix, entity_type
     return spans
 
 
-def _chunk_ends(prev: str, tag: str, prev_type: str, entity_type: str) -> bool:
+def chunk_ends(prev: str, tag: str, prev_type: str, entity_type: str) -> bool:
+    """Whether an entity whose last token so far is tagged ``prev`` (a prefix, and its type)
+    ends before a token tagged ``tag``."""
     if prev in ("E", "S"):
         return True
     if prev in ("B", "I") and tag in ("B", "S", "O"):
@@ -143,7 +145,8 @@ def _chunk_ends(prev: str, tag: str, prev_type: str, entity_type: str) -> bool:
     return prev != "O" and prev_type != entity_type
 
 
-def _chunk_starts(prev: str, tag: str, prev_type: str, entity_type: str) -> bool:
+def chunk_starts(prev: str, tag: str, prev_type: str, entity_type: str) -> bool:
+    """Whether an entity starts at a token tagged ``tag`` after one tagged ``prev``."""
     if tag in ("B", "S"):
         return True
     if tag in ("I", "E") and prev in ("E", "S", "O"):

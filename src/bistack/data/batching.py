@@ -13,7 +13,14 @@ from typing import Any, ClassVar, Self
 import torch
 from torch import Tensor
 
-from bistack.data.features import EncodedSentence, TokenVocabularies, padded_rows, token_rows
+from bistack.data.features import (
+    EncodedSentence,
+    TokenRows,
+    TokenVocabularies,
+    encoded_rows,
+    padded_rows,
+    token_rows,
+)
 from bistack.transfer import to_device
 
 PAD_TAG = -100  # ignored by cross-entropy; the CRF reads the mask instead
@@ -75,16 +82,29 @@ def padded(rows: Sequence[Sequence[int]], width: int, fill: int = 0) -> Tensor:
 
 
 def collate_tokens(
+    sentences: Sequence[Sequence[str]], vocabularies: TokenVocabularies
+) -> TokenBatch:
+    """Pad texts (their tokens) into a :class:`TokenBatch`: what prediction feeds a network,
+    with no per-sentence encoding first (:func:`token_rows` looks each distinct token up)."""
+    return batch_of_rows(token_rows(sentences, vocabularies))
+
+
+def collate_encoded(
     sentences: Sequence[EncodedSentence], vocabularies: TokenVocabularies
 ) -> TokenBatch:
-    """Pad encoded texts into a :class:`TokenBatch`.
+    """Pad sentences encoded before (training's, once a run) into a :class:`TokenBatch`,
+    their ids as they are."""
+    return batch_of_rows(encoded_rows(sentences, vocabularies))
 
-    Each tensor wraps a numpy array filled in one assignment (:func:`padded_rows`): building
-    them row by row cost more than the BiLSTM step it feeds (``benchmarks/results/speed.md``),
-    and ``torch.tensor`` over nested lists was still the largest part of a batch's host work
+
+def batch_of_rows(rows: TokenRows) -> TokenBatch:
+    """A :class:`TokenBatch` of :class:`TokenRows`.
+
+    Each tensor wraps a numpy array filled in one assignment: building them row by row cost
+    more than the BiLSTM step it feeds (``benchmarks/results/speed.md``), and ``torch.tensor``
+    over nested lists was still the largest part of a batch's host work
     (``benchmarks/results/host-work.md``).
     """
-    rows = token_rows(sentences, vocabularies)
     lengths = torch.from_numpy(rows.lengths)
     return TokenBatch(
         words=torch.from_numpy(rows.words),
@@ -102,7 +122,7 @@ def collate_tagging(
     sentences: Sequence[EncodedSentence], vocabularies: TokenVocabularies
 ) -> TaggingBatch:
     """Pad encoded sentences and their tags (if every one has tags) into a TaggingBatch."""
-    tokens = collate_tokens(sentences, vocabularies)
+    tokens = collate_encoded(sentences, vocabularies)
     tags = None
     if all(s.tags for s in sentences):
         tags = padded([s.tags for s in sentences], tokens.words.size(1), fill=PAD_TAG)
@@ -115,4 +135,5 @@ def collate_text(
     targets: Tensor | None = None,
 ) -> TextBatch:
     """Pad encoded texts, with their ``targets`` rows if given, into a TextBatch."""
-    return TextBatch(**vars(collate_tokens(sentences, vocabularies)), targets=targets)
+    tokens = collate_encoded(sentences, vocabularies)
+    return TextBatch(**vars(tokens), targets=targets)

@@ -11,7 +11,7 @@ import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -66,7 +66,7 @@ class TokenVocabularies:
     _ids: dict[str, tuple[int, int]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
-    _spellings: dict[str, tuple[int, ...]] = field(
+    _spellings: dict[str, bytes] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
 
@@ -112,14 +112,24 @@ class TokenVocabularies:
             remembered(self._ids, token, found)
         return found
 
-    def spelling(self, token: str) -> tuple[int, ...]:
-        """``token``'s character ids (1, ``<unk>``, for a character unseen in training)."""
+    def spelling(self, token: str) -> bytes:
+        """``token``'s character ids (1, ``<unk>``, for a character unseen in training) as
+        int64 bytes: a batch's spellings are joined and read as one array."""
         found = self._spellings.get(token)
         if found is None:
             index = self.chars.index
-            found = tuple(index.get(c, 1) for c in token)
+            found = np.fromiter((index.get(c, 1) for c in token), np.int64, len(token)).tobytes()
             remembered(self._spellings, token, found)
         return found
+
+    def ids_of(self, tokens: Sequence[str]) -> np.ndarray:
+        """``(len(tokens), 2)`` int64: each token's word id and casing class."""
+        known = list(map(self._ids.get, tokens))  # tokens met before: one lookup each
+        found = cast(list[tuple[int, int]], known)
+        if None in known:
+            found = [ids or self.token_ids(t) for ids, t in zip(known, tokens, strict=True)]
+        flat = itertools.chain.from_iterable(found)
+        return np.fromiter(flat, np.int64, 2 * len(tokens)).reshape(-1, 2)
 
     def encode(self, tokens: Sequence[str], tags: Sequence[str] = ()) -> EncodedSentence:
         """Ids for one sentence; a tag unseen in training raises KeyError (callers report it)."""
@@ -189,25 +199,66 @@ def padded_rows(rows: Sequence[Sequence[int]], width: int, fill: int = 0) -> np.
     return out
 
 
-def token_rows(sentences: Sequence[EncodedSentence], vocabularies: TokenVocabularies) -> TokenRows:
-    """Pad encoded texts into :class:`TokenRows`; each distinct token is spelled once. The one
-    check of a batch's lengths (``bistack.masking``): here, on the host."""
-    lengths = [len(s.words) for s in sentences]
-    if min(lengths, default=0) < 1:
-        raise ValueError(f"every text in a batch needs a token; text {lengths.index(0)} has none")
-    seq_len = max(lengths)
-    unique: dict[str, int] = {}
-    positions = [[unique.setdefault(token, len(unique)) for token in s.tokens] for s in sentences]
-    spelled = [vocabularies.spelling(token) for token in unique]
-    return TokenRows(
-        words=padded_rows([s.words for s in sentences], seq_len),
-        casing=padded_rows([s.casing for s in sentences], seq_len),
-        chars=padded_rows(spelled, max(len(token) for token in unique)),
-        char_lengths=np.fromiter(map(len, spelled), np.int64, len(spelled)),
-        char_index=padded_rows(positions, seq_len),
-        lengths=np.asarray(lengths, dtype=np.int64),
-        spellings=tuple(unique),
-    )
+def token_rows(sentences: Sequence[Sequence[str]], vocabularies: TokenVocabularies) -> TokenRows:
+    """Pad texts (their tokens) into :class:`TokenRows`, each distinct token of the batch
+    looked up once. The one check of a batch's lengths (``bistack.masking``): here, on the
+    host."""
+    batch = FlatBatch(sentences)
+    words, casing = vocabularies.ids_of(list(batch.unique)).T
+    return batch.rows(words[batch.positions], casing[batch.positions], vocabularies)
+
+
+def encoded_rows(
+    sentences: Sequence[EncodedSentence], vocabularies: TokenVocabularies
+) -> TokenRows:
+    """:func:`token_rows` of sentences encoded before (training's, once a run): their ids as
+    they are."""
+    batch = FlatBatch([s.tokens for s in sentences])
+    size = len(batch.positions)
+    words = np.fromiter(itertools.chain.from_iterable(s.words for s in sentences), np.int64, size)
+    casing = np.fromiter(itertools.chain.from_iterable(s.casing for s in sentences), np.int64, size)
+    return batch.rows(words, casing, vocabularies)
+
+
+class FlatBatch:
+    """A batch's tokens laid end to end: each text's length, its distinct tokens in the order
+    they first appear (``unique``: token -> its row of characters), each token's row
+    (``positions``)."""
+
+    def __init__(self, sentences: Sequence[Sequence[str]]) -> None:
+        self.lengths = np.fromiter(map(len, sentences), np.int64, len(sentences))
+        if len(sentences) and self.lengths.min() < 1:
+            at = int(self.lengths.argmin())
+            raise ValueError(f"every text in a batch needs a token; text {at} has none")
+        flat = list(itertools.chain.from_iterable(sentences))
+        self.unique = dict(zip(dict.fromkeys(flat), itertools.count()))
+        self.positions = np.fromiter(map(self.unique.__getitem__, flat), np.int64, len(flat))
+
+    def rows(
+        self, words: np.ndarray, casing: np.ndarray, vocabularies: TokenVocabularies
+    ) -> TokenRows:
+        """The padded rows of the batch with each token's ``words`` and ``casing`` (flat), its
+        distinct tokens spelled once."""
+        spelled = np.frombuffer(b"".join(map(vocabularies.spelling, self.unique)), np.int64)
+        char_lengths = np.fromiter(map(len, self.unique), np.int64, len(self.unique))
+        return TokenRows(
+            words=laid_out(words, self.lengths),
+            casing=laid_out(casing, self.lengths),
+            chars=laid_out(spelled, char_lengths),
+            char_lengths=char_lengths,
+            char_index=laid_out(self.positions, self.lengths),
+            lengths=self.lengths,
+            spellings=tuple(self.unique),
+        )
+
+
+def laid_out(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Rows of ``lengths`` values, laid end to end in ``values``, right-padded with 0:
+    ``(len(lengths), max(lengths))`` int64."""
+    real = np.arange(int(lengths.max(initial=0)))[None, :] < lengths[:, None]
+    out = np.zeros(real.shape, dtype=np.int64)
+    out[real] = values
+    return out
 
 
 def tag_order(tags: Iterable[str]) -> list[str]:

@@ -91,7 +91,7 @@ def token_feed(
     sentences: Sequence[Sequence[str]], vocabularies: TokenVocabularies
 ) -> dict[str, np.ndarray]:
     """Token lists as the graphs' token inputs (``bistack.models.graphs.INPUTS``), int64."""
-    rows = token_rows([vocabularies.encode(s) for s in sentences], vocabularies)
+    rows = token_rows(sentences, vocabularies)
     arrays = {
         "words": rows.words,
         "casing": rows.casing,

@@ -68,7 +68,7 @@ def example_sentences(words: list[str], lengths: list[int]) -> list[list[str]]:
 
 def token_inputs(vocabularies: TokenVocabularies, sentences: list[list[str]]) -> tuple[Tensor, ...]:
     """Token lists as the graph's ``INPUTS``, as ``collate_tokens`` builds them."""
-    rows = token_rows([vocabularies.encode(tokens) for tokens in sentences], vocabularies)
+    rows = token_rows(sentences, vocabularies)
     arrays = (rows.words, rows.casing, rows.chars, rows.char_lengths, rows.char_index)
     return (*(torch.from_numpy(a) for a in arrays), torch.from_numpy(rows.lengths))
 

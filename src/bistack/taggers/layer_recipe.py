@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from bistack.config import FeaturesConfig
-from bistack.data.batching import PAD_TAG, collate_tokens
+from bistack.data.batching import PAD_TAG, collate_encoded
 from bistack.data.conll import Sentence
 from bistack.data.features import EncodedSentence, TokenVocabularies, tag_order
 from bistack.data.word_rows import Context, document_contexts
@@ -166,7 +166,7 @@ class WordLayerTask:
         if self.encoded is not None:
             vocabularies = self.tagger.vocabularies
             assert vocabularies is not None
-            tokens = collate_tokens([self.encoded[i] for i in indices], vocabularies)
+            tokens = collate_encoded([self.encoded[i] for i in indices], vocabularies)
         if self.train_states is None:
             chosen = [self.data.train[i].tokens for i in indices]
             options = self.tagger.config.backbone

@@ -14,7 +14,7 @@ from typing import cast
 import torch
 from torch import Tensor
 
-from bistack.data.batching import collate_tokens
+from bistack.data.batching import collate_encoded
 from bistack.data.features import EncodedSentence
 from bistack.data.tables import Example, Tables
 from bistack.data.tokenize import tokenize_text
@@ -153,7 +153,8 @@ class LayerTextTask:
         tokens = None
         if self.encoded is not None:
             assert self.model.vocabularies is not None
-            tokens = collate_tokens([self.encoded[i] for i in indices], self.model.vocabularies)
+            chosen = [self.encoded[i] for i in indices]
+            tokens = collate_encoded(chosen, self.model.vocabularies)
         if self.layers is not None:
             return LayerBatch(self.layers[index], self.targets[index], tokens)
         subwords = self.model.backbone.batch_of(

@@ -135,13 +135,13 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
         """The stacked token features of raw ``texts``, or None when the model has none."""
         if self.vocabularies is None:
             return None
-        encoded = []
+        tokenized = []
         for index, text in enumerate(texts):
             tokens = [t.text for t in tokenize_text(text, self.config.data.tokenizer)]
             if not tokens:
                 raise DataError("input", f"text {index + 1} has no tokens: {text!r}")
-            encoded.append(self.vocabularies.encode(tokens))
-        return collate_tokens(encoded, self.vocabularies)
+            tokenized.append(tokens)
+        return collate_tokens(tokenized, self.vocabularies)
 
     @torch.inference_mode()
     def outputs_of(self, vectors: LayerVectors, texts: Sequence[str]) -> RawOutputs:

@@ -15,6 +15,7 @@ probabilities.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Sequence
@@ -40,6 +41,8 @@ class Alternative:
     def terms(self, length: int) -> list[tuple[int, dict[int, int]]]:
         """Inclusion-exclusion: ``P(this) = sum of sign * P(clamp)`` over the returned terms."""
         exclusions = [(p, tags) for p, tags in self.exclude if 0 <= p < length and tags]
+        if not exclusions:  # BIOES's one way, or a span at a sentence's edge
+            return [(1, self.clamp)]
         terms = []
         for choice in itertools.product(*[[None, *tags] for _, tags in exclusions]):
             clamp = dict(self.clamp)
@@ -63,9 +66,8 @@ def span_event(span: Span, path: Sequence[int], names: Sequence[str], scheme: st
     ways its scheme forbids probability 0, so the event is exact for every scheme. Where the
     scheme's tags for it were never seen in training, the path's own tags (a lower bound).
     """
-    index = {name: i for i, name in enumerate(names)}
     start, end, entity_type = span
-    tag = {prefix: index.get(f"{prefix}-{entity_type}") for prefix in "BIES"}
+    tag = tag_ids(tuple(names), entity_type)
     inside, begin = tag["I"], tag["B"]
     if scheme == "BIOES":
         single, last = tag["S"], tag["E"]
@@ -93,6 +95,14 @@ def span_event(span: Span, path: Sequence[int], names: Sequence[str], scheme: st
     return tuple(ways)
 
 
+@functools.lru_cache(maxsize=256)
+def tag_ids(names: tuple[str, ...], entity_type: str) -> dict[str, int | None]:
+    """The ids of ``B-type``, ``I-type``, ``E-type`` and ``S-type`` among ``names`` (None where
+    the tag set has none), by prefix."""
+    index = {name: i for i, name in enumerate(names)}
+    return {prefix: index.get(f"{prefix}-{entity_type}") for prefix in "BIES"}
+
+
 @dataclass(frozen=True)
 class CRFScores:
     """A CRF's transition ``(num_tags, num_tags)`` [from, to], start and end ``(num_tags,)``
@@ -113,43 +123,70 @@ def crf_marginals(scores: CRFScores, emissions: np.ndarray, lengths: np.ndarray)
 
 
 @dataclass(frozen=True)
-class ClampedTerm:
-    """One clamped partition an event's probability adds (``sign`` +1) or takes away (-1): of
-    sentence ``row``, for its event ``event``, with ``clamp`` (position -> the one tag left)."""
+class ClampedTerms:
+    """Every clamped partition a batch's events need, as columns. Term ``t`` belongs to
+    sentence ``rows[t]`` and adds ``signs[t] * Z(clamp) / Z`` to that sentence's event
+    ``events[t]``; clamped position ``c`` (of term ``which[c]``) keeps only tag ``tags[c]`` at
+    ``positions[c]``."""
 
-    row: int
-    event: int
-    sign: int
-    clamp: dict[int, int]
+    rows: np.ndarray
+    events: np.ndarray
+    signs: np.ndarray
+    which: np.ndarray
+    positions: np.ndarray
+    tags: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def allowed(self, width: int, num_tags: int) -> np.ndarray:
+        """``(terms, width, num_tags)`` bool: the tags each term leaves at each position."""
+        allowed = np.ones((len(self), width, num_tags), dtype=bool)
+        allowed[self.which, self.positions] = False
+        allowed[self.which, self.positions, self.tags] = True
+        return allowed
 
 
-def clamped_terms(
-    lengths: Sequence[int], events: Sequence[Sequence[SpanEvent]]
-) -> list[ClampedTerm]:
+def clamped_terms(lengths: Sequence[int], events: Sequence[Sequence[SpanEvent]]) -> ClampedTerms:
     """Every clamped partition the events of a batch need: ``events[b]`` those of sentence b,
     whose first ``lengths[b]`` positions are real."""
-    return [
-        ClampedTerm(row, number, sign, clamp)
-        for row, (length, sentence_events) in enumerate(zip(lengths, events, strict=True))
-        for number, event in enumerate(sentence_events)
-        for alternative in event
-        for sign, clamp in alternative.terms(length)
-    ]
+    rows, numbers, signs, clamps = [], [], [], []
+    for row, (length, sentence_events) in enumerate(zip(lengths, events, strict=True)):
+        for number, event in enumerate(sentence_events):
+            for alternative in event:
+                for sign, clamp in alternative.terms(length):
+                    rows.append(row)
+                    numbers.append(number)
+                    signs.append(sign)
+                    clamps.append(clamp)
+    sizes = np.fromiter(map(len, clamps), np.int64, len(clamps))
+    return ClampedTerms(
+        np.asarray(rows, dtype=np.int64),
+        np.asarray(numbers, dtype=np.int64),
+        np.asarray(signs, dtype=np.float64),
+        np.repeat(np.arange(len(clamps)), sizes),
+        np.fromiter(itertools.chain.from_iterable(clamps), np.int64, int(sizes.sum())),
+        np.fromiter(
+            itertools.chain.from_iterable(c.values() for c in clamps), np.int64, int(sizes.sum())
+        ),
+    )
 
 
 def span_probabilities(
     events: Sequence[Sequence[SpanEvent]],
-    terms: Sequence[ClampedTerm],
+    terms: ClampedTerms,
     log_z: np.ndarray,
     term_log_z: np.ndarray,
 ) -> list[list[float]]:
     """Each event's probability, ``sum of sign * Z(clamp) / Z`` over its ``terms``, from each
     sentence's ``log_z`` ``(batch,)`` and each term's ``term_log_z`` ``(terms,)``."""
-    log_z = log_z.astype(np.float64)
-    totals = [[0.0] * len(sentence_events) for sentence_events in events]
-    for term, value in zip(terms, term_log_z.astype(np.float64).tolist(), strict=True):
-        totals[term.row][term.event] += term.sign * math.exp(value - log_z[term.row])
-    return [[min(1.0, max(0.0, total)) for total in row] for row in totals]
+    counts = np.fromiter(map(len, events), np.int64, len(events))
+    first = np.cumsum(counts) - counts  # each sentence's first event, all laid end to end
+    totals = np.zeros(int(counts.sum()))
+    ratio = term_log_z.astype(np.float64) - log_z.astype(np.float64)[terms.rows]
+    np.add.at(totals, first[terms.rows] + terms.events, terms.signs * np.exp(ratio))
+    flat = iter(np.clip(totals, 0.0, 1.0).tolist())
+    return [list(itertools.islice(flat, n)) for n in counts.tolist()]
 
 
 def crf_span_probabilities(
@@ -160,13 +197,19 @@ def crf_span_probabilities(
 ) -> list[list[float]]:
     """Exact probability of each sentence's events: emissions ``(batch, seq_len, num_tags)``,
     the first ``lengths[b]`` positions of row b real, ``events[b]`` its events. Every clamped
-    partition of the batch runs in one kernel call, beside each sentence's own."""
+    partition of the batch runs in one kernel call, beside each sentence's own. A clamped
+    position's other tags get -inf, not IMPOSSIBLE: a token whose every emission lies below
+    IMPOSSIBLE (a sharp temperature, float16 training) would otherwise gain paths by the
+    clamp, and the span's probability exceed 1 by hundreds of nats."""
     terms = clamped_terms(lengths, events)
-    if not terms:
+    if not len(terms):
         return [[0.0] * len(sentence_events) for sentence_events in events]
-    copies = [_clamped(emissions[term.row], term.clamp) for term in terms]
-    batch = np.concatenate([emissions, np.stack(copies)])  # (batch + terms, seq_len, num_tags)
-    all_lengths = np.asarray([*lengths, *(lengths[t.row] for t in terms)], dtype=np.int64)
+    copies = emissions[terms.rows]  # (terms, seq_len, num_tags)
+    kept = copies[terms.which, terms.positions, terms.tags]
+    copies[terms.which, terms.positions] = -np.inf
+    copies[terms.which, terms.positions, terms.tags] = kept
+    batch = np.concatenate([emissions, copies])
+    all_lengths = np.asarray([*lengths, *np.asarray(lengths)[terms.rows]], dtype=np.int64)
     log_z, _, _ = log_partition(batch, all_lengths, scores.transitions, scores.start, scores.end)
     return span_probabilities(events, terms, log_z[: len(lengths)], log_z[len(lengths) :])
 
@@ -186,19 +229,6 @@ def independent_span_probabilities(
             total += value
         results.append(min(1.0, max(0.0, total)))
     return results
-
-
-def _clamped(emissions: np.ndarray, clamp: dict[int, int]) -> np.ndarray:
-    """A copy of ``emissions`` ``(seq_len, num_tags)`` where each clamped position can only take
-    its tag. The others get -inf, not IMPOSSIBLE: a token whose every emission lies below
-    IMPOSSIBLE (a sharp temperature, float16 training) would otherwise gain paths by the clamp,
-    and the span's probability exceed 1 by hundreds of nats."""
-    result = emissions.copy()
-    for position, tag in clamp.items():
-        keep = result[position, tag]
-        result[position] = -np.inf
-        result[position, tag] = keep
-    return result
 
 
 def independent_best_paths(

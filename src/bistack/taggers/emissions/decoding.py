@@ -28,8 +28,8 @@ from bistack.taggers.emissions.confidence import (
     independent_best_paths,
     independent_span_probabilities,
     span_event,
-    spans_of,
 )
+from bistack.taggers.emissions.scheme_table import chunks_of
 
 
 @dataclass(frozen=True)
@@ -179,7 +179,7 @@ class TagDecoder:
     ) -> tuple[list[list[Span]], list[list[SpanEvent]]]:
         """Each path's entities, and for each the event "it is an entity of its type" whose
         probability is its confidence (:func:`~bistack.taggers.emissions.confidence.span_event`)."""
-        spans = [self._spans(path) for path in paths]
+        spans = self._spans(paths)
         events = [
             [span_event(s, path, self.labels, self.scheme) for s in row_spans]
             for path, row_spans in zip(paths, spans, strict=True)
@@ -213,8 +213,7 @@ class TagDecoder:
     ) -> list[Analysis]:
         """Analyses of ``paths`` from token ``probabilities`` ``(batch, seq_len, num_tags)``."""
         results = []
-        for row, path in enumerate(paths):
-            spans = self._spans(path)
+        for row, (path, spans) in enumerate(zip(paths, self._spans(paths), strict=True)):
             events = [span_event(s, path, self.labels, self.scheme) for s in spans]
             chances = independent_span_probabilities(probabilities[row], len(path), events)
             entities = dict(zip(spans, chances, strict=True))
@@ -242,8 +241,11 @@ class TagDecoder:
             return self._independent_confidences(_softmax(emissions), chosen, kept)
         return self._crf_confidences(self._tempered(self.crf), emissions, real, chosen, kept)
 
-    def _spans(self, path: Sequence[int]) -> list[Span]:
-        return [] if self.scheme == PLAIN else spans_of(path, self.labels)
+    def _spans(self, paths: Sequence[Sequence[int]]) -> list[list[Span]]:
+        """Each path's entities (none in plain tags), every path at once."""
+        if self.scheme == PLAIN:
+            return [[] for _ in paths]
+        return chunks_of(tuple(self.labels)).spans(paths)
 
     def to_json(self) -> dict[str, Any]:
         """Plain data (an exported directory keeps it in export.json)."""

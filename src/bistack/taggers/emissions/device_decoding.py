@@ -26,7 +26,10 @@ import torch
 from torch import Tensor
 
 from bistack.kernels.crf_scan import log_partition_scan, viterbi_scan
-from bistack.taggers.emissions.confidence import clamped_terms, span_probabilities
+from bistack.taggers.emissions.confidence import (
+    clamped_terms,
+    span_probabilities,
+)
 from bistack.taggers.emissions.decoding import Analysis, TagDecoder
 from bistack.taggers.models.tagging import EmissionBatch, Tagging
 from bistack.transfer import to_device
@@ -119,13 +122,10 @@ def device_analyses(
     spans, events = decoder.span_events(paths)
     terms = clamped_terms(lengths, events)
     term_log_z = np.zeros(0, dtype=np.float32)
-    if terms:
-        allowed = np.ones((len(terms), width, scores.shape[2]), dtype=bool)
-        for number, term in enumerate(terms):
-            for position, tag in term.clamp.items():
-                allowed[number, position] = False  # -inf, not IMPOSSIBLE: see confidence._clamped
-                allowed[number, position, tag] = True
-        rows = to_device(torch.tensor([term.row for term in terms]), device)
+    if len(terms):
+        # -inf, not IMPOSSIBLE, where a clamp takes a tag away: see crf_span_probabilities
+        allowed = terms.allowed(width, scores.shape[2])
+        rows = to_device(torch.from_numpy(terms.rows), device)
         with torch.no_grad():
             clamped = scores.detach()[rows].masked_fill(
                 ~to_device(torch.from_numpy(allowed), device), float("-inf")

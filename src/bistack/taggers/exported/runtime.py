@@ -98,17 +98,16 @@ class ExportedTagging(Tagging):
         self.offers(top_k=top_k)
         if any(not s for s in sentences):
             raise ValueError("cannot tag an empty sentence")
-        by_index: dict[int, SentenceAnalysis] = {}
+        by_index: dict[int, Analysis] = {}
         lengths = [len(s) for s in sentences]
         for indices in self.files.batches(
             lengths, self.batch_size if batch_size is None else batch_size
         ):
             (tags,) = self.files.run(self.feed([sentences[i] for i in indices]), ["tags"])
             for row, index in enumerate(indices):
-                path = tags[row, : lengths[index]].tolist()
-                analysis = Analysis(path, [], {})
-                by_index[index] = in_output_scheme(analysis, self.labels, self.output_scheme)
-        return [by_index[i] for i in range(len(sentences))]
+                by_index[index] = Analysis(tags[row, : lengths[index]].tolist(), [], {})
+        ordered = [by_index[i] for i in range(len(sentences))]
+        return in_output_scheme(ordered, self.labels, self.output_scheme)
 
     def offers(self, min_confidence: float | None = None, top_k: int = 1) -> None:
         """Refuse what a format 1 directory cannot give (its graph returns the tags alone)."""

@@ -139,8 +139,7 @@ class LayerPoolingTagger(SavedKind, DeviceDecoding):
         """The stacked token features of ``sentences``, or None when the tagger has none."""
         if self.vocabularies is None:
             return None
-        encoded = [self.vocabularies.encode(tokens) for tokens in sentences]
-        return collate_tokens(encoded, self.vocabularies).to(device)
+        return collate_tokens(sentences, self.vocabularies).to(device)
 
     @property
     def decoder(self) -> TagDecoder:

@@ -13,8 +13,9 @@ from bistack.data.conllu import write_conllu
 from bistack.data.spans import doccano_record
 from bistack.data.tokenize import Token
 from bistack.errors import needs_extra
-from bistack.schemes import PLAIN, convert_tags, spans_from_tags
+from bistack.schemes import PLAIN, spans_from_tags
 from bistack.taggers.emissions.decoding import Analysis, Span
+from bistack.taggers.emissions.scheme_table import scheme_table
 
 OUTSIDE = "O"  # the tag of a token in no entity
 
@@ -184,21 +185,24 @@ class SentenceAnalysis:
     plain: bool = False  # tags are labels of their own (parts of speech): no entities
 
 
-def in_output_scheme(analysis: Analysis, labels: Sequence[str], scheme: str) -> SentenceAnalysis:
-    """``analysis`` (tag ids in the model's scheme) with its tags converted to ``scheme``; spans
-    and confidences carry over, since a conversion keeps every span."""
-
-    def named(path: Sequence[int]) -> list[str]:
-        return convert_tags([labels[t] for t in path], scheme)
-
-    alternatives = [(named(path), p) for path, p in analysis.alternatives]
-    return SentenceAnalysis(
-        named(analysis.path),
-        analysis.token_confidence,
-        analysis.entities,
-        alternatives,
-        plain=scheme == PLAIN,
-    )
+def in_output_scheme(
+    analyses: Sequence[Analysis], labels: Sequence[str], scheme: str
+) -> list[SentenceAnalysis]:
+    """``analyses`` (tag ids in the model's scheme) with their tags converted to ``scheme``,
+    every path of every analysis in one pass (``SchemeTable``); spans and confidences carry
+    over, since a conversion keeps every span."""
+    paths = [path for a in analyses for path in (a.path, *(p for p, _ in a.alternatives))]
+    named = iter(scheme_table(tuple(labels), scheme).tags(paths))
+    return [
+        SentenceAnalysis(
+            next(named),
+            analysis.token_confidence,
+            analysis.entities,
+            [(next(named), p) for _, p in analysis.alternatives],
+            plain=scheme == PLAIN,
+        )
+        for analysis in analyses
+    ]
 
 
 def check_min_confidence(value: float | None) -> None:

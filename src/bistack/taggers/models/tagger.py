@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from bistack.data.batching import collate_tagging
+from bistack.data.batching import collate_tokens
 from bistack.data.features import TokenVocabularies
 from bistack.files.modeldir import (
     checked_output_scheme,
@@ -91,8 +91,7 @@ class Tagger(SavedKind, DeviceDecoding):
     ) -> torch.Tensor:
         """The network's emissions ``(batch, seq_len, num_tags)`` of one batch of
         ``sentences``, left on its device."""
-        encoded = [self.vocabularies.encode(tokens) for tokens in sentences]
-        batch = collate_tagging(encoded, self.vocabularies)
+        batch = collate_tokens(sentences, self.vocabularies)
         device = next(self.model.parameters()).device
         return self.model.emissions(batch.to(device))
 

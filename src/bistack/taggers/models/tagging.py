@@ -204,7 +204,7 @@ class Tagging(ABC):
         if documentwise:
             named = list(documents) if documents is not None else list(range(len(sentences)))
             ordered = consistent(decoder, ordered, sentences, named, unsure)
-        return [in_output_scheme(a, decoder.labels, self.output_scheme) for a in ordered]
+        return in_output_scheme(ordered, decoder.labels, self.output_scheme)
 
     def decoded(
         self, decoder: TagDecoder, batch: EmissionBatch, confidence: bool, top_k: int

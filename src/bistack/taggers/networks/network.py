@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from bistack.data.batching import TaggingBatch
+from bistack.data.batching import TaggingBatch, TokenBatch
 from bistack.data.features import TokenVocabularies
 from bistack.dropout import Dropout
 from bistack.encoders import SequenceEncoder
@@ -34,7 +34,7 @@ class SequenceTagger(nn.Module):
         self.head = head
         self.dropout = Dropout(dropout)
 
-    def states(self, batch: TaggingBatch) -> Tensor:
+    def states(self, batch: TokenBatch) -> Tensor:
         """Encoder states ``(batch, seq_len, encoder.output_size)``, dropped out in training."""
         tokens = self.dropout(self.embedder(batch))
         return self.dropout(self.encoder(tokens, lengths=batch.lengths, validate=False).states)
@@ -48,7 +48,7 @@ class SequenceTagger(nn.Module):
             raise ValueError("the batch has no tags to compute a loss from")
         return self.head.loss(self.states(batch), batch.tags, batch.mask)
 
-    def emissions(self, batch: TaggingBatch) -> Tensor:
+    def emissions(self, batch: TokenBatch) -> Tensor:
         """Tag scores ``(batch, seq_len, num_tags)`` (what ``head.decoder()`` turns into tags,
         confidences and k-best analyses)."""
         return self.head.emissions(self.states(batch))

@@ -56,7 +56,7 @@ class StreamingTagger:
     @torch.inference_mode()
     def emission(self, token: str) -> Tensor:
         """Tag scores ``(num_tags,)`` for the next token, advancing the recurrent state."""
-        batch = collate_tokens([self.tagger.vocabularies.encode([token])], self.tagger.vocabularies)
+        batch = collate_tokens([[token]], self.tagger.vocabularies)
         vector = self.model.embedder(batch)[:, 0]  # (1, features)
         state, self.state = self.model.encoder.step(vector, self.state)
         return self.model.head.project(state)[0]
