@@ -116,10 +116,18 @@ class CRFScores:
 def crf_marginals(scores: CRFScores, emissions: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """``(batch_size, seq_len, num_tags)`` tag marginals, 0 at padding; emissions
     ``(batch_size, seq_len, num_tags)``, ``lengths`` real positions per row."""
-    _, marginals, _ = log_partition(
+    return crf_log_z_and_marginals(scores, emissions, lengths)[1]
+
+
+def crf_log_z_and_marginals(
+    scores: CRFScores, emissions: np.ndarray, lengths: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's log-partition ``(batch_size,)`` and its tag marginals (:func:`crf_marginals`),
+    from one forward-backward pass."""
+    log_z, marginals, _ = log_partition(
         emissions, lengths, scores.transitions, scores.start, scores.end, with_grad=True
     )
-    return marginals
+    return log_z, marginals
 
 
 @dataclass(frozen=True)
@@ -194,10 +202,12 @@ def crf_span_probabilities(
     emissions: np.ndarray,
     lengths: Sequence[int],
     events: Sequence[Sequence[SpanEvent]],
+    log_z: np.ndarray | None = None,
 ) -> list[list[float]]:
     """Exact probability of each sentence's events: emissions ``(batch, seq_len, num_tags)``,
     the first ``lengths[b]`` positions of row b real, ``events[b]`` its events. Every clamped
-    partition of the batch runs in one kernel call, beside each sentence's own. A clamped
+    partition of the batch runs in one kernel call, beside each sentence's own unless its
+    ``log_z`` ``(batch,)`` is given (the marginals' pass has it). A clamped
     position's other tags get -inf, not IMPOSSIBLE: a token whose every emission lies below
     IMPOSSIBLE (a sharp temperature, float16 training) would otherwise gain paths by the
     clamp, and the span's probability exceed 1 by hundreds of nats."""
@@ -208,10 +218,15 @@ def crf_span_probabilities(
     kept = copies[terms.which, terms.positions, terms.tags]
     copies[terms.which, terms.positions] = -np.inf
     copies[terms.which, terms.positions, terms.tags] = kept
-    batch = np.concatenate([emissions, copies])
-    all_lengths = np.asarray([*lengths, *np.asarray(lengths)[terms.rows]], dtype=np.int64)
-    log_z, _, _ = log_partition(batch, all_lengths, scores.transitions, scores.start, scores.end)
-    return span_probabilities(events, terms, log_z[: len(lengths)], log_z[len(lengths) :])
+    moves = (scores.transitions, scores.start, scores.end)
+    rows = np.asarray(lengths, dtype=np.int64)
+    if log_z is None:
+        copies, rows = np.concatenate([emissions, copies]), np.concatenate([rows, rows[terms.rows]])
+        log_z, _, _ = log_partition(copies, rows, *moves)
+        log_z, term_log_z = log_z[: len(lengths)], log_z[len(lengths) :]
+    else:
+        term_log_z, _, _ = log_partition(copies, rows[terms.rows], *moves)
+    return span_probabilities(events, terms, log_z, term_log_z)
 
 
 def independent_span_probabilities(

@@ -23,13 +23,14 @@ from bistack.taggers.emissions.confidence import (
     CRFScores,
     Span,
     SpanEvent,
+    crf_log_z_and_marginals,
     crf_marginals,
     crf_span_probabilities,
     independent_best_paths,
     independent_span_probabilities,
     span_event,
 )
-from bistack.taggers.emissions.scheme_table import chunks_of
+from bistack.taggers.emissions.scheme_table import Paths, chunks_of
 
 
 @dataclass(frozen=True)
@@ -164,15 +165,16 @@ class TagDecoder:
         alternatives: list[list[tuple[list[int], float]]],
     ) -> list[Analysis]:
         """Analyses of ``paths``: each token's marginal of its tag, each entity's probability."""
-        marginals = crf_marginals(crf, emissions, lengths)  # (batch, seq_len, num_tags)
+        log_z, marginals = crf_log_z_and_marginals(crf, emissions, lengths)
         spans, events = self.span_events(paths)
-        chances_of = crf_span_probabilities(crf, emissions, lengths.tolist(), events)
-        results = []
-        for row, path in enumerate(paths):
-            token = marginals[row, np.arange(len(path)), path].tolist()
-            entities = dict(zip(spans[row], chances_of[row], strict=True))
-            results.append(Analysis(path, token, entities, alternatives[row]))
-        return results
+        chances_of = crf_span_probabilities(crf, emissions, lengths.tolist(), events, log_z)
+        tokens = Paths(paths).of_tags(marginals)
+        return [
+            Analysis(path, token, dict(zip(spans[row], chances_of[row], strict=True)), others)
+            for row, (path, token, others) in enumerate(
+                zip(paths, tokens, alternatives, strict=True)
+            )
+        ]
 
     def span_events(
         self, paths: Sequence[Sequence[int]]

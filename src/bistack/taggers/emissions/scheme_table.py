@@ -26,17 +26,27 @@ _PREFIX_CODES = "BIES"  # an output tag's index: 1 + 4 * type + this code; 0 is 
 
 
 class Paths:
-    """Paths of label ids laid end to end (``tags``), each tag beside the one before and after
-    it (``before``, ``after``: ``edge``, an "O", beyond a sentence's ends); ``lengths``."""
+    """Paths of label ids laid end to end (``tags``), with each path's ``lengths`` and where it
+    ``ends`` in ``tags``."""
 
-    def __init__(self, paths: Sequence[Sequence[int]], edge: int) -> None:
+    def __init__(self, paths: Sequence[Sequence[int]]) -> None:
         self.lengths = np.fromiter(map(len, paths), np.intp, len(paths))
         self.ends = np.cumsum(self.lengths)
         total = int(self.ends[-1:].sum())
         self.tags = np.fromiter(itertools.chain.from_iterable(paths), np.intp, total)
-        self.before, self.after = np.roll(self.tags, 1), np.roll(self.tags, -1)
-        self.before[self.ends[:-1]] = self.after[self.ends - 1] = edge
-        self.before[:1] = edge
+
+    def neighbours(self, edge: int) -> tuple[np.ndarray, np.ndarray]:
+        """The tag before and after each tag; ``edge`` (an "O") beyond a path's ends."""
+        before, after = np.roll(self.tags, 1), np.roll(self.tags, -1)
+        before[self.ends[:-1]] = after[self.ends - 1] = edge
+        before[:1] = edge
+        return before, after
+
+    def of_tags(self, values: np.ndarray) -> list[list[float]]:
+        """Each path's ``values`` ``(paths, seq_len, num_tags)`` of its own tags."""
+        rows = np.repeat(np.arange(len(self.lengths)), self.lengths)
+        positions = np.arange(len(self.tags)) - np.repeat(self.ends - self.lengths, self.lengths)
+        return self.split(values[rows, positions, self.tags].tolist())
 
     def split(self, values: list) -> list[list]:
         """``values``, one a tag laid end to end, back into one list a path."""
@@ -61,9 +71,10 @@ class Chunks:
 
     def spans(self, paths: Sequence[Sequence[int]]) -> list[list[Span]]:
         """Each path's entities, in order."""
-        laid = Paths(paths, self.edge)
-        opens = np.flatnonzero(self.starts[laid.before, laid.tags])
-        closes = np.flatnonzero(self.ends[laid.tags, laid.after]) + 1
+        laid = Paths(paths)
+        before, after = laid.neighbours(self.edge)
+        opens = np.flatnonzero(self.starts[before, laid.tags])
+        closes = np.flatnonzero(self.ends[laid.tags, after]) + 1
         rows = np.searchsorted(laid.ends, opens, side="right")
         offsets = (laid.ends - laid.lengths)[rows]
         names = np.array(self.types, dtype=object)[self.kind[laid.tags[opens]]]
@@ -106,8 +117,9 @@ class SchemeTable:
 
     def tags(self, paths: Sequence[Sequence[int]]) -> list[list[str]]:
         """Each path's tags in the output scheme."""
-        laid = Paths(paths, self.edge)
-        return laid.split(self.names[self.table[laid.before, laid.tags, laid.after]].tolist())
+        laid = Paths(paths)
+        before, after = laid.neighbours(self.edge)
+        return laid.split(self.names[self.table[before, laid.tags, after]].tolist())
 
 
 @functools.lru_cache(maxsize=16)
