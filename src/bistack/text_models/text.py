@@ -13,7 +13,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
-from bistack.data.batching import TextBatch, collate_text
+from bistack.data.batching import TextBatch, collate_tokens
 from bistack.data.buckets import bucket_batches
 from bistack.data.features import TokenVocabularies
 from bistack.data.tokenize import Token, tokenize_text
@@ -92,7 +92,7 @@ class RecurrentTextModel(SavedKind, TextModelBase):
         for index, text_tokens in enumerate(tokens):
             if not text_tokens:
                 raise DataError("input", f"text {index + 1} has no tokens: {texts[index]!r}")
-        encoded = [self.vocabularies.encode([t.text for t in ts]) for ts in tokens]
+        words = [[t.text for t in ts] for ts in tokens]
         outputs: list[Tensor] = [torch.empty(0)] * len(texts)
         weights: list[list[float]] = [[] for _ in texts]
         padding_mass = 0.0
@@ -101,7 +101,8 @@ class RecurrentTextModel(SavedKind, TextModelBase):
 
         def collated() -> Iterator[tuple[list[int], TextBatch, TextBatch]]:
             for indices in shown(batches, progress):
-                batch = collate_text([encoded[i] for i in indices], self.vocabularies)
+                rows = collate_tokens([words[i] for i in indices], self.vocabularies)
+                batch = TextBatch(**vars(rows))
                 yield indices, batch, batch.to(device)
 
         with evaluating(self.model):
