@@ -193,10 +193,8 @@ def padded_rows(rows: Sequence[Sequence[int]], width: int, fill: int = 0) -> np.
     """``rows`` right-padded with ``fill`` to ``width`` ``(len(rows), width)`` int64, filled
     in one assignment from the rows laid end to end."""
     lengths = np.fromiter(map(len, rows), np.int64, len(rows))
-    out = np.full((len(rows), width), fill, dtype=np.int64)
-    real = np.arange(width)[None, :] < lengths[:, None]
-    out[real] = np.fromiter(itertools.chain.from_iterable(rows), np.int64, int(lengths.sum()))
-    return out
+    flat = np.fromiter(itertools.chain.from_iterable(rows), np.int64, int(lengths.sum()))
+    return laid_out(flat, lengths, width, fill)
 
 
 def token_rows(sentences: Sequence[Sequence[str]], vocabularies: TokenVocabularies) -> TokenRows:
@@ -252,11 +250,14 @@ class FlatBatch:
         )
 
 
-def laid_out(values: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Rows of ``lengths`` values, laid end to end in ``values``, right-padded with 0:
-    ``(len(lengths), max(lengths))`` int64."""
-    real = np.arange(int(lengths.max(initial=0)))[None, :] < lengths[:, None]
-    out = np.zeros(real.shape, dtype=np.int64)
+def laid_out(
+    values: np.ndarray, lengths: np.ndarray, width: int | None = None, fill: int = 0
+) -> np.ndarray:
+    """Rows of ``lengths`` values, laid end to end in ``values``, right-padded with ``fill``
+    to ``width`` (the longest row's when None): ``(len(lengths), width)`` int64."""
+    width = int(lengths.max(initial=0)) if width is None else width
+    real = np.arange(width)[None, :] < lengths[:, None]
+    out = np.full(real.shape, fill, dtype=np.int64)
     out[real] = values
     return out
 

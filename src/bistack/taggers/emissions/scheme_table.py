@@ -20,8 +20,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from bistack.schemes import PLAIN, chunk_ends, chunk_starts, normalise_scheme, split_tag
+from bistack.taggers.emissions.confidence import Span
 
-Span = tuple[int, int, str]  # (start, end, type), end exclusive
 _PREFIX_CODES = "BIES"  # an output tag's index: 1 + 4 * type + this code; 0 is "O"
 
 
