@@ -120,7 +120,7 @@ def stage_markers() -> dict[CodeType, str]:
     from bistack.kernels.crf_compiled import viterbi_best
     from bistack.kernels.crf_scan import viterbi_scan
     from bistack.models.backbone import TransformerBackbone, tokenize_words
-    from bistack.taggers.emissions.confidence import crf_marginals, crf_span_probabilities
+    from bistack.taggers.emissions.confidence import crf_confidences
 
     markers = {
         _code(TokenVocabularies.encode): "strings to ids",
@@ -137,8 +137,7 @@ def stage_markers() -> dict[CodeType, str]:
         _code(viterbi_best): "decoding",
         _code(viterbi_scan): "decoding",
         _code(CRF.decode): "decoding",
-        _code(crf_marginals): "confidences",
-        _code(crf_span_probabilities): "confidences",
+        _code(crf_confidences): "confidences",
     }
     try:
         from torchcrf import CRF as TorchCRF

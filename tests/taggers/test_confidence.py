@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from bistack.crf import CRF
+from bistack.kernels.crf_compiled import marginals_and_runs
 from bistack.schemes import allowed_transitions
 from bistack.taggers.emissions.confidence import (
     CRFScores,
-    crf_marginals,
-    crf_span_probabilities,
+    crf_confidences,
     independent_span_probabilities,
     span_event,
     spans_of,
@@ -68,7 +68,7 @@ def assert_span_probabilities(
     paths = path_probabilities(crf, emissions)
     spans = spans_of(best, labels)
     events = [span_event(span, best, labels, scheme) for span in spans]
-    [got] = crf_span_probabilities(scores_of(crf), emissions.numpy(), [4], [events])
+    _, [got] = crf_confidences(scores_of(crf), emissions.numpy(), [4], [events])
     for span, probability in zip(spans, got, strict=True):
         truth = sum(p for path, p in paths.items() if span in spans_of(path, labels))
         assert probability == pytest.approx(truth, abs=1e-5)
@@ -78,7 +78,7 @@ def assert_span_probabilities(
 @pytest.mark.parametrize("scheme", ["BIOES", "BIO", "IOB1"])
 def test_marginals_are_the_summed_path_probabilities(scheme):
     crf, emissions = make_crf(scheme)
-    marginals = crf_marginals(scores_of(crf), emissions.numpy(), np.array([4]))[0]
+    marginals = crf_confidences(scores_of(crf), emissions.numpy(), [4], [[]])[0][0]
     expected = np.zeros_like(marginals)
     for path, probability in path_probabilities(crf, emissions).items():
         for t, tag in enumerate(path):
@@ -111,6 +111,64 @@ def test_an_entity_confidence_holds_where_every_tag_of_a_token_scores_far_below_
         best = list(max(paths, key=paths.__getitem__))
         checked += assert_span_probabilities(crf, emissions, best, scheme)
     assert checked
+
+
+@pytest.mark.parametrize("scheme", ["BIOES", "BIO", "IOB1"])
+def test_entity_confidences_of_a_padded_batch_are_each_sentences_own(scheme):
+    """Sentences of different lengths in one batch, padding full of large scores: each entity's
+    probability is its own sentence's (brute force over that sentence alone), whichever row it
+    sits in and however many entities the rows before it had."""
+    labels = LABELS[scheme]
+    crf, _ = make_crf(scheme)
+    lengths = [4, 2, 3, 1, 4]
+    torch.manual_seed(7)
+    emissions = torch.randn(len(lengths), 4, len(labels)) * 2
+    for row, length in enumerate(lengths):
+        emissions[row, length:] = 50.0
+    sentences = [emissions[row : row + 1, :length] for row, length in enumerate(lengths)]
+    paths = [path_probabilities(crf, sentence) for sentence in sentences]
+    best = [list(max(p, key=p.__getitem__)) for p in paths]
+    spans = [spans_of(path, labels) for path in best]
+    events = [
+        [span_event(span, path, labels, scheme) for span in row_spans]
+        for path, row_spans in zip(best, spans, strict=True)
+    ]
+    marginals, got = crf_confidences(scores_of(crf), emissions.numpy(), lengths, events)
+    assert sum(map(len, spans)) >= len(lengths)
+    for row, length in enumerate(lengths):
+        assert np.all(marginals[row, length:] == 0.0)
+        for span, probability in zip(spans[row], got[row], strict=True):
+            truth = sum(p for path, p in paths[row].items() if span in spans_of(path, labels))
+            assert probability == pytest.approx(truth, abs=1e-5)
+
+
+@pytest.mark.parametrize("scheme", ["BIOES", "BIO"])
+def test_entity_confidences_hold_where_the_scaled_sums_underflow(scheme):
+    """Position 0 all but forces B-PER; position 1 scores every tag B-PER may go on to 1000
+    nats below one it may not, so the scaled forward sums are exactly 0 there and the pass is
+    redone in log space: the entities' probabilities come from that pass too."""
+    labels = LABELS[scheme]
+    crf, emissions = make_crf(scheme, seed=1)
+    emissions = emissions.double()
+    emissions[0, 0, labels.index("B-PER")] = 1000.0
+    emissions[0, 1] = -1000.0
+    emissions[0, 1, labels.index("B-LOC" if scheme == "BIOES" else "I-LOC")] = 0.0
+    paths = path_probabilities(crf, emissions)
+    best = list(max(paths, key=paths.__getitem__))
+    assert assert_span_probabilities(crf, emissions, best, scheme)
+    marginals, _ = crf_confidences(scores_of(crf), emissions.numpy(), [4], [[]])
+    assert np.isfinite(marginals).all()
+
+
+def test_runs_outside_their_sentence_are_refused():
+    crf, emissions = make_crf("BIOES")
+    scores = scores_of(crf)
+    arrays = (emissions.numpy(), np.array([4]), scores.transitions, scores.start, scores.end)
+    beyond = (np.array([0]), np.array([3]), np.array([0, 2]), np.array([1, 3]))
+    unknown = (np.array([0]), np.array([0]), np.array([0, 1]), np.array([len(LABELS["BIOES"])]))
+    for runs in (beyond, unknown):
+        with pytest.raises(ValueError, match="within its row"):
+            marginals_and_runs(*arrays, runs)
 
 
 @pytest.mark.parametrize("scheme", ["BIO", "IOB1"])

@@ -4,10 +4,11 @@ over numpy arrays (no torch: an exported model's runtime computes them too).
 For a CRF, a token's marginal ``P(y_t = tag | x)`` is the gradient of log Z with respect to
 that emission (forward-backward; the compiled partition kernel returns it as its gradient). An
 entity's confidence is the exact probability, under the CRF, that the span carries that type:
-``Z(tags clamped to the entity) / Z``. In BIOES the clamped tags (``B I* E`` or ``S``) say
-exactly that; in BIO the span must also not go on (``y_end != I-type``), one more partition.
-In IOB1 the tags that open a span depend on the token before it, so the clamp is the predicted
-path's own tags plus the same end condition: a lower bound of the span's probability.
+the probability of a run of tags (``B I* E`` or ``S`` in BIOES), which the same forward-backward
+pass gives in O(span) (a CRF's posterior is a Markov chain). In BIO the span must also not go
+on (``y_end != I-type``): inclusion-exclusion over a run one longer. In IOB1 the tags that open
+a span depend on the token before it, so the run is the predicted path's own tags plus the same
+end condition: a lower bound of the span's probability.
 
 A softmax tagger's tokens are independent: the same events, as products of its token
 probabilities.
@@ -20,41 +21,52 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-from bistack.kernels.crf_compiled import log_partition
+from bistack.kernels.crf_compiled import marginals_and_runs
 from bistack.schemes import spans_from_tags
 
 Span = tuple[int, int, str]  # (start, end, type), end exclusive
+Run = tuple[int, int, tuple[int, ...]]  # (sign, first position, tags from it on)
 
 
-@dataclass(frozen=True)
-class Alternative:
-    """One way of tagging a span: the tags at its positions (``clamp``: position -> tag id), and
-    positions around it that must not take some tags (``exclude``), or the entity would start
-    earlier or run on."""
+class Alternative(NamedTuple):
+    """One way of tagging a span: its ``tags`` from its start on, and the tags its neighbours
+    must not take, or the entity would start earlier (``before``, just before its start) or run
+    on (``after``, just past its end). Contiguous by construction, so that each term of its
+    probability is a run of the CRF's chain; relative to its span, so that one serves every
+    span of its type and width."""
 
-    clamp: dict[int, int]
-    exclude: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    tags: tuple[int, ...]
+    before: tuple[int, ...] = ()
+    after: tuple[int, ...] = ()
 
-    def terms(self, length: int) -> list[tuple[int, dict[int, int]]]:
-        """Inclusion-exclusion: ``P(this) = sum of sign * P(clamp)`` over the returned terms."""
-        exclusions = [(p, tags) for p, tags in self.exclude if 0 <= p < length and tags]
-        if not exclusions:  # BIOES's one way, or a span at a sentence's edge
-            return [(1, self.clamp)]
-        terms = []
-        for choice in itertools.product(*[[None, *tags] for _, tags in exclusions]):
-            clamp = dict(self.clamp)
-            chosen = [
-                (p, tag) for (p, _), tag in zip(exclusions, choice, strict=True) if tag is not None
-            ]
-            clamp.update(chosen)
-            terms.append(((-1) ** len(chosen), clamp))
-        return terms
+    def terms(self, start: int, length: int) -> list[Run]:
+        """Inclusion-exclusion over the neighbours, the span starting at ``start`` in a sentence
+        of ``length``: ``P(this) = sum of sign * P(run)`` over the returned runs; a neighbour
+        outside the sentence excludes nothing."""
+        tags = self.tags
+        if not (self.before or self.after):
+            return [(1, start, tags)]
+        before = self.before if start > 0 else ()
+        after = self.after if start + len(tags) < length else ()
+        earlier = start - 1
+        return [
+            (1, start, tags),
+            *[(-1, earlier, (tag, *tags)) for tag in before],
+            *[(-1, start, (*tags, tag)) for tag in after],
+            *[(1, earlier, (first, *tags, last)) for first in before for last in after],
+        ]
 
 
-SpanEvent = tuple[Alternative, ...]  # disjoint ways of tagging the span; P is their sum
+class SpanEvent(NamedTuple):
+    """The event "a span is an entity of its type": the disjoint ``ways`` of tagging the span
+    that starts at ``start``; its probability is their sum."""
+
+    start: int
+    ways: tuple[Alternative, ...]
 
 
 def span_event(span: Span, path: Sequence[int], names: Sequence[str], scheme: str) -> SpanEvent:
@@ -67,31 +79,35 @@ def span_event(span: Span, path: Sequence[int], names: Sequence[str], scheme: st
     scheme's tags for it were never seen in training, the path's own tags (a lower bound).
     """
     start, end, entity_type = span
-    tag = tag_ids(tuple(names), entity_type)
+    names = names if isinstance(names, tuple) else tuple(names)
+    ways = scheme_ways(names, scheme, entity_type, end - start)
+    return SpanEvent(start, ways or (Alternative(tuple(path[start:end])),))
+
+
+@functools.lru_cache(maxsize=4096)
+def scheme_ways(
+    names: tuple[str, ...], scheme: str, entity_type: str, width: int
+) -> tuple[Alternative, ...]:
+    """The ways of :func:`span_event` for a span of ``width`` tokens, the same for every span of
+    that type and width; empty where the scheme's tags for it are missing (the path's own tags
+    stand in)."""
+    tag = tag_ids(names, entity_type)
     inside, begin = tag["I"], tag["B"]
     if scheme == "BIOES":
         single, last = tag["S"], tag["E"]
-        if end - start == 1 and single is not None:
-            return (Alternative({start: single}),)
-        if (
-            end - start > 1
-            and begin is not None
-            and last is not None
-            and (end - start == 2 or inside is not None)
-        ):
-            clamp = {p: inside for p in range(start + 1, end - 1) if inside is not None}
-            return (Alternative(clamp | {start: begin, end - 1: last}),)
-        return (Alternative({p: path[p] for p in range(start, end)}),)
-    if end - start > 1 and inside is None:
-        return (Alternative({p: path[p] for p in range(start, end)}),)
-    rest = {p: inside for p in range(start + 1, end) if inside is not None}
-    runs_on = ((end, (inside,)),) if inside is not None else ()
-    of_type = tuple(t for t in (inside, begin) if t is not None)
-    ways = []
-    if inside is not None:
-        ways.append(Alternative({start: inside} | rest, ((start - 1, of_type), *runs_on)))
+        if width == 1:
+            return (Alternative((single,)),) if single is not None else ()
+        if begin is None or last is None or (width > 2 and inside is None):
+            return ()
+        middle = (inside,) * (width - 2) if inside is not None else ()
+        return (Alternative((begin, *middle, last)),)
+    if inside is None:  # a type without I-: only a lone B- token is of it for sure
+        return (Alternative((begin,)),) if width == 1 and begin is not None else ()
+    rest = (inside,) * (width - 1)
+    of_type = (inside,) if begin is None else (inside, begin)
+    ways = [Alternative((inside, *rest), of_type, (inside,))]
     if begin is not None:
-        ways.append(Alternative({start: begin} | rest, runs_on))
+        ways.append(Alternative((begin, *rest), (), (inside,)))
     return tuple(ways)
 
 
@@ -113,120 +129,93 @@ class CRFScores:
     end: np.ndarray
 
 
-def crf_marginals(scores: CRFScores, emissions: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """``(batch_size, seq_len, num_tags)`` tag marginals, 0 at padding; emissions
-    ``(batch_size, seq_len, num_tags)``, ``lengths`` real positions per row."""
-    return crf_log_z_and_marginals(scores, emissions, lengths)[1]
-
-
-def crf_log_z_and_marginals(
-    scores: CRFScores, emissions: np.ndarray, lengths: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's log-partition ``(batch_size,)`` and its tag marginals (:func:`crf_marginals`),
-    from one forward-backward pass."""
-    log_z, marginals, _ = log_partition(
-        emissions, lengths, scores.transitions, scores.start, scores.end, with_grad=True
-    )
-    return log_z, marginals
-
-
 @dataclass(frozen=True)
 class ClampedTerms:
-    """Every clamped partition a batch's events need, as columns. Term ``t`` belongs to
-    sentence ``rows[t]`` and adds ``signs[t] * Z(clamp) / Z`` to that sentence's event
-    ``events[t]``; clamped position ``c`` (of term ``which[c]``) keeps only tag ``tags[c]`` at
-    ``positions[c]``."""
+    """Every run of tags a batch's events need, as columns. Term ``t`` belongs to sentence
+    ``rows[t]`` and adds ``signs[t] * P(run)`` to that sentence's event ``events[t]``; its run
+    holds tags ``tags[bounds[t]:bounds[t + 1]]`` from position ``firsts[t]`` on."""
 
     rows: np.ndarray
     events: np.ndarray
     signs: np.ndarray
-    which: np.ndarray
-    positions: np.ndarray
+    firsts: np.ndarray
+    bounds: np.ndarray
     tags: np.ndarray
 
     def __len__(self) -> int:
         return len(self.rows)
 
+    def runs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The runs, as :func:`~bistack.kernels.crf_compiled.marginals_and_runs` takes them."""
+        return self.rows, self.firsts, self.bounds, self.tags
+
     def allowed(self, width: int, num_tags: int) -> np.ndarray:
-        """``(terms, width, num_tags)`` bool: the tags each term leaves at each position."""
+        """``(terms, width, num_tags)`` bool: the tags each term's clamped copy of its sentence
+        leaves at each position (a partition of that copy over the whole is ``P(run)``)."""
+        which = np.repeat(np.arange(len(self)), np.diff(self.bounds))
+        positions = self.firsts[which] + np.arange(len(self.tags)) - self.bounds[which]
         allowed = np.ones((len(self), width, num_tags), dtype=bool)
-        allowed[self.which, self.positions] = False
-        allowed[self.which, self.positions, self.tags] = True
+        allowed[which, positions] = False
+        allowed[which, positions, self.tags] = True
         return allowed
 
 
 def clamped_terms(lengths: Sequence[int], events: Sequence[Sequence[SpanEvent]]) -> ClampedTerms:
-    """Every clamped partition the events of a batch need: ``events[b]`` those of sentence b,
-    whose first ``lengths[b]`` positions are real."""
-    rows, numbers, signs, clamps = [], [], [], []
+    """Every run the events of a batch need: ``events[b]`` those of sentence b, whose first
+    ``lengths[b]`` positions are real."""
+    rows, numbers, runs = [], [], []
     for row, (length, sentence_events) in enumerate(zip(lengths, events, strict=True)):
-        for number, event in enumerate(sentence_events):
-            for alternative in event:
-                for sign, clamp in alternative.terms(length):
+        for number, (start, ways) in enumerate(sentence_events):
+            for way in ways:
+                for run in way.terms(start, length):
                     rows.append(row)
                     numbers.append(number)
-                    signs.append(sign)
-                    clamps.append(clamp)
-    sizes = np.fromiter(map(len, clamps), np.int64, len(clamps))
+                    runs.append(run)
+    sizes = np.fromiter((len(tags) for _, _, tags in runs), np.int64, len(runs))
+    bounds = np.zeros(len(runs) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=bounds[1:])
     return ClampedTerms(
         np.asarray(rows, dtype=np.int64),
         np.asarray(numbers, dtype=np.int64),
-        np.asarray(signs, dtype=np.float64),
-        np.repeat(np.arange(len(clamps)), sizes),
-        np.fromiter(itertools.chain.from_iterable(clamps), np.int64, int(sizes.sum())),
+        np.fromiter((sign for sign, _, _ in runs), np.float64, len(runs)),
+        np.fromiter((first for _, first, _ in runs), np.int64, len(runs)),
+        bounds,
         np.fromiter(
-            itertools.chain.from_iterable(c.values() for c in clamps), np.int64, int(sizes.sum())
+            itertools.chain.from_iterable(tags for _, _, tags in runs), np.int64, int(bounds[-1])
         ),
     )
 
 
 def span_probabilities(
-    events: Sequence[Sequence[SpanEvent]],
-    terms: ClampedTerms,
-    log_z: np.ndarray,
-    term_log_z: np.ndarray,
+    events: Sequence[Sequence[SpanEvent]], terms: ClampedTerms, term_probabilities: np.ndarray
 ) -> list[list[float]]:
-    """Each event's probability, ``sum of sign * Z(clamp) / Z`` over its ``terms``, from each
-    sentence's ``log_z`` ``(batch,)`` and each term's ``term_log_z`` ``(terms,)``."""
+    """Each event's probability, ``sum of sign * P(run)`` over its ``terms``, from each term's
+    ``term_probabilities`` ``(terms,)``."""
     counts = np.fromiter(map(len, events), np.int64, len(events))
     first = np.cumsum(counts) - counts  # each sentence's first event, all laid end to end
     totals = np.zeros(int(counts.sum()))
-    ratio = term_log_z.astype(np.float64) - log_z.astype(np.float64)[terms.rows]
-    np.add.at(totals, first[terms.rows] + terms.events, terms.signs * np.exp(ratio))
+    np.add.at(totals, first[terms.rows] + terms.events, terms.signs * term_probabilities)
     flat = iter(np.clip(totals, 0.0, 1.0).tolist())
     return [list(itertools.islice(flat, n)) for n in counts.tolist()]
 
 
-def crf_span_probabilities(
+def crf_confidences(
     scores: CRFScores,
     emissions: np.ndarray,
-    lengths: Sequence[int],
+    lengths: Sequence[int] | np.ndarray,
     events: Sequence[Sequence[SpanEvent]],
-    log_z: np.ndarray | None = None,
-) -> list[list[float]]:
-    """Exact probability of each sentence's events: emissions ``(batch, seq_len, num_tags)``,
-    the first ``lengths[b]`` positions of row b real, ``events[b]`` its events. Every clamped
-    partition of the batch runs in one kernel call, beside each sentence's own unless its
-    ``log_z`` ``(batch,)`` is given (the marginals' pass has it). A clamped
-    position's other tags get -inf, not IMPOSSIBLE: a token whose every emission lies below
-    IMPOSSIBLE (a sharp temperature, float16 training) would otherwise gain paths by the
-    clamp, and the span's probability exceed 1 by hundreds of nats."""
-    terms = clamped_terms(lengths, events)
-    if not len(terms):
-        return [[0.0] * len(sentence_events) for sentence_events in events]
-    copies = emissions[terms.rows]  # (terms, seq_len, num_tags)
-    kept = copies[terms.which, terms.positions, terms.tags]
-    copies[terms.which, terms.positions] = -np.inf
-    copies[terms.which, terms.positions, terms.tags] = kept
-    moves = (scores.transitions, scores.start, scores.end)
-    rows = np.asarray(lengths, dtype=np.int64)
-    if log_z is None:
-        copies, rows = np.concatenate([emissions, copies]), np.concatenate([rows, rows[terms.rows]])
-        log_z, _, _ = log_partition(copies, rows, *moves)
-        log_z, term_log_z = log_z[: len(lengths)], log_z[len(lengths) :]
-    else:
-        term_log_z, _, _ = log_partition(copies, rows[terms.rows], *moves)
-    return span_probabilities(events, terms, log_z, term_log_z)
+) -> tuple[np.ndarray, list[list[float]]]:
+    """Tag marginals ``(batch, seq_len, num_tags)`` (0 at padding) and the exact probability of
+    each sentence's events, from one forward-backward pass over emissions
+    ``(batch, seq_len, num_tags)``: the first ``lengths[b]`` positions of row b are real,
+    ``events[b]`` its events. The runs' probabilities come from the pass's own scores, so no
+    emission is clamped to -inf or IMPOSSIBLE on the way (a token whose every emission lies far
+    below IMPOSSIBLE, as a sharp temperature or float16 training gives, changes nothing)."""
+    terms = clamped_terms(list(lengths), events)
+    marginals, term_probabilities = marginals_and_runs(
+        emissions, np.asarray(lengths), scores.transitions, scores.start, scores.end, terms.runs()
+    )
+    return marginals, span_probabilities(events, terms, term_probabilities)
 
 
 def independent_span_probabilities(
@@ -234,11 +223,11 @@ def independent_span_probabilities(
 ) -> list[float]:
     """The same events for independent tokens: ``probabilities`` ``(seq_len, num_tags)``."""
     results = []
-    for event in events:
+    for start, ways in events:
         total = 0.0
-        for alternative in event:
-            value = math.prod(float(probabilities[p, t]) for p, t in alternative.clamp.items())
-            for position, tags in alternative.exclude:
+        for way in ways:
+            value = math.prod(float(probabilities[start + k, t]) for k, t in enumerate(way.tags))
+            for position, tags in ((start - 1, way.before), (start + len(way.tags), way.after)):
                 if 0 <= position < length and tags:
                     value *= 1.0 - sum(float(probabilities[position, t]) for t in tags)
             total += value

@@ -23,9 +23,7 @@ from bistack.taggers.emissions.confidence import (
     CRFScores,
     Span,
     SpanEvent,
-    crf_log_z_and_marginals,
-    crf_marginals,
-    crf_span_probabilities,
+    crf_confidences,
     independent_best_paths,
     independent_span_probabilities,
     span_event,
@@ -93,7 +91,7 @@ class TagDecoder:
             probabilities = _softmax(emissions)
             probabilities[np.arange(emissions.shape[1])[None, :] >= real[:, None]] = 0.0
             return probabilities
-        return crf_marginals(self._tempered(self.crf), emissions, real)
+        return crf_confidences(self._tempered(self.crf), emissions, real, [[]] * len(real))[0]
 
     @classmethod
     def constrained(cls, labels: list[str], scheme: str) -> TagDecoder:
@@ -165,9 +163,8 @@ class TagDecoder:
         alternatives: list[list[tuple[list[int], float]]],
     ) -> list[Analysis]:
         """Analyses of ``paths``: each token's marginal of its tag, each entity's probability."""
-        log_z, marginals = crf_log_z_and_marginals(crf, emissions, lengths)
         spans, events = self.span_events(paths)
-        chances_of = crf_span_probabilities(crf, emissions, lengths.tolist(), events, log_z)
+        marginals, chances_of = crf_confidences(crf, emissions, lengths, events)
         tokens = Paths(paths).of_tags(marginals)
         return [
             Analysis(path, token, dict(zip(spans[row], chances_of[row], strict=True)), others)

@@ -121,9 +121,11 @@ def device_analyses(
     paths = [chosen[row, :n].tolist() for row, n in enumerate(lengths)]
     spans, events = decoder.span_events(paths)
     terms = clamped_terms(lengths, events)
-    term_log_z = np.zeros(0, dtype=np.float32)
+    term_log_z = np.zeros(0, dtype=np.float64)
     if len(terms):
-        # -inf, not IMPOSSIBLE, where a clamp takes a tag away: see crf_span_probabilities
+        # -inf, not IMPOSSIBLE, where a clamp takes a tag away: a token whose every emission
+        # lies far below IMPOSSIBLE (a sharp temperature, float16 training) would otherwise
+        # gain paths by the clamp, and the span's probability exceed 1 by hundreds of nats.
         allowed = terms.allowed(width, scores.shape[2])
         rows = to_device(torch.from_numpy(terms.rows), device)
         with torch.no_grad():
@@ -132,7 +134,7 @@ def device_analyses(
             )
             # The second read: each clamped copy's partition.
             term_log_z = log_partition_scan(clamped, mask[rows], *moves).cpu().numpy()
-    chances = span_probabilities(events, terms, log_z_host, term_log_z)
+    chances = span_probabilities(events, terms, np.exp(term_log_z - log_z_host[terms.rows]))
     return [
         Analysis(
             path,
