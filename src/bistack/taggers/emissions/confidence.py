@@ -5,10 +5,10 @@ For a CRF, a token's marginal ``P(y_t = tag | x)`` is the gradient of log Z with
 that emission (forward-backward; the compiled partition kernel returns it as its gradient). An
 entity's confidence is the exact probability, under the CRF, that the span carries that type:
 the probability of a run of tags (``B I* E`` or ``S`` in BIOES), which the same forward-backward
-pass gives in O(span) (a CRF's posterior is a Markov chain). In BIO the span must also not go
-on (``y_end != I-type``): inclusion-exclusion over a run one longer. In IOB1 the tags that open
-a span depend on the token before it, so the run is the predicted path's own tags plus the same
-end condition: a lower bound of the span's probability.
+pass gives in O(span) (a CRF's posterior is a Markov chain). In BIO and IOB1, read as conlleval
+reads them, the span opens with ``B-type`` or with an ``I-type`` whose token before is of
+another type, and must not go on (``y_end != I-type``): inclusion-exclusion over runs one token
+longer on either side.
 
 A softmax tagger's tokens are independent: the same events, as products of its token
 probabilities.

@@ -10,6 +10,7 @@ into an exported directory as JSON and read back there.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,7 +80,7 @@ class TagDecoder:
             emissions = emissions / np.float32(self.temperature)
         if self.crf is None:
             return self._independent(emissions, real, confidence, top_k)
-        return self._crf(self._tempered(self.crf), emissions, real, confidence, top_k)
+        return self._crf(self._tempered, emissions, real, confidence, top_k)
 
     def marginals(self, emissions: np.ndarray, lengths: Sequence[int]) -> np.ndarray:
         """Each token's probability of each tag ``(batch, seq_len, num_tags)`` (0 at padding),
@@ -91,7 +92,7 @@ class TagDecoder:
             probabilities = _softmax(emissions)
             probabilities[np.arange(emissions.shape[1])[None, :] >= real[:, None]] = 0.0
             return probabilities
-        return crf_confidences(self._tempered(self.crf), emissions, real, [[]] * len(real))[0]
+        return crf_confidences(self._tempered, emissions, real, [[]] * len(real))[0]
 
     @classmethod
     def constrained(cls, labels: list[str], scheme: str) -> TagDecoder:
@@ -109,12 +110,16 @@ class TagDecoder:
     def tempered_crf(self) -> CRFScores | None:
         """The CRF's scores as its confidences read them (the temperature applied); None for a
         softmax head."""
-        return None if self.crf is None else self._tempered(self.crf)
+        return None if self.crf is None else self._tempered
 
-    def _tempered(self, crf: CRFScores) -> CRFScores:
-        """The CRF's scores divided by the temperature; forbidden moves stay forbidden: below
-        1 they are multiplied by 1/T as the emissions are (IMPOSSIBLE is finite, and emissions
-        sharpened past it would buy a forbidden move), above 1 they keep IMPOSSIBLE."""
+    @functools.cached_property
+    def _tempered(self) -> CRFScores:
+        """The CRF's scores divided by the temperature, once a decoder; forbidden moves stay
+        forbidden: below 1 they are multiplied by 1/T as the emissions are (IMPOSSIBLE is
+        finite, and emissions sharpened past it would buy a forbidden move), above 1 they keep
+        IMPOSSIBLE."""
+        crf = self.crf
+        assert crf is not None, "a softmax head has no CRF to temper"
         if self.temperature == 1.0:
             return crf
         divisor = np.float32(self.temperature)
@@ -238,7 +243,7 @@ class TagDecoder:
         kept = [list(a) for a in alternatives] if alternatives is not None else [[] for _ in chosen]
         if self.crf is None:
             return self._independent_confidences(_softmax(emissions), chosen, kept)
-        return self._crf_confidences(self._tempered(self.crf), emissions, real, chosen, kept)
+        return self._crf_confidences(self._tempered, emissions, real, chosen, kept)
 
     def _spans(self, paths: Sequence[Sequence[int]]) -> list[list[Span]]:
         """Each path's entities (none in plain tags), every path at once."""

@@ -37,7 +37,8 @@ class Paths:
 
     def neighbours(self, edge: int) -> tuple[np.ndarray, np.ndarray]:
         """The tag before and after each tag; ``edge`` (an "O") beyond a path's ends."""
-        before, after = np.roll(self.tags, 1), np.roll(self.tags, -1)
+        before, after = np.empty_like(self.tags), np.empty_like(self.tags)
+        before[1:], after[:-1] = self.tags[:-1], self.tags[1:]  # (np.roll: 20 µs a call)
         before[self.ends[:-1]] = after[self.ends - 1] = edge
         before[:1] = edge
         return before, after

@@ -77,6 +77,8 @@ class Tagging(ABC):
     config: Any
     output_scheme: str
     _calibration: dict[str, Any]  # see the ``calibration`` property
+    # The last calibrated decoder, with the decoder, temperature and consistency it came from.
+    _calibrated: tuple[TagDecoder, float, float, TagDecoder] | None = None
 
     @property
     @abstractmethod
@@ -153,8 +155,14 @@ class Tagging(ABC):
 
     def calibrated(self, decoder: TagDecoder) -> TagDecoder:
         """``decoder`` (its network's head's) with what was settled on dev after training: the
-        temperature, and the document consistency threshold."""
-        return replace(decoder, temperature=self.temperature, consistency=self.consistency)
+        temperature, and the document consistency threshold. Made again only when one of them
+        changed, so that its tempered scores are computed once, not at every call."""
+        temperature, consistency = self.temperature, self.consistency
+        kept = self._calibrated
+        if kept is None or kept[0] is not decoder or kept[1:3] != (temperature, consistency):
+            made = replace(decoder, temperature=temperature, consistency=consistency)
+            kept = self._calibrated = (decoder, temperature, consistency, made)
+        return kept[3]
 
     @property
     def labels(self) -> list[str]:
