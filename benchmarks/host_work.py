@@ -13,7 +13,8 @@ so that a before/after comparison across processes (``git worktree`` of the earl
 ``src`` first on ``PYTHONPATH``) reads ratios to the reference, not the shared CPU's mood. The
 tagger is the CoNLL-2003 recipe trained for 4 epochs on 4,000 training sentences, kept under
 ``runs/benchmarks/host-work-tagger`` (made once). Also: CPU tags a second at batch 256 with the
-network (``tag_tokens`` whole), and batch-1 latency.
+network (``tag_tokens`` whole), and batch-1 latency, with the network and without (the host's
+fixed cost of a call).
 """
 
 from __future__ import annotations
@@ -77,6 +78,16 @@ def trained_tagger(folder: Path) -> Path:
     return model
 
 
+def single_latencies(tagger, sentences: list[list[str]]) -> list[float]:
+    """Seconds of each sentence's ``tag_tokens`` alone (batch 1)."""
+    latencies = []
+    for sentence in sentences:
+        start = time.perf_counter()
+        tagger.tag_tokens([sentence], batch_size=1)
+        latencies.append(time.perf_counter() - start)
+    return latencies
+
+
 def without_network(tagger) -> None:
     """The tagger's network answers from memory: each batch's emissions recorded once, by
     its word ids, then served."""
@@ -115,12 +126,10 @@ def main() -> int:
         "tags, network included": timed(lambda: tagger.tag_tokens(sentences, batch_size=256), 3),
     }
     singles = sentences[:200]
-    one = []
-    for sentence in singles:
-        start = time.perf_counter()
-        tagger.tag_tokens([sentence], batch_size=1)
-        one.append(time.perf_counter() - start)
+    one = single_latencies(tagger, singles)
     without_network(tagger)
+    single_latencies(tagger, singles)  # each sentence's emissions recorded
+    one_host = single_latencies(tagger, singles)
     modes = {
         "tags": lambda: tagger.tag_tokens(sentences, batch_size=256),
         "confidences": lambda: tagger.analyse_tokens(sentences, batch_size=256),
@@ -149,6 +158,7 @@ def main() -> int:
         },
         "cpu_tags_per_second_batch256": per / min(whole["tags, network included"]),
         "batch1_p50_ms": statistics.median(one) * 1e3,
+        "batch1_host_p50_us": statistics.median(one_host) * 1e6,
     }
     print(json.dumps(result))
     if args.out is not None:
