@@ -56,6 +56,31 @@ def test_a_module_and_a_failure_run_as_python_runs_them():
     assert warm.returncode == fresh.returncode == 1 and "ValueError: boom" in warm.stderr
 
 
+def test_a_signal_that_comes_before_the_command_runs_reaches_it():
+    """A Ctrl-C that comes while the caller is still starting or handing the command over
+    waits, then goes to the command, as to a process started directly (it once ended the
+    caller alone, or was lost in the command's after-fork hooks, the command left running).
+    The caller starts with SIGINT blocked, so the signal is surely early, whatever the load."""
+    wait = "import sys, time\ntry:\n print('up', flush=True)\n time.sleep(60)\n"
+    wait += "except KeyboardInterrupt:\n print('interrupted', flush=True)\n sys.exit(7)\n"
+    caller = [*warm_python(), "-c", wait]
+    blocked = "import os, signal, sys\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
+    blocked += f"print('blocked', flush=True)\nos.execv(sys.executable, {caller!r})\n"
+    process = subprocess.Popen(
+        [sys.executable, "-S", "-c", blocked],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout.readline() == "blocked\n"  # (the mask and the pid outlive exec)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=30)
+    if out:  # the command's code had begun: it was interrupted there (within a print, maybe)
+        assert process.returncode == 7 and out.endswith("interrupted\n"), (out, err)
+    else:  # before its code began, as a fresh interpreter can be while starting
+        assert process.returncode != 0 and "KeyboardInterrupt" in err, err
+
+
 def test_signals_reach_the_command_and_a_killed_caller_takes_it_along(tmp_path):
     wait = "import sys, time\ntry:\n print('up', flush=True)\n time.sleep(60)\n"
     wait += "except KeyboardInterrupt:\n print('interrupted', flush=True)\n sys.exit(7)\n"

@@ -52,6 +52,8 @@ WARM_ANYWAY = (
     "TORCHINDUCTOR_CACHE_DIR",
 )
 HEADER = 8  # bytes of the request's length, sent with the three standard streams
+# What the caller passes on to its command (SIGTERM stops a server started with ``&``).
+FORWARDED = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 # What the suite's commands import: torch, transformers and bistack, whose modules are
 # imported by the commands anyway (importing them all at once costs no more than that).
 SUITE_MODULES = ["torch", "transformers", "bistack.*"]
@@ -146,10 +148,14 @@ def handle(
     command's process, None in the handler once it is done."""
     request, fds = receive(connection)
     if not differs_only_harmlessly(imported, defaults | request["env"]):
-        send_line(connection, {"cold": True})
+        with contextlib.suppress(OSError):  # (a caller already gone needs no answer)
+            send_line(connection, {"cold": True})
         return None
     sys.stdout.flush()
     sys.stderr.flush()
+    # Signals wait until the command's own code runs (run() lets them through): one taken by
+    # the copy's after-fork hooks would be lost, the command left running.
+    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
     pid = os.fork()
     if pid == 0:
         connection.close()
@@ -157,10 +163,14 @@ def handle(
             os.dup2(fd, target)
             os.close(fd)
         return request
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
     for fd in fds:
         os.close(fd)
-    send_line(connection, {"pid": pid})
     process = os.pidfd_open(pid)
+    try:
+        send_line(connection, {"pid": pid})
+    except OSError:  # the caller is gone already
+        os.kill(pid, signal.SIGKILL)
     ready, _, _ = select.select([process, connection], [], [])
     if process not in ready:  # the caller is gone (killed): so is its command
         os.kill(pid, signal.SIGKILL)
@@ -182,6 +192,7 @@ def run(request: dict) -> None:
     os.environ.update(request["env"])
     kind, target, *arguments = request["argv"]
     try:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)  # one waiting arrives here
         if kind == "-m":
             sys.argv = ["-m", *arguments]  # runpy puts the module's file first
             sys.path[0] = os.getcwd()
@@ -227,6 +238,9 @@ def call(socket_path: str, argv: list[str]) -> None:
     standard streams; exit with the command's status."""
     if not argv or (argv[0].startswith("-") and argv[0] not in ("-m", "-c")):
         os.execv(sys.executable, [sys.executable, *argv])  # options of the interpreter's own
+    # A signal that comes before the command's pid is known waits, then goes to the command
+    # (as it would reach a process started directly), rather than ending this caller alone.
+    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     connection.connect(socket_path)
     if argv[0] not in ("-m", "-c"):
@@ -239,6 +253,7 @@ def call(socket_path: str, argv: list[str]) -> None:
     if not line:
         sys.exit(f"the warm server closed without running {argv}")
     if json.loads(line).get("cold"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)  # (a waiting one ends us here)
         os.execv(sys.executable, [sys.executable, *(argv[1:] if argv[0] == "" else argv)])
     pid = json.loads(line)["pid"]
 
@@ -246,8 +261,9 @@ def call(socket_path: str, argv: list[str]) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, number)
 
-    for number in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+    for number in FORWARDED:
         signal.signal(number, forward)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
     line = replies.readline()
     sys.exit(json.loads(line)["status"] if line else 1)
 
