@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from tests.conftest import with_ctrl_c
 from tests.warm_commands import warm_python
 
 PROBE = """
@@ -64,7 +65,8 @@ def test_a_signal_that_comes_before_the_command_runs_reaches_it():
     wait = "import sys, time\ntry:\n print('up', flush=True)\n time.sleep(60)\n"
     wait += "except KeyboardInterrupt:\n print('interrupted', flush=True)\n sys.exit(7)\n"
     caller = [*warm_python(), "-c", wait]
-    blocked = "import os, signal, sys\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
+    blocked = "import os, signal, sys\nsignal.signal(signal.SIGINT, signal.SIG_DFL)\n"  # Ctrl-C's
+    blocked += "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})\n"
     blocked += f"print('blocked', flush=True)\nos.execv(sys.executable, {caller!r})\n"
     process = subprocess.Popen(
         [sys.executable, "-S", "-c", blocked],
@@ -84,7 +86,9 @@ def test_a_signal_that_comes_before_the_command_runs_reaches_it():
 def test_signals_reach_the_command_and_a_killed_caller_takes_it_along(tmp_path):
     wait = "import sys, time\ntry:\n print('up', flush=True)\n time.sleep(60)\n"
     wait += "except KeyboardInterrupt:\n print('interrupted', flush=True)\n sys.exit(7)\n"
-    process = subprocess.Popen([*warm_python(), "-c", wait], stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [*warm_python(), "-c", wait], stdout=subprocess.PIPE, text=True, preexec_fn=with_ctrl_c
+    )
     assert process.stdout.readline() == "up\n"
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=30) == 7 and process.stdout.read() == "interrupted\n"
@@ -106,6 +110,15 @@ def test_signals_reach_the_command_and_a_killed_caller_takes_it_along(tmp_path):
         time.sleep(0.05)
     else:
         pytest.fail("the command outlived its killed caller")
+
+
+def test_a_command_ignores_the_signals_its_caller_ignores_as_a_fresh_one_does():
+    """Run in the background (``make test &``), the suite ignores SIGINT, and so does a fresh
+    ``python`` it starts; a warm command too, and it takes Ctrl-C where its caller does."""
+    probe = "import signal; print([str(signal.getsignal(s)) for s in (2, 15, 1)])"
+    for preexec in (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN), with_ctrl_c):
+        fresh, warm = both(["-c", probe], preexec_fn=preexec)
+        assert warm.stdout == fresh.stdout and fresh.returncode == 0, (fresh, warm)
 
 
 def test_an_environment_a_library_reads_on_import_gets_a_fresh_interpreter():

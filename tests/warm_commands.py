@@ -191,6 +191,10 @@ def run(request: dict) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     kind, target, *arguments = request["argv"]
+    for number in FORWARDED:  # as a fresh interpreter started by the caller would have them
+        ignored = number in request["ignored"]
+        default = signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL
+        signal.signal(number, signal.SIG_IGN if ignored else default)
     try:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)  # one waiting arrives here
         if kind == "-m":
@@ -241,11 +245,14 @@ def call(socket_path: str, argv: list[str]) -> None:
     # A signal that comes before the command's pid is known waits, then goes to the command
     # (as it would reach a process started directly), rather than ending this caller alone.
     signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+    # Those this process ignores (a background job ignores SIGINT; so would a fresh python).
+    ignored = [int(s) for s in FORWARDED if signal.getsignal(s) == signal.SIG_IGN]
     connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     connection.connect(socket_path)
     if argv[0] not in ("-m", "-c"):
         argv = ["", *argv]
-    body = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
+    request = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "ignored": ignored}
+    body = json.dumps(request).encode()
     socket.send_fds(connection, [len(body).to_bytes(HEADER, "big")], [0, 1, 2])
     connection.sendall(body)
     replies = connection.makefile("r")
@@ -261,7 +268,7 @@ def call(socket_path: str, argv: list[str]) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, number)
 
-    for number in FORWARDED:
+    for number in FORWARDED - set(ignored):
         signal.signal(number, forward)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
     line = replies.readline()
