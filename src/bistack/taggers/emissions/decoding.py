@@ -183,9 +183,9 @@ class TagDecoder:
     ) -> tuple[list[list[Span]], list[list[SpanEvent]]]:
         """Each path's entities, and for each the event "it is an entity of its type" whose
         probability is its confidence (:func:`~bistack.taggers.emissions.confidence.span_event`)."""
-        spans = self._spans(paths)
+        spans, names = self._spans(paths), tuple(self.labels)  # (span_event's cache key)
         events = [
-            [span_event(s, path, self.labels, self.scheme) for s in row_spans]
+            [span_event(s, path, names, self.scheme) for s in row_spans]
             for path, row_spans in zip(paths, spans, strict=True)
         ]
         return spans, events
@@ -217,8 +217,10 @@ class TagDecoder:
     ) -> list[Analysis]:
         """Analyses of ``paths`` from token ``probabilities`` ``(batch, seq_len, num_tags)``."""
         results = []
-        for row, (path, spans) in enumerate(zip(paths, self._spans(paths), strict=True)):
-            events = [span_event(s, path, self.labels, self.scheme) for s in spans]
+        every_span, every_event = self.span_events(paths)
+        for row, (path, spans, events) in enumerate(
+            zip(paths, every_span, every_event, strict=True)
+        ):
             chances = independent_span_probabilities(probabilities[row], len(path), events)
             entities = dict(zip(spans, chances, strict=True))
             token = probabilities[row, np.arange(len(path)), path].tolist()
