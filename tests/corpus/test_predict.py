@@ -451,3 +451,32 @@ def test_an_output_file_is_written_in_the_format_its_suffix_names(small_tagger, 
     argv = ["predict", str(small_tagger), "--input", str(texts), "--output", str(conll)]
     assert main([*argv, "--format", "conll"]) == 0
     assert conll.read_text().count("\n\n") == 2
+
+
+@pytest.mark.slow
+def test_a_replacing_run_killed_midway_leaves_the_old_output_whole(small_tagger, tmp_path):
+    """--overwrite writes beside the old output and renames over it at the end: a kill leaves
+    the old file byte for byte, and --resume finishes the new one in its place."""
+    source = corpus(tmp_path / "in.txt", 4000, seed=2)
+    args = [str(small_tagger), "--input", str(source), "--format", "jsonl", "--chunk-size", "64"]
+    whole = run(*args).stdout
+    out = tmp_path / "out.jsonl"
+    out.write_bytes(b'{"an": "older output"}\n')
+    hidden = tmp_path / ".out.jsonl.new"
+    process = subprocess.Popen(
+        [*FRESH_BISTACK, "predict", *args, "--output", str(out), "--overwrite"],
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 120
+    while process.poll() is None and time.monotonic() < deadline:
+        if hidden.exists() and hidden.stat().st_size > 0:
+            break
+        time.sleep(0.02)
+    assert process.poll() is None, "the run ended before it could be killed"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert out.read_bytes() == b'{"an": "older output"}\n'
+    assert whole.startswith(hidden.read_bytes().rsplit(b"\n", 1)[0])
+    run(*args, "--output", str(out), "--resume")
+    assert out.read_bytes() == whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out.jsonl"]

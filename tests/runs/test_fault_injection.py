@@ -86,7 +86,7 @@ def test_overwrite_never_takes_a_file_the_user_kept_in_the_model_folder(trained,
     argv = ["train", str(trained["config"]), "--output", str(run), "--no-progress"]
     done = bistack(*argv, "--overwrite")
     assert done.returncode == 2
-    assert "holds files bistack did not write (notes.md)" in done.stderr
+    assert "holds files bistack did not write there (model/notes.md)" in done.stderr
     assert snapshot(run) == before
     (run / "model" / "notes.md").unlink()
     # What a run killed while saving its weights leaves beside them is bistack's own: it goes.
@@ -197,7 +197,7 @@ def test_a_kill_during_the_swap_never_leaves_the_output_without_a_model(tmp_path
         (tmp_path / name).mkdir()
         (tmp_path / name / "model.safetensors").write_bytes(content)
     script = (
-        "import sys; from pathlib import Path; from bistack.runs.rundir import exchange\n"
+        "import sys; from pathlib import Path; from bistack.files.swap import exchange\n"
         "a, b = Path(sys.argv[1]), Path(sys.argv[2])\n"
         "print('ready', flush=True)\n"
         "while True: exchange(a, b)\n"

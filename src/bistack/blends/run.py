@@ -28,9 +28,11 @@ from bistack.blends.runs import CVRun, read_run, refuse_unlike, run_names
 from bistack.blends.weights import METHODS, blended, fit_weights
 from bistack.cv.folder import MODEL_DIR
 from bistack.errors import ConfigError
-from bistack.files.ensemble_dir import write_ensemble
-from bistack.files.modeldir import atomic_folder, write_json
-from bistack.files.paths import claim_folder, refuse_overlap
+from bistack.files.claim import Layout, claim_folder, output_folder, staged
+from bistack.files.ensemble_dir import ensemble_layout, write_ensemble
+from bistack.files.modeldir import write_json
+from bistack.files.paths import refuse_overlap
+from bistack.files.swap import atomic_folder
 
 BLEND_FILE = "blend.json"
 Say = Callable[[str], None]
@@ -51,9 +53,12 @@ class BlendResult:
     output: Path
 
 
-def is_blend_entry(name: str) -> bool:
-    """Whether a blend's output folder's entry is one ``bistack blend`` writes."""
-    return name in (BLEND_FILE, MODEL_DIR)
+def blend_layout(name: str) -> Layout | bool:
+    """A blend's output folder (see ``bistack.files.claim``): ``blend.json`` and the blended
+    ensemble under ``model/``."""
+    if name == MODEL_DIR:
+        return ensemble_layout()
+    return name == BLEND_FILE or staged(name)
 
 
 def blend(
@@ -80,9 +85,9 @@ def blend(
         raise ConfigError("a blend takes at least two cross-validations' folders")
     if len({p.resolve() for p in paths}) < len(paths):
         raise ConfigError("a cross-validation's folder is given twice; give each run once")
-    output = Path(output)
+    output = output_folder(output, "--output")
     refuse_overlap(output, [("a cross-validation's folder", str(p)) for p in paths], "--output")
-    claim_folder(output, "--output", overwrite=overwrite, signature=BLEND_FILE, ours=is_blend_entry)
+    claim_folder(output, "--output", overwrite=overwrite, signature=BLEND_FILE, layout=blend_layout)
     runs = [read_run(path, name) for path, name in zip(paths, run_names(paths), strict=True)]
     refuse_unlike(runs)
     first = runs[0]

@@ -21,7 +21,8 @@ from bistack.cli.flags import (
     say_cpu_warning,
     show_progress,
 )
-from bistack.files.paths import claim_folder, refuse_overlap, refuse_shared_folder
+from bistack.files.claim import claim_folder, output_folder
+from bistack.files.paths import refuse_overlap, refuse_shared_folder
 
 
 def add(commands: Any) -> None:
@@ -88,15 +89,15 @@ def trains_in_workers(args: argparse.Namespace, cpus: int) -> Processes:
 
 
 def run_cv(args: argparse.Namespace) -> int:
-    from bistack.cv.family import oof_files_of_every_kind
-    from bistack.cv.folder import SETTINGS_FILE, cv_files, is_cv_entry
+    from bistack.cv.family import fold_files_of_every_kind, oof_files_of_every_kind
+    from bistack.cv.folder import SETTINGS_FILE, cv_files, cv_layout
     from bistack.cv.run import run_cv
     from bistack.cv.settings import CVSettings
     from bistack.runs.driver import RunOptions
     from bistack.tasks import load_config
 
     config = load_config(args.config, args.set)
-    output = args.output or str(Path("runs") / f"cv-{Path(args.config).stem}")
+    output = output_folder(args.output or Path("runs") / f"cv-{Path(args.config).stem}", "--output")
     refuse_overlap(output, [("the config", args.config)], "--output")
     if args.overwrite:  # checked here; the earlier CV stays until the new one has finished
         written = cv_files(oof_files_of_every_kind())
@@ -105,7 +106,7 @@ def run_cv(args: argparse.Namespace) -> int:
             "--output",
             overwrite=True,
             signature=SETTINGS_FILE,
-            ours=lambda name: is_cv_entry(name, written),
+            layout=cv_layout(written, whole=True, kept=fold_files_of_every_kind()),
         )
     refuse_shared_folder(output, "--output")
     say_cpu_warning(args)

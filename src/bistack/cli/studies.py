@@ -23,7 +23,8 @@ from bistack.cli.flags import (
     say_cpu_warning,
     show_progress,
 )
-from bistack.files.paths import claim_folder, refuse_overlap, refuse_shared_folder
+from bistack.files.claim import claim_folder, files_only, output_folder
+from bistack.files.paths import refuse_overlap, refuse_shared_folder
 from bistack.studies.pooler_variants import POOLER_VARIANTS
 
 if TYPE_CHECKING:
@@ -143,14 +144,15 @@ def run_explain(args: argparse.Namespace) -> int:
         return fail(f"{args.model} holds {model.description}: {refusal}")
     for written in EXPLAIN_FILES:  # what it writes: never into the model
         refuse_overlap(Path(args.output) / written, [("the model directory", args.model)])
+    output = output_folder(args.output, "--output")
     claim_folder(
-        args.output,
+        output,
         "--output",
         overwrite=args.overwrite,
         signature=EXPLAIN_FILES[0],
-        ours=lambda name: name in EXPLAIN_FILES,
+        layout=files_only(*EXPLAIN_FILES),
     )
-    page, chart = explain(model.model, args.text, args.output)
+    page, chart = explain(model.model, args.text, output)
     print(f"wrote {page} and {chart}")
     return 0
 

@@ -8,6 +8,12 @@ written after the last progress record, or half-written, goes) and skips the rec
 nothing is written twice, nothing is lost. A run stopped before it wrote anything resumes
 from the beginning, and leaves no file behind (no empty output: :meth:`FileOutput.stop`). The
 progress file is removed when the run ends.
+
+A run that replaces an output (``--overwrite`` onto a file that exists) writes beside it, under
+a hidden name in the same folder (``.NAME.new``, with ``.NAME.new.progress.json``), and renames
+the new file over the old one when it has finished: until then the old output stays byte for
+byte, whatever stops the run (a bad first record, an interrupt, a kill), and ``--resume``
+goes on with the hidden file.
 """
 
 from __future__ import annotations
@@ -63,35 +69,42 @@ class FileOutput:
     def __init__(
         self, path: Path, skipped: Path, settings: dict[str, Any], resume: bool, overwrite: bool
     ) -> None:
+        if path.is_symlink():  # written in the link's target; the link stays
+            path = Path(os.path.realpath(path))
         self.path, self.skipped = path, skipped
-        self.progress = path.with_name(path.name + PROGRESS_SUFFIX)
         self.settings = settings
         if path.is_dir():
             raise ConfigError(f"--output {path} is a folder; give a file name")
-        self.records_done, sizes = 0, (0, 0)
-        if resume and not self.progress.exists() and not path.exists():
+        unfinished = [p for p in (replacement(path), path) if progress_of(p).exists()]
+        if resume and not unfinished and not path.exists():
             resume = False  # stopped before it wrote anything: it starts from the beginning
         if resume:
-            self.records_done, sizes = self._resumed()
-        elif self.progress.exists() and not overwrite:
+            if not unfinished:
+                raise ConfigError(
+                    f"--resume: {progress_of(path)} does not exist, so there is no unfinished "
+                    f"run to continue ({path} is finished, or was never started)"
+                )
+            self.replacing = unfinished[0] != path
+        elif unfinished and not overwrite:
             raise ConfigError(
-                f"{path} is an unfinished run ({self.progress} says how far it got): add "
-                "--resume to continue it, or --overwrite to start again"
+                f"{path} is an unfinished run ({progress_of(unfinished[0])} says how far it "
+                "got): add --resume to continue it, or --overwrite to start again"
             )
         elif path.exists() and not overwrite:
             raise ConfigError(f"{path} exists: add --overwrite to replace it")
+        else:  # the old output, if any, stays until this run has finished
+            self.replacing = path.exists()
+        self.working = replacement(path) if self.replacing else path
+        self.working_skipped = replacement(skipped) if self.replacing else skipped
+        self.progress = progress_of(self.working)
+        self.records_done, sizes = self._resumed() if resume else (0, (0, 0))
         self.fresh = not resume  # this run made the files: it may take them back (``stop``)
         if not resume:  # the progress record first: an output never exists without one
             self._save_progress(0, 0)
-        self._out = _opened(path, sizes[0])
-        self._skipped = _opened(skipped, sizes[1])
+        self._out = _opened(self.working, sizes[0])
+        self._skipped = _opened(self.working_skipped, sizes[1])
 
     def _resumed(self) -> tuple[int, tuple[int, int]]:
-        if not self.progress.exists():
-            raise ConfigError(
-                f"--resume: {self.progress} does not exist, so there is no unfinished run to "
-                f"continue ({self.path} is finished, or was never started)"
-            )
         try:
             state = json.loads(self.progress.read_text(encoding="utf-8"))
             done, sizes = int(state["records"]), (int(state["bytes"]), int(state["skipped_bytes"]))
@@ -120,7 +133,7 @@ class FileOutput:
                 f"--resume: {self.path} was started with other settings ({was}); resume with "
                 "the same ones, or start again with --overwrite"
             )
-        for file, size in ((self.path, sizes[0]), (self.skipped, sizes[1])):
+        for file, size in ((self.working, sizes[0]), (self.working_skipped, sizes[1])):
             have = file.stat().st_size if file.exists() else 0
             if have < size:
                 raise ConfigError(
@@ -160,25 +173,44 @@ class FileOutput:
         os.replace(temporary, self.progress)
 
     def finish(self) -> None:
-        """Close the files; an empty skipped-records file is removed, and so is the progress
-        record (the output is complete), with any a killed run left half-written."""
+        """Close the files and put them in place (a replaced output only now); an empty
+        skipped-records file is removed, and so is the progress record (the output is
+        complete), with any a killed run left half-written."""
         self._out.close()
         self._skipped.close()
-        if self.skipped.stat().st_size == 0:
-            self.skipped.unlink()
-        self.progress.unlink()
-        for leftover in self.progress.parent.glob(self.progress.name + ".tmp-*"):
-            leftover.unlink()  # a progress record a killed run was writing
+        if self.replacing:
+            os.replace(self.working, self.path)
+        if self.working_skipped.stat().st_size == 0:
+            self.working_skipped.unlink()
+            if self.replacing:  # the replaced output's list goes with it
+                self.skipped.unlink(missing_ok=True)
+        elif self.replacing:
+            os.replace(self.working_skipped, self.skipped)
+        for progress in (self.progress, progress_of(self.path)):
+            progress.unlink(missing_ok=True)  # a replaced unfinished run's too
+            for leftover in progress.parent.glob(progress.name + ".tmp-*"):
+                leftover.unlink()  # a progress record a killed run was writing
 
     def stop(self) -> None:
         """The run stopped early (a record that failed with ``--on-error stop``, an
         interrupt): its files are kept for ``--resume``, unless it wrote nothing, when the
-        files it made (an empty output, skipped-records file and progress record) go."""
+        files it made (an empty output, skipped-records file and progress record) go. An
+        output it was to replace is never touched."""
         self._out.close()
         self._skipped.close()
         if self.fresh and self.records_done == 0:
-            for made in (self.path, self.skipped, self.progress):
+            for made in (self.working, self.working_skipped, self.progress):
                 made.unlink(missing_ok=True)
+
+
+def replacement(path: Path) -> Path:
+    """Where a run replacing ``path`` writes until it has finished: a hidden name beside it."""
+    return path.with_name(f".{path.name}.new")
+
+
+def progress_of(path: Path) -> Path:
+    """The progress record of the output file written at ``path``."""
+    return path.with_name(path.name + PROGRESS_SUFFIX)
 
 
 def _opened(path: Path, size: int) -> Any:

@@ -131,8 +131,17 @@ def opener_of(card: Card) -> OpenModel:
 
 def oof_files_of_every_kind() -> tuple[str, ...]:
     """What any kind's cross-validation writes as its out-of-fold files."""
+    return _of_every_kind("OOF_FILES")
+
+
+def fold_files_of_every_kind() -> tuple[str, ...]:
+    """What any kind's cross-validation keeps in a fold's folder beside its run."""
+    return _of_every_kind("FOLD_FILES")
+
+
+def _of_every_kind(files: str) -> tuple[str, ...]:
     found: list[str] = []
     for card in TASKS.values():
         if card.cv is not None:
-            found += [name for name in resolve(card.cv).OOF_FILES if name not in found]
+            found += [name for name in getattr(resolve(card.cv), files) if name not in found]
     return tuple(found)

@@ -3,12 +3,12 @@ replaced: never by deleting a file bistack did not write, and only once the new 
 
 A CV writes its files at the top (``cv.json``, ``oof.*``...), a training run per fold under
 ``folds/`` (each with its model, metrics and TensorBoard curves), the ensemble under ``model/``
-and a report under ``cv_report/``. :func:`foreign_files` walks the folder with that layout and
-names every entry bistack does not write there: a rerun refuses to touch a folder it would
-replace holding one, and ``--overwrite`` refuses an output holding one anywhere. With
-``--overwrite`` the new CV runs in a staging folder beside the output (``.NAME.cv-overwrite``,
-resumed by the same command after a kill) and is swapped in whole when it has finished, so a
-command that fails, or is killed, leaves the finished CV as it was.
+and a report under ``cv_report/``. The claim (``bistack.files.claim``) walks the folder with
+that layout and names every entry bistack does not write there: a rerun refuses to touch a
+folder it would replace holding one, and ``--overwrite`` refuses an output holding one
+anywhere. With ``--overwrite`` the new CV runs in a staging folder beside the output
+(``.NAME.cv-overwrite``, resumed by the same command after a kill) and is swapped in whole when
+it has finished, so a command that fails, or is killed, leaves the finished CV as it was.
 """
 
 from __future__ import annotations
@@ -16,15 +16,14 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
-from bistack.files.modeldir import is_model_entry
-from bistack.runs.rundir import exchange
-
-# A layout: for an entry's name, True (written by bistack, whole), False (not bistack's), or
-# the layout of the folder it names.
-Layout = Callable[[str], "Layout | bool"]
+from bistack.files.claim import Layout
+from bistack.files.claim import refuse_foreign as refuse_foreign_files
+from bistack.files.claim import staged as any_staged
+from bistack.files.ensemble_dir import ensemble_layout
+from bistack.files.modeldir import model_layout
+from bistack.files.swap import exchange, restore_parked
 
 FOLDS_FILE, SETTINGS_FILE, FOLD_FILE = "folds.json", "cv-settings.json", "fold.json"
 RESULT_FILE, REPORT_DIR, MODEL_DIR = "cv.json", "cv_report", "model"
@@ -46,16 +45,11 @@ def is_cv_entry(name: str, written: tuple[str, ...]) -> bool:
 
 
 def staged(name: str, written: tuple[str, ...] | None = None) -> bool:
-    """Whether ``name`` is what bistack leaves beside an entry while writing it (a temporary
-    file, a staging folder, a lock: ``.ENTRY.…``), of ``written`` (any name, when None)."""
-    if not name.startswith(".") or name.count(".") < 2:
-        return False
-    entry = name[1:].split(".", 1)[0]
-    return written is None or entry in written or bool(FOLD_NAME.fullmatch(entry))
-
-
-def model_layout(name: str) -> Layout | bool:
-    return is_model_entry(name)
+    """Whether ``name`` is what bistack leaves beside an entry of ``written`` (or a fold's
+    run) while writing it: a temporary file, a staging folder, a lock (``.ENTRY.…``)."""
+    return any_staged(name, written) or (
+        any_staged(name) and bool(FOLD_NAME.fullmatch(name[1:].split(".", 1)[0]))
+    )
 
 
 def run_layout(kept: tuple[str, ...]) -> Layout:
@@ -81,12 +75,6 @@ def folds_layout(kept: tuple[str, ...]) -> Layout:
     return layout
 
 
-def ensemble_layout(name: str) -> Layout | bool:
-    if name == "members":
-        return lambda entry: model_layout if FOLD_NAME.fullmatch(entry) else staged(entry)
-    return name in ("ensemble.json", "README.md") or staged(name)
-
-
 def report_layout(name: str) -> Layout | bool:
     return name in REPORT_FILES or name.endswith(".png") or staged(name)
 
@@ -96,32 +84,16 @@ def cv_layout(top: tuple[str, ...], whole: bool, kept: tuple[str, ...] = ()) -> 
     writes in each fold's folder beside its run; ``whole``: the folder is to be replaced whole,
     so an entry of the user's at the top counts too (else it is left)."""
 
-    def layout(name: str) -> Layout | bool:
+    def layout(name: str) -> Layout | bool | None:
         if name == "folds":
             return folds_layout(kept)
         if name == "model":
-            return ensemble_layout
+            return ensemble_layout()
         if name == "cv_report":
             return report_layout
-        return name in top or staged(name, top) or not whole
+        return True if name in top or staged(name, top) else None if not whole else False
 
     return layout
-
-
-def foreign_files(output: Path, layout: Layout) -> list[Path]:
-    """Every entry under ``output`` that ``layout`` does not say bistack writes, in order."""
-    found: list[Path] = []
-    if not output.is_dir():
-        return found
-    for entry in sorted(output.iterdir()):
-        verdict = layout(entry.name)
-        if verdict is False:
-            found.append(entry)
-        elif verdict is not True and entry.is_dir() and not entry.is_symlink():
-            found += foreign_files(entry, verdict)
-        elif verdict is not True and not entry.is_dir():
-            found.append(entry)  # a file where bistack writes a folder
-    return found
 
 
 def refuse_foreign(
@@ -129,22 +101,14 @@ def refuse_foreign(
 ) -> None:
     """Refuse, naming them, files bistack did not write where the CV would replace them
     (``top`` and ``kept``: as for :func:`cv_layout`)."""
-    from bistack.errors import ConfigError
-
-    found = foreign_files(output, cv_layout(top, whole, kept))
-    if found:
-        shown = ", ".join(str(path.relative_to(output)) for path in found[:3])
-        more = f" and {len(found) - 3} more" if len(found) > 3 else ""
-        raise ConfigError(
-            f"{output} holds files bistack did not write ({shown}{more}); "
-            + (
-                "--overwrite replaces the whole folder and never deletes them"
-                if whole
-                else "this cross-validation replaces the folders holding them, and never "
-                "deletes them"
-            )
-            + ": move them out, or choose another --output; nothing was changed"
-        )
+    refuse_foreign_files(
+        output,
+        cv_layout(top, whole, kept),
+        "--output",
+        "--overwrite replaces the whole folder and never deletes them"
+        if whole
+        else "this cross-validation replaces the folders holding them, and never deletes them",
+    )
 
 
 def overwrite_staging(output: Path, settings_file: str, record: dict) -> Path:
@@ -165,5 +129,6 @@ def overwrite_staging(output: Path, settings_file: str, record: dict) -> Path:
 def swap_in(staging: Path, output: Path) -> None:
     """``staging`` (a finished CV) and ``output`` swapped in one atomic exchange (a reader, or
     a kill, finds the old CV or the new one there, never neither), then the old one deleted."""
+    restore_parked(output)
     exchange(staging, output)
     shutil.rmtree(staging)

@@ -24,8 +24,9 @@ import torch
 
 from bistack._version import __version__
 from bistack.errors import ConfigError, ModelFileError, needs_extra
+from bistack.files.claim import Layout, claim_folder, files_only, output_folder, staged
 from bistack.files.ensemble_dir import ENSEMBLE_FILE, MEMBERS
-from bistack.files.modeldir import atomic_folder, write_json
+from bistack.files.modeldir import write_json
 from bistack.files.onnx_session import (
     EXPORT_FILE,
     FORMAT,
@@ -34,7 +35,8 @@ from bistack.files.onnx_session import (
     VOCAB_FILE,
     open_session,
 )
-from bistack.files.paths import claim_folder, refuse_overlap
+from bistack.files.paths import refuse_overlap
+from bistack.files.swap import atomic_folder
 from bistack.models.graphs import ExportPlan
 from bistack.predictor import open_model
 from bistack.runs.model_card import CARD
@@ -45,11 +47,17 @@ if TYPE_CHECKING:
 OPSET = 17
 
 
-def is_export_file(name: str) -> bool:
-    """Whether an exported folder's entry ``name`` is one an export writes."""
-    return name in (EXPORT_FILE, MODEL_FILE, f"{MODEL_FILE}.data", VOCAB_FILE, CARD) or (
-        name in ("tokenizer.json", ENSEMBLE_FILE, MEMBERS)
-    )
+EXPORTED_FILES = (EXPORT_FILE, MODEL_FILE, f"{MODEL_FILE}.data", VOCAB_FILE, CARD, "tokenizer.json")
+
+
+def export_layout(name: str) -> Layout | bool:
+    """An exported folder's layout (see ``bistack.files.claim``): one model's files, or an
+    ensemble's ``ensemble.json`` and one such folder a member under ``members/``."""
+    if name == MEMBERS:
+        return lambda member: (
+            staged(member) if member.startswith(".") else files_only(*EXPORTED_FILES)
+        )
+    return name in (*EXPORTED_FILES, ENSEMBLE_FILE) or staged(name)
 
 
 def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool = False) -> Path:
@@ -62,14 +70,14 @@ def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool =
     refuse_overlap(output, [("the model directory", model_dir)], "--output")
     model = open_model(model_dir)
     plans = model.export_plans()
-    output = Path(output)
+    output = output_folder(output, "--output")
     claim = functools.partial(
         claim_folder,
         output,
         "--output",
         overwrite=overwrite,
         signature=ENSEMBLE_FILE if model.files.ensemble else EXPORT_FILE,
-        ours=is_export_file,
+        layout=export_layout,
     )
     claim()
     with atomic_folder(output) as staging:

@@ -22,10 +22,28 @@ from typing import Any
 
 from bistack._version import __version__
 from bistack.errors import ModelFileError
-from bistack.files.modeldir import atomic_folder, read_json_object, write_json
+from bistack.files.claim import Layout, staged
+from bistack.files.modeldir import model_layout, read_json_object, write_json
+from bistack.files.swap import atomic_folder
 
 ENSEMBLE_FILE = "ensemble.json"
 MEMBERS = "members"
+
+
+def ensemble_layout(member: Layout = model_layout) -> Layout:
+    """An ensemble directory's layout (see ``bistack.files.claim``): ``ensemble.json``, its
+    card, and under ``members/`` one folder a member, each laid out as ``member`` says (a model
+    directory, or an exported one)."""
+
+    def members(name: str) -> Layout | bool:
+        return member if not name.startswith(".") else staged(name)
+
+    def layout(name: str) -> Layout | bool:
+        if name == MEMBERS:
+            return members
+        return name in (ENSEMBLE_FILE, "README.md") or staged(name)
+
+    return layout
 
 
 def is_ensemble(path: str | Path) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from bistack._version import __version__
 from bistack.config.files import kind_named
 from bistack.errors import BistackError, ConfigError, ModelFileError
+from bistack.files.claim import Layout, staged
 
 if TYPE_CHECKING:  # what reads config.json (the task table) runs without torch
     from torch import nn
@@ -30,12 +31,51 @@ WEIGHTS = "model.safetensors"
 MODEL_ENTRIES = frozenset({CONFIG, VOCAB, WEIGHTS, "README.md", "backbone"})
 
 
+# What a fine-tuned backbone's folder holds: the files HuggingFace's ``save_pretrained`` writes
+# for a model and its tokenizer (weights whole or in shards).
+BACKBONE_FILES = frozenset(
+    {
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "model.safetensors.index.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "special_tokens_map.json",
+        "added_tokens.json",
+        "chat_template.jinja",
+        "vocab.txt",
+        "vocab.json",
+        "merges.txt",
+        "spiece.model",
+        "sentencepiece.bpe.model",
+        "spm.model",
+        "tokenizer.model",
+    }
+)
+SHARD = re.compile(r"model-\d{5}-of-\d{5}\.safetensors")
+
+
 def is_model_entry(name: str) -> bool:
     """Whether bistack writes ``name`` in a model folder: one of its entries, or what a save
-    of one killed midway left (``atomic_write``'s temporary ``.NAME.XXXXXXXX.tmp``)."""
+    of one killed midway left (``atomic_write``'s temporary ``.NAME.XXXXXXXX.tmp``, a
+    backbone's staging folder ``.backbone.…``)."""
     return name in MODEL_ENTRIES or any(
-        name.startswith(f".{entry}.") and name.endswith(".tmp") for entry in MODEL_ENTRIES
+        name.startswith(f".{entry}.") and (name.endswith(".tmp") or entry == "backbone")
+        for entry in MODEL_ENTRIES
     )
+
+
+def model_layout(name: str) -> Layout | bool:
+    """A model folder's layout (see ``bistack.files.claim``): its files, and the fine-tuned
+    backbone's folder, whose files are HuggingFace's."""
+    if name == "backbone":
+        return backbone_layout
+    return is_model_entry(name)
+
+
+def backbone_layout(name: str) -> bool:
+    return name in BACKBONE_FILES or SHARD.fullmatch(name) is not None or staged(name)
 
 
 def missing_part(path: Path) -> str:
@@ -60,27 +100,6 @@ def atomic_write(path: Path, write: Any) -> None:
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-@contextmanager
-def atomic_folder(target: Path) -> Iterator[Path]:
-    """A staging folder beside ``target`` to fill inside the block; swapped in whole when the
-    block ends (an earlier ``target`` replaced only then), removed when it fails, so a reader
-    never sees half a folder."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-    os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes 0700; give the usual mode
-    try:
-        yield staging
-        old = target.with_name(f".{target.name}.old")
-        if target.exists():
-            shutil.rmtree(old, ignore_errors=True)
-            target.rename(old)
-        staging.rename(target)
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
         raise
 
 

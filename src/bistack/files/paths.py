@@ -6,7 +6,7 @@ reads. Paths are compared as the file system resolves them (relative or absolute
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 
 from bistack.errors import ConfigError
@@ -62,44 +62,3 @@ def refuse_shared_folder(output: str | Path, what: str = "the output") -> None:
         raise ConfigError(
             f"{what} {output} {reason}; give a folder of its own (--overwrite never allows this)"
         )
-
-
-def claim_folder(
-    output: str | Path,
-    what: str,
-    *,
-    overwrite: bool,
-    signature: str,
-    ours: Callable[[str], bool],
-) -> bool:
-    """Check, before anything is written, that the folder ``output`` may take a command's
-    files; returns whether it holds an earlier such output to replace.
-
-    A new or empty folder is taken. A folder holding this command's earlier output (its
-    ``signature`` file, and no entry but those ``ours(name)`` accepts) is replaced only with
-    ``overwrite``. Anything else is refused even with it: what the command did not write is
-    never deleted."""
-    folder = Path(output)
-    refuse_shared_folder(folder, what)
-    if not folder.exists():
-        return False
-    if not folder.is_dir():
-        raise ConfigError(f"{what} {folder} is a file; give a folder")
-    entries = sorted(entry.name for entry in folder.iterdir())
-    if not entries:
-        return False
-    foreign = [name for name in entries if not ours(name)]
-    if foreign or signature not in entries:
-        shown = ", ".join((foreign or entries)[:3]) + (
-            ", ..." if len(foreign or entries) > 3 else ""
-        )
-        raise ConfigError(
-            f"{what} {folder} holds files bistack did not write there ({shown}); they are "
-            "never deleted: choose a new or empty folder (--overwrite never allows this)"
-        )
-    if not overwrite:
-        raise ConfigError(
-            f"{what} {folder} holds what an earlier such command wrote there; give --overwrite to "
-            "replace it, or choose another folder"
-        )
-    return True

@@ -14,7 +14,8 @@ import torch
 
 from bistack.config import BackboneConfig
 from bistack.errors import ModelFileError
-from bistack.files.modeldir import atomic_folder, save_weights
+from bistack.files.modeldir import save_weights
+from bistack.files.swap import atomic_folder
 from bistack.models.backbone import TransformerBackbone
 from bistack.models.feature_cache import model_fingerprint
 

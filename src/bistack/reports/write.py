@@ -10,8 +10,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bistack.files.modeldir import atomic_folder
-from bistack.files.paths import claim_folder, refuse_overlap
+from bistack.files.claim import claim_folder, output_folder, staged
+from bistack.files.paths import refuse_overlap
+from bistack.files.swap import atomic_folder
 from bistack.predictor import Predictor
 from bistack.reports.charts import draw
 from bistack.reports.page import page
@@ -40,9 +41,14 @@ def report_sections(opened: Predictor, data: Sequence[str]) -> list[dict[str, An
     return sections
 
 
-def is_report_file(name: str) -> bool:
-    """Whether a report folder's entry ``name`` is one :func:`write_report` writes."""
-    return name in (REPORT_JSON, REPORT_HTML) or re.fullmatch(r"\d+-[\w.-]+\.png", name) is not None
+def report_layout(name: str) -> bool:
+    """A report folder's layout (see ``bistack.files.claim``): what :func:`write_report`
+    writes, flat."""
+    return (
+        name in (REPORT_JSON, REPORT_HTML)
+        or re.fullmatch(r"\d+-[\w.-]+\.png", name) is not None
+        or staged(name)
+    )
 
 
 def write_report(
@@ -51,7 +57,7 @@ def write_report(
     """The report of ``opened`` on each of ``data`` in ``directory`` (written whole beside it,
     then renamed into place); returns its sections. An earlier report there is replaced only
     with ``overwrite``; a folder holding anything else is refused (see ``claim_folder``)."""
-    directory = Path(directory)
+    directory = output_folder(directory, "--report")
     inputs: list[tuple[str, str | Path | None]] = [("the model", opened.path)]
     inputs += [(f"the data {p}", p) for p in data]
     refuse_overlap(directory, inputs, "--report")
@@ -61,7 +67,7 @@ def write_report(
         "--report",
         overwrite=overwrite,
         signature=REPORT_JSON,
-        ours=is_report_file,
+        layout=report_layout,
     )
     claim()
     sections = report_sections(opened, data)

@@ -26,6 +26,7 @@ from bistack.config.files import build_config
 from bistack.data.tokenize import anchored, splitter
 from bistack.devices.choice import MatmulPrecision
 from bistack.errors import BistackError, ConfigError
+from bistack.files.claim import output_folder
 from bistack.files.fingerprints import changed as changed_content
 from bistack.files.fingerprints import digests
 from bistack.files.paths import refuse_overlap
@@ -173,6 +174,7 @@ def train_model(
     ``inputs`` go to ``prepare`` (e.g. a loaded backbone shared by many runs); ``on_epoch``
     sees each epoch's dev score and may stop the run (``bistack.runs.loop.fit``).
     """
+    output = output_folder(output, "--output")  # a link to a folder: written in its target
     refuse_overlap(output, config.input_paths(), "the run's output")
     config = tokenizer_ready(config)
     loop_settings = config.train

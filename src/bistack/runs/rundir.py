@@ -12,7 +12,6 @@ is never stale) keeps a second run out.
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import json
 import os
@@ -24,8 +23,10 @@ from pathlib import Path
 from typing import IO
 
 from bistack.errors import BistackError
-from bistack.files.modeldir import is_model_entry
+from bistack.files.claim import Layout, refuse_foreign, staged
+from bistack.files.modeldir import model_layout
 from bistack.files.paths import refuse_shared_folder
+from bistack.files.swap import exchange, restore_parked
 
 MODEL = "model"
 METRICS = "metrics.csv"
@@ -35,6 +36,16 @@ STALE_WHEN_REPLACED = (METRICS, "dev_metrics.json", "tensorboard", "checkpoint.s
 
 class OutputError(BistackError):
     """An output directory that cannot take this run (in use, holds a model, not a folder)."""
+
+
+def run_layout(name: str) -> Layout | bool | None:
+    """A run's output folder (see ``bistack.files.claim``): the model and the files replaced
+    with it are bistack's, the rest the user's, left beside them."""
+    if name == MODEL:
+        return model_layout
+    if name == "tensorboard":
+        return lambda entry: entry.startswith("events.out.tfevents.") or staged(entry)
+    return True if name in STALE_WHEN_REPLACED else None
 
 
 def check_output(output: Path, overwrite: bool) -> None:
@@ -49,14 +60,13 @@ def check_output(output: Path, overwrite: bool) -> None:
             f"{output} already holds a model; give --overwrite to replace it (the old one stays "
             "until the new run has its first best model), or choose another --output"
         )
-    if (output / MODEL).is_dir():  # replaced whole: what bistack did not write there goes too
-        kept = sorted(e.name for e in (output / MODEL).iterdir() if not is_model_entry(e.name))
-        if kept:
-            raise OutputError(
-                f"{output / MODEL} holds files bistack did not write ({', '.join(kept[:3])}); "
-                "the new model replaces that folder whole, so they would be lost: move them out "
-                "of it, or choose another --output (--overwrite never allows this)"
-            )
+    refuse_foreign(  # what a run replaces: its model whole, the replaced run's files beside it
+        output,
+        run_layout,
+        "--output",
+        "a new run replaces the model folder and the earlier run's files whole, so they would "
+        "be lost",
+    )
     foreign = (
         []
         if not output.is_dir()
@@ -106,6 +116,9 @@ class RunDirectory:
         """``output`` locked for this run, with what killed runs left beside it cleared."""
         lock, previous = _lock(output)
         directory = cls(output, None, lock)
+        restored = restore_parked(output / MODEL)
+        if restored is not None:
+            directory.notes.append(restored)
         if previous is not None and not _alive(previous.get("pid")):
             directory.notes.append(
                 f"cleared a stale lock of a run that no longer runs (pid {previous.get('pid')}, "
@@ -164,24 +177,6 @@ class RunDirectory:
             self.lock.truncate(0)  # a finished run leaves no holder behind, a killed one does
             self.lock.close()  # releases the flock
             self.lock = None
-
-
-def exchange(source: Path, target: Path) -> None:
-    """Atomically swap two directories (``renameat2(RENAME_EXCHANGE)``): a reader sees the old
-    one or the new one, never neither. Without that call, two renames with a recovery name."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    renameat2 = getattr(libc, "renameat2", None)
-    if renameat2 is not None:
-        at_fdcwd, rename_exchange = -100, 2
-        if renameat2(at_fdcwd, bytes(source), at_fdcwd, bytes(target), rename_exchange) == 0:
-            return
-        error = ctypes.get_errno()
-        if error not in (22, 38, 95):  # EINVAL, ENOSYS, EOPNOTSUPP: no exchange here
-            raise OSError(error, os.strerror(error), str(target))
-    parked = target.with_name(f".{target.name}.replaced-{os.getpid()}")
-    os.rename(target, parked)
-    os.rename(source, target)
-    os.rename(parked, source)
 
 
 def refuse_if_in_use(output: Path) -> None:
