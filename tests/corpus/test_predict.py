@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from bistack.cli import main
+from tests.conftest import with_ctrl_c
 from tests.warm_commands import warm_bistack
 
 FRESH_BISTACK = [sys.executable, "-m", "bistack"]  # where its memory or a kill is the point
@@ -480,3 +481,41 @@ def test_a_replacing_run_killed_midway_leaves_the_old_output_whole(small_tagger,
     run(*args, "--output", str(out), "--resume")
     assert out.read_bytes() == whole
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out.jsonl"]
+
+
+def reading_stdin(pid: int) -> bool:
+    """Whether a thread of process ``pid`` is blocked reading its standard input (the
+    kernel's view: the read system call, x86-64's 0 or arm64's 63, on descriptor 0)."""
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            fields = (task / "syscall").read_text().split()
+        except OSError:
+            continue
+        if len(fields) > 1 and fields[0] in ("0", "63") and int(fields[1], 16) == 0:
+            return True
+    return False
+
+
+def test_ctrl_c_while_waiting_for_the_first_record_ends_like_every_command(small_tagger):
+    """A pipe that has said nothing yet: Ctrl-C prints what was done and exits 130, with no
+    abort at the interpreter's shutdown (the reader thread blocked in stdin's buffer)."""
+    read, write = os.pipe()
+    process = subprocess.Popen(
+        [*FRESH_BISTACK, "predict", str(small_tagger), "--input", "-"],
+        stdin=read,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        preexec_fn=with_ctrl_c,
+    )
+    os.close(read)
+    try:
+        deadline = time.monotonic() + 120
+        while not reading_stdin(process.pid) and time.monotonic() < deadline:
+            assert process.poll() is None, process.stderr.read() if process.stderr else ""
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+    finally:
+        os.close(write)
+    assert process.returncode == 130, err.decode()
+    assert b"interrupted: 0 records predicted" in err and b"Fatal Python error" not in err

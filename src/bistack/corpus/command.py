@@ -157,17 +157,21 @@ def predict_command(request: CorpusRequest, job: PredictionJob, model: Predictor
         already=output.records_done,
         total=total,
     )
-    counts = predict_corpus(
-        records,
-        job,
-        output,
-        model=model if request.workers == 1 else None,  # each worker opens its own
-        source=source,
-        on_error=request.on_error,
-        workers=request.workers,
-        chunk_size=request.chunk_size,
-        progress=progress,
-    )
+    try:
+        counts = predict_corpus(
+            records,
+            job,
+            output,
+            model=model if request.workers == 1 else None,  # each worker opens its own
+            source=source,
+            on_error=request.on_error,
+            workers=request.workers,
+            chunk_size=request.chunk_size,
+            progress=progress,
+        )
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: {interrupted(request, output)}", file=sys.stderr)
+        raise
     if request.output:
         listed = f", listed in {skipped}" if counts.skipped else ""
         print(
@@ -176,3 +180,13 @@ def predict_command(request: CorpusRequest, job: PredictionJob, model: Predictor
             file=sys.stderr,
         )
     return 0
+
+
+def interrupted(request: CorpusRequest, output: FileOutput | StdoutOutput) -> str:
+    """What an interrupted prediction leaves, in words."""
+    done = f"{output.records_done:,} records predicted"
+    if not request.output:
+        return done
+    if output.records_done == 0:
+        return f"{done}; nothing was written to {request.output}"
+    return f"{done}; the same command with --resume goes on from there"

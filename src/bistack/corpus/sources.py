@@ -163,8 +163,7 @@ class _binary:
 
     def __enter__(self) -> BinaryIO:
         if self.source == "-":
-            # a stdin replaced by a text stream (tests, notebooks) has no buffer: read as it is
-            return cast(BinaryIO, getattr(sys.stdin, "buffer", sys.stdin))
+            return _stdin()
         try:
             self.handle = open(self.source, "rb")
         except FileNotFoundError:
@@ -176,6 +175,18 @@ class _binary:
     def __exit__(self, *exc: object) -> None:
         if self.handle is not None:
             self.handle.close()
+
+
+def _stdin() -> BinaryIO:
+    """Standard input for bytes, through a buffer of its own: the records are read on a thread
+    (``chunked``), and a thread blocked in ``sys.stdin``'s own buffer when an interrupt ends
+    the command would hold its lock through the interpreter's shutdown, which then aborts.
+    A stdin replaced by a text stream (tests, notebooks) is read as it is."""
+    try:
+        descriptor = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):
+        return cast(BinaryIO, getattr(sys.stdin, "buffer", sys.stdin))
+    return cast(BinaryIO, io.BufferedReader(io.FileIO(descriptor, "rb", closefd=False)))
 
 
 def _decoded_lines(handle: BinaryIO) -> Iterator[tuple[int, str, str | None]]:
