@@ -17,10 +17,10 @@ keep() {  # keep() RUN_DIR NAME: copy a comparison's table, JSON and chart into 
 
 case "${1:-frozen}" in
   frozen)
-    $BISTACK compare-poolers configs/commonlit-minilm-layers.yaml --folds 5 \
+    $BISTACK compare-poolers configs/commonlit-minilm-layers.yaml --folds 5 --vectors cls,mean \
       --output runs/benchmarks/compare-commonlit
     keep runs/benchmarks/compare-commonlit commonlit-frozen
-    $BISTACK compare-poolers configs/sst2-minilm-layers.yaml --seeds 3 \
+    $BISTACK compare-poolers configs/sst2-minilm-layers.yaml --seeds 3 --vectors cls,mean \
       --output runs/benchmarks/compare-sst2
     keep runs/benchmarks/compare-sst2 sst2-frozen
     ;;
@@ -30,10 +30,10 @@ case "${1:-frozen}" in
     # trains nothing: it tabulates the CommonLit runs finished so far (the full run takes about
     # 10 CPU-hours, so it spans sessions; processes with disjoint POOLERS, or disjoint RUNS such
     # as RUNS="fold3 fold4", can share it: each writes the table of the runs finished so far).
-    POOLERS="${POOLERS:-lstm_over_means,weighted_over_means,mean}"
+    POOLERS="${POOLERS:-lstm,weighted,mean}"
     SHARED=()
     if [[ -n "${RUNS:-}" ]]; then read -ra SHARED <<< "--runs $RUNS"; fi
-    TUNE=(--poolers "$POOLERS" --set backbone.finetune=true --set backbone.lr=5e-5
+    TUNE=(--poolers "$POOLERS" --vectors mean --set backbone.finetune=true --set backbone.lr=5e-5
           --set optimizer.warmup_fraction=0.1)
     COMMONLIT=(configs/commonlit-minilm-layers.yaml --folds 5 "${TUNE[@]}"
                --set train.max_epochs=3 --set train.patience=1 --set train.batch_size=16

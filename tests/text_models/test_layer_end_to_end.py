@@ -135,7 +135,7 @@ def test_fine_tuned_regressor_saves_its_backbone_and_predicts_the_same(tmp_path,
 
 
 def test_compare_poolers_writes_a_table_and_resumes(tmp_path, capsys):
-    """With --folds, each pooler's folds are one cross-validation in OUTPUT/POOLER (all on the
+    """With --folds, each run's folds are one cross-validation in OUTPUT/RUN (all on the
     same folds, blendable as they stand); finished folds are reused, folds can be shared out
     (--runs) and the finished ones tabulated (--finished-only), and --blend blends them."""
     rows = sentiment_rows(60, 0)
@@ -148,12 +148,12 @@ def test_compare_poolers_writes_a_table_and_resumes(tmp_path, capsys):
     args += ["--output", str(tmp_path / "cmp")]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "| lstm_last_output |" in out and "| cls |" in out
+    assert "| lstm_last_output-cls |" in out and "| cls |" in out
     table = json.loads((tmp_path / "cmp" / "compare-poolers.json").read_text())
-    assert [r["name"] for r in table["results"]] == ["lstm", "lstm_last_output", "cls"]
+    assert [r["name"] for r in table["results"]] == ["lstm-cls", "lstm_last_output-cls", "cls"]
     assert all(len(r["scores"]) == 2 for r in table["results"])
     assert (tmp_path / "cmp" / "compare-poolers.png").read_bytes()[:4] == b"\x89PNG"
-    folds = {(tmp_path / "cmp" / p / "folds.json").read_text() for p in ("lstm", "cls")}
+    folds = {(tmp_path / "cmp" / p / "folds.json").read_text() for p in ("lstm-cls", "cls")}
     assert len(folds) == 1  # one split for every pooler
     cv = json.loads((tmp_path / "cmp" / "cls" / "cv.json").read_text())
     assert sorted(cv["folds"].values()) == sorted(table["results"][2]["scores"])
@@ -176,7 +176,7 @@ def test_compare_poolers_writes_a_table_and_resumes(tmp_path, capsys):
     assert "| cls |" in out and "fold0 " in out
 
     # Processes can share a comparison: --runs trains only the named folds, then tabulates all.
-    other = tmp_path / "cmp" / "lstm" / "folds" / "fold0" / "fold.json"
+    other = tmp_path / "cmp" / "lstm-cls" / "folds" / "fold0" / "fold.json"
     other_stamp = other.stat().st_mtime_ns
     assert main([*args, "--runs", "fold1"]) == 0
     out = capsys.readouterr().out
@@ -194,7 +194,7 @@ def test_compare_poolers_writes_a_table_and_resumes(tmp_path, capsys):
     assert main([*args, "--blend"]) == 0
     assert "blend: nested accuracy" in capsys.readouterr().out
     blend = json.loads((tmp_path / "cmp" / "blend" / "blend.json").read_text())
-    assert [r["name"] for r in blend["runs"]] == ["lstm", "lstm_last_output", "cls"]
+    assert [r["name"] for r in blend["runs"]] == ["lstm-cls", "lstm_last_output-cls", "cls"]
     assert predictor.open_model(tmp_path / "cmp" / "blend" / "model").predict(["a fine film"])
 
 
@@ -363,6 +363,37 @@ def test_sentences_longer_than_the_limit_are_chunked_not_cut():
     long = tokenize_words(backbone, [["unbelievably", "a"]], max_length=12)
     assert long.last_subword[0] > long.first_subword[0]  # a word of several subwords
     assert long.last_subword[1] == long.first_subword[1]
+
+
+def test_compare_poolers_reads_the_vectors_the_config_names(tmp_path, capsys):
+    """A pooler sets only layer_pooling's type: over a config that reads each layer's token
+    mean, every pooler trains over means (each run's config.json says so), and --vectors
+    crosses the poolers with each kind of vectors asked for."""
+    train = write_tsv(tmp_path / "train.tsv", sentiment_rows(40, 0))
+    config = layer_config(train, None, tmp_path / "cache", train={"max_epochs": 1})
+    config["data"]["dev"] = None
+    config["layer_pooling"] = {"vectors": "mean", "lstm_hidden": 8, "dropout": 0.3}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "cmp"
+    args = ["compare-poolers", str(path), "--folds", "2", "--output", str(out)]
+    assert main([*args, "--poolers", "gru,weighted,cls"]) == 0
+    said = capsys.readouterr().out
+    assert "gru-mean: gru pooler over each layer's token mean" in said
+    for run, kind in (("gru-mean", "gru"), ("weighted-mean", "weighted"), ("cls", "cls")):
+        member = json.loads((out / run / "model" / "members" / "fold0" / "config.json").read_text())
+        pooling = member["config"]["layer_pooling"]
+        assert (pooling["type"], pooling["vectors"]) == (kind, "mean")
+        assert (pooling["lstm_hidden"], pooling["dropout"]) == (8, 0.3)  # the config's
+    table = (out / "compare-poolers.md").read_text()
+    assert "gru-mean, each layer's token mean" in table and "cls, the last layer's CLS" in table
+    assert main([*args, "--poolers", "gru", "--vectors", "cls,mean", "--finished-only"]) == 0
+    crossed = json.loads((out / "compare-poolers.json").read_text())
+    assert crossed["vectors"] == {"gru-mean": {"type": "gru", "summary": "final_states",
+                                               "vectors": "mean"}}  # fmt: skip
+    assert "gru-cls fold0: not finished" in capsys.readouterr().out
+    assert main([*args, "--poolers", "lstm_over_means"]) == 2
+    assert "--poolers lstm --vectors mean" in capsys.readouterr().err
 
 
 def test_compare_poolers_can_fine_tune_each_run(tmp_path, capsys):

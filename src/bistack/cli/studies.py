@@ -54,7 +54,15 @@ def add(commands: Any) -> None:
     add_overrides(compare)
     add_training_device(compare)
     compare.add_argument(
-        "--poolers", help=f"comma-separated subset (default all: {', '.join(POOLER_VARIANTS)})"
+        "--poolers",
+        help=f"comma-separated subset (default all: {', '.join(POOLER_VARIANTS)}); a pooler sets "
+        "layer_pooling.type (and an LSTM's summary), the rest comes from the config",
+    )
+    compare.add_argument(
+        "--vectors",
+        help="comma-separated vectors each layer gives the poolers that read them: cls, mean or "
+        "cls,mean (each such pooler runs once for each, named POOLER-VECTORS; default: the "
+        "config's layer_pooling.vectors)",
     )
     compare.add_argument(
         "--seeds", type=ranged(int, 1), default=3, help="seeds per pooler (default 3)"
@@ -173,6 +181,7 @@ def run_compare_poolers(args: argparse.Namespace) -> int:
         cast("LayerPoolingTextConfig", config),  # compares_poolers: a config with a backbone
         output,
         poolers=poolers,
+        vectors=args.vectors.split(",") if args.vectors else None,
         seeds=args.seeds,
         folds=args.folds,
         progress=show_progress(args),

@@ -1,10 +1,11 @@
 """``bistack compare-poolers``: every layer pooler trained on the same cached backbone vectors.
 
-The backbone runs once per table (the feature cache); each pooler is then trained over several
-seeds (scored on dev) or cross-validated on K folds: each pooler's folds are one ``bistack cv``
-in ``OUTPUT/POOLER`` (every pooler dealt the same folds, as ``bistack cv`` deals them; each fold
-stopping early on a dev split of its training folds, so the held-out fold chooses nothing), with
-its out-of-fold predictions and fold ensemble, so that the poolers' CVs blend as they stand
+The backbone runs once per table (the feature cache); each run (a pooler over one kind of layer
+vectors) is then trained over several seeds (scored on dev) or cross-validated on K folds: its
+folds are one ``bistack cv`` in ``OUTPUT/RUN`` (every run dealt the same folds, as ``bistack
+cv`` deals them; each fold stopping early on a dev split of its training folds, so the held-out
+fold chooses nothing), with its out-of-fold predictions and fold ensemble, so that the runs'
+CVs blend as they stand
 (``bistack blend``; ``--blend`` writes the blend of them in ``OUTPUT/blend``). Finished runs and
 folds are reused when the comparison is run again, so an interrupted one resumes. With
 ``backbone.finetune: true`` each run fine-tunes a fresh copy of the backbone instead (slow).
@@ -29,7 +30,7 @@ from bistack.files.paths import refuse_overlap
 from bistack.models.backbone import TransformerBackbone
 from bistack.predictor import member_opener
 from bistack.runs.driver import RunOptions
-from bistack.studies.pooler_variants import POOLER_VARIANTS as VARIANTS
+from bistack.studies.pooler_variants import POOLER_VARIANTS, pooler_runs, vectors_read
 from bistack.studies.repeated import RepeatedResult, finished_run, run_or_reuse
 from bistack.studies.seed_table import Comparison, format_table, write_comparison
 from bistack.tasks import task_of
@@ -44,7 +45,8 @@ def compare_poolers(
     config: LayerPoolingTextConfig,
     output: str | Path,
     *,
-    poolers: Sequence[str] = tuple(VARIANTS),
+    poolers: Sequence[str] = tuple(POOLER_VARIANTS),
+    vectors: Sequence[str] | None = None,
     seeds: int = 3,
     folds: int | None = None,
     progress: bool = False,
@@ -59,15 +61,16 @@ def compare_poolers(
     """Train each pooler ``seeds`` times (or cross-validate it on ``folds`` folds), each run
     on ``accelerator`` at ``precision`` (``bistack train``'s flags); write the table and a
     chart; with ``blend`` (and ``folds``), the blend of the poolers' CVs in ``output/blend``.
+    A pooler sets ``layer_pooling``'s type (and an LSTM's summary); the rest comes from
+    ``config``. A pooler that reads each layer's vectors runs once for each of ``vectors``
+    (``cls``, ``mean``; default: the config's), named ``POOLER-VECTORS``.
 
     ``finished_only``: train nothing; tabulate the runs that have finished so far (of a
     comparison still running, or interrupted), each score named by its fold or seed.
     ``only_runs`` (``fold<K>`` or ``seed<N>`` names): train only these runs, then tabulate
     every finished one, so that processes or machines can share one long comparison.
     """
-    unknown = [p for p in poolers if p not in VARIANTS]
-    if unknown:
-        raise ConfigError(f"unknown pooler {unknown[0]!r} (known: {', '.join(VARIANTS)})")
+    runs = pooler_runs(poolers, vectors or [config.layer_pooling.vectors])
     refuse_overlap(output, config.input_paths(), "the comparison's output")
     output = Path(output)
     names = (
@@ -88,26 +91,27 @@ def compare_poolers(
     )
     if folds:
         return _compare_by_cv(
-            config, output, poolers, folds, finished_only, only_runs, blend, options, say
+            config, output, runs, folds, finished_only, only_runs, blend, options, say
         )
     if blend:
         raise ConfigError("--blend blends cross-validations: add --folds K")
     if finished_only:
-        return _report_finished(config, output, poolers, names, seeds, say)
+        return _report_finished(config, output, runs, names, seeds, say)
     backbone = TransformerBackbone.load(config.backbone.path)
     vectors = VectorsByExample()
     data = load_text_data(config)
     if not config.backbone.finetune:
         vectors.add(data.train, frozen_vectors(backbone, config, data.train, say))
         vectors.add(data.dev, frozen_vectors(backbone, config, data.dev, say))
-    runs = [(f"seed{s}", (data, data.dev)) for s in range(1, seeds + 1)]
+    seeded = [(f"seed{s}", (data, data.dev)) for s in range(1, seeds + 1)]
     if only_runs:
-        runs = [run for run in runs if run[0] in only_runs]
+        seeded = [run for run in seeded if run[0] in only_runs]
     results = []
-    for name in poolers:
+    for name, pooler in runs.items():
+        say(f"{name}: {pooler['type']} pooler over {vectors_read(pooler)}")
         scores, seconds, parameters = [], [], 0
-        for run_name, (data, held_out) in runs:
-            settings = _run_settings(config, name, run_name)
+        for run_name, (data, held_out) in seeded:
+            settings = _run_settings(config, pooler, run_name)
             result = _train_or_reuse(
                 settings, output / name / run_name, backbone, data, held_out, vectors, options
             )
@@ -117,15 +121,15 @@ def compare_poolers(
             say(f"{name} {run_name}: {result['score']:.4f} ({result['seconds']:.0f}s)")
         results.append(RepeatedResult(name, scores, parameters, statistics.fmean(seconds)))
     if only_runs:  # the table of every finished run, not only of those trained here
-        return _report_finished(config, output, poolers, names, seeds, say)
-    _write_and_show(output, results, config, None, seeds, "", say)
+        return _report_finished(config, output, runs, names, seeds, say)
+    _write_and_show(output, results, config, runs, None, seeds, "", say)
     return results
 
 
 def _compare_by_cv(
     config: LayerPoolingTextConfig,
     output: Path,
-    poolers: Sequence[str],
+    runs: dict[str, dict[str, Any]],
     folds: int,
     finished_only: bool,
     only_runs: Sequence[str],
@@ -142,10 +146,13 @@ def _compare_by_cv(
     settings = CVSettings(folds, inner_dev=True)
     cv_options = dataclasses.replace(options, overwrite=False)
     results, done = [], 0
-    for name in poolers:
+    for name, pooler in runs.items():
         if not finished_only:
-            say(f"{name}: cross-validating into {output / name}")
-            run_cv(_run_settings(config, name, "cv"), output / name, settings, cv_options, say,
+            say(
+                f"{name}: {pooler['type']} pooler over {vectors_read(pooler)}, "
+                f"cross-validating into {output / name}"
+            )
+            run_cv(_run_settings(config, pooler, "cv"), output / name, settings, cv_options, say,
                    only=only_runs)  # fmt: skip
         records = _finished_folds(output / name, folds, say, name)
         done += len(records)
@@ -161,13 +168,13 @@ def _compare_by_cv(
             )
     if not results:
         raise ConfigError(f"{output}: no run of this comparison has finished yet")
-    total = len(poolers) * folds
+    total = len(runs) * folds
     note = f", finished runs only ({done} of {total})" if finished_only or only_runs else ""
-    _write_and_show(output, results, config, folds, 0, note, say)
+    _write_and_show(output, results, config, runs, folds, 0, note, say)
     if blend:
         from bistack.blends.run import blend as blend_runs
 
-        blend_runs([output / name for name in poolers], output / "blend", overwrite=True, say=say)
+        blend_runs([output / name for name in runs], output / "blend", overwrite=True, say=say)
     return results
 
 
@@ -187,11 +194,12 @@ def _finished_folds(
 
 
 def _run_settings(
-    config: LayerPoolingTextConfig, pooler: str, run_name: str
+    config: LayerPoolingTextConfig, pooler: dict[str, Any], run_name: str
 ) -> LayerPoolingTextConfig:
-    """The config of one run: the pooler's variant, and the seed of a ``seed<N>`` run."""
+    """The config of one run: the pooler's ``layer_pooling`` settings over the config's, and
+    the seed of a ``seed<N>`` run."""
     settings = dataclasses.replace(
-        config, layer_pooling=dataclasses.replace(config.layer_pooling, **VARIANTS[pooler])
+        config, layer_pooling=dataclasses.replace(config.layer_pooling, **pooler)
     )
     if run_name.startswith("seed"):
         train = dataclasses.replace(settings.train, seed=int(run_name[4:]))
@@ -202,17 +210,18 @@ def _run_settings(
 def _report_finished(
     config: LayerPoolingTextConfig,
     output: Path,
-    poolers: Sequence[str],
+    runs: dict[str, dict[str, Any]],
     run_names: list[str],
     seeds: int,
     say: Callable[[str], None],
 ) -> list[RepeatedResult]:
     """The table of the seeds' runs under ``output`` that finished with these settings."""
     results = []
-    for name in poolers:
+    for name, pooler in runs.items():
         records = {}
         for run_name in run_names:
-            record = finished_run(output / name / run_name, _run_settings(config, name, run_name))
+            settings = _run_settings(config, pooler, run_name)
+            record = finished_run(output / name / run_name, settings)
             if record is None:
                 say(f"{name} {run_name}: not finished")
             else:
@@ -230,8 +239,8 @@ def _report_finished(
     if not results:
         raise ConfigError(f"{output}: no run of this comparison has finished yet")
     done = sum(len(r.runs) for r in results)
-    note = f", finished runs only ({done} of {len(poolers) * len(run_names)})"
-    _write_and_show(output, results, config, None, seeds, note, say)
+    note = f", finished runs only ({done} of {len(runs) * len(run_names)})"
+    _write_and_show(output, results, config, runs, None, seeds, note, say)
     return results
 
 
@@ -239,6 +248,7 @@ def _write_and_show(
     output: Path,
     results: list[RepeatedResult],
     config: LayerPoolingTextConfig,
+    runs: dict[str, dict[str, Any]],
     folds: int | None,
     seeds: int,
     note: str,
@@ -255,10 +265,14 @@ def _write_and_show(
         higher_is_better=metric.higher_is_better,
         digits=2 if metric.higher_is_better else 4,
         rows_key="results",
-        fields={"where": where + note},
+        notes="Vectors each run read: "
+        + "; ".join(f"{r.name}, {vectors_read(runs[r.name])}" for r in results)
+        + ".",
+        fields={"where": where + note, "vectors": {r.name: runs[r.name] for r in results}},
     )
     write_comparison(output, "compare-poolers", comparison, results)
     say(format_table(comparison, results))
+    say(comparison.notes)
 
 
 def _train_or_reuse(
