@@ -114,3 +114,36 @@ def test_a_suffix_naming_no_format_takes_the_default_and_jsonl_its_own(
         assert main(["predict", str(small_classifier), "a fine film", "--output", str(output)]) == 0
         assert "label" in json.loads(output.read_text().splitlines()[0])
     capsys.readouterr()
+
+
+AWKWARD_IDS = ["a,b", 'say "hi"', "cr\ronly", "line\nbreak", "both\r\n", "tab\there",
+               "sep\u2028arated", "", "plain", " spaced ", "007"]  # fmt: skip
+
+
+@pytest.mark.parametrize("delimiter", [",", "\t"])
+def test_every_table_line_round_trips_whatever_its_cells_hold(delimiter):
+    import csv
+    import io
+
+    from bistack.files.formats import table_line
+
+    rows = [["id", "value"], *([cell, f"{i}.5"] for i, cell in enumerate(AWKWARD_IDS))]
+    text = "".join(table_line(row, delimiter) for row in rows)
+    read = pandas.read_csv(io.StringIO(text), sep=delimiter, dtype=str, keep_default_na=False)
+    assert list(read["id"]) == AWKWARD_IDS and len(read) == len(AWKWARD_IDS)
+    assert list(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)) == rows
+    plain = io.StringIO()  # a row without such characters keeps csv.writer's bytes
+    csv.writer(plain, delimiter=delimiter, lineterminator="\n").writerow(["plain", 1.25, "x y"])
+    assert table_line(["plain", 1.25, "x y"], delimiter) == plain.getvalue()
+
+
+def test_ids_holding_line_breaks_and_quotes_keep_their_rows(small_classifier, tmp_path):
+    records = [{"id": name, "text": "a fine film"} for name in AWKWARD_IDS]
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in records))
+    for suffix, sep in ((".csv", ","), (".tsv", "\t")):
+        sub = tmp_path / f"sub{suffix}"
+        command = ["predict", str(small_classifier), "--input", str(source), "--id-field", "id"]
+        assert main([*command, "--output", str(sub)]) == 0
+        table = pandas.read_csv(sub, sep=sep, dtype=str, keep_default_na=False)
+        assert list(table["id"]) == AWKWARD_IDS

@@ -189,3 +189,18 @@ def test_oof_csv_joins_back_to_the_table_on_its_id_and_a_fold_column_is_taken_ex
     given = json.loads((tmp_path / "given" / "folds.json").read_text())
     assert given["assignments"] == [table["kfold"].tolist()]
     assert given["split"] == "as given by column 'kfold'"
+
+
+def test_oof_csv_keeps_each_row_whatever_its_id_holds(tmp_path):
+    pandas = pytest.importorskip("pandas", reason="the table is read back as a user reads it")
+    train = write_rows(tmp_path / "rows.tsv", 12)
+    table = pandas.read_csv(train, sep="\t")
+    awkward = ["cr\ronly", "a,b", 'say "hi"', "line\nbreak", "both\r\n", "tab\there"]
+    table.insert(0, "item_id", [awkward[i % len(awkward)] + str(i) for i in range(len(table))])
+    table.to_csv(tmp_path / "train.csv", index=False, quoting=csv.QUOTE_ALL)  # pandas leaves \r
+    config = text_config(tmp_path / "train.csv", None, train={"max_epochs": 1})
+    config["data"] |= {"dev": None, "id_column": "item_id"}
+    bistack.cross_validate(config, tmp_path / "out", folds=2, say=lambda _: None)
+    oof = pandas.read_csv(tmp_path / "out" / "oof.csv", dtype={"item_id": str})
+    assert oof["item_id"].tolist() == table["item_id"].tolist()
+    assert oof["row"].tolist() == list(range(1, len(table) + 1))

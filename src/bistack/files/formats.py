@@ -21,6 +21,29 @@ class Prediction(Protocol):
     def to_json(self) -> dict[str, Any]: ...
 
 
+# What makes a cell need quotes: the delimiter (added per table), a quote, or any line break a
+# reader splits rows on (Python's csv module and pandas split on a lone \r as on \n).
+_SPECIAL = ('"', "\r", "\n")
+
+
+def table_line(cells: Iterable[Any], delimiter: str = ",") -> str:
+    """One row of a CSV (or TSV) table bistack writes, ended by ``\n``: a cell holding the
+    delimiter, a quote or a line break (a lone ``\r`` included, which ``csv.writer`` leaves
+    bare when its rows end in ``\n``) is quoted, its quotes doubled; any other cell is written
+    as it is, as ``csv.writer`` writes it. A row of one empty cell is ``""``, so that it is a
+    row. Every table round-trips through pandas and Python's ``csv`` whatever its ids hold."""
+    texts = ["" if cell is None else str(cell) for cell in cells]
+    quoted = [
+        f'"{text.replace(chr(34), chr(34) * 2)}"'
+        if delimiter in text or any(mark in text for mark in _SPECIAL)
+        else text
+        for text in texts
+    ]
+    if quoted == [""]:
+        quoted = ['""']
+    return delimiter.join(quoted) + "\n"
+
+
 def shown(batches: Iterable[T], show: bool) -> Iterable[T]:
     """``batches``, with a progress bar (batches per second) when ``show``. Without one, no
     tqdm at all: even a disabled bar makes tqdm's lock, a named semaphore that a server process

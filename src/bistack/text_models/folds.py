@@ -6,8 +6,6 @@ probabilities or values on its held-out rows, pool them into the out-of-fold pre
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +14,7 @@ import numpy as np
 
 from bistack.data.tables import Example, read_table
 from bistack.errors import ConfigError
+from bistack.files.formats import table_line
 from bistack.files.modeldir import atomic_write
 from bistack.text_models.base import TextModelBase
 from bistack.text_models.outputs import ClassOutputs, RawOutputs, TargetOutputs
@@ -230,9 +229,7 @@ class TextFolds:
             else [f"fold_repeat{repeat + 1}" for repeat in range(plan.repeats)]
         )
         head = ["row", *([id_column] if id_column else []), *folds, *outputs.oof_columns()]
-        lines, table = [], io.StringIO()
-        table_writer = csv.writer(table, lineterminator="\n")
-        table_writer.writerow(head)
+        lines, table = [], [table_line(head)]
         for index, (example, prediction) in enumerate(zip(rows, predictions, strict=True)):
             held = [assigned[index] for assigned in plan.assignments]
             fold: int | list[int] = held[0] if plan.repeats == 1 else held
@@ -240,10 +237,10 @@ class TextFolds:
             named = {id_column: self.ids[index]} if id_column and self.ids is not None else {}
             extra = {"row": example.row, **named, "fold": fold, "gold": gold}
             lines.append(writer.write(prediction, extra))
-            table_writer.writerow([example.row, *named.values(), *held, *cells])
+            table.append(table_line([example.row, *named.values(), *held, *cells]))
         text = "".join(lines)
         atomic_write(output / "oof.jsonl", lambda temporary: Path(temporary).write_text(text))
-        written = table.getvalue()
+        written = "".join(table)
         atomic_write(output / "oof.csv", lambda temporary: Path(temporary).write_text(written))
 
     def oof_report(self, card: Any, oof: np.ndarray, model_dir: Path) -> dict[str, Any] | None:

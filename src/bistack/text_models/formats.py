@@ -8,12 +8,11 @@ training label column's name) or each target's value (under its own), then, with
 
 from __future__ import annotations
 
-import csv
-import io
 from dataclasses import dataclass
 from typing import Any
 
 from bistack.cards import OutputFormat, PredictOption
+from bistack.files.formats import table_line
 
 
 @dataclass(frozen=True)
@@ -37,9 +36,7 @@ class Table:
         return self.line(cells + (made or [""] * len(self.columns)))
 
     def line(self, cells: list[Any]) -> str:
-        text = io.StringIO()
-        csv.writer(text, delimiter=self.delimiter, lineterminator="\n").writerow(cells)
-        return text.getvalue()
+        return table_line(cells, self.delimiter)
 
 
 def table_of(delimiter: str, model: Any, id_field: str | None, options: dict[str, Any]) -> Table:
