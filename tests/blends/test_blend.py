@@ -237,6 +237,78 @@ def test_classifiers_blend_their_probabilities(regressor_cvs, tmp_path):
         assert sum(prediction.probabilities.values()) == pytest.approx(1.0, abs=1e-5)
     with pytest.raises(ConfigError, match="is a CV of a recurrent text classifier, not a regres"):
         bistack.blend([regressor_cvs[0][0], runs[0]], tmp_path / "mixed", say=lambda _: None)
+    # A tampered out-of-fold file is refused naming its line and what was expected.
+    for tamper, said in TAMPERED_PROBABILITIES:
+        copy = tampered(runs[1], tmp_path / "tampered", tamper)
+        with pytest.raises(ConfigError, match=said) as error:
+            bistack.blend([runs[0], copy], tmp_path / "b-tampered", say=lambda _: None)
+        assert str(copy / "oof.jsonl") in str(error.value), tamper
+        assert not (tmp_path / "b-tampered").exists()
+
+
+def tampered(run: Path, copy: Path, tamper) -> Path:
+    """A copy of the CV ``run`` whose ``oof.jsonl`` records went through ``tamper``."""
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(run, copy)
+    records = [json.loads(line) for line in (copy / "oof.jsonl").read_text().splitlines()]
+    records = tamper(records)
+    (copy / "oof.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return copy
+
+
+def with_probability(value):
+    def tamper(records):
+        label = sorted(records[2]["probabilities"])[0]
+        records[2]["probabilities"][label] = value
+        return records
+
+    return tamper
+
+
+def renamed_class(records):
+    probabilities = records[1]["probabilities"]
+    label = sorted(probabilities)[0]
+    probabilities["no-such-class"] = probabilities.pop(label)
+    return records
+
+
+def without_class(records):
+    probabilities = records[1]["probabilities"]
+    probabilities.pop(sorted(probabilities)[0])
+    return records
+
+
+TAMPERED_PROBABILITIES = [
+    (with_probability(float("nan")), r"line 3: the probability of .* is nan, not a number in"),
+    (with_probability(float("inf")), r"line 3: the probability of .* is inf"),
+    (with_probability(7.5), r"line 3: the probability of .* is 7.5, not a number in \[0, 1\]"),
+    (with_probability(-0.5), r"line 3: the probability of .* is -0.5"),
+    (renamed_class, r"line 2: a probability of 'no-such-class', which is no class"),
+    (without_class, r"line 2: no probability of the class"),
+    (lambda records: records[:3] + records[4:], r"line \d+: row \d+ held out by fold"),
+    (lambda records: records[:-1], r"rows, where folds.json deals"),
+]
+
+
+def test_a_tampered_regressors_oof_is_refused_by_line(regressor_cvs, tmp_path):
+    runs, _ = regressor_cvs
+
+    def value(number):
+        def tamper(records):
+            records[4]["values"]["label"] = number
+            return records
+
+        return tamper
+
+    for tamper, said in [
+        (value(float("nan")), r"line 5: the value of 'label' is nan, not a finite number"),
+        (value(float("-inf")), r"line 5: the value of 'label' is -inf"),
+        (value("high"), r"line 5: the value of 'label' is 'high'"),
+        (lambda records: [records[1], records[0], *records[2:]], r"line 1: row 2 held out"),
+    ]:
+        copy = tampered(runs[1], tmp_path / "tampered", tamper)
+        with pytest.raises(ConfigError, match=said):
+            bistack.blend([runs[0], copy], tmp_path / "b", say=lambda _: None)
 
 
 def test_runs_that_differ_are_refused_naming_the_difference(regressor_cvs, tmp_path):

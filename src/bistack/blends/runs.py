@@ -85,22 +85,58 @@ def read_run(path: str | Path, name: str) -> CVRun:
     plan = FoldPlan.from_json(read_json_object(path / FOLDS_FILE), str(path / FOLDS_FILE))
     columns = config["data"]["label_columns"]
     kind_of_outputs = card.loader_class.OUTPUTS
-    rows, values = [], []
+    rows, values, folds = [], [], []
     with (path / OOF_FILE).open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             try:
-                example, predicted = kind_of_outputs.oof_row(json.loads(line), columns)
-            except (ValueError, KeyError, TypeError) as error:
+                record = json.loads(line)
+                example, predicted = kind_of_outputs.oof_row(record, columns)
+                folds.append(record["fold"])
+            except (ValueError, KeyError, TypeError, AttributeError) as error:
                 raise ConfigError(
                     f"{path / OOF_FILE}, line {number}: not an out-of-fold prediction bistack "
                     f"cv wrote ({error}); was it edited?"
                 ) from None
             rows.append(example)
             values.append(predicted)
+    check_rows(path / OOF_FILE, rows, folds, plan)
     outputs = kind_of_outputs.for_table(rows, columns, str(path / OOF_FILE))
-    predictions = np.array([[v.get(n, 0.0) for n in outputs.names] for v in values])
+    for number, predicted in enumerate(values, 1):
+        refusal = outputs.oof_refusal(predicted)
+        if refusal is not None:
+            raise ConfigError(
+                f"{path / OOF_FILE}, line {number}: {refusal}; was it edited? Run the same "
+                "bistack cv again to write it anew"
+            )
+    predictions = np.array([[v[n] for n in outputs.names] for v in values], dtype=np.float64)
     summary = read_json_object(path / RESULT_FILE)
     return CVRun(path, name, card, plan, summary, ensemble, config, rows, outputs, predictions)
+
+
+def check_rows(path: Path, rows: list[Example], folds: list[Any], plan: FoldPlan) -> None:
+    """Every row of the table once, in its order, each held out by the fold ``folds.json``
+    deals it (``folds``: each line's ``fold``, a list with repeats); an error naming the first
+    line that is not."""
+    for index, (example, fold) in enumerate(zip(rows, folds, strict=False)):
+        dealt = [held[index] for held in plan.assignments] if index < plan.rows else None
+        expected = None if dealt is None else dealt[0] if plan.repeats == 1 else dealt
+        previous = rows[index - 1].row if index else None
+        if (
+            expected is None
+            or fold != expected
+            or (previous is not None and example.row <= previous)
+        ):
+            raise ConfigError(
+                f"{path}, line {index + 1}: row {example.row} held out by fold {fold!r}, where "
+                f"folds.json deals this line's row to fold {expected!r}: a row was "
+                "deleted, added or moved; was it edited? Run the same bistack cv again to "
+                "write it anew"
+            )
+    if len(rows) != plan.rows:
+        raise ConfigError(
+            f"{path}: {len(rows)} rows, where folds.json deals {plan.rows}: a row was deleted; "
+            "was it edited? Run the same bistack cv again to write it anew"
+        )
 
 
 def refuse_kind(card: Card, path: Path) -> None:

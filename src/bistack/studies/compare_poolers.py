@@ -98,11 +98,11 @@ def compare_poolers(
     if finished_only:
         return _report_finished(config, output, runs, names, seeds, say)
     backbone = TransformerBackbone.load(config.backbone.path)
-    vectors = VectorsByExample()
+    cached = VectorsByExample()
     data = load_text_data(config)
     if not config.backbone.finetune:
-        vectors.add(data.train, frozen_vectors(backbone, config, data.train, say))
-        vectors.add(data.dev, frozen_vectors(backbone, config, data.dev, say))
+        cached.add(data.train, frozen_vectors(backbone, config, data.train, say))
+        cached.add(data.dev, frozen_vectors(backbone, config, data.dev, say))
     seeded = [(f"seed{s}", (data, data.dev)) for s in range(1, seeds + 1)]
     if only_runs:
         seeded = [run for run in seeded if run[0] in only_runs]
@@ -113,7 +113,7 @@ def compare_poolers(
         for run_name, (data, held_out) in seeded:
             settings = _run_settings(config, pooler, run_name)
             result = _train_or_reuse(
-                settings, output / name / run_name, backbone, data, held_out, vectors, options
+                settings, output / name / run_name, backbone, data, held_out, cached, options
             )
             scores.append(result["score"])
             seconds.append(result["seconds"])

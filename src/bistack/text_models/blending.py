@@ -5,6 +5,7 @@ and the objective the blend's weights minimise."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -31,6 +32,25 @@ class ClassBlending:
         example = Example(record["text"], (str(record["gold"]),), int(record["row"]))
         return example, dict(record["probabilities"])
 
+    def oof_refusal(self, predicted: dict[str, float]) -> str | None:
+        """What is wrong with a row's out-of-fold probabilities, in words (None: nothing):
+        each class's, finite, in [0, 1], summing to 1 within 1e-4."""
+        labels = list(self.info["labels"])
+        unknown = sorted(set(predicted) - set(labels))
+        if unknown:
+            return f"a probability of {unknown[0]!r}, which is no class of the table's"
+        missing = [label for label in labels if label not in predicted]
+        if missing:
+            return f"no probability of the class {missing[0]!r} (every class has one)"
+        for label in labels:
+            value = predicted[label]
+            if not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+                return f"the probability of {label!r} is {value!r}, not a number in [0, 1]"
+        total = math.fsum(predicted.values())
+        if abs(total - 1.0) > 1e-4:
+            return f"the probabilities sum to {total:.6g}, not 1"
+        return None
+
     def blend_objective(self, examples: Sequence[Example]) -> Objective:
         """The mean log loss of blended probabilities ``(rows, labels)`` on ``examples``."""
         index = {label: i for i, label in enumerate(self.info["labels"])}
@@ -51,12 +71,27 @@ class TargetBlending:
 
     BLEND_OBJECTIVE = "squared error (constrained least squares)"
 
+    names: list[str]  # its targets, in their order
+
     @staticmethod
     def oof_row(record: dict[str, Any], columns: Sequence[str]) -> tuple[Example, dict[str, float]]:
         """A row of ``oof.jsonl``: the row with its gold values, and its predicted values."""
         gold = record["gold"]
         example = Example(record["text"], tuple(repr(gold[c]) for c in columns), int(record["row"]))
         return example, dict(record["values"])
+
+    def oof_refusal(self, predicted: dict[str, float]) -> str | None:
+        """What is wrong with a row's out-of-fold values, in words (None: nothing): one finite
+        number a target."""
+        targets = list(self.names)
+        unknown = sorted(set(predicted) - set(targets))
+        if unknown:
+            return f"a value of {unknown[0]!r}, which is no target of the table's"
+        for target in targets:
+            value = predicted.get(target)
+            if not isinstance(value, int | float) or not math.isfinite(value):
+                return f"the value of {target!r} is {value!r}, not a finite number"
+        return None
 
     def blend_objective(self, examples: Sequence[Example]) -> Objective:
         """The mean squared error of blended values ``(rows, targets)`` on ``examples``, each
