@@ -4,6 +4,7 @@ taken exactly, each impossible split refused with its reason; the splitter chose
 family offers and ``--split``."""
 
 import random
+import re
 
 import pytest
 
@@ -151,10 +152,38 @@ def test_a_fold_column_gives_the_folds_exactly_or_is_refused_naming_why():
     plan = plan_folds(3, 1, 7, "d", column)
     assert plan.assignments == [[i % 3 for i in range(10)]]
     assert plan.split == "as given by column 'kfold'"
-    with pytest.raises(ConfigError, match=r"holds folds 0, 1, 2; --folds 5 needs each of 0 to 4"):
+    with pytest.raises(ConfigError, match=r"holds folds 0, 1, 2; .*numbers 3 folds from 0: give "
+                       "--folds 3"):  # fmt: skip
         plan_folds(5, 1, 7, "d", column)
-    with pytest.raises(ConfigError, match="'x' is not a fold number"):
+    with pytest.raises(ConfigError, match="row 10: 'x' is not a fold number"):
         plan_folds(3, 1, 7, "d", GivenFolds([*given[:-1], "x"], "column 'kfold'"))
+    floats = GivenFolds([f"{i % 3}.0" for i in range(10)], "column 'kfold'")  # pandas, a gap
+    assert plan_folds(3, 1, 7, "d", floats).assignments == plan.assignments
+
+
+@pytest.mark.parametrize("odd", ["\u00b2", "\u0661", " 1 ", "1.5", "", "one", "+1", "1e0"])
+def test_a_fold_value_is_an_ascii_integer_or_refused_naming_its_row(odd):
+    given = [str(i % 3) for i in range(9)]
+    given[4] = odd
+    with pytest.raises(ConfigError, match=rf"column 'kfold', row 5: {re.escape(repr(odd))} is not"):
+        plan_folds(3, 1, 7, "d", GivenFolds(given, "column 'kfold'"))
+
+
+@pytest.mark.parametrize(
+    ("values", "said"),
+    [
+        ([1, 2, 3], "counts its 3 folds from 1, and folds are numbered from 0: subtract 1"),
+        ([0, 1, 3], "no row is in fold 2; 3 lies outside 0 to 2"),
+        ([0, 2], "no row is in fold 1"),
+        ([0, 1, 2, 3], "numbers 4 folds from 0: give --folds 4"),
+    ],
+)
+def test_a_fold_column_that_does_not_match_folds_says_what_it_holds(values, said):
+    column = GivenFolds([str(values[i % len(values)]) for i in range(12)], "column 'kfold'")
+    with pytest.raises(ConfigError) as error:
+        plan_folds(3, 1, 7, "d", column)
+    assert said in str(error.value)
+    assert "give --folds 3" not in str(error.value)  # never the --folds the user gave
     with pytest.raises(ConfigError, match="--repeats 2: a fold column gives one split"):
         plan_folds(3, 2, 7, "d", column)
 

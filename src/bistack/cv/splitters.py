@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import math
 import random
+import re
 import statistics
 from collections import Counter
 from collections.abc import Sequence
@@ -234,21 +235,62 @@ class GivenFolds:
         return "a fold column gives one split"
 
     def assign(self, folds: int, rng: random.Random) -> list[int]:
-        try:
-            assignment = [int(str(value).strip()) for value in self.column]
-        except ValueError:
-            bad = next(v for v in self.column if not str(v).strip().lstrip("-").isdigit())
-            raise ConfigError(
-                f"{self.name}: {bad!r} is not a fold number (0 to {folds - 1})"
-            ) from None
+        assignment = []
+        for row, value in enumerate(self.column, 1):
+            number = fold_number(value)
+            if number is None:
+                raise ConfigError(
+                    f"{self.name}, row {row}: {value!r} is not a fold number; expected an "
+                    f"integer from 0 to {folds - 1} in ASCII digits (1.0, as pandas writes an "
+                    "integer column with a gap, is taken as 1)"
+                )
+            assignment.append(number)
         found = sorted(set(assignment))
         if found != list(range(folds)):
             raise ConfigError(
                 f"{self.name} holds folds {', '.join(map(str, found))}; --folds {folds} needs "
-                f"each of 0 to {folds - 1} (give --folds {len(found)} for numbers 0 to "
-                f"{len(found) - 1})"
+                f"rows in each fold from 0 to {folds - 1}, and no other: "
+                f"{what_to_change(found, folds)}"
             )
         return assignment
+
+
+FOLD_NUMBER = re.compile(r"-?[0-9]+(?:\.0*)?")
+
+
+def fold_number(value: object) -> int | None:
+    """A fold column's value as a fold number: an integer in ASCII digits, or a number with no
+    fraction (``1.0``); None for anything else (``²``, Arabic-Indic digits, ``1.5``, `` 1 ``,
+    an empty cell)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    text = str(value)
+    return int(text.split(".")[0]) if FOLD_NUMBER.fullmatch(text) else None
+
+
+def what_to_change(found: list[int], folds: int) -> str:
+    """How a fold column holding the folds ``found`` (sorted) differs from ``--folds
+    folds``'s 0 to folds-1, in words, with what would mend it."""
+    if found == list(range(len(found))):
+        return f"the column numbers {len(found)} folds from 0: give --folds {len(found)}"
+    if found == list(range(1, len(found) + 1)):
+        also = f" and give --folds {len(found)}" if len(found) != folds else ""
+        return (
+            f"the column counts its {len(found)} folds from 1, and folds are numbered from 0: "
+            f"subtract 1 from it{also}"
+        )
+    outside = [f for f in found if not 0 <= f < folds]
+    empty = [f for f in range(folds) if f not in found]
+    said = []
+    if empty:
+        said.append(f"no row is in fold {', '.join(map(str, empty))}")
+    if outside:
+        said.append(f"{', '.join(map(str, outside))} lies outside 0 to {folds - 1}")
+    return "; ".join(said) + " (renumber the column's folds 0, 1, ... with no gap)"
 
 
 def splitter_for(keys: SplitKeys, plain: bool = False) -> Splitter:
