@@ -204,3 +204,31 @@ def test_oof_csv_keeps_each_row_whatever_its_id_holds(tmp_path):
     oof = pandas.read_csv(tmp_path / "out" / "oof.csv", dtype={"item_id": str})
     assert oof["item_id"].tolist() == table["item_id"].tolist()
     assert oof["row"].tolist() == list(range(1, len(table) + 1))
+
+
+def test_a_fold_column_takes_no_setting_that_cannot_act_and_keeps_groups_whole(tmp_path, capsys):
+    import yaml
+
+    from bistack.cli import main
+
+    pandas = pytest.importorskip("pandas", reason="the table is written as a user writes it")
+    table = pandas.read_csv(write_rows(tmp_path / "rows.tsv", 24), sep="\t")
+    table["kfold"] = [i % 3 for i in range(len(table))]  # author i % 8 spans folds
+    table.to_csv(tmp_path / "train.tsv", sep="\t", index=False)
+    config = text_config(tmp_path / "train.tsv", None, train={"max_epochs": 1})
+    config["data"] |= {"dev": None, "fold_column": "kfold"}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    cv = ["cv", str(path), "--folds", "3", "--output", str(tmp_path / "out")]
+    assert main([*cv, "--split", "plain"]) == 2
+    assert "--split plain deals the folds, and data.fold_column 'kfold' gives them" in (
+        capsys.readouterr().err
+    )
+    grouped = ["--set", "data.group_column=author"]
+    assert main([*cv, *grouped]) == 2
+    said = capsys.readouterr().err
+    assert "column 'author' 'author0' lies in folds 0 and 2 of column 'kfold' (row 9)" in said
+    assert not (tmp_path / "out" / "folds").exists()
+    train = ["train", str(path), "--output", str(tmp_path / "run"), "--set", "data.dev=null"]
+    assert main([*train, "--set", "train.max_epochs=1"]) == 0
+    assert "data.fold_column 'kfold' is read by bistack cv only" in capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,13 @@ def run(args: argparse.Namespace) -> int:
         log_format=args.log_format,
     )
     say_cpu_warning(args)
+    fold_column = getattr(config.data, "fold_column", None)
+    if fold_column:
+        print(
+            f"data.fold_column {fold_column!r} is read by bistack cv only: bistack train leaves "
+            "it unused",
+            file=sys.stderr,
+        )
     train_config(config, output, options)
     return 0
 

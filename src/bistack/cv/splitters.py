@@ -220,6 +220,8 @@ class GivenFolds:
 
     column: Sequence[str]
     name: str
+    groups: Sequence[str] | None = None  # each checked to lie in one given fold
+    grouped_by: str = "group"
     dealt = False
 
     @property
@@ -252,7 +254,25 @@ class GivenFolds:
                 f"rows in each fold from 0 to {folds - 1}, and no other: "
                 f"{what_to_change(found, folds)}"
             )
+        if self.groups is not None:
+            refuse_split_groups(self.groups, assignment, self.grouped_by, self.name)
         return assignment
+
+
+def refuse_split_groups(
+    groups: Sequence[str], assignment: list[int], grouped_by: str, name: str
+) -> None:
+    """Given folds that part a group (rows of one group in two folds) refused, naming the
+    first such group: a group's rows are kept in one fold."""
+    fold_of: dict[str, int] = {}
+    for row, (group, fold) in enumerate(zip(groups, assignment, strict=True), 1):
+        first = fold_of.setdefault(group, fold)
+        if first != fold:
+            raise ConfigError(
+                f"{grouped_by} {group!r} lies in folds {first} and {fold} of {name} (row "
+                f"{row}): a group's rows are kept in one fold; give folds that keep each group "
+                f"whole, or leave out data.group_column"
+            )
 
 
 FOLD_NUMBER = re.compile(r"-?[0-9]+(?:\.0*)?")
@@ -298,7 +318,12 @@ def splitter_for(keys: SplitKeys, plain: bool = False) -> Splitter:
     the strata (classes, or a binned target) balanced too unless ``plain``; else the strata
     alone (unless ``plain``); else a plain shuffle."""
     if "fold_column" in keys:
-        return GivenFolds(keys["fold_column"], keys.get("fold_column_name", "the fold column"))
+        return GivenFolds(
+            keys["fold_column"],
+            keys.get("fold_column_name", "the fold column"),
+            keys.get("groups"),
+            keys.get("grouped_by", "group"),
+        )
     strata = None if plain else strata_of(keys)
     if "groups" in keys:
         grouped_by = keys.get("grouped_by", "group")

@@ -64,11 +64,15 @@ class TextFolds:
         config names one."""
         data = self.config.data
         if data.fold_column:
-            return {
+            given: SplitKeys = {
                 "rows": len(self.rows),
                 "fold_column": self.column(data.fold_column),
                 "fold_column_name": f"column {data.fold_column!r}",
             }
+            if data.group_column:  # checked to lie whole in the given folds
+                given["groups"] = self.column(data.group_column)
+                given["grouped_by"] = f"column {data.group_column!r}"
+            return given
         keys = self.outputs.split_keys(self.rows, data.label_columns, data.train)
         if data.group_column:
             keys["groups"] = self.column(data.group_column)
@@ -76,7 +80,12 @@ class TextFolds:
         return keys
 
     def refuse_settings(self, settings: Any) -> None:
-        """Nothing: every setting of ``bistack cv`` acts on a table."""
+        """``--split plain`` where ``data.fold_column`` gives the folds: it could not act."""
+        if settings.split == "plain" and self.config.data.fold_column:
+            raise ConfigError(
+                f"--split plain deals the folds, and data.fold_column "
+                f"{self.config.data.fold_column!r} gives them: give one of the two"
+            )
 
     def shared_inputs(self, say: Callable[[str], None]) -> dict[str, Any]:
         """What every fold of a frozen layer-pooling model shares: the backbone, and the
