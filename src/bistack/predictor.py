@@ -163,7 +163,11 @@ class Predictor:
         for index, value in enumerate(values):
             if self.input_of(value) is not chosen:
                 raise ValueError(f"mixed inputs in one call: {chosen.description} and another")
-            problem = unicode_problem(value)
+            texts = isinstance(value, str) or (
+                isinstance(value, list) and all(isinstance(t, str) for t in value)
+            )
+            problem = length_problem(value) if texts else None
+            problem = problem or unicode_problem(value)
             if problem is not None:
                 raise ValueError(f"input {index}: {problem}")
         with self.running():

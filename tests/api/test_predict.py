@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bistack import __version__
-from bistack.predictor import load_model
+from bistack.predictor import load_model, open_model
 from bistack.tasks import TASKS
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "legacy_models"
@@ -97,3 +97,11 @@ def test_a_progress_bar_can_be_asked_for_and_changes_nothing(model, capsys):
     assert _same(records(model.predict(TEXTS, progress=True, batch_size=1)), quiet)
     bar = "backbone" if model.KIND in ("layer_classifier", "layer_regressor") else "predicting"
     assert bar in capsys.readouterr().err
+
+
+def test_a_record_past_the_limit_is_refused_before_it_is_read(small_tagger):
+    from bistack.inputs import MAX_TEXT_CHARS
+
+    model = open_model(small_tagger)
+    with pytest.raises(ValueError, match=r"input 1: 1,000,002 characters, more than the"):
+        model.predict(["Paris", "Paris " * (MAX_TEXT_CHARS // 6 + 1)])

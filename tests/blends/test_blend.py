@@ -378,3 +378,30 @@ def test_a_recurrent_run_blends_with_runs_over_a_transformer(regressor_cvs, tmp_
     assert main(["export", str(tmp_path / "blend" / "model"), "--output", str(exported)]) == 0
     onnx = [p.values["label"] for p in open_model(exported).predict(TEXTS)]
     assert onnx == pytest.approx(got, rel=1e-4, abs=1e-5)
+
+
+def test_a_blend_refuses_what_it_cannot_take_in_one_clear_line(regressor_cvs, tmp_path, capsys,
+                                                               monkeypatch):  # fmt: skip
+    runs, _ = regressor_cvs
+    argv = ["blend", *map(str, runs[:2]), "--output", str(tmp_path / "b"), "--method", "greedy"]
+    with pytest.raises(SystemExit):
+        main([*argv, "--rounds", "1000000000"])
+    assert "between 1 and 10000" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="from 1 to 10,000"):
+        bistack.blend(runs[:2], tmp_path / "b", method="greedy", rounds=10_001)
+    with pytest.raises(ConfigError, match="is one path: give a list"):
+        bistack.blend(str(runs[0]), tmp_path / "b")
+    assert (
+        main(["blend", str(runs[0]), str(tmp_path / "gone"), "--output", str(tmp_path / "b")]) == 2
+    )
+    assert f"{tmp_path / 'gone'}: no such folder" in capsys.readouterr().err
+
+    def full_disk(source, destination, **_):
+        raise shutil.Error([(source, f"{destination}/model.safetensors",
+                             "[Errno 28] No space left on device")])  # fmt: skip
+
+    monkeypatch.setattr(shutil, "copytree", full_disk)
+    assert main(argv) == 2
+    said = capsys.readouterr().err
+    assert "cannot write ([Errno 28] No space left on device)" in said and "[(" not in said
+    assert not (tmp_path / "b").exists()

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from bistack.blends.runs import CVRun, read_run, refuse_unlike, run_names
-from bistack.blends.weights import METHODS, blended, fit_weights
+from bistack.blends.weights import MAX_ROUNDS, METHODS, blended, fit_weights
 from bistack.cv.folder import MODEL_DIR
 from bistack.errors import ConfigError
 from bistack.files.claim import Layout, claim_folder, output_folder, staged
@@ -78,8 +78,13 @@ def blend(
         raise ConfigError(f"--method {method}: one of {', '.join(METHODS)}")
     if rounds is not None and method != "greedy":
         raise ConfigError("--rounds counts the greedy method's rounds; add --method greedy")
-    if rounds is not None and rounds < 1:
-        raise ConfigError(f"--rounds {rounds}: at least 1")
+    if rounds is not None and not 1 <= rounds <= MAX_ROUNDS:
+        raise ConfigError(f"--rounds {rounds}: from 1 to {MAX_ROUNDS:,}")
+    if isinstance(cv_dirs, str | Path):
+        raise ConfigError(
+            f"cv_dirs {str(cv_dirs)!r} is one path: give a list of cross-validations' folders, "
+            "at least two"
+        )
     paths = [Path(p) for p in cv_dirs]
     if len(paths) < 2:
         raise ConfigError("a blend takes at least two cross-validations' folders")

@@ -23,7 +23,7 @@ from bistack.cv.plan import FoldPlan
 from bistack.data.tables import Example
 from bistack.errors import ConfigError
 from bistack.files.ensemble_dir import member_paths, read_ensemble
-from bistack.files.modeldir import read_json_object
+from bistack.files.modeldir import missing_part, read_json_object
 from bistack.tasks import TASKS, task_of
 
 OOF_FILE = "oof.jsonl"
@@ -69,6 +69,10 @@ def read_run(path: str | Path, name: str) -> CVRun:
     missing (a folder that is not a CV's, a CV that has not finished) or what it cannot blend
     (a kind whose predictions are not blended)."""
     path = Path(path)
+    if not path.is_dir():
+        raise ConfigError(
+            f"{path}: no such folder{missing_part(path)}; give the --output of a bistack cv"
+        )
     if not (path / SETTINGS_FILE).is_file():
         raise ConfigError(f"{path}: not a cross-validation's folder (no {SETTINGS_FILE}); give "
                           "the --output of a bistack cv")  # fmt: skip

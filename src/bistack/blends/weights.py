@@ -17,6 +17,9 @@ import numpy as np
 
 # The objective of blended predictions ``(rows, outputs)``: its value and its gradient.
 Objective = Callable[[np.ndarray], tuple[float, np.ndarray]]
+# The greedy method moves a weight by 1/rounds a round: 10,000 rounds give weights to 1e-4,
+# finer than any blend's noise; more only take time.
+MAX_ROUNDS = 10_000
 METHODS = ("simplex", "greedy")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from bistack.blends.weights import MAX_ROUNDS
 from bistack.cli.flags import ranged
 
 
@@ -28,7 +29,10 @@ def add(commands: Any) -> None:
         "with replacement",
     )
     blend.add_argument(
-        "--rounds", type=ranged(int, 1), metavar="N", help="the greedy method's rounds (100)"
+        "--rounds",
+        type=ranged(int, 1, MAX_ROUNDS),
+        metavar="N",
+        help=f"the greedy method's rounds (100; at most {MAX_ROUNDS:,})",
     )
     blend.add_argument(
         "--overwrite", action="store_true", help="replace an earlier blend in --output"

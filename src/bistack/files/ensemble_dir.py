@@ -119,7 +119,13 @@ def write_ensemble(target: Path, members: dict[str, Path], meta: dict[str, Any])
     ``target`` and swapped in whole, so a reader never sees half an ensemble."""
     with atomic_folder(target) as staging:
         for name, folder in members.items():
-            shutil.copytree(folder, staging / MEMBERS / name, copy_function=_link_or_copy)
+            try:
+                shutil.copytree(folder, staging / MEMBERS / name, copy_function=_link_or_copy)
+            except shutil.Error as error:  # one (source, destination, why) a file it failed
+                _, destination, why = error.args[0][0]
+                raise ModelFileError(
+                    f"{destination}: cannot write ({why}); nothing was changed at {target}"
+                ) from None
         write_json(
             staging / ENSEMBLE_FILE,
             {**meta, "members": list(members), "bistack_version": __version__},
