@@ -405,3 +405,53 @@ def test_a_blend_refuses_what_it_cannot_take_in_one_clear_line(regressor_cvs, tm
     said = capsys.readouterr().err
     assert "cannot write ([Errno 28] No space left on device)" in said and "[(" not in said
     assert not (tmp_path / "b").exists()
+
+
+def test_a_blend_says_whether_it_beats_its_best_run_beyond_the_noise():
+    from types import SimpleNamespace
+
+    from bistack.blends.run import verdict
+
+    gold = np.linspace(-1, 1, 40)
+    assignment = [i % 4 for i in range(40)]
+    card = SimpleNamespace(metric=SimpleNamespace(higher_is_better=False))
+
+    def rmse(predictions, rows):
+        return float(np.sqrt(np.mean((predictions[:, 0] - gold[rows]) ** 2)))
+
+    def run(name, cv, noise):
+        predictions = (gold + noise)[:, None]
+        return SimpleNamespace(name=name, card=card, summary={"cv": cv}, predictions=predictions)
+
+    rng = np.random.default_rng(0)
+    best = run("lstm", 0.1, rng.normal(0, 0.1, 40))
+    runs = [run("gru", 0.3, rng.normal(0, 0.3, 40)), best]
+    losing = verdict(runs, best.predictions + 0.5, assignment, rmse)
+    assert losing["best_run"] == "lstm" and losing["beyond_noise"] and not losing["blend_wins"]
+    assert losing["says"].startswith("the nested blend loses to lstm, the best run, beyond")
+    assert len(losing["per_fold"]) == 4 and losing["difference"] > 0  # RMSE: blend minus run
+    winning = verdict(runs, gold[:, None], assignment, rmse)
+    assert winning["beyond_noise"] and winning["blend_wins"]
+    tied = verdict(runs, best.predictions[::-1].copy(), assignment, rmse)
+    assert "within the noise" in tied["says"] or tied["beyond_noise"]
+
+
+def test_the_verdict_is_in_blend_json_and_info(regressor_blend, capsys):
+    result, out, said = regressor_blend
+    record = json.loads((out / "blend.json").read_text())
+    assert record["verdict"] == result.verdict
+    assert any(line.startswith("verdict: the nested blend") for line in said)
+    assert main(["info", str(out / "model")]) == 0
+    assert record["verdict"]["says"] in capsys.readouterr().out
+
+
+def test_runs_that_stopped_early_in_two_ways_are_refused_by_name(regressor_cvs, tmp_path):
+    runs, root = regressor_cvs
+    config = layer_regressor(root / "train.tsv", root / "tiny-bert", root / "cache", "mean")
+    inner = tmp_path / "inner"
+    bistack.cross_validate(config, inner, folds=FOLDS, inner_dev=True, say=lambda _: None)
+    with pytest.raises(ConfigError, match="stopped early in two ways") as error:
+        bistack.blend([runs[0], inner], tmp_path / "b", say=lambda _: None)
+    said = str(error.value)
+    assert f"{runs[0]} stopped on their held-out folds" in said
+    assert f"{inner} stopped on a dev split of their training folds (--inner-dev)" in said

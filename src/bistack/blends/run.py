@@ -43,7 +43,8 @@ Fit = Callable[[list[int]], np.ndarray]
 @dataclass(frozen=True)
 class BlendResult:
     """The blend's metric, its weight per run, its nested and in-sample scores, each run's own
-    CV score, and where it was written."""
+    CV score, where it was written, and whether it beats the best run beyond the noise
+    (``verdict``: as ``blend.json`` holds it)."""
 
     metric: str
     weights: dict[str, float]
@@ -51,6 +52,7 @@ class BlendResult:
     in_sample: float
     runs: dict[str, float]
     output: Path
+    verdict: dict[str, Any]
 
 
 def blend_layout(name: str) -> Layout | bool:
@@ -103,9 +105,12 @@ def blend(
         objective = first.outputs.blend_objective([first.rows[i] for i in rows])
         return fit_weights(objective, stacked[:, rows], method, rounds or 100)
 
-    def score(predictions: np.ndarray) -> float:
+    def score(predictions: np.ndarray, rows: Sequence[int] | None = None) -> float:
+        """The metric of ``predictions`` ``(rows, outputs)`` of ``rows`` (every row: None)."""
+        chosen = range(len(first.rows)) if rows is None else rows
         raw = first.outputs.as_raw(predictions.astype(np.float32))
-        return float(first.outputs.scores(first.rows, raw, str(first.path))[metric])
+        examples = [first.rows[i] for i in chosen]
+        return float(first.outputs.scores(examples, raw, str(first.path))[metric])
 
     everything = list(range(len(first.rows)))
     weights = fit(everything)
@@ -115,6 +120,7 @@ def blend(
     without = [score_without(runs, r, method, rounds, score) for r in range(len(runs))]
     record = blend_record(runs, weights, fold_weights, without, metric, method, rounds)
     record["scores"] = {"nested": nested_score, "in_sample": in_sample}
+    record["verdict"] = verdict(runs, nested_predictions, first.plan.assignments[0], score)
     with atomic_folder(output) as staging:
         write_json(staging / BLEND_FILE, record)
         write_model(staging / MODEL_DIR, runs, weights, record)
@@ -125,9 +131,46 @@ def blend(
         in_sample,
         {run.name: float(run.summary["cv"]) for run in runs},
         output,
+        record["verdict"],
     )
     say_result(result, record, say)
     return result
+
+
+def verdict(
+    runs: list[CVRun], nested_predictions: np.ndarray, assignment: Sequence[int], score: Callable
+) -> dict[str, Any]:
+    """Whether the nested blend beats the best single run (the best CV score), by how much, and
+    whether that is beyond the noise: the paired difference of their scores fold by fold (the
+    same folds, the blend's minus the run's) is beyond noise when its mean's size exceeds two
+    standard errors."""
+    higher = runs[0].card.metric.higher_is_better
+    best = (max if higher else min)(runs, key=lambda run: float(run.summary["cv"]))
+    differences = []
+    for fold in sorted(set(assignment)):
+        held = [i for i, f in enumerate(assignment) if f == fold]
+        own = score(best.predictions[held], held)
+        differences.append(score(nested_predictions[held], held) - own)
+    mean = float(np.mean(differences))
+    error = float(np.std(differences, ddof=1) / np.sqrt(len(differences)))
+    gain = mean if higher else -mean  # in the metric's good direction
+    beyond = abs(mean) > 2 * error
+    if not beyond:
+        says = f"the nested blend and {best.name}, the best run, are within the noise"
+    elif gain > 0:
+        says = f"the nested blend beats {best.name}, the best run, beyond the noise"
+    else:
+        says = f"the nested blend loses to {best.name}, the best run, beyond the noise"
+    return {
+        "best_run": best.name,
+        "difference": mean,
+        "standard_error": error,
+        "per_fold": differences,
+        "beyond_noise": bool(beyond),
+        "blend_wins": bool(gain > 0),
+        "says": f"{says} ({mean:+.4f} a fold on average, standard error {error:.4f}, blend "
+        "minus run)",
+    }
 
 
 def nested(
@@ -230,6 +273,7 @@ def write_model(
             "cv": scores["nested"],
             "in_sample": scores["in_sample"],
             "split": f"{record['folds']} folds, {record['split']}",
+            "verdict": record["verdict"]["says"],
         },
     }
     write_ensemble(target, members, meta)
@@ -253,5 +297,6 @@ def say_result(result: BlendResult, record: dict[str, Any], say: Say) -> None:
         f"blend: nested {metric} {result.nested:.4f} (each fold's weights fitted on the other "
         f"folds' out-of-fold predictions), in-sample {result.in_sample:.4f} (optimistic)"
     )
+    say(f"verdict: {record['verdict']['says']}")
     say(f"the blend in {result.output}/{MODEL_DIR}; its weights and scores in "
         f"{result.output}/{BLEND_FILE}")  # fmt: skip

@@ -42,6 +42,7 @@ class CVRun:
     summary: dict[str, Any]
     ensemble: dict[str, Any]
     config: dict[str, Any]
+    inner_dev: bool  # its folds stopped early on a dev split of their training folds
     rows: list[Example]
     outputs: Any
     predictions: np.ndarray
@@ -114,7 +115,10 @@ def read_run(path: str | Path, name: str) -> CVRun:
             )
     predictions = np.array([[v[n] for n in outputs.names] for v in values], dtype=np.float64)
     summary = read_json_object(path / RESULT_FILE)
-    return CVRun(path, name, card, plan, summary, ensemble, config, rows, outputs, predictions)
+    inner_dev = bool(settings.get("settings", {}).get("inner_dev", False))
+    return CVRun(
+        path, name, card, plan, summary, ensemble, config, inner_dev, rows, outputs, predictions
+    )
 
 
 def check_rows(path: Path, rows: list[Example], folds: list[Any], plan: FoldPlan) -> None:
@@ -162,10 +166,27 @@ def run_names(paths: list[Path]) -> list[str]:
     return names
 
 
+def stopping(run: CVRun) -> str:
+    """How a run's folds chose their epoch, in words."""
+    if run.inner_dev:
+        return "on a dev split of their training folds (--inner-dev)"
+    return "on their held-out folds (the default)"
+
+
 def refuse_unlike(runs: list[CVRun]) -> None:
     """Runs that cannot be blended, refused naming what differs from the first. Each run's
-    out-of-fold predictions are only comparable, row by row, over one table split one way."""
+    out-of-fold predictions are only comparable, row by row, over one table split one way,
+    and their scores only where every run's folds stopped early alike."""
     first = runs[0]
+    if len({run.inner_dev for run in runs}) > 1:
+        modes = "; ".join(f"{run.path} stopped {stopping(run)}" for run in runs)
+        raise ConfigError(
+            f"the runs stopped early in two ways ({modes}): a fold that chose its epoch on its "
+            "held-out rows scores better there than one that did not, so their CV scores, and "
+            "a blend's weights, are not comparable; cross-validate them alike (--inner-dev for "
+            "all: a blend's folds should not have chosen anything on the rows they are scored "
+            "on)"
+        )
     for run in runs[1:]:
         differs = difference(run, first)
         if differs is not None:

@@ -54,6 +54,8 @@ def described(info: dict[str, Any]) -> str:
                 f"({cv.get('split', '?')}; each fold's weights fitted on the other folds'), "
                 f"{figure(cv['in_sample'])} in-sample; weights: {weights}"
             )
+            if "verdict" in cv:
+                lines.append(f"verdict: {cv['verdict']}")
             lines.append(f"each fold model on its held-out rows: {folds}")
         else:
             lines.append(
