@@ -64,6 +64,9 @@ def main() -> None:
         f"| blend, in-sample (optimistic) | {scores['in_sample']:.4f} | | |",
         "",
         f"The nested blend is {best - scores['nested']:.4f} RMSE below the best run's CV.",
+        f"Verdict: {record['verdict']['says']}; per fold: "
+        + ", ".join(f"{d:+.4f}" for d in record["verdict"]["per_fold"])
+        + ".",
         "",
     ]
     (RESULTS / "blend-commonlit.md").write_text("\n".join(lines))
