@@ -512,9 +512,9 @@ def test_a_fold_names_the_step_that_chose_it_and_the_cv_its_precision(tmp_path, 
     assert cv(config, out, "--folds", "2", "--precision", "32-true") == 0
     said = capsys.readouterr().out
     assert "2-fold cross-validation at --precision 32-true of 48 rows" in said
-    assert re.search(r"fold0: score [\d.]+ \(best epoch \d, step \d+\)", said), said
+    assert re.search(r"fold0: trained, best epoch \d, step \d+; scored cross-fitted", said), said
     step = json.loads((out / "folds" / "fold0" / "fold.json").read_text())["best_step"]
-    assert f", step {step})" in said
+    assert f", step {step};" in said
     assert json.loads((out / "cv-settings.json").read_text())["run"] == {"precision": "32-true"}
     assert cv(config, out, "--folds", "2", "--precision", "bf16-mixed") == 2
     assert "(changed: --precision)" in capsys.readouterr().err

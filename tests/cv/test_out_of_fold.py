@@ -232,3 +232,41 @@ def test_a_fold_column_takes_no_setting_that_cannot_act_and_keeps_groups_whole(t
     train = ["train", str(path), "--output", str(tmp_path / "run"), "--set", "data.dev=null"]
     assert main([*train, "--set", "train.max_epochs=1"]) == 0
     assert "data.fold_column 'kfold' is read by bistack cv only" in capsys.readouterr().err
+
+
+def test_a_calibrated_fold_shows_one_score_and_chooses_its_epoch_fitting_nothing_on_it(
+    tmp_path, monkeypatch
+):
+    """A regressor calibrated after training, its folds stopping on their held-out rows: no
+    epoch is chosen by a calibration fitted on the rows it is scored on, and each fold's score
+    is the cross-fitted one wherever a fold's score is shown."""
+    import re
+
+    from bistack.text_models.outputs import TargetOutputs
+
+    train = write_rows(tmp_path / "rows.tsv", 30)
+    config = text_config(train, None, kind="regressor", train={"max_epochs": 3, "patience": 3})
+    config["data"]["dev"] = None
+    config["regression"] = {"calibrate": True}
+    fitted_on: list[set[str]] = []
+    real = TargetOutputs.fit_calibration
+
+    def recording(self, examples, path, raw):
+        fitted_on.append({e.text for e in examples})
+        return real(self, examples, path, raw)
+
+    monkeypatch.setattr(TargetOutputs, "fit_calibration", recording)
+    said: list[str] = []
+    out = tmp_path / "out"
+    bistack.cross_validate(config, out, folds=3, say=said.append)
+    plan = json.loads((out / "folds.json").read_text())["assignments"][0]
+    texts = [line.split("\t")[0] for line in train.read_text().splitlines()[1:]]
+    for fold in range(3):
+        held = {text for text, f in zip(texts, plan, strict=True) if f == fold}
+        assert held not in fitted_on, f"fold{fold}'s rows were fitted on"
+    summary = json.loads((out / "cv.json").read_text())
+    assert summary["folds_scored"].startswith("cross-fitted")
+    for name, score in summary["folds"].items():
+        shown = [float(m) for line in said if line.startswith(f"{name}:")
+                 for m in re.findall(r"\d+\.\d{4}", line)]  # fmt: skip
+        assert shown == [pytest.approx(score, abs=1e-4)], (name, said)

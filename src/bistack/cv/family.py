@@ -40,6 +40,12 @@ class FoldFamily(Protocol):
     FOLD_FILES: tuple[str, ...]
     ROWS_ARE: str
 
+    @property
+    def calibrates(self) -> bool:
+        """Whether a fold model calibrates its outputs after training (so that a fold whose
+        dev is its held-out fold is scored cross-fitted, once every fold has finished)."""
+        ...
+
     def split_keys(self) -> SplitKeys:
         """What the rows can be split by (a fold column, groups, classes, targets)."""
         ...

@@ -40,6 +40,10 @@ def finish(
     trained = records  # as the members predict: calibrated on an inner dev split, or not at all
     if not inner_dev:  # calibrated now, each fold by the other folds' predictions
         records = family.cross_fit(plan, trained, metric, members, say)
+    cross_fitted = records is not trained
+    if cross_fitted:
+        for record in records:
+            say(f"{record['name']}: cross-fitted {metric} {record['score']:.4f}")
     pooled, oof = family.pool_out_of_fold(plan, records, metric)
     as_trained = oof if records is trained else family.pool_out_of_fold(plan, trained, metric)[1]
     folds = {record["name"]: float(record["score"]) for record in records}
@@ -49,6 +53,10 @@ def finish(
         "cv": result.cv,
         "cv_per_repeat": pooled,
         "folds": folds,
+        "folds_scored": "cross-fitted: each fold's held-out predictions calibrated on the other "
+        "folds' out-of-fold predictions"
+        if cross_fitted
+        else "as trained",
         "fold_mean": result.mean,
         "fold_std": result.std,
         "rows": len(family.rows),
@@ -68,7 +76,8 @@ def finish(
     write_ensemble(output / MODEL_DIR, members, meta)
     write_cv_report(output, card, family, oof, summary, shown)
     say(
-        f"CV {metric} {result.cv:.4f} on the pooled out-of-fold predictions; folds "
+        f"CV {metric} {result.cv:.4f} on the pooled out-of-fold predictions; folds"
+        f"{' (cross-fitted)' if cross_fitted else ''} "
         f"{result.mean:.4f} +- {result.std:.4f} ({', '.join(f'{v:.4f}' for v in folds.values())})"
     )
     if note:

@@ -157,7 +157,8 @@ def cv_in(
     if any(finished_fold(job) is None for job in chosen):  # what the folds share, said here
         inputs = FoldInputs.of(jobs[0].config, say, family)
     try:
-        records = run_folds(jobs, settings, say, inputs, only)
+        cross_fitted = family.calibrates and not settings.inner_dev
+        records = run_folds(jobs, settings, say, inputs, only, cross_fitted)
     except KeyboardInterrupt:
         say(
             "interrupted: the same command goes on from the first unfinished fold (the "
@@ -286,6 +287,7 @@ def run_folds(
     say: Say,
     inputs: FoldInputs | None = None,
     only: Sequence[str] = (),
+    cross_fitted: bool = False,
 ) -> list[FoldRecord]:
     """Each fold's record: read where it finished before, else trained by the runner the
     settings ask for (with ``inputs``, when made already); ``only``: the folds to train (the
@@ -300,13 +302,23 @@ def run_folds(
             continue
         else:
             records[job.name] = record
-            say(f"{job.name}: finished before, score {record['score']:.4f}")
+            say(f"{job.name}: finished before{fold_score(record, cross_fitted)}")
     if todo:
         runner = runner_for(settings.workers, settings.ray, settings.ray_address, len(todo))
         for job, record in runner.run(todo, say, inputs):
             records[job.name] = record
             step = f", step {record['best_step']}" if record.get("best_step") else ""
             say(
-                f"{job.name}: score {record['score']:.4f} (best epoch {record['best_epoch']}{step})"
+                f"{job.name}: trained, best epoch {record['best_epoch']}{step}"
+                f"{fold_score(record, cross_fitted)}"
             )
     return [records[job.name] for job in jobs if job.name in records]
+
+
+def fold_score(record: FoldRecord, cross_fitted: bool) -> str:
+    """How a finished fold's line shows its score: as trained, or (where the fold is to be
+    calibrated on the other folds' out-of-fold predictions) that it is scored then, so that a
+    fold shows one score wherever it shows one."""
+    if cross_fitted:
+        return "; scored cross-fitted once every fold has finished"
+    return f"; score {record['score']:.4f}"

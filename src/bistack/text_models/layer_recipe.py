@@ -172,7 +172,7 @@ class LayerTextTask:
 
     def evaluate(self) -> Evaluation:
         raw = self.dev_outputs(self.model)
-        if self.calibrate:  # as for recurrent regressors: epochs compared calibrated
+        if self.calibrate and self.data.calibrate_on_dev:  # as for recurrent regressors
             # calibrate is set for regressors alone, whose outputs are targets
             outputs = cast(TargetOutputs, self.model.outputs)
             outputs.fit_calibration(self.data.dev, self.data.dev_source, raw)

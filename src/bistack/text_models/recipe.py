@@ -81,8 +81,9 @@ class TextTask:
     def evaluate(self) -> Evaluation:
         examples, path = self.data.dev, self.data.dev_source
         raw = self.model.run([e.text for e in examples])
-        if self.calibrate:
-            # The kept epoch is the one that scores best as it will be used: calibrated.
+        if self.calibrate and self.data.calibrate_on_dev:
+            # The kept epoch is the one that scores best as it will be used: calibrated (never
+            # where dev is a cross-validation's held-out fold: nothing is fitted on it).
             # Uncalibrated RMSE would also charge each epoch for a shift that calibration undoes.
             # calibrate is set for regressors alone, whose outputs are targets
             cast(TargetOutputs, self.model.outputs).fit_calibration(examples, path, raw)

@@ -220,6 +220,12 @@ class TaggerFolds:
             found[record["name"]] = self._held[key]
         return found
 
+    @property
+    def calibrates(self) -> bool:
+        """Whether a fold's tagger calibrates its confidences after training (a temperature;
+        none for plain tags)."""
+        return self.scheme != PLAIN
+
     def cross_fit(
         self,
         plan: FoldPlan,
