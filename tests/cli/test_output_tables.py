@@ -106,14 +106,56 @@ def test_a_tagger_refuses_a_table_it_does_not_write(small_tagger, tmp_path, caps
     assert not output.exists()
 
 
-def test_a_suffix_naming_no_format_takes_the_default_and_jsonl_its_own(
+def test_a_suffix_naming_no_format_is_refused_unless_the_format_is_given(
     small_classifier, tmp_path, capsys
 ):
-    for name in ("out.txt", "out.jsonl"):
+    command = ["predict", str(small_classifier), "a fine film", "--output"]
+    for name in ("out.weird", "out"):
         output = tmp_path / name
-        assert main(["predict", str(small_classifier), "a fine film", "--output", str(output)]) == 0
-        assert "label" in json.loads(output.read_text().splitlines()[0])
-    capsys.readouterr()
+        assert main([*command, str(output)]) == 2
+        said = capsys.readouterr().err
+        assert "names no format; this model writes jsonl (.jsonl, .ndjson), csv (.csv)" in said
+        assert not output.exists()
+    assert main([*command, str(tmp_path / "out.weird"), "--format", "jsonl"]) == 0
+    assert "label" in json.loads((tmp_path / "out.weird").read_text().splitlines()[0])
+    assert main([*command, str(tmp_path / "out.jsonl"), "--format", "csv"]) == 2
+    said = capsys.readouterr().err
+    assert "--format csv and --output" in said and "whose suffix names jsonl" in said
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_a_model_trained_with_ids_writes_them_and_a_table_without_ids_its_rows(tmp_path, capsys):
+    """A submission in one command: the model's data.id_column is the id column of a table
+    when the input has it; without any id the first column is each record's row."""
+    from bistack import tasks
+    from tests.conftest import train_quietly
+    from tests.text_models.test_end_to_end import sentiment_rows, text_config
+
+    rows = sentiment_rows(40, 0)
+    train = tmp_path / "train.csv"
+    pandas.DataFrame(
+        {"id": [f"x{i:03d}" for i in range(len(rows))], "sentence": [t for t, _ in rows],
+         "score": [float(label) for _, label in rows]}
+    ).to_csv(train, index=False)  # fmt: skip
+    config = text_config(train, train, kind="regressor", train={"max_epochs": 1})
+    config["data"] |= {"label_columns": ["score"], "id_column": "id"}
+    model = train_quietly(tasks.config_from_dict(config), tmp_path / "run")
+    test = write_input(tmp_path / "test.csv")
+    sub = tmp_path / "sub.csv"
+    command = ["predict", str(model), "--input", str(test), "--text-field", "text"]
+    assert main([*command, "--output", str(sub)]) == 0
+    assert "ids from the input's column 'id'" in capsys.readouterr().err
+    table = pandas.read_csv(sub, keep_default_na=False)
+    assert list(table.columns) == ["id", "score"] and list(table["id"]) == ["r0", "r1", "r2", "r3"]
+    bare = tmp_path / "bare.csv"
+    pandas.read_csv(test).drop(columns="id").to_csv(bare, index=False)
+    command[3] = str(bare)
+    assert main([*command, "--output", str(tmp_path / "rows.csv")]) == 0
+    assert "first column is row" in capsys.readouterr().err
+    table = pandas.read_csv(tmp_path / "rows.csv")
+    assert list(table.columns) == ["row", "score"] and list(table["row"]) == [1, 2, 3, 4]
+    assert main(["predict", str(model), "a", "b", "--output", str(tmp_path / "args.csv")]) == 0
+    assert list(pandas.read_csv(tmp_path / "args.csv")["row"]) == [1, 2]
 
 
 AWKWARD_IDS = ["a,b", 'say "hi"', "cr\ronly", "line\nbreak", "both\r\n", "tab\there",

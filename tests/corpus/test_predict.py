@@ -316,7 +316,7 @@ def test_predictions_join_back_by_their_place_and_id(small_classifier, tmp_path,
     pd.DataFrame([r | {"text": str(r["text"])} for r in rows]).to_parquet(parquet)
     model = str(small_classifier)
     for source, place in ((jsonl, "line"), (csv_file, "row"), (parquet, "row")):
-        out, skipped = tmp_path / f"{source.name}.out", tmp_path / f"{source.name}.skipped"
+        out, skipped = tmp_path / f"{source.name}.out.jsonl", tmp_path / f"{source.name}.skipped"
         argv = ["predict", model, "--input", str(source), "--id-field", "doc", "--output",
                 str(out), "--skipped", str(skipped), "--on-error", "skip"]  # fmt: skip
         assert main(argv) == 0

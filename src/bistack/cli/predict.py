@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from bistack.cards import PredictOption, RequestError
+from bistack.cards import Card, PredictOption, RequestError
 from bistack.cli.flags import (
     Processes,
     add_card_options,
@@ -28,6 +28,7 @@ from bistack.cli.flags import (
 from bistack.corpus.predict import CHUNK_SIZE
 from bistack.corpus.sources import INPUT_FORMATS
 from bistack.errors import ConfigError
+from bistack.files.paths import refuse_overlap
 from bistack.tasks import (
     TASKS,
     asked_options,
@@ -84,7 +85,7 @@ def add_predict(commands: Any) -> None:
         "--output",
         metavar="PATH",
         help="write predictions to PATH (default: stdout), in the format its suffix names "
-        "(.jsonl, .conll, .conllu) unless --format says otherwise",
+        "(.jsonl, .csv, .tsv, .conll, .conllu); a suffix naming no format needs --format",
     )
     predict.add_argument("--overwrite", action="store_true", help="replace an --output that exists")
     predict.add_argument(
@@ -192,7 +193,10 @@ def run_predict(args: argparse.Namespace) -> int:
         with model.running():
             stream_lines(model.streamer(), sys.stdin, lambda line: print(line, flush=True))
         return 0
-    fmt = args.format or format_named_by(args.output, model.card.predict_formats)
+    if args.output and not names_a_folder(args.output):  # an input named before its suffix
+        refuse_overlap(args.output, [("the input", args.input), ("the model", args.model)],
+                       "--output")  # fmt: skip
+    fmt = format_of_output(args.format, args.output, model.card)
     fmt, options = model.card.checked_request(fmt, chosen_options(args), spelled=as_flag)
     request = CorpusRequest(
         texts=list(args.text),
@@ -227,18 +231,53 @@ def output_suffixes() -> dict[str, str]:
     return named | UNWRITTEN_SUFFIXES
 
 
-def format_named_by(output: str | None, formats: tuple[str, ...]) -> str | None:
-    """The format an ``--output`` file's suffix names (``runs/tags.jsonl``: jsonl), where
-    ``--format`` was not given; None: the model's default (a suffix naming no format). A suffix
-    naming a format the model does not write is refused, naming those it does."""
-    named = output_suffixes().get(Path(output).suffix.lower()) if output else None
+def format_of_output(given: str | None, output: str | None, card: Card) -> str | None:
+    """The format predictions are written in: ``--format`` (``given``), else the one the
+    ``--output`` file's suffix names (``runs/tags.jsonl``: jsonl); None: the model's default,
+    for stdout. Refused, before anything is written: a suffix naming a format the model does
+    not write, a suffix naming no format without ``--format`` (never JSON lines under a name
+    that says otherwise), and a ``--format`` that contradicts the suffix."""
+    if output is None or names_a_folder(output):
+        return given  # a folder: refused as one, by the request's checks
+    suffix = Path(output).suffix.lower()
+    named = output_suffixes().get(suffix)
+    if given is not None:
+        if named is not None and named != given:
+            raise ConfigError(
+                f"--format {given} and --output {output}, whose suffix names {named}: give a "
+                f"file name for {given} (such as {Path(output).with_suffix(suffix_of(given))}), or "
+                "leave out --format"
+            )
+        return given
+    formats = card.predict_formats
     if named is not None and named not in formats:
         raise ConfigError(
             f"--output {output}: its suffix names {named}, which predict does not write for this "
             f"model (it writes {', '.join(formats)}); name the file for one of those, or give "
             "--format"
         )
+    if named is None:
+        offered = ", ".join(
+            f"{fmt.name} ({', '.join(fmt.suffixes)})" if fmt.suffixes else fmt.name
+            for fmt in card.formats
+        )
+        what = f"its suffix {suffix}" if suffix else "a name without a suffix"
+        raise ConfigError(
+            f"--output {output}: {what} names no format; this model writes {offered}: name the "
+            "file for one of them, or give --format"
+        )
     return named
+
+
+def names_a_folder(output: str) -> bool:
+    """Whether ``--output`` names a folder (refused as such by the request's checks)."""
+    return Path(output).is_dir() or Path(output).name in ("", ".", "..")
+
+
+def suffix_of(fmt: str) -> str:
+    """The first suffix of the format ``fmt`` (``.txt`` for one that has none)."""
+    found = offered_formats().get(fmt)
+    return found.suffixes[0] if found is not None and found.suffixes else ".txt"
 
 
 def add_evaluate(commands: Any) -> None:

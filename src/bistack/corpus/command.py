@@ -14,6 +14,7 @@ from bistack.corpus.sources import (
     BY_SUFFIX,
     TOKEN_FORMATS,
     count_records,
+    input_fields,
     input_format,
     read_records,
 )
@@ -120,12 +121,16 @@ def predict_command(request: CorpusRequest, job: PredictionJob, model: Predictor
                 f"{fmt} input gives tokens, which only a tagger takes; {job.source.path} holds "
                 f"{card.description}"
             )
-        records = read_records(request.input, fmt, request.text_field, request.id_field)
-        source = request.input if request.input != "-" else "<stdin>"
-        total = count_records(request.input, fmt) if request.progress else None
+        given = request.input
+        request, job = with_model_ids(request, job, model, fmt)
+        records = read_records(given, fmt, request.text_field, request.id_field)
+        source = given if given != "-" else "<stdin>"
+        total = count_records(given, fmt) if request.progress else None
         job = replace(job, keeps_place=True)
     else:
         fmt, source, total = "arguments", "argument", None
+        if card.output_format(job.fmt).table:  # a table's rows name their argument
+            job = replace(job, keeps_place=True)
         records = iter(
             Record(value=t, what="the argument", line=n) for n, t in enumerate(request.texts, 1)
         )
@@ -179,7 +184,29 @@ def predict_command(request: CorpusRequest, job: PredictionJob, model: Predictor
             f"skipped{listed}; {progress.rate:,.0f} records/s)",
             file=sys.stderr,
         )
+        if card.output_format(job.fmt).table and not request.id_field:
+            print(
+                f"{request.output}'s first column is row: each record's place in the input, "
+                "counted from 1 (no id: give --id-field, or train with data.id_column)",
+                file=sys.stderr,
+            )
     return 0
+
+
+def with_model_ids(
+    request: CorpusRequest, job: PredictionJob, model: Predictor, fmt: str
+) -> tuple[CorpusRequest, PredictionJob]:
+    """A table's ids without ``--id-field``: the column a model trained with
+    ``data.id_column`` took its ids from, where the input has it (a competition's test file
+    has the training file's id column)."""
+    if request.id_field is not None or not model.card.output_format(job.fmt).table:
+        return request, job
+    id_column = getattr(getattr(model.model.config, "data", None), "id_column", None)
+    if not id_column or id_column not in input_fields(request.input or "-", fmt):
+        return request, job
+    print(f"ids from the input's column {id_column!r} (the model's data.id_column)",
+          file=sys.stderr)  # fmt: skip
+    return replace(request, id_field=id_column), replace(job, id_field=id_column)
 
 
 def interrupted(request: CorpusRequest, output: FileOutput | StdoutOutput) -> str:

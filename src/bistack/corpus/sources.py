@@ -177,6 +177,28 @@ class _binary:
             self.handle.close()
 
 
+def input_fields(source: str, fmt: str) -> set[str]:
+    """The fields the records of ``source`` (read as ``fmt``) hold, read from its head alone
+    (a table's header, the first JSON line, Parquet's schema); empty where there are none to
+    read without consuming the input (stdin, line formats) or the head cannot be read."""
+    if source == "-" or fmt not in ID_FORMATS:
+        return set()
+    try:
+        if fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            return set(pq.read_schema(source).names)
+        with open(source, encoding="utf-8-sig", newline="") as handle:
+            if fmt == "jsonl":
+                first = next((line for line in handle if line.strip()), "{}")
+                record = json.loads(first)
+                return set(record) if isinstance(record, dict) else set()
+            header = next(csv.reader(handle, delimiter="\t" if fmt == "tsv" else ","), [])
+            return {name.strip() for name in header}
+    except (OSError, ValueError, ImportError):
+        return set()  # reading the records says what is wrong, naming the line
+
+
 def _stdin() -> BinaryIO:
     """Standard input for bytes, through a buffer of its own: the records are read on a thread
     (``chunked``), and a thread blocked in ``sys.stdin``'s own buffer when an interrupt ends

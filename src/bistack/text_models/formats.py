@@ -1,9 +1,11 @@
 """The output formats only text models write, beside the JSON lines every kind writes: a CSV or
 TSV table a submission takes as it is (declared on the text family's cards; torch-free).
 
-A table's columns: the id each record keeps (``--id-field``), then the label (under the
-training label column's name) or each target's value (under its own), then, with
-``--probabilities``, each class's probability (``p_<label>``). A blank text has empty cells.
+A table's columns: the id each record keeps (``--id-field``, or the model's ``data.id_column``
+where the input has it), else ``row`` (each record's row in a table, line in a file, or place
+among the arguments, counted from 1 as ``oof.csv`` counts), then the label (under the training
+label column's name) or each target's value (under its own), then, with ``--probabilities``,
+each class's probability (``p_<label>``). A blank text has empty cells.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import Any
 
 from bistack.cards import OutputFormat, PredictOption
 from bistack.files.formats import table_line
+
+ROW = "row"  # a table's first column where its records have no id
 
 
 @dataclass(frozen=True)
@@ -27,13 +31,15 @@ class Table:
 
     @property
     def head(self) -> str:
-        return self.line(([self.id_field] if self.id_field else []) + self.columns)
+        return self.line([self.id_field or ROW, *self.columns])
 
     def row(self, prediction: Any, extra: dict[str, Any] | None = None) -> str:
-        """The prediction's line, after its record's id where the table has one."""
-        cells = [(extra or {}).get(self.id_field, "")] if self.id_field else []
+        """The prediction's line, after its record's id, or its place where it has none."""
+        extra = extra or {}
+        place = extra.get("row", extra.get("line", ""))
+        first = extra.get(self.id_field, "") if self.id_field else place
         made = prediction.table_cells(self.probabilities)
-        return self.line(cells + (made or [""] * len(self.columns)))
+        return self.line([first, *(made or [""] * len(self.columns))])
 
     def line(self, cells: list[Any]) -> str:
         return table_line(cells, self.delimiter)
