@@ -175,7 +175,7 @@ def test_every_outlet_opens_the_blend(regressor_cvs, regressor_blend, capsys, tm
         == 0
     )
     table = (tmp_path / "p.csv").read_text().splitlines()
-    assert table[0] == "label" and len(table) == 1 + len(TEXTS)
+    assert table[0] == "row,label" and len(table) == 1 + len(TEXTS)  # no id: each line
     assert main(["evaluate", str(model), str(root / "train.tsv")]) == 0
     assert main(["info", str(model)]) == 0
     said = capsys.readouterr().out

@@ -177,7 +177,7 @@ def test_oof_csv_joins_back_to_the_table_on_its_id_and_a_fold_column_is_taken_ex
     oof = pandas.read_csv(out / "oof.csv")
     assert list(oof.columns[:4]) == ["row", "item_id", "fold_repeat1", "fold_repeat2"]
     joined = table.merge(oof, on="item_id")  # one merge, every row once
-    assert len(joined) == len(table) and (joined["label_x"] == joined["gold"]).all()
+    assert len(joined) == len(table) and (joined["label"] == joined["gold"]).all()
     plan = json.loads((out / "folds.json").read_text())["assignments"]
     assert oof["fold_repeat1"].tolist() == plan[0] and oof["fold_repeat2"].tolist() == plan[1]
     records = [json.loads(line) for line in (out / "oof.jsonl").read_text().splitlines()]
@@ -270,3 +270,30 @@ def test_a_calibrated_fold_shows_one_score_and_chooses_its_epoch_fitting_nothing
         shown = [float(m) for line in said if line.startswith(f"{name}:")
                  for m in re.findall(r"\d+\.\d{4}", line)]  # fmt: skip
         assert shown == [pytest.approx(score, abs=1e-4)], (name, said)
+
+
+def test_a_repeated_cvs_score_is_recomputed_from_its_oof_csv(tmp_path):
+    """With repeats, oof.csv holds one prediction column a repeat: the CV score is the mean of
+    the repeats' pooled scores, and a user recomputing it from the file gets the same number;
+    oof.jsonl holds the repeats' mean with each repeat's prediction, which a blend reads."""
+    pandas = pytest.importorskip("pandas", reason="the table is read back as a user reads it")
+    train = write_rows(tmp_path / "rows.tsv", 30)
+    config = text_config(train, None, kind="regressor", train={"max_epochs": 2})
+    config["data"]["dev"] = None
+    out = tmp_path / "out"
+    bistack.cross_validate(config, out, folds=3, repeats=2, say=lambda _: None)
+    oof = pandas.read_csv(out / "oof.csv")
+    assert list(oof.columns) == ["row", "fold_repeat1", "fold_repeat2", "gold_label",
+                                 "label_repeat1", "label_repeat2"]  # fmt: skip
+    scores = [
+        float(np.sqrt(np.mean((oof[f"label_repeat{r}"] - oof["gold_label"]) ** 2))) for r in (1, 2)
+    ]
+    summary = json.loads((out / "cv.json").read_text())
+    assert summary["cv_per_repeat"] == pytest.approx(scores, abs=1e-5)
+    assert summary["cv"] == pytest.approx(float(np.mean(scores)), abs=1e-5)
+    records = [json.loads(line) for line in (out / "oof.jsonl").read_text().splitlines()]
+    first = records[0]
+    assert len(first["repeats"]) == 2
+    mean = np.mean([r["values"]["label"] for r in first["repeats"]])
+    assert first["values"]["label"] == pytest.approx(mean, abs=1e-5)
+    assert oof["label_repeat1"].iloc[0] == pytest.approx(first["repeats"][0]["values"]["label"])

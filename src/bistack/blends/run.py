@@ -97,6 +97,10 @@ def blend(
     claim_folder(output, "--output", overwrite=overwrite, signature=BLEND_FILE, layout=blend_layout)
     runs = [read_run(path, name) for path, name in zip(paths, run_names(paths), strict=True)]
     refuse_unlike(runs)
+    for run in runs:
+        if run.plan.repeats > 1:
+            say(f"{run.name}: blended on the mean of its {run.plan.repeats} repeats' out-of-fold "
+                "predictions")  # fmt: skip
     first = runs[0]
     metric = str(first.summary["metric"])
     stacked = np.stack([run.predictions for run in runs])  # (runs, rows, outputs)

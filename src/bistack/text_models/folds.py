@@ -146,8 +146,8 @@ class TextFolds:
     def pool_out_of_fold(
         self, plan: FoldPlan, records: list[dict], key: str
     ) -> tuple[list[float], np.ndarray]:
-        """The kind's metric on each repeat's pooled out-of-fold predictions, and every row's
-        prediction (its mean over repeats)."""
+        """The kind's metric on each repeat's pooled out-of-fold predictions, and each
+        repeat's predictions of every row, ``(repeats, rows, outputs)``."""
         outputs, path = self.outputs, self.config.data.train
         per_repeat = [
             np.zeros((len(self.rows), len(outputs)), dtype=np.float32) for _ in range(plan.repeats)
@@ -157,7 +157,7 @@ class TextFolds:
         scores = [
             float(outputs.scores(self.rows, outputs.as_raw(p), path)[key]) for p in per_repeat
         ]
-        return scores, np.mean(np.stack(per_repeat), axis=0)
+        return scores, np.stack(per_repeat)
 
     def cross_fit(
         self,
@@ -222,31 +222,47 @@ class TextFolds:
         what was done: a classifier's temperature; a regressor's scale and offset per target,
         with ``regression.calibrate``, where the members are uncalibrated."""
         refit = not members_calibrated and self.calibrates
-        return self.outputs.ensemble_fit(self.rows, self.config.data.train, oof, refit)
+        mean = oof.mean(axis=0)  # the ensemble averages every repeat's members
+        return self.outputs.ensemble_fit(self.rows, self.config.data.train, mean, refit)
 
     def write_oof(self, output: Path, card: Any, plan: FoldPlan, oof: np.ndarray) -> None:
         """``oof.jsonl`` (each row's prediction as ``predict`` writes it, after its row
         number, its id with ``data.id_column``, its fold and gold value) and ``oof.csv`` (the
-        same as columns: one fold column a repeat), every row once, in the table's order."""
-        outputs, rows = self.outputs, self.rows
-        predictions = outputs.predictions([e.text for e in rows], outputs.as_raw(oof), False)
+        same as columns), every row once, in the table's order. ``oof``: each repeat's
+        predictions ``(repeats, rows, outputs)``; with repeats, each repeat has its fold
+        column and its prediction columns (``label_repeat1``...), and a JSON line holds the
+        repeats' mean prediction with each repeat's under ``repeats``: the CV's score is the
+        mean of the repeats' scores, each recomputed from its own columns."""
+        outputs, rows, texts = self.outputs, self.rows, [e.text for e in self.rows]
+        each = [outputs.predictions(texts, outputs.as_raw(o), False) for o in oof]
+        mean = outputs.predictions(texts, outputs.as_raw(oof.mean(axis=0)), False)
         writer = card.output_format("jsonl")
         id_column = self.config.data.id_column
-        folds = (
-            ["fold"]
-            if plan.repeats == 1
-            else [f"fold_repeat{repeat + 1}" for repeat in range(plan.repeats)]
-        )
-        head = ["row", *([id_column] if id_column else []), *folds, *outputs.oof_columns()]
+        repeated = plan.repeats > 1
+        suffixes = [f"_repeat{r + 1}" for r in range(plan.repeats)] if repeated else [""]
+        gold_columns = outputs.oof_columns()[: outputs.gold_columns]
+        predicted = outputs.oof_columns()[outputs.gold_columns :]
+        head = [
+            "row",
+            *([id_column] if id_column else []),
+            *(f"fold{suffix}" for suffix in suffixes),
+            *gold_columns,
+            *(f"{column}{suffix}" for suffix in suffixes for column in predicted),
+        ]
         lines, table = [], [table_line(head)]
-        for index, (example, prediction) in enumerate(zip(rows, predictions, strict=True)):
+        for index, example in enumerate(rows):
             held = [assigned[index] for assigned in plan.assignments]
-            fold: int | list[int] = held[0] if plan.repeats == 1 else held
-            gold, cells = outputs.oof_cells(example, prediction)
+            fold: int | list[int] = held if repeated else held[0]
+            cells = [outputs.oof_cells(example, repeat[index]) for repeat in each]
+            gold = cells[0][0]
             named = {id_column: self.ids[index]} if id_column and self.ids is not None else {}
             extra = {"row": example.row, **named, "fold": fold, "gold": gold}
-            lines.append(writer.write(prediction, extra))
-            table.append(table_line([example.row, *named.values(), *held, *cells]))
+            if repeated:
+                extra["repeats"] = [repeat[index].to_json() for repeat in each]
+            lines.append(writer.write(mean[index], extra))
+            made = [cell for _, row in cells for cell in row[outputs.gold_columns :]]
+            gold_cells = cells[0][1][: outputs.gold_columns]
+            table.append(table_line([example.row, *named.values(), *held, *gold_cells, *made]))
         text = "".join(lines)
         atomic_write(output / "oof.jsonl", lambda temporary: Path(temporary).write_text(text))
         written = "".join(table)
@@ -254,7 +270,7 @@ class TextFolds:
 
     def oof_report(self, card: Any, oof: np.ndarray, model_dir: Path) -> dict[str, Any] | None:
         """The kind's report (as ``evaluate --report`` draws it) of the OOF predictions."""
-        model = OutOfFold(self.config, self.outputs, self.rows, oof)
+        model = OutOfFold(self.config, self.outputs, self.rows, oof.mean(axis=0))
         return dict(card.report_builder(model, self.config.data.train, model_dir))
 
 

@@ -219,6 +219,8 @@ class ClassOutputs(ClassBlending):
         column's name, then with ``probabilities`` each class's."""
         return [label_column, *(f"p_{n}" for n in self.labels if probabilities)]
 
+    gold_columns = 1  # of ``oof_columns``, the first: the gold label
+
     def oof_columns(self) -> list[str]:
         """The out-of-fold table's columns after the row's: gold, label, each probability."""
         return ["gold", "label", *(f"p_{n}" for n in self.labels)]
@@ -394,6 +396,11 @@ class TargetOutputs(TargetBlending):
         """A prediction table's columns after the id: each target's value, under its name
         (a regressor has no probabilities: its card offers none)."""
         return self.targets
+
+    @property
+    def gold_columns(self) -> int:
+        """Of ``oof_columns``, how many are gold: one a target."""
+        return len(self.targets)
 
     def oof_columns(self) -> list[str]:
         """The out-of-fold table's columns after the row's: each gold target, each value."""
