@@ -294,7 +294,7 @@ def test_the_lock_and_staging_live_beside_the_output_not_in_it(trained, tmp_path
     run = tmp_path / "fresh"
     done = bistack("train", str(trained["config"]), "--output", str(run), "--no-progress")
     assert done.returncode == 0
-    assert sorted(set(os.listdir(run)) - {"tensorboard"}) == ["metrics.csv", "model"]
+    assert sorted(set(os.listdir(run)) - {"tensorboard"}) == ["metrics.csv", "model", "train.log"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [".fresh.lock", "fresh"]
 
 

@@ -80,3 +80,34 @@ def test_a_ladder_in_json_is_one_object_a_line(tmp_path):
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in done.stdout.splitlines()]
     assert sum(e["event"] == "epoch" for e in events) == 5  # one epoch for each of 5 rungs
+
+
+def test_a_run_keeps_every_line_it_printed_in_its_folder(config, tmp_path):
+    """Off a terminal too: train.log holds the run's lines, a resumed or replaced run's as its
+    own; the first line says where the log goes and whether TensorBoard curves are written."""
+    done = train(config, tmp_path / "run")
+    assert done.returncode == 0, done.stderr
+    log = (tmp_path / "run" / "train.log").read_text().splitlines()
+    printed = [line for line in done.stdout.splitlines() if line.strip()]
+    assert [line for line in log if line.strip()] == printed
+    assert printed[0].startswith(f"log in {tmp_path / 'run'}/train.log; metrics in ")
+    assert "TensorBoard curves in" in printed[0]  # installed here: the dev extra has it
+    assert (tmp_path / "run" / "tensorboard").is_dir()
+
+
+def test_without_tensorboard_a_run_says_so_and_keeps_its_log(config, tmp_path, monkeypatch):
+    """A user's environment without TensorBoard (the core install): no events, said at once."""
+    import bistack.runs.loop as loop
+    import bistack.runs.metrics_log as metrics_log
+    from bistack import tasks
+    from bistack.runs.driver import RunOptions
+    from bistack.training import train_config
+
+    monkeypatch.setattr(loop, "tensorboard_installed", lambda: False)
+    monkeypatch.setattr(metrics_log, "tensorboard_installed", lambda: False)
+    said = tasks.load_config(str(config), [])
+    train_config(said, tmp_path / "run", RunOptions(progress=False))
+    log = (tmp_path / "run" / "train.log").read_text().splitlines()
+    assert "no TensorBoard curves (pip install 'bistack[tensorboard]' writes them)" in log[0]
+    assert not (tmp_path / "run" / "tensorboard").exists()
+    assert any(line.startswith("epoch 2:") for line in log)

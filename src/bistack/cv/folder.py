@@ -28,7 +28,7 @@ from bistack.files.swap import exchange, restore_parked
 FOLDS_FILE, SETTINGS_FILE, FOLD_FILE = "folds.json", "cv-settings.json", "fold.json"
 RESULT_FILE, REPORT_DIR, MODEL_DIR = "cv.json", "cv_report", "model"
 FOLD_NAME = re.compile(r"(repeat\d+-)?fold\d+")
-RUN_FILES = ("metrics.csv", "dev_metrics.json", "checkpoint.safetensors", "fold.json")
+RUN_FILES = ("metrics.csv", "dev_metrics.json", "checkpoint.safetensors", "fold.json", "train.log")
 REPORT_FILES = ("report.json", "report.html")
 
 

@@ -79,10 +79,13 @@ def mark(folder: Path) -> None:
 
 def is_leftover(folder: Path) -> bool:
     """Whether ``folder`` is a staging folder (or a replaced output) of a command that no longer
-    runs: it holds the marker, naming a process that is gone or this one."""
+    runs: it holds the marker, naming a process that is gone or this one (or it is an empty
+    staging folder, which a kill left before its marker was written)."""
     marker = folder / STAGING_MARKER
-    if folder.is_symlink() or not folder.is_dir() or not marker.is_file():
+    if folder.is_symlink() or not folder.is_dir():
         return False
+    if not marker.is_file():
+        return ".staging-" in folder.name and not any(folder.iterdir())
     try:
         pid = int(marker.read_text(encoding="utf-8").strip())
     except (OSError, ValueError):
@@ -95,7 +98,21 @@ def clear_leftovers(target: Path) -> None:
     marker of a process that is gone); a folder without the marker is never touched."""
     for sibling in target.parent.glob(f".{target.name}.*"):
         if is_leftover(sibling):
-            shutil.rmtree(sibling, ignore_errors=True)
+            remove_marked(sibling)
+
+
+def remove_marked(folder: Path) -> None:
+    """Delete a marked folder, its marker last: a kill midway leaves it marked, so the next
+    command still recognises (and clears) what is left."""
+    for entry in folder.iterdir():
+        if entry.name == STAGING_MARKER:
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    (folder / STAGING_MARKER).unlink(missing_ok=True)
+    folder.rmdir()
 
 
 @contextmanager
@@ -113,14 +130,14 @@ def atomic_folder(target: Path) -> Iterator[Path]:
         if target.is_dir() and not target.is_symlink():
             mark(target)  # the old folder, once swapped out, is a leftover if a kill comes
             exchange(staging, target)
-            shutil.rmtree(staging)
+            remove_marked(staging)
         else:
             os.rename(staging, target)
         (target / STAGING_MARKER).unlink(missing_ok=True)
         clear_leftovers(target)
     except BaseException:
         if staging.exists() and is_leftover(staging):
-            shutil.rmtree(staging, ignore_errors=True)
+            remove_marked(staging)
         (target / STAGING_MARKER).unlink(missing_ok=True)
         raise
 

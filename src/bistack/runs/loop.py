@@ -30,8 +30,9 @@ from bistack.runs.checkpoint import Checkpoint, LoopState, save_checkpoint
 from bistack.runs.epoch import EpochPlan, LoopTask, refuse_non_finite_weights, run_epoch
 from bistack.runs.metrics_log import MetricsLog
 from bistack.runs.optimizers import ParameterGroups, Schedule, optimizer_for, step_factor
-from bistack.runs.rundir import RunDirectory
+from bistack.runs.rundir import LOG, METRICS, RunDirectory
 from bistack.runs.tally import TrainingDiverged
+from bistack.runs.tensorboard import installed as tensorboard_installed
 
 if TYPE_CHECKING:
     from lightning_fabric import Fabric
@@ -77,16 +78,17 @@ class Run:
             text = message.lstrip("\n")
             message = message[: len(message) - len(text)] + f"{self.label}: {text}"
         self.fabric.print(message, flush=True)
+        self.directory.log(message)
 
     def report_epoch(self, row: dict[str, float], line: str, best: bool) -> None:
         """One line per epoch: readable, or the metrics row as a JSON object."""
         if self.log_format == "json":
             named = {"run": self.label} if self.label else {}
-            self.fabric.print(
-                json.dumps({"event": "epoch", **named, **row, "best": best}), flush=True
-            )
+            printed = json.dumps({"event": "epoch", **named, **row, "best": best})
         else:
-            self.fabric.print(f"{self.label}: {line}" if self.label else line, flush=True)
+            printed = f"{self.label}: {line}" if self.label else line
+        self.fabric.print(printed, flush=True)
+        self.directory.log(printed)
 
 
 def start_run(
@@ -141,11 +143,22 @@ def start_run(
     else:
         directory = RunDirectory.follower(Path(output))
     run = Run(fabric, directory, log_format, label)
+    run.say(curves_line(directory.output))
     for note in directory.notes:
         run.say(note)
     if plugin is not None and plugin.precision != precision:
         run.say(f"--precision {precision} runs as {plugin.precision} on the CPU (Fabric's rule)")
     return run
+
+
+def curves_line(output: Path) -> str:
+    """The run's first line: where its log and curves go, and whether TensorBoard's are written
+    (with TensorBoard installed: ``bistack[tensorboard]``)."""
+    if tensorboard_installed():
+        curves = f"TensorBoard curves in {output}/tensorboard"
+    else:
+        curves = "no TensorBoard curves (pip install 'bistack[tensorboard]' writes them)"
+    return f"log in {output}/{LOG}; metrics in {output}/{METRICS}; {curves}"
 
 
 def fit(

@@ -30,8 +30,15 @@ from bistack.files.swap import exchange, restore_parked
 
 MODEL = "model"
 METRICS = "metrics.csv"
+LOG = "train.log"  # every line the run printed, on a terminal or not
 # The replaced run's files beside its model: gone with it, whether or not this run has its own.
-STALE_WHEN_REPLACED = (METRICS, "dev_metrics.json", "tensorboard", "checkpoint.safetensors")
+STALE_WHEN_REPLACED = (
+    METRICS,
+    "dev_metrics.json",
+    "tensorboard",
+    "checkpoint.safetensors",
+    LOG,
+)
 
 
 class OutputError(BistackError):
@@ -141,6 +148,15 @@ class RunDirectory:
     @property
     def model_dir(self) -> Path:
         return self.root / MODEL
+
+    def log(self, text: str) -> None:
+        """Append what the run printed to its ``train.log`` (beside its metrics: staged until
+        the first best model, then in the output; a resumed run's lines follow the first's).
+        A process other than rank 0 keeps none."""
+        if self.lock is None:
+            return
+        with (self.root / LOG).open("a", encoding="utf-8") as handle:
+            handle.write(text if text.endswith("\n") else text + "\n")
 
     def commit(self) -> None:
         """Swap the staged model (with its first best weights) into the output in one atomic
