@@ -578,3 +578,36 @@ def test_a_tagger_cv_opens_each_fold_model_once_and_reads_its_sentences_once(tmp
     for name in ("oof.jsonl", "oof.conll", "cv.json"):
         apart, together = (tmp_path / d / name for d in ("apart", "out"))
         assert apart.read_text() == together.read_text(), name
+
+
+@pytest.mark.slow
+def test_processes_sharing_a_cv_with_runs_finish_the_one_a_process_alone_finishes(
+    classifier_cv, tmp_path
+):
+    """``--runs``: two processes train disjoint folds of one CV side by side (each fold under
+    its own lock); whichever finds every fold finished pools them, once; the CV equals the
+    one a single process made."""
+    from tests.warm_commands import warm_bistack
+
+    config, alone = classifier_cv
+    shared = tmp_path / "shared"
+    command = [*warm_bistack(), "cv", str(config), "--output", str(shared), "--no-progress",
+               "--folds", "3", "--threads", "1", "--runs"]  # fmt: skip
+    processes = [
+        subprocess.Popen(
+            [*command, *runs], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for runs in (["fold0", "fold2"], ["fold1"])
+    ]
+    said = []
+    for process in processes:
+        out, err = process.communicate(timeout=600)
+        assert process.returncode == 0, err
+        said.append(out)
+    pooled = [out for out in said if "on the pooled out-of-fold predictions" in out]
+    assert len(pooled) == 1, said  # pooled once
+    assert json.loads((shared / "cv.json").read_text())["cv"] == pytest.approx(
+        json.loads((alone / "cv.json").read_text())["cv"], abs=1e-6
+    )
+    assert (shared / "oof.csv").read_text() == (alone / "oof.csv").read_text()
+    assert cv(config, shared, "--folds", "3", "--runs", "fold7") == 2  # named, refused

@@ -73,6 +73,15 @@ def add(commands: Any) -> None:
     )
     cv.add_argument("--output", help="folder (default runs/cv-<config name>)")
     cv.add_argument(
+        "--runs",
+        nargs="+",
+        default=[],
+        metavar="FOLD",
+        help="train only these folds (fold0 fold3 ...; repeat2-fold1 with --repeats): "
+        "processes or machines share one CV, each fold under its own lock, and whichever "
+        "finds every fold finished pools them, once",
+    )
+    cv.add_argument(
         "--overwrite",
         action="store_true",
         help="start again, replacing an earlier CV there once the new one has finished",
@@ -125,5 +134,5 @@ def run_cv(args: argparse.Namespace) -> int:
         progress=show_progress(args),
         log_format=args.log_format,
     )
-    run_cv(config, output, settings, options, say_as(args.log_format), args.overwrite)
+    run_cv(config, output, settings, options, say_as(args.log_format), args.overwrite, args.runs)
     return 0

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,7 +32,9 @@ from bistack.cv.family import FoldFamily, FoldRecord, Say, family_of
 from bistack.cv.finish import finish
 from bistack.cv.fold import FoldInputs, FoldJob, finished_fold
 from bistack.cv.folder import (
+    FOLD_FILE,
     FOLDS_FILE,
+    RESULT_FILE,
     SETTINGS_FILE,
     cv_files,
     overwrite_staging,
@@ -118,6 +121,13 @@ def run_cv(
     refuse_overlap(output, config.input_paths(), "the cross-validation's output")
     family = family_of(config)
     family.refuse_settings(settings)
+    if only and overwrite:
+        raise ConfigError(
+            "--runs shares one cross-validation among processes, --overwrite starts one again "
+            "in one process: give one of the two"
+        )
+    if only:  # each fold takes its own lock; the CV's is taken to set up and to pool
+        return cv_in(config, family, output, settings, options, say, overwrite, only)
     with output_lock(output, "cross-validation"):  # a second CV into it is refused, named
         return cv_in(config, family, output, settings, options, say, overwrite, only)
 
@@ -144,9 +154,15 @@ def cv_in(
     refuse_foreign(output, cv_files(family.OOF_FILES), replacing, family.FOLD_FILES)
     if replacing:  # the new CV beside the old one, swapped in when it has finished
         target = overwrite_staging(output, SETTINGS_FILE, record)
-    plan = fold_plan(config, family, settings, target)
-    claim_output(target, record)
-    write_json(target / FOLDS_FILE, plan.to_json())
+    setting_up = output_lock(output, "cross-validation", wait=True) if only else nullcontext()
+    with setting_up:  # processes sharing the CV (--runs) set it up one at a time
+        plan = fold_plan(config, family, settings, target)
+        claim_output(target, record)
+        write_json(target / FOLDS_FILE, plan.to_json())
+    names = [name for _, _, name in plan.runs()]
+    unknown = [name for name in only if name not in names]
+    if unknown:
+        raise ConfigError(f"--runs {unknown[0]}: no such fold (this CV's: {', '.join(names)})")
     say(start_line(config, family, plan, settings, options))
     jobs = [
         fold_job(config, target, plan, repeat, fold, name, settings, options)
@@ -165,14 +181,55 @@ def cv_in(
             "finished ones are kept)"
         )
         raise
+    if only:  # whichever process finds every fold finished pools them, once
+        return pool_once(config, family, plan, jobs, records, settings.inner_dev, output, say)
     if len(records) < len(jobs):
-        say(f"{len(records)} of {len(jobs)} folds finished in {output}; the CV is finished "
-            "once every fold is")  # fmt: skip
+        say(unfinished(records, jobs, output))
         return None
     result = finish(config, family, plan, records, settings.inner_dev, target, say, output)
     if target != output:
         swap_in(target, output)
     return result
+
+
+def pool_once(
+    config: Any,
+    family: FoldFamily,
+    plan: FoldPlan,
+    jobs: list[FoldJob],
+    records: list[FoldRecord],
+    inner_dev: bool,
+    output: Path,
+    say: Say,
+) -> CVResult | None:
+    """Pool a CV that processes share (``--runs``) once every fold has finished, in whichever
+    process finds that first: under the CV's lock, each process reads the folds the others
+    finished (each wrote its folds' records before taking the lock), and the CV is pooled
+    unless it was since its last fold finished."""
+    with output_lock(output, "cross-validation", wait=True):
+        found = {record["name"]: record for record in records}
+        for job in jobs:
+            if job.name not in found and (record := finished_fold(job)) is not None:
+                found[job.name] = record
+        records = [found[job.name] for job in jobs if job.name in found]
+        if len(records) < len(jobs):
+            say(unfinished(records, jobs, output))
+            return None
+        pooled = output / RESULT_FILE
+        folds = [output / "folds" / record["name"] / FOLD_FILE for record in records]
+        if pooled.is_file() and pooled.stat().st_mtime_ns >= max(
+            fold.stat().st_mtime_ns for fold in folds
+        ):
+            say(f"every fold has finished, and another process pooled them into {output}")
+            return None
+        return finish(config, family, plan, records, inner_dev, output, say, output)
+
+
+def unfinished(records: list[FoldRecord], jobs: list[FoldJob], output: Path) -> str:
+    return (
+        f"{len(records)} of {len(jobs)} folds finished in {output}; the CV is finished once "
+        "every fold is"
+    )
 
 
 def start_line(

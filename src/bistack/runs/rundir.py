@@ -218,11 +218,12 @@ def _in_use(output: Path, handle: IO[str], what: str = "training run") -> Output
 
 
 @contextmanager
-def output_lock(output: Path, what: str) -> Iterator[None]:
+def output_lock(output: Path, what: str, wait: bool = False) -> Iterator[None]:
     """``.NAME.lock`` beside ``output`` held for the block, as a training run holds its own (a
-    ``what``, such as a cross-validation, holding it already: OutputError naming it)."""
+    ``what``, such as a cross-validation, holding it already: OutputError naming it, or with
+    ``wait``, the block waits for it)."""
     output.parent.mkdir(parents=True, exist_ok=True)
-    handle, _ = _lock(output, what)
+    handle, _ = _lock(output, what, wait)
     try:
         yield
     finally:
@@ -230,12 +231,15 @@ def output_lock(output: Path, what: str) -> Iterator[None]:
         handle.close()
 
 
-def _lock(output: Path, what: str = "training run") -> tuple[IO[str], dict | None]:
-    """Take ``.NAME.lock`` beside ``output``; returns it and what its previous holder wrote."""
+def _lock(
+    output: Path, what: str = "training run", wait: bool = False
+) -> tuple[IO[str], dict | None]:
+    """Take ``.NAME.lock`` beside ``output`` (waiting for it with ``wait``); returns it and
+    what its previous holder wrote."""
     path = output.parent / f".{output.name}.lock"
     handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the whole run
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         error = _in_use(output, handle, what)
         handle.close()
