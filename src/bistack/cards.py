@@ -146,6 +146,25 @@ JSONL = OutputFormat(
 )
 
 
+def csv_table(model: Any, id_field: str | None, options: dict[str, Any]) -> Any:
+    """A model's predictions as a CSV table: its family's (``model.prediction_table``)."""
+    return model.prediction_table(",", id_field, options)
+
+
+def tsv_table(model: Any, id_field: str | None, options: dict[str, Any]) -> Any:
+    """A model's predictions as a TSV table: its family's (``model.prediction_table``)."""
+    return model.prediction_table("\t", id_field, options)
+
+
+# A table a submission takes as it is, each family's own (a text model's: a row a text, its
+# label or values; a tagger's: a row an entity), after each record's id (--id-field) or row.
+TABLE_ABOUT = (
+    "a table: the id (--id-field) or row, then a text's label or values, or a row an entity"
+)
+CSV = OutputFormat("csv", f"{TABLE_ABOUT}; comma-separated", table=csv_table, suffixes=(".csv",))
+TSV = OutputFormat("tsv", f"{TABLE_ABOUT}; tab-separated", table=tsv_table, suffixes=(".tsv",))
+
+
 def resolve(ref: Ref) -> Any:
     """The object ``ref`` names (``"bistack.taggers.models.tagger:Tagger"``), imported on first
     use."""

@@ -99,11 +99,38 @@ def test_a_suffix_naming_a_format_the_model_does_not_write_is_refused(
     assert not output.exists()
 
 
-def test_a_tagger_refuses_a_table_it_does_not_write(small_tagger, tmp_path, capsys):
-    output = tmp_path / "tags.csv"
-    assert main(["predict", str(small_tagger), "Paris rocks", "--output", str(output)]) == 2
-    assert "its suffix names csv, which predict does not write" in capsys.readouterr().err
-    assert not output.exists()
+def test_a_taggers_table_is_a_row_an_entity_with_character_offsets(small_tagger, tmp_path, capsys):
+    """A tagger's sub.csv: id (or row), start and end as character offsets (end exclusive),
+    type, text and confidence, one row an entity; a text without any has one row with an
+    empty type, so that every record is there."""
+    texts = ["Anna left Paris yesterday .", "nothing at all", 'John, "Mary" visited Rome']
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n"
+                              for i, t in enumerate(texts)))  # fmt: skip
+    sub = tmp_path / "tags.csv"
+    command = ["predict", str(small_tagger), "--input", str(source), "--id-field", "id"]
+    assert main([*command, "--output", str(sub)]) == 0
+    table = pandas.read_csv(sub, dtype={"type": str}, keep_default_na=False)
+    assert list(table.columns) == ["id", "start", "end", "type", "text", "confidence"]
+    assert main([*command, "--format", "jsonl"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    expected = []
+    for record in records:
+        entities = record["entities"] or [None]
+        for entity in entities:
+            if entity is None:
+                expected.append((record["id"], ""))
+            else:
+                assert record["text"][entity["start"] : entity["end"]] == entity["text"]
+                expected.append((record["id"], entity["type"]))
+    assert list(zip(table["id"], table["type"], strict=True)) == expected
+    assert set(table["id"]) == {"d0", "d1", "d2"} and any(table["type"])
+    for row in table.itertuples():
+        if row.type:
+            assert texts[int(row.id[1:])][int(row.start) : int(row.end)] == row.text
+    tsv = tmp_path / "tags.tsv"
+    assert main([*command, "--output", str(tsv)]) == 0
+    assert len(pandas.read_csv(tsv, sep="\t")) == len(table)
 
 
 def test_a_suffix_naming_no_format_is_refused_unless_the_format_is_given(

@@ -12,6 +12,7 @@ from typing import Any
 from bistack.data.tables import Example, read_table
 from bistack.errors import ConfigError
 from bistack.metrics.text import ClassificationScores, RegressionScores
+from bistack.text_models.formats import Table, table_of
 from bistack.text_models.outputs import Outputs, RawOutputs, TargetOutputs
 from bistack.text_models.prediction import TextPrediction, with_blank_texts
 
@@ -101,6 +102,12 @@ class TextModelBase(ABC):
             return self.outputs.predictions(chosen, raw, attention)
 
         return with_blank_texts(texts, predict)
+
+    def prediction_table(
+        self, delimiter: str, id_field: str | None, options: dict[str, Any]
+    ) -> Table:
+        """``predict --format csv`` (or ``tsv``): a row a text, its label or values."""
+        return table_of(delimiter, self, id_field, options)
 
     def evaluate(self, path: str | Path) -> ClassificationScores | RegressionScores:
         """Metrics on a labelled table, with attention diagnostics when the pooling attends."""

@@ -3,9 +3,9 @@ regressors over a transformer's layers (plain data, no torch; see ``bistack.card
 
 from __future__ import annotations
 
-from bistack.cards import JSONL, Card, Ladder, PredictOption
+from bistack.cards import CSV, JSONL, TSV, Card, Ladder, PredictOption
 from bistack.metrics.dev import Metric
-from bistack.text_models.formats import CSV, PROBABILITIES, TSV
+from bistack.text_models.formats import PROBABILITIES
 
 DEV_ACCURACY = Metric("dev_accuracy", "dev accuracy", higher_is_better=True)
 DEV_RMSE = Metric("dev_rmse", "dev RMSE", higher_is_better=False)

@@ -1,5 +1,5 @@
-"""The output formats only text models write, beside the JSON lines every kind writes: a CSV or
-TSV table a submission takes as it is (declared on the text family's cards; torch-free).
+"""A text model's table (``predict --format csv`` or ``tsv``, declared in ``bistack.cards``): a
+submission takes it as it is; torch-free.
 
 A table's columns: the id each record keeps (``--id-field``, or the model's ``data.id_column``
 where the input has it), else ``row`` (each record's row in a table, line in a file, or place
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from bistack.cards import OutputFormat, PredictOption
+from bistack.cards import PredictOption
 from bistack.files.formats import table_line
 
 ROW = "row"  # a table's first column where its records have no id
@@ -53,17 +53,6 @@ def table_of(delimiter: str, model: Any, id_field: str | None, options: dict[str
     return Table(delimiter, id_field, columns, chosen)
 
 
-def csv_table(model: Any, id_field: str | None, options: dict[str, Any]) -> Table:
-    return table_of(",", model, id_field, options)
-
-
-def tsv_table(model: Any, id_field: str | None, options: dict[str, Any]) -> Table:
-    return table_of("\t", model, id_field, options)
-
-
-ABOUT = "a table: the id (--id-field), the label or values, probabilities on request"
-CSV = OutputFormat("csv", f"{ABOUT}, comma-separated", table=csv_table, suffixes=(".csv",))
-TSV = OutputFormat("tsv", f"{ABOUT}, tab-separated", table=tsv_table, suffixes=(".tsv",))
 PROBABILITIES = PredictOption(
     "probabilities",
     bool,

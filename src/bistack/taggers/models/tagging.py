@@ -29,6 +29,7 @@ from bistack.metrics.text import checked_temperature
 from bistack.schemes import PLAIN, convert_tags
 from bistack.taggers.emissions.consistency import consistent
 from bistack.taggers.emissions.decoding import Analysis, TagDecoder
+from bistack.taggers.models.formats import EntityTable
 from bistack.taggers.models.records import (
     SentenceAnalysis,
     TaggedText,
@@ -98,6 +99,12 @@ class Tagging(ABC):
     def predicting(self) -> AbstractContextManager[Any]:
         """What a prediction runs inside (PyTorch: no gradients, the network in eval mode)."""
         return nullcontext()
+
+    def prediction_table(
+        self, delimiter: str, id_field: str | None, options: dict[str, Any]
+    ) -> EntityTable:
+        """``predict --format csv`` (or ``tsv``): a row an entity, with character offsets."""
+        return EntityTable(delimiter, id_field)
 
     @property
     def device(self) -> str:
