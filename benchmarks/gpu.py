@@ -955,7 +955,7 @@ def measure_each(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--train", required=True)
+    parser.add_argument("--train")
     parser.add_argument("--backbone", help="MiniLM-shaped HuggingFace folder (feature cache)")
     parser.add_argument("--large", help="BERT-large-shaped HuggingFace folder (fine-tuning)")
     parser.add_argument("--device", default="cuda")
@@ -970,25 +970,52 @@ def main(argv: list[str] | None = None) -> None:
         "--rows", nargs="+", default=[], help="only the rows whose names start so (default all)"
     )
     parser.add_argument("--name", default="gpu", help="the results' file names (NAME.md, .json)")
+    parser.add_argument(
+        "--skip-rows", nargs="+", default=[], help="leave out the rows whose names start so"
+    )
+    parser.add_argument(
+        "--after-existing",
+        action="store_true",
+        help="add the rows to those NAME.json holds already (an earlier step's), one table",
+    )
+    parser.add_argument(
+        "--missing",
+        nargs=2,
+        metavar=("ROW", "WHY"),
+        help="record ROW in NAME.json as not measured, with WHY (a step that timed out), and stop",
+    )
     args = parser.parse_args(argv)
+    out, name = Path(args.out), args.name
+    out.mkdir(parents=True, exist_ok=True)
+    earlier = (
+        json.loads((out / f"{name}.json").read_text()) if (out / f"{name}.json").is_file() else []
+    )
+    if args.missing:
+        row, why = args.missing
+        kept = [r for r in earlier if r.get("row") != row]
+        (out / f"{name}.json").write_text(
+            json.dumps([*kept, {"row": row, "error": why}], indent=1) + "\n"
+        )
+        return
+    if args.train is None:
+        parser.error("--train is needed to measure rows")
     device = torch.device(args.device)
     if device.type == "cuda":
         torch.set_float32_matmul_precision("high")  # what bistack's commands set on a GPU
     train = [(s.tokens, s.tags) for s in read_conll(args.train)][: args.limit]
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     plans = [
         plan
         for plan in planned(args, device, train)
-        if not args.rows or any(name.startswith(tuple(args.rows)) for name in plan.names)
+        if (not args.rows or any(name.startswith(tuple(args.rows)) for name in plan.names))
+        and not any(name.startswith(tuple(args.skip_rows)) for name in plan.names if args.skip_rows)
     ]
-    name = args.name
+    before = earlier if args.after_existing else []
 
     def written(rows: list) -> None:  # kept as measured: a run cut short keeps them
         print(json.dumps(rows[-1])[:300], flush=True)
-        (out / f"{name}.json").write_text(json.dumps(rows, indent=1) + "\n")
+        (out / f"{name}.json").write_text(json.dumps([*before, *rows], indent=1) + "\n")
 
-    rows = measure_each(plans, device, written)
+    rows = [*before, *measure_each(plans, device, written)]
     text = report(rows, device, len(train))
     (out / f"{name}.md").write_text(text)
     print(text)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -155,10 +157,44 @@ def test_the_prepared_call_fits_the_device_tools_limit():
     import re
 
     script = (ROOT / "benchmarks" / "gpu_run.sh").read_text()
-    steps = re.findall(r"^step (\S+) (\d+) ", script, re.M)
+    steps = re.findall(r"^\s*(?:if ! )?step (\S+) (\d+) ", script, re.M)
     assert sum(int(seconds) for _, seconds in steps) <= 540
     names = [name for name, _ in steps]
     assert names.index("compile") < names.index("checks") < names.index("gpu")
+    assert int(dict(steps)["compile"]) >= 180  # a cold CUDA compile of the large shape
+
+
+def smoke(out, *settings: str) -> subprocess.CompletedProcess:
+    """``make gpu-smoke``: the prepared call on the CPU at tiny shapes, as the suite runs it."""
+    return subprocess.run(
+        ["make", "-s", "gpu-smoke", f"GPU_SMOKE_OUT={out}", *settings],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_the_prepared_call_runs_on_the_cpu_and_brings_back_every_row_in_few_files(tmp_path):
+    done = smoke(tmp_path / "out")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "every step and row finished"
+    files = sorted(p.name for p in (tmp_path / "out").rglob("*"))
+    assert files == ["gpu.json", "gpu.md", "run.log"]  # at most 4: the device tool brings 8
+    rows = json.loads((tmp_path / "out" / "gpu.json").read_text())
+    assert rows[0]["row"] == "finetune-b16-bf16-mixed-compiled" and len(rows) > 1
+    assert not any("error" in row for row in rows)
+    log = (tmp_path / "out" / "run.log").read_text()
+    assert "=== compile (limit 180 s)" in log and "=== gpu (limit" in log
+
+
+@pytest.mark.slow
+def test_the_prepared_call_fails_loudly_naming_each_step_and_row(tmp_path):
+    done = smoke(tmp_path / "out", "GPU_SMOKE_DEVICE=nowhere")
+    assert done.returncode != 0
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("failed: compile (exit 1); gpu (exit 1); row ")
+    rows = json.loads((tmp_path / "out" / "gpu.json").read_text())
+    assert rows == [{"row": "finetune-b16-bf16-mixed-compiled",
+                     "error": "the compile step did not finish it (compile (exit 1))"}]  # fmt: skip
 
 
 def test_the_hardware_floor_computes_what_pytorch_crf_computes(modules, tmp_path):
