@@ -12,6 +12,7 @@ reported, never hidden. Nothing is downloaded: folders are opened with ``local_f
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -30,6 +31,7 @@ from bistack.data.subwords import (
 from bistack.data.word_rows import Context
 from bistack.errors import ModelFileError, needs_extra
 from bistack.models.mode import evaluating
+from bistack.models.precision import InferencePrecision, autocast_for
 from bistack.system.heartbeat import Heartbeat
 from bistack.transfer import to_device
 
@@ -111,6 +113,7 @@ class TransformerBackbone(nn.Module):
         self.tokenizer = tokenizer
         self.folder = folder
         self.compiled = False  # train.compile: its batches padded to a few widths
+        self.precision: InferencePrecision = "32"  # the frozen pass's (see ``frozen_at``)
         config = model.config
         self.num_layers: int = config.num_hidden_layers
         self.hidden_size: int = config.hidden_size
@@ -204,8 +207,22 @@ class TransformerBackbone(nn.Module):
                 torch._dynamo.mark_static(tensor, 1)
         if getattr(self.model.config, "_attn_implementation", None) == "sdpa":
             mask = attention_mask[:, None, None, :].bool()
-        output = self.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
-        return tuple(output.hidden_states)
+        if self.precision == "32":
+            output = self.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
+            return tuple(output.hidden_states)
+        with autocast_for(input_ids.device.type, self.precision):
+            output = self.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
+        return tuple(state.float() for state in output.hidden_states)
+
+    @contextmanager
+    def frozen_at(self, precision: InferencePrecision) -> Iterator[None]:
+        """The frozen pass inside the block at ``precision`` (``backbone.precision``): a
+        backbone models share is read at each one's own."""
+        before, self.precision = self.precision, precision
+        try:
+            yield
+        finally:
+            self.precision = before
 
     def check_hidden_states(self) -> None:
         """Fail now, not mid-training, when the model gives no per-layer hidden states."""

@@ -74,7 +74,11 @@ def cached_word_states(
         order = sorted(range(len(sentences)), key=lambda i: len(sentences[i].tokens))
         per_sentence: list[Tensor] = [torch.empty(0)] * len(sentences)
         beat = Heartbeat("backbone", len(sentences), "sentences", say)
-        with torch.inference_mode(), moved_to(backbone, device):
+        with (
+            torch.inference_mode(),
+            moved_to(backbone, device),
+            backbone.frozen_at(options.precision),
+        ):
             for start in range(0, len(order), options.batch_size):
                 chosen = order[start : start + options.batch_size]
                 beat.update(len(chosen))
@@ -90,6 +94,8 @@ def cached_word_states(
     started = time.perf_counter()
     texts = [WORD_SEPARATOR.join(s.tokens) for s in sentences]
     settings: dict[str, object] = {"max_length": limit, "subwords": config.subwords}
+    if options.precision != "32":  # float32's entries keep the keys they had
+        settings["precision"] = options.precision
     if contexts is not None:  # each sentence's states depend on its document's other sentences
         texts = [
             f"{s.document}{WORD_SEPARATOR}{text}" for s, text in zip(sentences, texts, strict=True)

@@ -61,18 +61,20 @@ def frozen_vectors(
     options = config.backbone
     texts = [e.text for e in examples]
     limit = backbone.limit(options.max_length)
-    settings = {
+    settings: dict[str, object] = {
         "max_length": limit,
         "long_texts": options.long_texts,
         "stride": options.stride if options.long_texts == "sliding_window" else 0,
     }
+    if options.precision != "32":  # float32's entries keep the keys they had
+        settings["precision"] = options.precision
 
     def compute() -> LayerVectors:
         long = backbone.count_long(texts, limit)
         if long:
             action = "truncated" if options.long_texts == "truncate" else "cut into windows"
             say(f"{long} of {len(texts)} texts exceed {limit} subwords and are {action}")
-        with moved_to(backbone, device):
+        with moved_to(backbone, device), backbone.frozen_at(options.precision):
             return backbone.layer_vectors(
                 texts,
                 options.long_texts,

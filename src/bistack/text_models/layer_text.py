@@ -116,14 +116,15 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
         """Per-layer vectors of raw texts, ``batch_size`` texts per backbone forward."""
         self.refuse_empty(texts)
         options = self.config.backbone
-        return self.backbone.layer_vectors(
-            texts,
-            options.long_texts,
-            stride=options.stride,
-            max_length=options.max_length,
-            batch_size=options.batch_size if batch_size is None else batch_size,
-            progress=progress,
-        )
+        with self.backbone.frozen_at(options.precision):
+            return self.backbone.layer_vectors(
+                texts,
+                options.long_texts,
+                stride=options.stride,
+                max_length=options.max_length,
+                batch_size=options.batch_size if batch_size is None else batch_size,
+                progress=progress,
+            )
 
     @staticmethod
     def refuse_empty(texts: Sequence[str]) -> None:
@@ -171,7 +172,13 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
         if self.config.backbone.finetune:
             return None
         options = self.config.backbone
-        return (id(self.backbone), options.long_texts, options.stride, options.max_length)
+        return (
+            id(self.backbone),
+            options.long_texts,
+            options.stride,
+            options.max_length,
+            options.precision,
+        )
 
     def shared_stage(
         self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False

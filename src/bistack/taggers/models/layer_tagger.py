@@ -130,7 +130,7 @@ class LayerPoolingTagger(SavedKind, DeviceDecoding):
             self.backbone, sentences, options.max_length, contexts, options.context
         )
         pieces = pieces.to(next(self.backbone.parameters()).device)
-        with torch.no_grad():
+        with torch.no_grad(), self.backbone.frozen_at(options.precision):
             return word_layer_states(self.backbone, pieces, self.config.subwords)
 
     def token_features(
@@ -177,7 +177,13 @@ class LayerPoolingTagger(SavedKind, DeviceDecoding):
         if self.config.backbone.finetune:
             return None
         options = self.config.backbone
-        return (id(self.backbone), options.max_length, options.context, repr(self.config.subwords))
+        return (
+            id(self.backbone),
+            options.max_length,
+            options.context,
+            repr(self.config.subwords),
+            options.precision,
+        )
 
     def shared_emitter(
         self,

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The base-size encoder (all-mpnet-base-v2, `make backbones` first) where its users compare:
+# each recipe is its MiniLM recipe with only the backbone and its precision changed.
+#   OMP_NUM_THREADS=1 bash benchmarks/base_size.sh conll03|commonlit|sst2
+# conll03: the stacked tagger (configs/conll03-stacked-mpnet-crf.yaml), seeds 1-3, dev F1 beside
+#   MiniLM's (benchmarks/results/stacked-conll03.md); the first run builds the cache and its
+#   line gives the time (runs/benchmarks/base-size/conll03-seed1/train.log).
+# commonlit: the seed's comparison at base size, each pooler a 5-fold `bistack cv --inner-dev`
+#   over the layers' means on the same folds, then their blend (compare-poolers --blend).
+# sst2: the layer classifier's dev accuracy, 3 seeds.
+# Every run is reused when finished and resumes when killed; each keeps its train.log, whose
+# lines give the backbone pass's and the training's times. Tables: benchmarks/results/base-size/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+BISTACK=.venv/bin/bistack
+RUNS=runs/benchmarks/base-size
+RESULTS=benchmarks/results/base-size
+mkdir -p "$RESULTS"
+case "${1:-}" in
+  conll03)
+    for seed in 1 2 3; do
+      out=$RUNS/conll03-seed$seed
+      if [[ -f $out/model/README.md && ! -f $out/checkpoint.safetensors ]]; then continue; fi
+      again=(--overwrite); [[ -f $out/checkpoint.safetensors ]] && again=(--resume)
+      $BISTACK train configs/conll03-stacked-mpnet-crf.yaml --set train.seed=$seed --no-progress \
+        --output "$out" "${again[@]}"
+      cp "$out/metrics.csv" "$RESULTS/conll03-seed$seed-metrics.csv"
+      cp "$out/train.log" "$RESULTS/conll03-seed$seed-train.log"
+    done
+    ;;
+  commonlit)
+    $BISTACK compare-poolers configs/commonlit-mpnet-layers.yaml --folds 5 --blend \
+      --poolers lstm,gru,attention,weighted,mean,cls --output $RUNS/compare-commonlit --no-progress
+    for ext in md json png; do cp "$RUNS/compare-commonlit/compare-poolers.$ext" "$RESULTS/commonlit.$ext"; done
+    cp "$RUNS/compare-commonlit/blend/blend.json" "$RESULTS/commonlit-blend.json"
+    ;;
+  sst2)
+    $BISTACK compare-poolers configs/sst2-mpnet-layers.yaml --seeds 3 --poolers lstm \
+      --output $RUNS/compare-sst2 --no-progress
+    for ext in md json png; do cp "$RUNS/compare-sst2/compare-poolers.$ext" "$RESULTS/sst2.$ext"; done
+    ;;
+  *) echo "usage: bash benchmarks/base_size.sh conll03|commonlit|sst2" >&2; exit 2 ;;
+esac

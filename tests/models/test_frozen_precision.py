@@ -1,0 +1,63 @@
+"""``backbone.precision``: a frozen backbone's pass in bfloat16 where asked, keyed apart in the
+feature cache, and the model predicting under it as it trained; refused for a fine-tuned one."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bistack import tasks
+from bistack.errors import ConfigError
+from bistack.models.backbone import TransformerBackbone
+from bistack.predictor import open_model
+from bistack.runs.driver import RunOptions
+from bistack.training import train_config
+from tests.fixtures.written_models.make_fixtures import tiny_transformer
+from tests.text_models.test_end_to_end import sentiment_rows, write_tsv
+
+
+def test_the_frozen_pass_runs_in_bfloat16_and_gives_float32_states(tmp_path):
+    backbone = TransformerBackbone.load(str(tiny_transformer(tmp_path / "bb")))
+    batch = backbone.tokenize(["a fine film", "a dull one"], "truncate")
+    with torch.inference_mode():
+        full = backbone.hidden_states(batch.input_ids, batch.attention_mask)
+        with backbone.frozen_at("bf16-mixed"):
+            half = backbone.hidden_states(batch.input_ids, batch.attention_mask)
+    assert backbone.precision == "32"  # put back after the block
+    assert all(state.dtype == torch.float32 for state in half)
+    assert not torch.equal(full[-1], half[-1])  # computed in bfloat16
+    assert torch.allclose(full[-1], half[-1], atol=0.1)
+
+
+def config(tmp_path, precision: str, finetune: bool = False) -> dict:
+    train = write_tsv(tmp_path / "train.tsv", sentiment_rows(30, 0))
+    return {
+        "kind": "layer_classifier",
+        "data": {"train": str(train), "dev": str(train), "text_column": "sentence",
+                 "label_columns": ["label"]},
+        "backbone": {"path": str(tiny_transformer(tmp_path / "bb")), "max_length": 16,
+                     "cache_dir": str(tmp_path / "cache"), "precision": precision,
+                     "finetune": finetune},
+        "layer_pooling": {"type": "lstm", "lstm_hidden": 8},
+        "train": {"max_epochs": 1},
+    }  # fmt: skip
+
+
+def test_a_model_keeps_its_precision_and_the_cache_keys_it_apart(tmp_path):
+    trained = train_config(
+        tasks.config_from_dict(config(tmp_path, "bf16-mixed")), tmp_path / "a", RunOptions()
+    )
+    model = open_model(trained.model_dir)
+    assert model.model.config.backbone.precision == "bf16-mixed"
+    assert len(list((tmp_path / "cache").glob("*.safetensors"))) == 1
+    train_config(tasks.config_from_dict(config(tmp_path, "32")), tmp_path / "b", RunOptions())
+    assert len(list((tmp_path / "cache").glob("*.safetensors"))) == 2  # a float32 entry apart
+    stage = model.model.layer_vectors(["a fine film"])
+    with model.model.backbone.frozen_at("bf16-mixed"):
+        again = model.model.backbone.layer_vectors(["a fine film"], "truncate", max_length=16)
+    assert torch.equal(stage.cls, again.cls)  # predicted as it trained: in bfloat16
+
+
+def test_a_fine_tuned_backbone_refuses_the_frozen_pass_precision(tmp_path):
+    with pytest.raises(ConfigError, match=r"backbone\.precision bf16-mixed is a frozen backbone"):
+        tasks.config_from_dict(config(tmp_path, "bf16-mixed", finetune=True))
