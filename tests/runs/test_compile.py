@@ -89,8 +89,11 @@ def test_varied_lengths_compile_a_handful_of_graphs_reported_in_the_log_and_metr
     words = ["the", "big", "word", "a", "long", "x"]
     rows = [(" ".join(words[i % 6] for i in range(n)), n % 2) for n in range(1, 41)]
     write_tsv(tmp_path / "varied.tsv", rows)
+    dev = [(" ".join(words[i % 6] for i in range(n)), n % 2) for n in range(1, 41, 3)]
+    write_tsv(tmp_path / "varied-dev.tsv", dev)  # other lengths, in batches of their own
     config = configs(tmp_path)["tiny_layer_classifier"]
-    config["data"] = {**config["data"], "train": str(tmp_path / "varied.tsv"), "dev": None}
+    config["data"] = {**config["data"], "train": str(tmp_path / "varied.tsv"),
+                      "dev": str(tmp_path / "varied-dev.tsv")}  # fmt: skip
     config["train"] = {**config["train"], "max_epochs": 1, "batch_size": 7}
     config["backbone"] = {**config["backbone"], "finetune": True}
     path = tmp_path / "config.yaml"
@@ -114,5 +117,17 @@ def test_varied_lengths_compile_a_handful_of_graphs_reported_in_the_log_and_metr
         column = metrics[0].split(",").index("compiled_graphs")
         counted[bucketed] = int(metrics[-1].split(",")[column])
         assert f"{counted[bucketed]} graphs compiled]" in said
-    assert 1 <= counted[True] <= 6, counted  # a width each, a batch of one apart
+        if bucketed:  # every batch compiled: none past the recompile limit
+            assert "ran uncompiled" not in said
+    assert 1 <= counted[True] <= 6, counted  # a width each (a one-row batch read as two)
     assert counted[False] > counted[True], counted
+    # Past the recompile limit, the run says its batches ran uncompiled.
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    argv = ["train", str(path), "--no-progress", "--output", str(tmp_path / "limited")]
+    try:
+        assert main([*argv, "--set", "train.compile=true"]) == 0
+    finally:
+        torch._dynamo.reset()
+    assert "some batches ran uncompiled" in capsys.readouterr().out

@@ -200,6 +200,9 @@ class TransformerBackbone(nn.Module):
         ids ``(rows, seq)`` right-padded as ``attention_mask`` says. Under PyTorch's SDPA the
         mask goes in as the ``(rows, 1, 1, seq)`` mask transformers would build from it: given
         the 2-D one, transformers reads the device each call to see whether it can skip it."""
+        if self.compiled and input_ids.shape[0] == 1:  # dynamo gives one row a graph of its
+            states = self.hidden_states(input_ids.expand(2, -1), attention_mask.expand(2, -1))
+            return tuple(state[:1] for state in states)  # own: read it as two, keep one
         mask = attention_mask
         if self.compiled:  # one graph a width, kept static (its kernels specialised), for
             for tensor in (input_ids, mask):  # any number of rows (dev's batches too)

@@ -54,6 +54,14 @@ def compiled_graphs() -> int:
     return int(torch._dynamo.utils.counters["stats"]["unique_graphs"])
 
 
+def eager_fallbacks() -> int:
+    """The calls that ran uncompiled in this process so far because a compiled function met
+    more shapes than dynamo's recompile limit allows (8 by default): it warns once, then runs
+    them eagerly."""
+    found = torch._dynamo.utils.counters["unimplemented"]
+    return sum(n for key, n in found.items() if key.startswith("Dynamo recompile limit"))
+
+
 def trained_backbone(
     backbone: TransformerBackbone | None, config: BackboneConfig
 ) -> TransformerBackbone | None:

@@ -24,7 +24,7 @@ import torch
 from bistack.config import OptimizerConfig, TrainConfig
 from bistack.devices.choice import MatmulPrecision, set_matmul_precision
 from bistack.errors import ConfigError
-from bistack.models.backbone_training import compile_backbones, compiled_graphs
+from bistack.models.backbone_training import compile_backbones, compiled_graphs, eager_fallbacks
 from bistack.runs.averaging import WeightAverage
 from bistack.runs.checkpoint import Checkpoint, LoopState, save_checkpoint
 from bistack.runs.epoch import EpochPlan, LoopTask, refuse_non_finite_weights, run_epoch
@@ -263,6 +263,8 @@ class Validation:
         self.best, self.best_epoch, self.best_step, self.stale = float("-inf"), 0, 0, 0
         self.started = time.monotonic()
         self.graphs_before = compiled_graphs() if train.compile else 0  # earlier runs'
+        self.fallbacks_before = eager_fallbacks() if train.compile else 0
+        self.said_fallback = False
         self.saved_with: tuple[dict[str, Any], dict[str, str]] = ({}, {})  # checkpoint's
         self.stopped_within = False  # a validation inside the last epoch stopped training
 
@@ -311,6 +313,14 @@ class Validation:
         row["seconds"] = round(elapsed, 1)
         if train.compile:
             row["compiled_graphs"] = compiled_graphs() - self.graphs_before
+            fallbacks = eager_fallbacks() - self.fallbacks_before
+            if fallbacks and not self.said_fallback:
+                self.said_fallback = True
+                run.say(
+                    "some batches ran uncompiled: their shapes passed dynamo's recompile limit "
+                    f"({torch._dynamo.config.recompile_limit} graphs); lower train.batch_size's "
+                    "spread of lengths, or backbone.max_length"
+                )
         if self.log is not None:  # before the save: the first best model takes its metrics
             self.log.write(row, update if self.by_step else epoch)
         if improved:
