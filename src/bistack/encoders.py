@@ -118,7 +118,9 @@ def last_real_states(states: Tensor, lengths: Tensor, bidirectional: bool) -> Te
     finished reading a right-padded sequence.
     """
     rows = torch.arange(states.size(0), device=states.device)
-    at_last = states[rows, lengths - 1]  # (batch, D * hidden)
+    # Host lengths (they pack the sequences) indexing device states: copied pinned, without
+    # waiting, rather than by the implicit copy indexing makes.
+    at_last = states[rows, to_device(lengths - 1, states.device)]  # (batch, D * hidden)
     if not bidirectional:
         return at_last
     half = states.size(-1) // 2

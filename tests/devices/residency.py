@@ -6,14 +6,20 @@ CPU tensor returns it), so a profiler cannot see what would make a GPU's host wa
 parameters, buffers and gradients of a model, and each batch once copied to its device, are
 marked; a function mode marks whatever a torch function makes from a marked tensor, and counts:
 
-- a **read**: ``.cpu()``, ``.item()``, ``.tolist()``, ``.numpy()``, ``bool()``/``int()``/
-  ``float()``/``index()``, ``np.asarray``, ``nonzero``, ``equal``, ``masked_select``,
-  ``unique``, indexing or assigning by a boolean mask, or packing a sequence by lengths on
-  the device;
+- a **read**: ``.cpu()``, ``.to("cpu")`` or ``.to(torch.device("cpu"))``, ``.item()``,
+  ``.tolist()``, ``.numpy()``, ``bool()``/``int()``/``float()``/``index()``, ``np.asarray``,
+  ``nonzero``, one-argument ``torch.where``, ``bincount``, ``equal``, ``masked_select``,
+  ``unique``, indexing or assigning by a boolean mask, ``copy_`` into a host tensor, or packing
+  a sequence by lengths on the device;
 - a **blocking copy**: host memory copied onto the device without ``non_blocking`` (``.to``
-  with a device, ``torch.tensor``/``as_tensor`` given a device); the batches' own copies
-  (:func:`bistack.transfer.to_device`, pinned and non-blocking) are the sanctioned
+  with a device, ``torch.tensor``/``as_tensor`` given a device, ``copy_`` from a host tensor,
+  and the implicit copy of a host index tensor that indexes a device one); the batches' own
+  copies (:func:`bistack.transfer.to_device`, pinned and non-blocking) are the sanctioned
   ones.
+
+Inside a backward pass the autograd engine runs no function mode, so bistack's own autograd
+Functions (the CRF's scan) have their ``backward`` entered into the mode too, their incoming
+gradients marked.
 
 A device here is whatever a ``device`` argument names but the string ``"cpu"``: on this CPU, a
 tensor made ``device=emissions.device`` is one a GPU run would make on the GPU, and one made
@@ -52,6 +58,22 @@ READS = {
     "masked_select",
     "unique",
     "unique_consecutive",
+    "bincount",
+}
+# Indexing a device tensor by a host index tensor copies the index onto the device first.
+INDEXED_BY = {
+    "__getitem__",
+    "__setitem__",
+    "index_select",
+    "gather",
+    "take",
+    "index_put_",
+    "index_add",
+    "index_add_",
+    "index_copy",
+    "index_copy_",
+    "scatter",
+    "scatter_",
 }
 COPIES_TO = {"to", "cuda"}
 MADE_FROM_HOST = {"tensor", "as_tensor", "asarray"}
@@ -75,6 +97,26 @@ def where() -> str:
         if path.is_relative_to(SOURCE) or path.name == "rnn.py":
             return f"{path.name}:{frame.lineno} {frame.line}"
     return "elsewhere"
+
+
+def spelled_host(value: Any) -> bool:
+    """Whether a ``to`` names the host: the string ``"cpu"``, or a ``torch.device`` where the
+    line that made the call spells ``cpu`` (``torch.device("cpu")``); a device object read off
+    a tensor (``x.device``, which is ``cpu`` on this CPU) stands for the device."""
+    if isinstance(value, str):
+        return value == "cpu"
+    return isinstance(value, torch.device) and value.type == "cpu" and "cpu" in calling_line()
+
+
+def calling_line() -> str:
+    """The source line that made the torch call being counted (the innermost frame outside
+    torch and this module)."""
+    here, library = Path(__file__).resolve(), Path(torch.__file__).parent
+    for frame in reversed(traceback.extract_stack()[:-1]):
+        path = Path(frame.filename).resolve()
+        if path != here and not path.is_relative_to(library):
+            return frame.line or ""
+    return ""
 
 
 def names_a_device(args: tuple, kwargs: dict) -> bool:
@@ -116,8 +158,12 @@ class DeviceResidency(TorchFunctionMode):
     def reads_device(name: str, args: tuple, kwargs: dict) -> bool:
         if name in READS:
             return True
+        if name == "where":  # one argument: the indices of the True, a count read first
+            return len(args) + len(kwargs) == 1
+        if name == "copy_":  # a device tensor copied into a host one
+            return len(args) > 1 and marked(args[1]) and not marked(args[0])
         if name == "to":  # to the host by name (a move between devices reads nothing)
-            return args[1:2] == ("cpu",) or kwargs.get("device") == "cpu"
+            return any(spelled_host(value) for value in (*args[1:2], kwargs.get("device")))
         if name in ("__getitem__", "__setitem__"):  # a boolean mask's count of True
             index, _ = tree_flatten(args[1])
             return any(isinstance(i, Tensor) and i.dtype == torch.bool for i in index)
@@ -127,6 +173,20 @@ class DeviceResidency(TorchFunctionMode):
 
     @staticmethod
     def copies_onto_device(name: str, args: tuple, kwargs: dict, from_device: bool) -> bool:
+        if name == "copy_":  # a host tensor copied into a device one
+            return (
+                len(args) > 1
+                and marked(args[0])
+                and not marked(args[1])
+                and isinstance(args[1], Tensor)
+                and not kwargs.get("non_blocking", args[2] if len(args) > 2 else False)
+            )
+        if name in INDEXED_BY and args and marked(args[0]):
+            indices, _ = tree_flatten((args[1:], kwargs))
+            return any(
+                isinstance(i, Tensor) and not marked(i) and i.dtype != torch.bool and i.dim() > 0
+                for i in indices
+            )
         if from_device or not names_a_device(args, kwargs):
             return False
         if name in COPIES_TO:
@@ -178,5 +238,32 @@ def device_residency(monkeypatch: Any) -> Iterator[DeviceResidency]:
         if getattr(module, "to_device", None) is real_copy:
             monkeypatch.setattr(module, "to_device", copied)
     monkeypatch.setattr(ahead, "torch_modes", modes)
+    for function in bistacks_functions():
+        monkeypatch.setattr(
+            function, "backward", staticmethod(in_mode(function.backward, residency))
+        )
     with residency:
         yield residency
+
+
+def bistacks_functions() -> list[type]:
+    """bistack's own autograd Functions (their backward runs outside any function mode)."""
+    found, todo = [], list(torch.autograd.Function.__subclasses__())
+    while todo:
+        function = todo.pop()
+        todo += function.__subclasses__()
+        if function.__module__.startswith("bistack.") and "backward" in vars(function):
+            found.append(function)
+    return found
+
+
+def in_mode(backward: Any, residency: DeviceResidency) -> Any:
+    """``backward`` run inside ``residency``, the gradients it receives on the device."""
+
+    def wrapped(ctx: Any, *grads: Any) -> Any:
+        for grad in grads:
+            mark(grad)
+        with residency:
+            return backward(ctx, *grads)
+
+    return wrapped
