@@ -61,3 +61,33 @@ def test_a_model_keeps_its_precision_and_the_cache_keys_it_apart(tmp_path):
 def test_a_fine_tuned_backbone_refuses_the_frozen_pass_precision(tmp_path):
     with pytest.raises(ConfigError, match=r"backbone\.precision bf16-mixed is a frozen backbone"):
         tasks.config_from_dict(config(tmp_path, "bf16-mixed", finetune=True))
+
+
+def test_a_bfloat16_model_predicts_as_it_trained_and_exports_in_float32(tmp_path):
+    """Prediction runs the frozen pass at the model's precision (the vectors it trained on);
+    the ONNX export runs its backbone in float32, within 5e-3 of the PyTorch model's
+    probabilities (the documented tolerance)."""
+    pytest.importorskip("onnxruntime", reason="the export needs bistack[onnx]")
+    from bistack.cli import main
+
+    trained = train_config(
+        tasks.config_from_dict(config(tmp_path, "bf16-mixed")), tmp_path / "a", RunOptions()
+    )
+    model = open_model(trained.model_dir)
+    texts = ["a fine film", "a dull and long one", "the best"]
+    seen = []
+    real = TransformerBackbone.hidden_states
+
+    def spied(self, *args):
+        seen.append(self.precision)
+        return real(self, *args)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(TransformerBackbone, "hidden_states", spied)
+        torch_side = model.predict(texts)
+    assert seen and set(seen) == {"bf16-mixed"}
+    assert main(["export", str(trained.model_dir), "--output", str(tmp_path / "onnx")]) == 0
+    exported = open_model(tmp_path / "onnx").predict(texts)
+    for ours, theirs in zip(torch_side, exported, strict=True):
+        for label, p in ours.probabilities.items():
+            assert theirs.probabilities[label] == pytest.approx(p, abs=5e-3)

@@ -206,7 +206,11 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
             batch_size=size,
             progress=progress,
         )
-        with torch.inference_mode(), evaluating(self.model):
+        with (
+            torch.inference_mode(),
+            evaluating(self.model),
+            self.backbone.frozen_at(options.precision),  # the batches are made in the loop
+        ):
             for positions, vectors in batches:
                 tokens = self.token_features([texts[i] for i in positions])
                 moved = None if tokens is None else tokens.to(device)
