@@ -90,7 +90,7 @@ def is_leftover(folder: Path) -> bool:
         pid = int(marker.read_text(encoding="utf-8").strip())
     except (OSError, ValueError):
         return True  # half-written by a killed command
-    return pid == os.getpid() or not _alive(pid)
+    return pid == os.getpid() or not alive(pid)
 
 
 def clear_leftovers(target: Path) -> None:
@@ -148,8 +148,9 @@ def _umask() -> int:
     return mask
 
 
-def _alive(pid: int) -> bool:
-    if pid <= 0:
+def alive(pid: object) -> bool:
+    """Whether ``pid`` names a process that runs (one of another user's counts as running)."""
+    if not isinstance(pid, int) or pid <= 0:
         return False
     try:
         os.kill(pid, 0)

@@ -26,7 +26,7 @@ from bistack.errors import BistackError
 from bistack.files.claim import Layout, refuse_foreign, staged
 from bistack.files.modeldir import model_layout
 from bistack.files.paths import refuse_shared_folder
-from bistack.files.swap import exchange, restore_parked
+from bistack.files.swap import alive, exchange, restore_parked
 
 MODEL = "model"
 METRICS = "metrics.csv"
@@ -126,7 +126,7 @@ class RunDirectory:
         restored = restore_parked(output / MODEL)
         if restored is not None:
             directory.notes.append(restored)
-        if previous is not None and not _alive(previous.get("pid")):
+        if previous is not None and not alive(previous.get("pid")):
             directory.notes.append(
                 f"cleared a stale lock of a run that no longer runs (pid {previous.get('pid')}, "
                 f"started {previous.get('started')})"
@@ -260,15 +260,3 @@ def _read_holder(handle: IO[str]) -> dict:
     except json.JSONDecodeError:
         return {}
     return holder if isinstance(holder, dict) else {}
-
-
-def _alive(pid: object) -> bool:
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
