@@ -4,7 +4,8 @@
 #   OMP_NUM_THREADS=1 bash benchmarks/base_size.sh conll03|commonlit|sst2
 # conll03: the stacked tagger (configs/conll03-stacked-mpnet-crf.yaml), seeds 1-3, dev F1 beside
 #   MiniLM's (benchmarks/results/stacked-conll03.md); the first run builds the cache and its
-#   line gives the time (runs/benchmarks/base-size/conll03-seed1/train.log).
+#   line gives the time (runs/benchmarks/base-size/conll03-seed1/train.log); the table:
+#   benchmarks/base_size_report.py (results/base-size/conll03.md).
 # commonlit: the seed's comparison at base size, each pooler a 5-fold `bistack cv --inner-dev`
 #   over the layers' means on the same folds, then their blend (compare-poolers --blend).
 # sst2: the layer classifier's dev accuracy, 3 seeds.
@@ -25,9 +26,8 @@ case "${1:-}" in
       again=(--overwrite); [[ -f $out/checkpoint.safetensors ]] && again=(--resume)
       $BISTACK train configs/conll03-stacked-mpnet-crf.yaml --set train.seed=$seed --no-progress \
         --output "$out" "${again[@]}"
-      cp "$out/metrics.csv" "$RESULTS/conll03-seed$seed-metrics.csv"
-      cp "$out/train.log" "$RESULTS/conll03-seed$seed-train.log"
     done
+    .venv/bin/python benchmarks/base_size_report.py
     ;;
   commonlit)
     $BISTACK compare-poolers configs/commonlit-mpnet-layers.yaml --folds 5 --blend \
