@@ -555,6 +555,98 @@ def softmax_comparisons(train: Sentences, device: torch.device) -> list:
     ]
 
 
+@mark("decoding")
+def loop_viterbi(crf: Any, emissions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """The field's usual Viterbi: a loop over positions with a max a step, then the backtrace;
+    each sentence's best path ``(sentences, positions)`` on the emissions' device."""
+    width = emissions.shape[1]
+    score, pointers = crf.start_transitions + emissions[:, 0], []
+    for position in range(1, width):
+        best, came = (score[:, :, None] + crf.transitions[None]).max(dim=1)
+        score = torch.where(mask[:, position, None], best + emissions[:, position], score)
+        pointers.append(came)
+    tag = (score + crf.end_transitions).argmax(dim=1)
+    path = [tag]
+    for position in range(width - 1, 0, -1):
+        back = pointers[position - 1].gather(1, tag[:, None]).squeeze(1)
+        tag = torch.where(mask[:, position], back, tag)
+        path.append(tag)
+    return torch.stack(path[::-1], dim=1)
+
+
+CRF_TAGS = (17, 73)  # CoNLL-2003's BIOES tags, and a large tag set (OntoNotes-sized, BIOES)
+
+
+def crf_comparisons(device: torch.device, tags: int, sentences: int = 256) -> list:
+    """The CRF alone at ``tags`` tags: bistack's (its scan on a device, its compiled kernels on
+    a CPU) against the field's usual forward algorithm (a loop over positions with a
+    log-sum-exp a step, one launch a position), in training (the loss's forward and backward)
+    and decoding (Viterbi, the best path of each sentence as a device tensor), on the same
+    random emissions ``(sentences, 40, tags)`` of lengths 8 to 40."""
+    from bistack.crf import CRF
+
+    torch.manual_seed(0)
+    width = 40
+    crf = CRF(tags).to(device)
+    emissions = torch.randn(sentences, width, tags, device=device, requires_grad=True)
+    lengths = torch.randint(8, width + 1, (sentences,), device=device)
+    mask = torch.arange(width, device=device)[None, :] < lengths[:, None]
+    gold = torch.randint(0, tags, (sentences, width), device=device)
+    rows = torch.arange(sentences, device=device)
+
+    def gold_score() -> torch.Tensor:
+        firsts = crf.start_transitions[gold[:, 0]] + emissions[rows, 0, gold[:, 0]]
+        moves = crf.transitions[gold[:, :-1], gold[:, 1:]] + emissions.gather(
+            2, gold[:, 1:, None]
+        ).squeeze(2)
+        inner = (moves * mask[:, 1:]).sum(1)
+        last = gold.gather(1, (lengths - 1)[:, None]).squeeze(1)
+        return firsts + inner + crf.end_transitions[last]
+
+    def loop_log_partition() -> torch.Tensor:
+        score = crf.start_transitions + emissions[:, 0]
+        for position in range(1, width):
+            step = torch.logsumexp(
+                score[:, :, None] + crf.transitions[None] + emissions[:, position, None, :], dim=1
+            )
+            score = torch.where(mask[:, position, None], step, score)
+        return torch.logsumexp(score + crf.end_transitions, dim=1)
+
+    def ours_train() -> None:
+        emissions.grad = None
+        crf.nll(emissions, gold, mask, validate=False).backward()
+
+    def floor_train() -> None:
+        emissions.grad = None
+        (loop_log_partition() - gold_score()).mean().backward()
+
+    def ours_decode() -> None:
+        with torch.no_grad():
+            crf.decode(emissions, mask, validate=False).best  # noqa: B018 - computed on access
+
+    def floor_decode() -> None:
+        with torch.no_grad():
+            loop_viterbi(crf, emissions, mask)
+
+    what = f"the CRF alone at {tags} tags, {sentences} sentences of 8-40 positions"
+    return [
+        Comparison(
+            f"crf-train-{tags}",
+            f"{what}: the loss's forward and backward",
+            Side("bistack CRF.nll", ours_train),
+            Side("a loop over positions (log-sum-exp a step)", floor_train),
+            per=sentences,
+        ),
+        Comparison(
+            f"crf-decode-{tags}",
+            f"{what}: Viterbi, each sentence's best path",
+            Side("bistack CRF.decode", ours_decode),
+            Side("a loop over positions (max a step), then the backtrace", floor_decode),
+            per=sentences,
+        ),
+    ]
+
+
 def prebuilt_batch(task: TaggingTask, chunk: list[int], device: torch.device) -> Any:
     return task.collate(chunk).to(device)
 
@@ -890,6 +982,13 @@ def planned(args: argparse.Namespace, device: torch.device, train: Sentences) ->
             )
         )
     found.append(Planned(TAGGER_ROWS, lambda: tagger_comparisons(train, device, None)))
+    for tags in CRF_TAGS:
+        found.append(
+            Planned(
+                (f"crf-train-{tags}", f"crf-decode-{tags}"),
+                lambda t=tags: crf_comparisons(device, t),
+            )
+        )
     found.append(Planned(SOFTMAX_ROWS, lambda: softmax_comparisons(train, device)))
     found.append(
         Planned(

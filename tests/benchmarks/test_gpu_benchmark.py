@@ -58,6 +58,7 @@ def test_every_row_times_the_same_stages_on_both_sides_and_is_reported(modules, 
         "train-device, pytorch-crf", "predict-device, pytorch-crf",
         "finetune-b16-fp32", "finetune-b64-fp32", "finetune-b16-bf16-mixed",
         "train-device, softmax head", "predict-device, softmax head",
+        "crf-train-17", "crf-decode-17", "crf-train-73", "crf-decode-73",
     }  # fmt: skip
     problems = []
     for comparison in comparisons:
@@ -264,3 +265,24 @@ def test_the_floor_waits_for_the_device_as_often_as_bistack(modules, tmp_path, m
             sum(c.values()) for c in (step.reads, step.copies, tags.reads, tags.copies)
         ]
     assert counted["bistack"] == counted["floor"] == [0, 0, 1, 0], counted
+
+
+def test_the_crf_rows_floor_is_the_fields_loop_and_computes_what_bistack_does(modules):
+    """The CRF-only rows' floor (a loop over positions, one step a position) decodes bistack's
+    best paths, and both sides of each row run."""
+    from bistack.crf import CRF
+
+    _, gpu = modules
+    torch.manual_seed(3)
+    crf = CRF(7)
+    emissions = torch.randn(6, 40, 7)
+    lengths = torch.tensor([40, 31, 8, 17, 25, 9])
+    mask = torch.arange(40)[None, :] < lengths[:, None]
+    assert torch.equal(
+        gpu.loop_viterbi(crf, emissions, mask) * mask, crf.decode(emissions, mask).best * mask
+    )
+    rows = {c.row: c for c in gpu.crf_comparisons(torch.device("cpu"), 7, sentences=6)}
+    assert set(rows) == {"crf-train-7", "crf-decode-7"}
+    for row in rows.values():  # both sides run, each its own work
+        row.ours.work()
+        row.floor.work()
