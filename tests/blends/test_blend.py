@@ -455,3 +455,26 @@ def test_runs_that_stopped_early_in_two_ways_are_refused_by_name(regressor_cvs, 
     said = str(error.value)
     assert f"{runs[0]} stopped on their held-out folds" in said
     assert f"{inner} stopped on a dev split of their training folds (--inner-dev)" in said
+
+
+def test_a_blend_predicts_a_chunk_at_a_time_with_bounded_memory(regressor_blend, monkeypatch):
+    """The shared frozen backbone's stage is computed a chunk of at most the predict batch at a
+    time (one chunk's activations alive, whatever the number of texts), once a chunk for every
+    run, and the predictions are those of one pass."""
+    from bistack.text_models.layer_text import LayerPoolingTextModel
+
+    _, out, _ = regressor_blend
+    blend = open_model(out / "model")
+    texts = [f"{t} {i}" for i, t in enumerate(TEXTS * 3)]  # 9 texts
+    whole = [p.values["label"] for p in blend.predict(texts, batch_size=64)]
+    sizes: list[int] = []
+    real = LayerPoolingTextModel.shared_stage
+
+    def counted(self, chunk, *args, **kwargs):
+        sizes.append(len(chunk))
+        return real(self, chunk, *args, **kwargs)
+
+    monkeypatch.setattr(LayerPoolingTextModel, "shared_stage", counted)
+    chunked = [p.values["label"] for p in blend.predict(texts, batch_size=4)]
+    assert sizes == [4, 4, 1]  # one backbone pass a chunk, shared by every run
+    assert chunked == pytest.approx(whole, abs=1e-5)

@@ -79,9 +79,22 @@ class TextEnsemble(TextModelBase):
     def run(
         self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
     ) -> RawOutputs:
-        """The members' mean: log-probabilities (the ensemble's outputs' logits) or values."""
-        mean = np.mean(np.stack(self.member_outputs(texts, batch_size, progress)), axis=0)
-        return self.outputs.as_raw(mean)
+        """The members' mean: log-probabilities (the ensemble's outputs' logits) or values,
+        a chunk of texts at a time (see :meth:`chunks`)."""
+        means = [
+            np.mean(np.stack(self.member_outputs(chunk, batch_size, progress)), axis=0)
+            for chunk in self.chunks(texts, batch_size)
+        ]
+        return self.outputs.as_raw(np.concatenate(means))
+
+    def chunks(self, texts: Sequence[str], batch_size: int | None) -> list[Sequence[str]]:
+        """``texts`` in chunks of at most the predict batch (``batch_size``, else the first
+        member's backbone's or evaluation batch size): the members, and a first stage they
+        share, hold one chunk's activations at a time, whatever the number of texts."""
+        config = self.members[0].config
+        backbone = getattr(config, "backbone", None)
+        size = batch_size or getattr(backbone, "batch_size", None) or config.train.eval_batch_size
+        return [texts[start : start + size] for start in range(0, len(texts), size)] or [texts]
 
 
 class TextBlend(TextEnsemble):
@@ -116,16 +129,20 @@ class TextBlend(TextEnsemble):
     def run(
         self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
     ) -> RawOutputs:
-        """The runs' calibrated probabilities or values, weighted."""
-        stages: dict[Any, Any] = {}
-        total = np.zeros((len(texts), len(self.outputs)))
-        for weight, run in zip(self.weights, self.runs, strict=True):
-            mean = np.mean(
-                np.stack(run.member_outputs(texts, batch_size, progress, stages)), axis=0
-            )
-            values = run.outputs.averaged(run.outputs.as_raw(mean))
-            total += weight * self.outputs.in_columns(values, run.outputs.names)
-        return self.outputs.as_raw(total.astype(np.float32))
+        """The runs' calibrated probabilities or values, weighted, a chunk of texts at a time
+        (a first stage the runs share computed once a chunk)."""
+        totals = []
+        for chunk in self.chunks(texts, batch_size):
+            stages: dict[Any, Any] = {}
+            total = np.zeros((len(chunk), len(self.outputs)))
+            for weight, run in zip(self.weights, self.runs, strict=True):
+                mean = np.mean(
+                    np.stack(run.member_outputs(chunk, batch_size, progress, stages)), axis=0
+                )
+                values = run.outputs.averaged(run.outputs.as_raw(mean))
+                total += weight * self.outputs.in_columns(values, run.outputs.names)
+            totals.append(total)
+        return self.outputs.as_raw(np.concatenate(totals).astype(np.float32))
 
 
 def combined_outputs(
