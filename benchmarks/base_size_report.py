@@ -42,7 +42,7 @@ def seed_row(run: Path) -> dict:
 
 
 def main() -> None:
-    runs = sorted(RUNS.glob("conll03-seed*"))
+    runs = sorted(r for r in RUNS.glob("conll03-seed*") if (r / "metrics.csv").is_file())
     if not runs:
         raise SystemExit(f"no runs in {RUNS}: bash benchmarks/base_size.sh conll03 first")
     seeds = [seed_row(run) for run in runs]
@@ -86,13 +86,14 @@ def main() -> None:
     cache = next((s["cache_build_seconds"] for s in seeds if s["cache_build_seconds"]), None)
     lines.append(
         f"| all-mpnet-base-v2 (bf16 pass) | {spread(done)} | {per_seed} | "
-        f"{statistics.median(epoch_seconds) if epoch_seconds else '-'} | "
+        f"{f'{statistics.median(epoch_seconds):.0f} (2 threads)' if epoch_seconds else '-'} | "
         f"{f'{cache} s (train and dev, 2 threads)' if cache else '-'} |"
     )
     lines.append(
         f"| all-MiniLM-L6-v2 (as shipped) | {spread([s['score'] for s in minilm['seeds']])} | "
         + ", ".join(f"{s['score']:.2f} ({s['best_epoch']})" for s in minilm["seeds"])
-        + f" | {statistics.median(s['seconds_per_epoch'] for s in minilm['seeds']):.0f} | - |"
+        + f" | {statistics.median(s['seconds_per_epoch'] for s in minilm['seeds']):.0f} "
+        "(1 thread, two runs at a time) | - |"
     )
     lines.append("")
     (out / "conll03.md").write_text("\n".join(lines))
