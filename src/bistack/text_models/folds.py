@@ -235,7 +235,11 @@ class TextFolds:
         mean of the repeats' scores, each recomputed from its own columns."""
         outputs, rows, texts = self.outputs, self.rows, [e.text for e in self.rows]
         each = [outputs.predictions(texts, outputs.as_raw(o), False) for o in oof]
-        mean = outputs.predictions(texts, outputs.as_raw(oof.mean(axis=0)), False)
+        mean = (  # one repeat: its predictions are the mean's, not made twice
+            each[0]
+            if len(oof) == 1
+            else outputs.predictions(texts, outputs.as_raw(oof.mean(axis=0)), False)
+        )
         writer = card.output_format("jsonl")
         id_column = self.config.data.id_column
         repeated = plan.repeats > 1
