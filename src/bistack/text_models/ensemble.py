@@ -88,12 +88,10 @@ class TextEnsemble(TextModelBase):
         return self.outputs.as_raw(np.concatenate(means))
 
     def chunks(self, texts: Sequence[str], batch_size: int | None) -> list[Sequence[str]]:
-        """``texts`` in chunks of at most the predict batch (``batch_size``, else the first
-        member's backbone's or evaluation batch size): the members, and a first stage they
+        """``texts`` in chunks of at most the predict batch (``batch_size``, else the
+        evaluation batch size): the members, and a first stage they
         share, hold one chunk's activations at a time, whatever the number of texts."""
-        config = self.members[0].config
-        backbone = getattr(config, "backbone", None)
-        size = batch_size or getattr(backbone, "batch_size", None) or config.train.eval_batch_size
+        size = batch_size or self.config.train.eval_batch_size
         return [texts[start : start + size] for start in range(0, len(texts), size)] or [texts]
 
 
