@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from bistack.cv.run import run_cv
-from bistack.cv.settings import CVSettings
+from bistack.folds.settings import CVSettings
 from bistack.predictor import open_model
 from bistack.runs.driver import RunOptions
 from bistack.tasks import load_config

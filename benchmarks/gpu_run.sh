@@ -79,7 +79,7 @@ if ! step compile 180 "$PYTHON" benchmarks/gpu.py "${rows[@]}" --compile --rows 
     "$PYTHON" benchmarks/gpu.py --out "$OUT" --missing "$compiled" "the compile step did not finish it (${failed[-1]})"
 fi
 if [[ "$SMOKE" != 1 ]]; then
-    step checks 45 "$PYTHON" -m pytest -q -p no:cacheprovider tests/taggers/test_device_decoding.py \
+    step checks 45 "$PYTHON" -m pytest -q -p no:cacheprovider tests/taggers/emissions/test_device_decoding.py \
         tests/devices/test_transfer.py tests/runs/test_host_reads.py
 fi
 step gpu 180 "$PYTHON" benchmarks/gpu.py "${rows[@]}" --after-existing --skip-rows "$compiled"

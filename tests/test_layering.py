@@ -1,5 +1,6 @@
-"""Dependencies flow one way, checked by walking every import in the package (module-level and
-inside functions; imports for type checking only are not dependencies) rather than by eye.
+"""Dependencies flow one way, checked by walking every import in the package (module-level,
+inside functions and for type checking only: a circle made of type-checking imports is still a
+circle, and the types it names are still the other room's) rather than by eye.
 
 The floors are derived from the package layout, not listed here: each name at the top of the
 package (a module file such as ``bistack.crf``, or a package such as ``bistack.taggers``) is
@@ -25,6 +26,8 @@ depends on them, not on itself.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -102,9 +105,10 @@ def is_block(name: str) -> bool:
     return (PACKAGE / f"{name}.py").is_file() and name not in TABLE_AND_FACES | BELOW_BLOCKS
 
 
+# Each unit's imports of other units, those for type checking only included.
 UNITS = {
-    name: {unit(t) for m in GRAPH if unit(m) == name for t in internal(GRAPH[m])} - {name}
-    for name in {unit(m) for m in GRAPH}
+    name: {unit(t) for m in TYPED if unit(m) == name for t in internal(TYPED[m])} - {name}
+    for name in {unit(m) for m in TYPED}
 }
 
 
@@ -157,8 +161,8 @@ def test_the_walk_sees_the_package():
 
 
 def test_no_arrow_runs_back_up():
-    """The units' imports form no circle, so each unit has a floor: an import from a floor
-    above would close one."""
+    """The units' imports (for type checking too) form no circle, so each unit has a floor: an
+    import from a floor above would close one."""
     circles = strongly_connected(UNITS)
     assert not circles, f"units importing each other in a circle: {circles}"
     floors: dict[int, list[str]] = {}
@@ -247,3 +251,26 @@ def test_no_module_keeps_state_that_another_caller_sees():
             if isinstance(node, ast.Global) and unit(module) != "cli":
                 for name in node.names:
                     assert (module, name) in allowed, f"{module} writes the global {name}"
+
+
+def test_the_folds_contract_lies_below_the_families_and_imports_no_torch():
+    """What cross-validation asks of a family, and how rows are split, lie below the families
+    (which import it at run time, their records typed), never in the room of the run (which
+    names the families through the task table); importing it brings no torch."""
+    assert all(floor("folds") < floor(family) for family in FAMILIES)
+    into_cv = sorted(
+        m
+        for m in TYPED
+        if unit(m) in FAMILIES and any(n.split(".")[:2] == ["bistack", "cv"] for n in TYPED[m])
+    )
+    assert not into_cv, f"families importing the cross-validation run: {into_cv}"
+    modules = [m for m in GRAPH if unit(m) == "folds"]
+    code = f"import sys, {', '.join(modules)}; print('torch' in sys.modules)"
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "False"
+
+
+def test_no_import_hook_redirects_modules():
+    """A module lives where its name says: nothing in the package redirects imports."""
+    hooks = [p for p in PACKAGE.rglob("*.py") if "meta_path" in p.read_text()]
+    assert not hooks, hooks

@@ -22,13 +22,7 @@ from typing import Any
 from bistack.cards import Card, RequestError
 from bistack.config.hub import local_folder
 from bistack.errors import BistackError, ConfigError, ModelFileError
-from bistack.files.ensemble_dir import (
-    ensemble_description,
-    is_ensemble,
-    member_kinds,
-    member_paths,
-    read_ensemble,
-)
+from bistack.files.ensemble_dir import EnsembleMeta, is_ensemble, read_ensemble
 from bistack.files.modeldir import WEIGHTS, read_config, reading_model
 from bistack.files.onnx_session import EXPORT_FILE, MODEL_FILE, is_exported, read_export
 from bistack.inputs import Input, Record, described, length_problem, unicode_problem
@@ -61,7 +55,7 @@ class ModelFiles:
     path: Path
     meta: dict[str, Any]
     exported: bool
-    ensemble: bool = False
+    ensemble: EnsembleMeta | None = None  # an ensemble's or a blend's ensemble.json
 
     @property
     def kind(self) -> str:
@@ -87,17 +81,17 @@ def read_model_files(path: str | Path) -> ModelFiles:
     if is_exported(path):
         return ModelFiles(Path(path), read_export(path), exported=True)
     if is_ensemble(path):
-        meta = read_ensemble(path)
-        exported = bool(meta.get("exported"))
-        kinds = member_kinds(meta)
-        for folder in member_paths(path, meta):  # of the kind the ensemble says (its run's)
+        ensemble = read_ensemble(path)
+        exported = ensemble.exported
+        kinds = ensemble.member_kinds()
+        for folder in ensemble.member_paths(path):  # of the kind the ensemble says (its run's)
             kind = (read_export(folder) if exported else read_config(folder))["kind"]
             if kind != kinds[folder.name]:
                 raise ModelFileError(
                     f"{path}: an ensemble of {kinds[folder.name]} models, but member "
                     f"{folder.name} holds a {kind} model; an ensemble's members are of one kind"
                 )
-        return ModelFiles(Path(path), meta, exported=exported, ensemble=True)
+        return ModelFiles(Path(path), ensemble.values, exported, ensemble)
     return ModelFiles(Path(path), read_config(path), exported=False)
 
 
@@ -135,8 +129,8 @@ class Predictor:
     def description(self) -> str:
         exported = " (exported)" if self.files.exported else ""
         if self.files.ensemble:
-            held = ensemble_description(self.files.meta)
-            kinds = dict.fromkeys(member_kinds(self.files.meta).values())
+            held = self.files.ensemble.description()
+            kinds = dict.fromkeys(self.files.ensemble.member_kinds().values())
             each = " or ".join(TASKS[kind].description for kind in kinds)
             return f"{held}, each {each}{exported}"
         return f"{self.card.description}{exported}"
@@ -281,10 +275,11 @@ class Predictor:
             raise ConfigError(
                 f"{self.path} is an exported model already; export its model directory"
             )
-        if not self.files.ensemble:
+        ensemble = self.files.ensemble
+        if ensemble is None:
             return [(self.path, self.model, *exported_as(self.card, self.model, self.path))]
-        kinds = member_kinds(self.files.meta)
-        folders = member_paths(self.path, self.files.meta)
+        kinds = ensemble.member_kinds()
+        folders = ensemble.member_paths(self.path)
         return [
             (folder, member, *exported_as(TASKS[kinds[folder.name]], member, self.path))
             for folder, member in zip(folders, self.model.members, strict=True)
@@ -311,7 +306,8 @@ class Predictor:
     def size(self) -> dict[str, int | None]:
         """How many numbers its weights hold (from the safetensors headers alone), or the
         bytes of an exported graph."""
-        folders = member_paths(self.path, self.files.meta) if self.files.ensemble else [self.path]
+        ensemble = self.files.ensemble
+        folders = ensemble.member_paths(self.path) if ensemble else [self.path]
         if self.files.exported:
             graphs = [folder / MODEL_FILE for folder in folders]
             sizes = [graph.stat().st_size for graph in graphs if graph.exists()]
@@ -371,11 +367,11 @@ def open_model(
             raise ModelFileError(f"{path}: holds {card.description}, which has no exported runtime")
     opener = member_opener(card, files.exported, device, threads)
     if files.ensemble:
-        opener = kinds_opener(member_kinds(files.meta), files.exported, device, threads)
+        opener = kinds_opener(files.ensemble.member_kinds(), files.exported, device, threads)
         if card.ensemble_class is None:
             raise ModelFileError(f"{path}: {card.description} has no ensembles in this bistack")
         with reading_model(path, "ensemble.json or a member's files"):
-            model = card.ensemble_class.open(path, files.meta, opener)
+            model = card.ensemble_class.open(path, files.ensemble, opener)
         return Predictor(card, model, files, source)
     return Predictor(card, opener(path, {}, files.meta), files, source)
 

@@ -526,7 +526,7 @@ def test_a_tagger_cv_opens_each_fold_model_once_and_reads_its_sentences_once(tmp
     all decoded from those emissions."""
     from bistack.cv import family, fold
     from bistack.cv.run import run_cv
-    from bistack.cv.settings import CVSettings
+    from bistack.folds.settings import CVSettings
     from bistack.runs.driver import RunOptions
     from bistack.tasks import config_from_dict
     from tests.conftest import tiny_config

@@ -8,8 +8,9 @@ import re
 
 import pytest
 
-from bistack.cv.plan import FoldPlan, plan_folds
-from bistack.cv.splitters import (
+from bistack.errors import ConfigError
+from bistack.folds.plan import FoldPlan, plan_folds
+from bistack.folds.splitters import (
     GivenFolds,
     GroupedSplit,
     PlainSplit,
@@ -19,7 +20,6 @@ from bistack.cv.splitters import (
     splitter_for,
     target_bins,
 )
-from bistack.errors import ConfigError
 
 
 def classes(strata, what="class"):
@@ -249,7 +249,7 @@ def test_stratified_grouped_folds_on_sst2_keep_class_shares_within_two_points():
 def test_the_splitter_is_chosen_from_what_the_rows_offer_and_the_split_asked(
     keys, plain, chosen, split
 ):
-    splitter = splitter_for({"rows": 10, **keys}, plain)
+    splitter = splitter_for({"rows": 10, **keys}, "plain" if plain else "auto")
     assert type(splitter) is chosen
     plan = plan_folds(2, 1, 0, "d", splitter)
     assert plan.split == split and plan.rows == 10

@@ -12,7 +12,7 @@ from bistack.data.batching import collate_tagging
 from bistack.models.mode import predicting
 from bistack.models.spelling_cache import SpellingCache, each_batch_alone
 from bistack.runs.optimizers import build_optimizer
-from tests.taggers.test_network import make
+from tests.taggers.networks.test_network import make
 
 SENTENCES = [
     ["Anna", "visited", "New", "York", "."],

@@ -99,8 +99,10 @@ def blend(
     refuse_unlike(runs)
     for run in runs:
         if run.plan.repeats > 1:
-            say(f"{run.name}: blended on the mean of its {run.plan.repeats} repeats' out-of-fold "
-                "predictions")  # fmt: skip
+            say(
+                f"{run.name}: blended on the mean of its {run.plan.repeats} repeats' out-of-fold "
+                "predictions"
+            )
     first = runs[0]
     metric = str(first.summary["metric"])
     stacked = np.stack([run.predictions for run in runs])  # (runs, rows, outputs)
@@ -256,11 +258,10 @@ def write_model(
             name = f"{run.name}-{folder.name}"
             members[name] = folder
             names.append(name)
-            folds[name] = run.ensemble.get("folds", {}).get(folder.name)
+            folds[name] = run.ensemble.values.get("folds", {}).get(folder.name)
+        fitted = run.ensemble.values
         calibration = {
-            key: run.ensemble[key]
-            for key in ("temperature", "target_calibration")
-            if key in run.ensemble
+            key: fitted[key] for key in ("temperature", "target_calibration") if key in fitted
         }
         kept.append(
             {"name": run.name, "kind": run.card.kind, "weight": float(weight), "members": names}
@@ -302,5 +303,7 @@ def say_result(result: BlendResult, record: dict[str, Any], say: Say) -> None:
         f"folds' out-of-fold predictions), in-sample {result.in_sample:.4f} (optimistic)"
     )
     say(f"verdict: {record['verdict']['says']}")
-    say(f"the blend in {result.output}/{MODEL_DIR}; its weights and scores in "
-        f"{result.output}/{BLEND_FILE}")  # fmt: skip
+    say(
+        f"the blend in {result.output}/{MODEL_DIR}; its weights and scores in "
+        f"{result.output}/{BLEND_FILE}"
+    )

@@ -10,7 +10,6 @@ order, as its fold models predicted them without having seen it), its fold ensem
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,50 +17,51 @@ from typing import Any
 import numpy as np
 
 from bistack.cards import Card
-from bistack.cv.folder import FOLDS_FILE, MODEL_DIR, RESULT_FILE, SETTINGS_FILE
-from bistack.cv.plan import FoldPlan
+from bistack.cv.reader import CVFolder
 from bistack.data.tables import Example
 from bistack.errors import ConfigError
-from bistack.files.ensemble_dir import member_paths, read_ensemble
-from bistack.files.modeldir import missing_part, read_json_object
-from bistack.tasks import TASKS, task_of
-
-OOF_FILE = "oof.jsonl"
+from bistack.files.ensemble_dir import EnsembleMeta
+from bistack.files.modeldir import read_config
+from bistack.folds.contract import CVSummary
+from bistack.folds.plan import FoldPlan
+from bistack.tasks import TASKS, config_from_dict, task_of
+from bistack.text_models.outputs import ClassOutputs, TargetOutputs
 
 
 @dataclass
 class CVRun:
     """One finished CV: its folder and name, kind, fold plan, summary (``cv.json``), fold
-    ensemble's metadata, its rows (text and gold) and its out-of-fold predictions
+    ensemble's metadata, config, its rows (text and gold) and its out-of-fold predictions
     ``(rows, outputs)`` in the columns of ``outputs``."""
 
     path: Path
     name: str
     card: Card
     plan: FoldPlan
-    summary: dict[str, Any]
-    ensemble: dict[str, Any]
+    summary: CVSummary
+    ensemble: EnsembleMeta
     config: dict[str, Any]
     inner_dev: bool  # its folds stopped early on a dev split of their training folds
     rows: list[Example]
-    outputs: Any
+    outputs: ClassOutputs | TargetOutputs
     predictions: np.ndarray
 
     @property
     def model(self) -> Path:
-        return self.path / MODEL_DIR
+        return CVFolder(self.path).model
 
     def members(self) -> list[Path]:
         """Its fold models' folders, in its ensemble's order."""
-        return member_paths(self.model, self.ensemble)
+        return self.ensemble.member_paths(self.model)
 
     @property
     def backbone(self) -> str | None:
         """Its frozen backbone's fingerprint (runs with the same one share it in a blend's
         model), or None: it has none, or fine-tunes its own."""
-        meta = json.loads((self.members()[0] / "config.json").read_text())
-        if meta["config"].get("backbone", {}).get("finetune", True):
+        config = config_from_dict(self.config, str(self.path))
+        if config.frozen_backbone is None:
             return None
+        meta = read_config(self.members()[0])
         return str(meta.get("backbone", {}).get("fingerprint")) or None
 
 
@@ -69,55 +69,53 @@ def read_run(path: str | Path, name: str) -> CVRun:
     """The finished CV in ``path``, named ``name`` in the blend; an error naming what is
     missing (a folder that is not a CV's, a CV that has not finished) or what it cannot blend
     (a kind whose predictions are not blended)."""
-    path = Path(path)
-    if not path.is_dir():
+    folder = CVFolder.finished(path)
+    card = task_of(folder.ensemble.kind)
+    refuse_kind(card, folder.path)
+    config, plan = folder.config, folder.plan
+    if len(plan.held_rows(0)) != plan.rows:
         raise ConfigError(
-            f"{path}: no such folder{missing_part(path)}; give the --output of a bistack cv"
+            f"{folder.path}: its folds ({plan.split}) hold out some rows in none of them, and a "
+            "blend's weights are fitted, fold by fold, on every row's out-of-fold prediction; "
+            "blend cross-validations whose folds hold out every row"
         )
-    if not (path / SETTINGS_FILE).is_file():
-        raise ConfigError(f"{path}: not a cross-validation's folder (no {SETTINGS_FILE}); give "
-                          "the --output of a bistack cv")  # fmt: skip
-    if not (path / RESULT_FILE).is_file() or not (path / MODEL_DIR).is_dir():
-        raise ConfigError(
-            f"{path}: its cross-validation has not finished (no {RESULT_FILE}); run the same "
-            "bistack cv again to finish it"
-        )
-    ensemble = read_ensemble(path / MODEL_DIR)
-    card = task_of(ensemble["kind"])
-    refuse_kind(card, path)
-    settings = read_json_object(path / SETTINGS_FILE)
-    config = settings["config"]
-    plan = FoldPlan.from_json(read_json_object(path / FOLDS_FILE), str(path / FOLDS_FILE))
     columns = config["data"]["label_columns"]
     kind_of_outputs = card.loader_class.OUTPUTS
     rows, values, folds = [], [], []
-    with (path / OOF_FILE).open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            try:
-                record = json.loads(line)
-                example, predicted = kind_of_outputs.oof_row(record, columns)
-                folds.append(record["fold"])
-            except (ValueError, KeyError, TypeError, AttributeError) as error:
-                raise ConfigError(
-                    f"{path / OOF_FILE}, line {number}: not an out-of-fold prediction bistack "
-                    f"cv wrote ({error}); was it edited?"
-                ) from None
+    oof = folder.oof_file
+    try:
+        for _, record in folder.oof_records():
+            example, predicted = kind_of_outputs.oof_row(record, columns)
+            folds.append(record["fold"])
             rows.append(example)
             values.append(predicted)
-    check_rows(path / OOF_FILE, rows, folds, plan)
-    outputs = kind_of_outputs.for_table(rows, columns, str(path / OOF_FILE))
+    except (ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ConfigError(
+            f"{oof}, line {len(rows) + 1}: not an out-of-fold prediction bistack cv wrote "
+            f"({error}); was it edited?"
+        ) from None
+    check_rows(oof, rows, folds, plan)
+    outputs = kind_of_outputs.for_table(rows, columns, str(oof))
     for number, predicted in enumerate(values, 1):
         refusal = outputs.oof_refusal(predicted)
         if refusal is not None:
             raise ConfigError(
-                f"{path / OOF_FILE}, line {number}: {refusal}; was it edited? Run the same "
-                "bistack cv again to write it anew"
+                f"{oof}, line {number}: {refusal}; was it edited? Run the same bistack cv again "
+                "to write it anew"
             )
     predictions = np.array([[v[n] for n in outputs.names] for v in values], dtype=np.float64)
-    summary = read_json_object(path / RESULT_FILE)
-    inner_dev = bool(settings.get("settings", {}).get("inner_dev", False))
     return CVRun(
-        path, name, card, plan, summary, ensemble, config, inner_dev, rows, outputs, predictions
+        folder.path,
+        name,
+        card,
+        plan,
+        folder.summary,
+        folder.ensemble,
+        config,
+        folder.inner_dev,
+        rows,
+        outputs,
+        predictions,
     )
 
 
@@ -151,8 +149,9 @@ def refuse_kind(card: Card, path: Path) -> None:
     """A kind whose runs are not blended, refused saying why and which are."""
     if card.blend_refusal is not None:
         kinds = ", ".join(sorted(k for k, c in TASKS.items() if c.cv and c.blend_refusal is None))
-        raise ConfigError(f"{path}: holds a CV of {card.description}; {card.blend_refusal} "
-                          f"(blends take {kinds})")  # fmt: skip
+        raise ConfigError(
+            f"{path}: holds a CV of {card.description}; {card.blend_refusal} (blends take {kinds})"
+        )
 
 
 def run_names(paths: list[Path]) -> list[str]:

@@ -23,6 +23,7 @@ from bistack.cli.flags import (
 )
 from bistack.files.claim import claim_folder, output_folder
 from bistack.files.paths import refuse_overlap, refuse_shared_folder
+from bistack.folds.settings import SPLITS, CVSettings, RayCluster
 
 
 def add(commands: Any) -> None:
@@ -42,7 +43,7 @@ def add(commands: Any) -> None:
     )
     cv.add_argument(
         "--split",
-        choices=("auto", "plain"),
+        choices=SPLITS,
         default="auto",
         help="auto (default): stratified by class (classifiers), binned target (regressors) or "
         "rarest entity type (taggers), grouped by data.group_column when the config names one, "
@@ -101,7 +102,6 @@ def run_cv(args: argparse.Namespace) -> int:
     from bistack.cv.family import fold_files_of_every_kind, oof_files_of_every_kind
     from bistack.cv.folder import SETTINGS_FILE, cv_files, cv_layout
     from bistack.cv.run import run_cv
-    from bistack.cv.settings import CVSettings
     from bistack.runs.driver import RunOptions
     from bistack.tasks import load_config
 
@@ -125,8 +125,7 @@ def run_cv(args: argparse.Namespace) -> int:
         args.split,
         args.inner_dev,
         args.workers,
-        args.ray is not None,
-        args.ray or None,
+        None if args.ray is None else RayCluster(args.ray or None),
     )
     options = RunOptions(
         accelerator=args.accelerator,

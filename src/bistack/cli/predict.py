@@ -194,8 +194,9 @@ def run_predict(args: argparse.Namespace) -> int:
             stream_lines(model.streamer(), sys.stdin, lambda line: print(line, flush=True))
         return 0
     if args.output and not names_a_folder(args.output):  # an input named before its suffix
-        refuse_overlap(args.output, [("the input", args.input), ("the model", args.model)],
-                       "--output")  # fmt: skip
+        refuse_overlap(
+            args.output, [("the input", args.input), ("the model", args.model)], "--output"
+        )
     fmt = format_of_output(args.format, args.output, model.card)
     fmt, options = model.card.checked_request(fmt, chosen_options(args), spelled=as_flag)
     request = CorpusRequest(

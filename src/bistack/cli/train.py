@@ -90,11 +90,10 @@ def run(args: argparse.Namespace) -> int:
         log_format=args.log_format,
     )
     say_cpu_warning(args)
-    fold_column = getattr(config.data, "fold_column", None)
-    if fold_column:
+    for key in config.data.unused_in_training():
         print(
-            f"data.fold_column {fold_column!r} is read by bistack cv only: bistack train leaves "
-            "it unused",
+            f"data.{key} {getattr(config.data, key)!r} is read by bistack cv only: bistack "
+            "train leaves it unused",
             file=sys.stderr,
         )
     train_config(config, output, options)

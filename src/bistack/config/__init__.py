@@ -28,7 +28,11 @@ Range = tuple[str, float, bool, float | None]
 
 @dataclass
 class SplitConfig:
-    """Where training data comes from, and how dev is held out when no dev file is given."""
+    """Where training data comes from, and how dev is held out when no dev file is given.
+    ``CROSS_VALIDATION_KEYS``: the keys only ``bistack cv`` reads (``bistack train`` says it
+    leaves them unused)."""
+
+    CROSS_VALIDATION_KEYS: ClassVar[tuple[str, ...]] = ()
 
     train: str = ""  # the training file
     dev: str | None = None  # file for early stopping; None: split off dev_fraction of train
@@ -39,6 +43,10 @@ class SplitConfig:
     # pipeline, or a language such as spacy:zh) or hf:FOLDER (a HuggingFace tokenizer's words;
     # hf:default is MiniLM's).
     tokenizer: str = "text"
+
+    def unused_in_training(self) -> list[str]:
+        """The cross-validation keys this config sets, which training alone leaves unused."""
+        return [key for key in self.CROSS_VALIDATION_KEYS if getattr(self, key)]
 
 
 @dataclass

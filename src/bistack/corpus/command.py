@@ -204,8 +204,9 @@ def with_model_ids(
     id_column = getattr(getattr(model.model.config, "data", None), "id_column", None)
     if not id_column or id_column not in input_fields(request.input or "-", fmt):
         return request, job
-    print(f"ids from the input's column {id_column!r} (the model's data.id_column)",
-          file=sys.stderr)  # fmt: skip
+    print(
+        f"ids from the input's column {id_column!r} (the model's data.id_column)", file=sys.stderr
+    )
     return replace(request, id_field=id_column), replace(job, id_field=id_column)
 
 

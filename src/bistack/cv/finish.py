@@ -6,25 +6,24 @@ from __future__ import annotations
 
 import statistics
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from bistack.cv.family import FoldFamily, FoldRecord, Say
+from bistack.cards import Card
+from bistack.config import ExperimentConfig
+from bistack.cv.family import Family
 from bistack.cv.folder import MODEL_DIR, REPORT_DIR, RESULT_FILE
-from bistack.cv.plan import FoldPlan
-from bistack.cv.settings import CVResult
 from bistack.files.ensemble_dir import write_ensemble
 from bistack.files.modeldir import write_json
+from bistack.folds.contract import JSON, CVSummary, FoldResult, Predictions, Say
+from bistack.folds.plan import FoldPlan
+from bistack.folds.settings import CVResult
 from bistack.tasks import task_of
-
-if TYPE_CHECKING:
-    from bistack.cards import Card
 
 
 def finish(
-    config: Any,
-    family: FoldFamily,
+    config: ExperimentConfig,
+    family: Family,
     plan: FoldPlan,
-    records: list[FoldRecord],
+    records: list[FoldResult[Predictions]],
     inner_dev: bool,
     output: Path,
     say: Say,
@@ -36,19 +35,19 @@ def finish(
     here)."""
     card = task_of(config.kind)
     metric = card.metric_for(config).column.removeprefix("dev_")
-    members = {r["name"]: output / "folds" / r["name"] / MODEL_DIR for r in records}
+    members = {r.name: output / "folds" / r.name / MODEL_DIR for r in records}
     trained = records  # as the members predict: calibrated on an inner dev split, or not at all
     if not inner_dev:  # calibrated now, each fold by the other folds' predictions
         records = family.cross_fit(plan, trained, metric, members, say)
     cross_fitted = records is not trained
     if cross_fitted:
         for record in records:
-            say(f"{record['name']}: cross-fitted {metric} {record['score']:.4f}")
+            say(f"{record.name}: cross-fitted {metric} {record.score:.4f}")
     pooled, oof = family.pool_out_of_fold(plan, records, metric)
     as_trained = oof if records is trained else family.pool_out_of_fold(plan, trained, metric)[1]
-    folds = {record["name"]: float(record["score"]) for record in records}
+    folds = {record.name: float(record.score) for record in records}
     result = CVResult(metric, statistics.fmean(pooled), folds, shown)
-    summary = {
+    summary: CVSummary = {
         "metric": metric,
         "cv": result.cv,
         "cv_per_repeat": pooled,
@@ -66,15 +65,15 @@ def finish(
         if inner_dev
         else "each fold's on the other folds' out-of-fold predictions (cross-fitted), never "
         "on its own held-out rows; the ensemble's on all the out-of-fold predictions",
-        "fold_calibration": {r["name"]: r["calibration"] for r in records if "calibration" in r},
+        "fold_calibration": {r.name: r.calibration for r in records if r.calibration is not None},
     }
     extra, note = family.ensemble_settings(as_trained, members, trained, say, inner_dev)
     cv = {name: value for name, value in summary.items() if name != "folds"}
-    meta: dict[str, Any] = {"kind": config.kind, "folds": folds, "cv": cv} | extra
-    family.write_oof(output, card, plan, oof)
+    meta: JSON = {"kind": config.kind, "folds": folds, "cv": cv} | extra
+    family.write_oof(output, plan, oof)
     write_json(output / RESULT_FILE, summary)
     write_ensemble(output / MODEL_DIR, members, meta)
-    write_cv_report(output, card, family, oof, summary, shown)
+    write_cv_report(output, card, config, family, oof, summary, shown)
     say(
         f"CV {metric} {result.cv:.4f} on the pooled out-of-fold predictions; folds"
         f"{' (cross-fitted)' if cross_fitted else ''} "
@@ -88,16 +87,22 @@ def finish(
 
 
 def write_cv_report(
-    output: Path, card: Card, family: FoldFamily, oof: Any, summary: dict[str, Any], shown: Path
+    output: Path,
+    card: Card,
+    config: ExperimentConfig,
+    family: Family,
+    oof: object,
+    summary: CVSummary,
+    shown: Path,
 ) -> None:
     """``cv_report/``: the folds' scores, then the kind's report (as ``evaluate --report``
     draws it) of the out-of-fold predictions, where its family gives one."""
     from bistack.reports.write import write_pages
 
-    path = family.config.data.train
+    path = config.data.train
     folds = summary["folds"]
     metric = summary["metric"]
-    first = {
+    first: JSON = {
         "data": f"{path}: {len(folds)} folds, {summary['split']}",
         "kind": card.kind,
         "scores": {
@@ -118,7 +123,7 @@ def write_cv_report(
         "notes": [],
     }
     sections = [first]
-    section = family.oof_report(card, oof, output / MODEL_DIR)
+    section = family.oof_report(oof, output / MODEL_DIR)
     if section is not None:
         sections.append({"data": f"{path} (out-of-fold predictions)", "kind": card.kind, **section})
     record = {"cv": str(shown), "kind": card.kind}

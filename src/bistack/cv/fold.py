@@ -14,11 +14,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from bistack.cv.family import FoldFamily, FoldRecord, Say, Shared, family_of, opener_of
+from bistack.config import ExperimentConfig
+from bistack.cv.family import Family, family_of, opener_of
 from bistack.cv.folder import FOLD_FILE, MODEL_DIR
 from bistack.errors import ConfigError
 from bistack.files.fingerprints import content_digest
 from bistack.files.modeldir import write_json
+from bistack.folds.contract import FoldResult, Predictions, Say
 from bistack.runs.driver import RunOptions
 from bistack.tasks import config_from_dict, task_of
 
@@ -27,7 +29,7 @@ from bistack.tasks import config_from_dict, task_of
 class FoldJob:
     """One fold's run, as plain data a worker process takes."""
 
-    config: dict[str, Any]
+    config: dict[str, Any]  # as the config's to_dict() gives it: a worker builds it again
     directory: str
     name: str
     train: list[int]
@@ -51,25 +53,25 @@ class FoldInputs:
     """What training a fold needs besides its rows, made once for the folds one process
     trains in a row: the config, its family (rows read) and what every fold shares."""
 
-    config: Any
-    family: FoldFamily
-    shared: Shared
+    config: ExperimentConfig
+    family: Family
+    shared: object
 
     @classmethod
-    def of(cls, config: dict[str, Any], say: Say, family: FoldFamily | None = None) -> FoldInputs:
+    def of(cls, config: dict[str, Any], say: Say, family: Family | None = None) -> FoldInputs:
         """Those of ``config``; ``family``: one already built from it."""
         built = config_from_dict(config)
         chosen = family if family is not None else family_of(built)
         return cls(built, chosen, chosen.shared_inputs(say))
 
 
-def finished_fold(job: FoldJob) -> FoldRecord | None:
+def finished_fold(job: FoldJob, family: Family) -> FoldResult[Predictions] | None:
     """The record of a fold that finished with these rows, its model as it left it; a model
     changed since (edited by hand, partly deleted) is an error saying how to retrain it."""
     written = Path(job.directory) / FOLD_FILE
     if not written.is_file():
         return None
-    record: FoldRecord = json.loads(written.read_text())
+    record = json.loads(written.read_text())
     if record.get("train") != job.train or record.get("held") != job.held:
         return None
     model = Path(job.directory) / MODEL_DIR
@@ -78,12 +80,12 @@ def finished_fold(job: FoldJob) -> FoldRecord | None:
             f"{job.directory}: its model changed since the fold finished (edited, or partly "
             f"deleted); delete {job.directory} to train that fold again"
         )
-    return record
+    return FoldResult.from_json(record, family.read_predictions, str(written))
 
 
 def train_fold(
     job: FoldJob, say: Say | None = None, inputs: FoldInputs | None = None
-) -> FoldRecord:
+) -> FoldResult[Predictions]:
     """Train one fold and predict its held-out rows; its record, also written to
     ``fold.json`` (last, so that only a finished fold has one)."""
     from bistack.training import train_config
@@ -92,27 +94,27 @@ def train_fold(
     config, family, shared = made.config, made.family, made.shared
     card = task_of(config.kind)
     started = time.perf_counter()
-    trained = train_config(
-        config,
-        job.directory,
-        job.options,
-        **family.training_inputs(job.train, job.dev, job.dev_source, shared, job.calibrate_on_dev),
-    )
+    rows = family.training_inputs(job.train, job.dev, job.dev_source, shared, job.calibrate_on_dev)
+    trained = train_config(config, job.directory, job.options, None, **rows)
     model = opener_of(card)(Path(trained.model_dir), family.model_parts(shared))
     metric = card.metric_for(config).column.removeprefix("dev_")
-    record: FoldRecord = {"name": job.name, "train": job.train, "held": job.held}
-    record |= family.predict_held_out(model, job.held, shared, metric, Path(job.directory))
-    record["best_epoch"] = trained.fit.best_epoch
-    if trained.fit.best_step:  # train.eval_every: the optimizer step the best validation came
-        record["best_step"] = trained.fit.best_step
-    record["parameters"] = trained.parameters
-    record["seconds"] = time.perf_counter() - started  # training and the held-out pass
-    record["model"] = content_digest(trained.model_dir)
-    write_json(Path(job.directory) / FOLD_FILE, record)
+    held_out = family.predict_held_out(model, job.held, shared, metric, Path(job.directory))
+    record: FoldResult[Predictions] = FoldResult(
+        job.name,
+        job.train,
+        job.held,
+        held_out,
+        trained.fit.best_epoch,
+        trained.fit.best_step,
+        trained.parameters,
+        time.perf_counter() - started,  # training and the held-out pass
+        content_digest(trained.model_dir),
+    )
+    write_json(Path(job.directory) / FOLD_FILE, record.to_json())
     return record
 
 
-def train_fold_alone(job: FoldJob, threads: int) -> FoldRecord:
+def train_fold_alone(job: FoldJob, threads: int) -> FoldResult[Predictions]:
     """:func:`train_fold` in a process of its own (a Ray worker) with ``threads`` threads."""
     import torch
 

@@ -2,7 +2,7 @@
 run it.
 
 The rows of ``data.train`` (a table's rows, a tagger's sentences) are split into folds (a
-splitter, :mod:`bistack.cv.splitters`, chosen by what the kind's family offers: a fold column,
+splitter, :mod:`bistack.folds.splitters`, chosen by what the kind's family offers: a fold column,
 groups, classes or a binned target, or plain; written to ``folds.json``). Each fold's model
 trains on the other folds and stops early on its own held-out fold (the competitors' practice:
 the held-out fold chooses the epoch, so the CV score is a little optimistic), or, with
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from bistack.config import ExperimentConfig
-from bistack.cv.family import FoldFamily, FoldRecord, Say, family_of
+from bistack.cv.family import Family, family_of
 from bistack.cv.finish import finish
 from bistack.cv.fold import FoldInputs, FoldJob, finished_fold
 from bistack.cv.folder import (
@@ -41,16 +41,16 @@ from bistack.cv.folder import (
     refuse_foreign,
     swap_in,
 )
-from bistack.cv.plan import FoldPlan, plan_folds
 from bistack.cv.runners import runner_for
-from bistack.cv.settings import CVResult, CVSettings
-from bistack.cv.splitters import splitter_for
-from bistack.data.splits import split_off_dev
 from bistack.data.tables import MEMORY
 from bistack.errors import ConfigError
 from bistack.files.fingerprints import content_digest
 from bistack.files.modeldir import write_json
 from bistack.files.paths import refuse_overlap
+from bistack.folds.contract import FoldResult, Predictions, Say
+from bistack.folds.plan import FoldPlan, plan_folds
+from bistack.folds.settings import CVResult, CVSettings, RayCluster, SplitName
+from bistack.folds.splitters import splitter_for
 from bistack.runs.checkpoint import differences
 from bistack.runs.driver import RunOptions
 from bistack.runs.rundir import output_lock
@@ -64,10 +64,10 @@ def cross_validate(
     *,
     folds: int = 5,
     repeats: int = 1,
-    split: str = "auto",
+    split: SplitName = "auto",
     inner_dev: bool = False,
     workers: int = 1,
-    ray: bool | str = False,
+    ray: RayCluster | None = None,
     accelerator: str = "auto",
     precision: str | None = None,
     progress: bool = False,
@@ -79,20 +79,21 @@ def cross_validate(
     scores, the fold ensemble in ``output/model``); a CV started there before goes on from its
     first unfinished fold. Returns its scores (``.cv``, ``.folds``, ``.mean``, ``.std``).
     ``config`` (a YAML path, a dict or a config object), ``overrides``, ``accelerator``,
-    ``precision``, ``progress``: as for ``bistack.train``; the rest as the command's flags."""
+    ``precision``, ``progress``: as for ``bistack.train``; ``ray``: each fold a Ray task on
+    that cluster (``RayCluster()``: the one ``RAY_ADDRESS`` names, else a local Ray); the rest
+    as the command's flags."""
     from bistack.training import config_data
 
     data, source = config_data(config, overrides)
     options = RunOptions(accelerator=accelerator, precision=precision, progress=progress)
-    address = ray if isinstance(ray, str) and ray else None  # else RAY_ADDRESS, or a local Ray
-    settings = CVSettings(folds, repeats, split, inner_dev, workers, bool(ray), address)
+    settings = CVSettings(folds, repeats, split, inner_dev, workers, ray)
     result = run_cv(config_from_dict(data, source), output, settings, options, say, overwrite)
     assert result is not None, "every fold trains where none is singled out"
     return result
 
 
 def run_cv(
-    config: Any,
+    config: ExperimentConfig,
     output: str | Path,
     settings: CVSettings,
     options: RunOptions,
@@ -133,8 +134,8 @@ def run_cv(
 
 
 def cv_in(
-    config: Any,
-    family: FoldFamily,
+    config: ExperimentConfig,
+    family: Family,
     output: Path,
     settings: CVSettings,
     options: RunOptions,
@@ -170,11 +171,11 @@ def cv_in(
     ]
     inputs = None
     chosen = [job for job in jobs if not only or job.name in only]
-    if any(finished_fold(job) is None for job in chosen):  # what the folds share, said here
+    if any(finished_fold(job, family) is None for job in chosen):  # the folds' shared inputs
         inputs = FoldInputs.of(jobs[0].config, say, family)
     try:
         cross_fitted = family.calibrates and not settings.inner_dev
-        records = run_folds(jobs, settings, say, inputs, only, cross_fitted)
+        records = run_folds(jobs, family, settings, say, inputs, only, cross_fitted)
     except KeyboardInterrupt:
         say(
             "interrupted: the same command goes on from the first unfinished fold (the "
@@ -193,11 +194,11 @@ def cv_in(
 
 
 def pool_once(
-    config: Any,
-    family: FoldFamily,
+    config: ExperimentConfig,
+    family: Family,
     plan: FoldPlan,
     jobs: list[FoldJob],
-    records: list[FoldRecord],
+    records: list[FoldResult[Predictions]],
     inner_dev: bool,
     output: Path,
     say: Say,
@@ -207,16 +208,16 @@ def pool_once(
     finished (each wrote its folds' records before taking the lock), and the CV is pooled
     unless it was since its last fold finished."""
     with output_lock(output, "cross-validation", wait=True):
-        found = {record["name"]: record for record in records}
+        found = {record.name: record for record in records}
         for job in jobs:
-            if job.name not in found and (record := finished_fold(job)) is not None:
+            if job.name not in found and (record := finished_fold(job, family)) is not None:
                 found[job.name] = record
         records = [found[job.name] for job in jobs if job.name in found]
         if len(records) < len(jobs):
             say(unfinished(records, jobs, output))
             return None
         pooled = output / RESULT_FILE
-        folds = [output / "folds" / record["name"] / FOLD_FILE for record in records]
+        folds = [output / "folds" / record.name / FOLD_FILE for record in records]
         if pooled.is_file() and pooled.stat().st_mtime_ns >= max(
             fold.stat().st_mtime_ns for fold in folds
         ):
@@ -225,7 +226,7 @@ def pool_once(
         return finish(config, family, plan, records, inner_dev, output, say, output)
 
 
-def unfinished(records: list[FoldRecord], jobs: list[FoldJob], output: Path) -> str:
+def unfinished(records: list[FoldResult[Predictions]], jobs: list[FoldJob], output: Path) -> str:
     return (
         f"{len(records)} of {len(jobs)} folds finished in {output}; the CV is finished once "
         "every fold is"
@@ -233,7 +234,11 @@ def unfinished(records: list[FoldRecord], jobs: list[FoldJob], output: Path) -> 
 
 
 def start_line(
-    config: Any, family: FoldFamily, plan: FoldPlan, settings: CVSettings, options: RunOptions
+    config: ExperimentConfig,
+    family: Family,
+    plan: FoldPlan,
+    settings: CVSettings,
+    options: RunOptions,
 ) -> str:
     """What the CV says it does, before any fold trains."""
     repeats = f" x {plan.repeats}" if plan.repeats > 1 else ""
@@ -252,7 +257,9 @@ def start_line(
     )
 
 
-def fold_plan(config: Any, family: FoldFamily, settings: CVSettings, output: Path) -> FoldPlan:
+def fold_plan(
+    config: ExperimentConfig, family: Family, settings: CVSettings, output: Path
+) -> FoldPlan:
     """The folds of an earlier run in ``output`` (checked to be of these settings and this
     data), or new ones, dealt by the splitter the family's keys and ``--split`` call for."""
     data = config.data
@@ -274,11 +281,11 @@ def fold_plan(config: Any, family: FoldFamily, settings: CVSettings, output: Pat
                 "another --output, or with --overwrite"
             )
         return plan
-    splitter = splitter_for(family.split_keys(), plain=settings.split == "plain")
+    splitter = splitter_for(family.split_keys(), settings.split)
     return plan_folds(settings.folds, settings.repeats, data.split_seed, digest, splitter)
 
 
-def claim_output(output: Path, record: dict[str, Any]) -> None:
+def claim_output(output: Path, record: dict[str, dict[str, Any]]) -> None:
     """Record what this CV is (``record``: its config and settings); an output holding another
     config's or settings' CV is refused, naming what changed (its finished folds would not be
     this CV's)."""
@@ -307,7 +314,7 @@ def claim_output(output: Path, record: dict[str, Any]) -> None:
 
 
 def fold_job(
-    config: Any,
+    config: ExperimentConfig,
     output: Path,
     plan: FoldPlan,
     repeat: int,
@@ -321,7 +328,7 @@ def fold_job(
     train, held = plan.training(repeat, fold), plan.held_out(repeat, fold)
     data = config.data
     if settings.inner_dev:
-        train, dev = split_off_dev(train, data.dev_fraction, data.split_seed)
+        train, dev = plan.inner_dev(repeat, fold, data.dev_fraction, data.split_seed)
         source = f"{data.train} ({name}: dev split of the other folds)"
     else:
         dev, source = held, f"{data.train} ({name}: its held-out fold)"
@@ -340,19 +347,20 @@ def fold_job(
 
 def run_folds(
     jobs: list[FoldJob],
+    family: Family,
     settings: CVSettings,
     say: Say,
     inputs: FoldInputs | None = None,
     only: Sequence[str] = (),
     cross_fitted: bool = False,
-) -> list[FoldRecord]:
-    """Each fold's record: read where it finished before, else trained by the runner the
-    settings ask for (with ``inputs``, when made already); ``only``: the folds to train (the
-    others' records only where they finished), every fold when empty."""
-    records: dict[str, FoldRecord] = {}
+) -> list[FoldResult[Predictions]]:
+    """Each fold's record: read where it finished before (by ``family``), else trained by the
+    runner the settings ask for (with ``inputs``, when made already); ``only``: the folds to
+    train (the others' records only where they finished), every fold when empty."""
+    records: dict[str, FoldResult[Predictions]] = {}
     todo = []
     for job in jobs:
-        record = finished_fold(job)
+        record = finished_fold(job, family)
         if record is None and (not only or job.name in only):
             todo.append(job)
         elif record is None:
@@ -361,21 +369,21 @@ def run_folds(
             records[job.name] = record
             say(f"{job.name}: finished before{fold_score(record, cross_fitted)}")
     if todo:
-        runner = runner_for(settings.workers, settings.ray, settings.ray_address, len(todo))
+        runner = runner_for(settings.workers, settings.ray, len(todo))
         for job, record in runner.run(todo, say, inputs):
             records[job.name] = record
-            step = f", step {record['best_step']}" if record.get("best_step") else ""
+            step = f", step {record.best_step}" if record.best_step else ""
             say(
-                f"{job.name}: trained, best epoch {record['best_epoch']}{step}"
+                f"{job.name}: trained, best epoch {record.best_epoch}{step}"
                 f"{fold_score(record, cross_fitted)}"
             )
     return [records[job.name] for job in jobs if job.name in records]
 
 
-def fold_score(record: FoldRecord, cross_fitted: bool) -> str:
+def fold_score(record: FoldResult[Predictions], cross_fitted: bool) -> str:
     """How a finished fold's line shows its score: as trained, or (where the fold is to be
     calibrated on the other folds' out-of-fold predictions) that it is scored then, so that a
     fold shows one score wherever it shows one."""
     if cross_fitted:
         return "; scored cross-fitted once every fold has finished"
-    return f"; score {record['score']:.4f}"
+    return f"; score {record.score:.4f}"

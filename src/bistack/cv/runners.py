@@ -10,26 +10,25 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from typing import Protocol
 
-from bistack.cv.family import FoldRecord, Say
 from bistack.cv.fold import FoldInputs, FoldJob, train_fold, train_fold_alone
 from bistack.errors import ConfigError, needs_extra
+from bistack.folds.contract import FoldResult, Predictions, Say
+from bistack.folds.settings import RayCluster
+
+Trained = Iterator[tuple[FoldJob, FoldResult[Predictions]]]
 
 
 class FoldRunner(Protocol):
     """Trains ``jobs``, giving each job with its record, in the jobs' order, as each is
     known (``inputs``: what the folds share, where made already in this process)."""
 
-    def run(
-        self, jobs: list[FoldJob], say: Say, inputs: FoldInputs | None
-    ) -> Iterator[tuple[FoldJob, FoldRecord]]: ...
+    def run(self, jobs: list[FoldJob], say: Say, inputs: FoldInputs | None) -> Trained: ...
 
 
 class InProcess:
     """One fold after another in this process, sharing ``inputs`` (made once)."""
 
-    def run(
-        self, jobs: list[FoldJob], say: Say, inputs: FoldInputs | None
-    ) -> Iterator[tuple[FoldJob, FoldRecord]]:
+    def run(self, jobs: list[FoldJob], say: Say, inputs: FoldInputs | None) -> Trained:
         for job in jobs:
             yield job, train_fold(job, say, inputs)
 
@@ -41,9 +40,7 @@ class ProcessPool:
 
     workers: int
 
-    def run(
-        self, jobs: list[FoldJob], say: Say, inputs: FoldInputs | None
-    ) -> Iterator[tuple[FoldJob, FoldRecord]]:
+    def run(self, jobs: list[FoldJob], say: Say, inputs: FoldInputs | None) -> Trained:
         import torch
 
         count = min(self.workers, len(jobs))
@@ -64,14 +61,12 @@ class ProcessPool:
 @dataclass(frozen=True)
 class RayTasks:
     """Each fold a Ray task (this process's threads as its CPUs, a GPU when the cluster has
-    them) on the cluster at ``address``, else the one ``RAY_ADDRESS`` names, else a local Ray
-    (one this process joined already: that one); every node must see the output folder."""
+    them) on ``cluster`` (a Ray this process joined already: that one); every node must see
+    the output folder."""
 
-    address: str | None = None
+    cluster: RayCluster
 
-    def run(
-        self, jobs: list[FoldJob], say: Say, inputs: FoldInputs | None
-    ) -> Iterator[tuple[FoldJob, FoldRecord]]:
+    def run(self, jobs: list[FoldJob], say: Say, inputs: FoldInputs | None) -> Trained:
         try:
             import ray
         except ImportError as error:
@@ -80,7 +75,10 @@ class RayTasks:
 
         if not ray.is_initialized():  # with no address, Ray reads RAY_ADDRESS itself
             ray.init(
-                self.address, include_dashboard=False, log_to_driver=False, configure_logging=False
+                self.cluster.address,
+                include_dashboard=False,
+                log_to_driver=False,
+                configure_logging=False,
             )
         threads = torch.get_num_threads()
         jobs = [job.labelled() for job in jobs]  # folds print side by side: each line named
@@ -90,11 +88,11 @@ class RayTasks:
         yield from zip(jobs, records, strict=True)
 
 
-def runner_for(workers: int, ray: bool, address: str | None, todo: int) -> FoldRunner:
-    """The runner of ``todo`` folds: Ray tasks with ``ray``, a pool of ``workers`` processes
-    where more than one fold is left to train, else this process."""
-    if ray:
-        return RayTasks(address)
+def runner_for(workers: int, ray: RayCluster | None, todo: int) -> FoldRunner:
+    """The runner of ``todo`` folds: Ray tasks on ``ray``'s cluster, a pool of ``workers``
+    processes where more than one fold is left to train, else this process."""
+    if ray is not None:
+        return RayTasks(ray)
     if workers > 1 and todo > 1:
         return ProcessPool(workers)
     return InProcess()

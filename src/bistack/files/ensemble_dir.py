@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +51,91 @@ def is_ensemble(path: str | Path) -> bool:
     return (Path(path) / ENSEMBLE_FILE).is_file()
 
 
-def read_ensemble(path: str | Path) -> dict[str, Any]:
+@dataclass(frozen=True)
+class EnsembleMeta:
+    """``ensemble.json`` read and checked once: the ``kind`` and ``members`` (folder names) it
+    names, its ``values`` as written (what ``info`` shows, and the combination's settings
+    fitted on the out-of-fold predictions), and, of a blend, its ``runs``: each a meta of its
+    own (its members, its ensemble's calibration) with its ``name``, ``weight`` and the
+    fingerprint of the frozen ``backbone`` its members share (or None). A meta without runs is
+    an ensemble of fold models."""
+
+    kind: str
+    members: list[str]
+    values: dict[str, Any]
+    runs: tuple[EnsembleMeta, ...] = ()
+    name: str = ""
+    weight: float = 1.0
+    backbone: str | None = None
+
+    @classmethod
+    def of(cls, values: dict[str, Any], kind: str) -> EnsembleMeta:
+        """A meta of ``values`` (as ``ensemble.json``, or a blend's run, holds them), of
+        ``kind`` unless they name their own."""
+        runs = tuple(cls.run_of(run, kind) for run in values.get("runs", ()))
+        return cls(str(values.get("kind", kind)), list(values["members"]), values, runs)
+
+    @classmethod
+    def run_of(cls, run: dict[str, Any], kind: str) -> EnsembleMeta:
+        meta = cls.of(run, kind)
+        backbone = run.get("backbone")
+        return replace(meta, name=run["name"], weight=float(run["weight"]), backbone=backbone)
+
+    @property
+    def blend(self) -> bool:
+        return bool(self.runs)
+
+    @property
+    def exported(self) -> bool:
+        """Whether ``bistack export`` wrote each member as an exported directory."""
+        return bool(self.values.get("exported"))
+
+    def member_kinds(self) -> dict[str, str]:
+        """Each member's kind, by its folder's name: the ensemble's, or in a blend its run's (a
+        blend's runs may be of kinds that predict alike, such as a recurrent regressor and one
+        over a transformer's layers)."""
+        kinds = {name: self.kind for name in self.members}
+        for run in self.runs:
+            kinds |= {name: run.kind for name in run.members}
+        return kinds
+
+    def member_paths(self, path: str | Path) -> list[Path]:
+        return [Path(path) / MEMBERS / name for name in self.members]
+
+    def description(self) -> str:
+        """What the directory holds, in words: K fold models, or a blend of runs'."""
+        count = len(self.members)
+        if self.blend:
+            return f"a blend of {len(self.runs)} cross-validated runs ({count} fold models)"
+        return f"an ensemble of {count} fold models"
+
+    def described(self) -> dict[str, Any]:
+        """What ``info`` says of an ensemble: its members and their scores, the CV score, and
+        the temperature its confidences take from the out-of-fold predictions, where one was
+        kept; a blend's runs' weights."""
+        values = self.values
+        described = {
+            "members": len(self.members),
+            "folds": values.get("folds", {}),
+            "cv": values.get("cv", {}),
+        }
+        calibration = values.get("calibration") or {}
+        temperature = values.get("temperature", calibration.get("temperature"))
+        if temperature is not None:
+            described["temperature"] = temperature
+        if "target_calibration" in values:
+            described["calibration"] = values["target_calibration"]
+        if self.blend:
+            described["blend"] = {run.name: run.weight for run in self.runs}
+        return described
+
+
+def read_ensemble(path: str | Path) -> EnsembleMeta:
     """``ensemble.json``, checked to name a kind and member folders (the door checks that
-    each member holds a model of that kind)."""
+    each member holds a model of that kind), and a blend's runs their weights and members."""
     path = Path(path)
-    meta = read_json_object(path / ENSEMBLE_FILE)
-    kind, members = meta.get("kind"), meta.get("members")
+    values = read_json_object(path / ENSEMBLE_FILE)
+    kind, members = values.get("kind"), values.get("members")
     if (
         not isinstance(kind, str)
         or not isinstance(members, list)
@@ -66,15 +146,16 @@ def read_ensemble(path: str | Path) -> dict[str, Any]:
             f"{path / ENSEMBLE_FILE}: expected a kind and a list of member folders; was it "
             "edited by hand?"
         )
-    if "runs" in meta and not blend_runs_named(meta["runs"], members):
+    runs = values.get("runs")
+    if runs is not None and not blend_runs_named(runs, members):
         raise ModelFileError(
             f"{path / ENSEMBLE_FILE}: expected a blend's runs, each with a name, a weight and "
             "members of the ensemble's; was it edited by hand?"
         )
-    return meta
+    return EnsembleMeta.of(values, kind)
 
 
-def blend_runs_named(runs: Any, members: list[str]) -> bool:
+def blend_runs_named(runs: object, members: list[str]) -> bool:
     """Whether a blend's ``runs`` name their weights and members, each of ``members``."""
     return (
         isinstance(runs, list)
@@ -89,28 +170,6 @@ def blend_runs_named(runs: Any, members: list[str]) -> bool:
             for run in runs
         )
     )
-
-
-def member_kinds(meta: dict[str, Any]) -> dict[str, str]:
-    """Each member's kind, by its folder's name: the ensemble's, or in a blend its run's (a
-    blend's runs may be of kinds that predict alike, such as a recurrent regressor and one
-    over a transformer's layers)."""
-    kinds = {name: meta["kind"] for name in meta["members"]}
-    for run in meta.get("runs", []):
-        kinds |= {name: run.get("kind", meta["kind"]) for name in run["members"]}
-    return kinds
-
-
-def ensemble_description(meta: dict[str, Any]) -> str:
-    """What an ensemble directory holds, in words: K fold models, or a blend of runs'."""
-    count = len(meta["members"])
-    if "runs" in meta:
-        return f"a blend of {len(meta['runs'])} cross-validated runs ({count} fold models)"
-    return f"an ensemble of {count} fold models"
-
-
-def member_paths(path: str | Path, meta: dict[str, Any]) -> list[Path]:
-    return [Path(path) / MEMBERS / name for name in meta["members"]]
 
 
 def write_ensemble(target: Path, members: dict[str, Path], meta: dict[str, Any]) -> None:
@@ -137,21 +196,3 @@ def _link_or_copy(source: str, destination: str) -> None:
         os.link(source, destination)
     except OSError:
         shutil.copy2(source, destination)
-
-
-def describe_ensemble(meta: dict[str, Any]) -> dict[str, Any]:
-    """What ``info`` says of an ensemble: its members and their scores, the CV score, and the
-    temperature its confidences take from the out-of-fold predictions, where one was kept."""
-    described = {
-        "members": len(meta["members"]),
-        "folds": meta.get("folds", {}),
-        "cv": meta.get("cv", {}),
-    }
-    temperature = meta.get("temperature", (meta.get("calibration") or {}).get("temperature"))
-    if temperature is not None:
-        described["temperature"] = temperature
-    if "target_calibration" in meta:
-        described["calibration"] = meta["target_calibration"]
-    if "runs" in meta:
-        described["blend"] = {run["name"]: run["weight"] for run in meta["runs"]}
-    return described

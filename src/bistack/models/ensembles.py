@@ -9,21 +9,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bistack.files.ensemble_dir import member_paths
+from bistack.files.ensemble_dir import EnsembleMeta
 
 # Opens one member's folder, given what the members before it share.
 OpenMember = Callable[[Path, dict[str, Any]], Any]
 
 
 def open_members(
-    path: Path, meta: dict[str, Any], open_member: OpenMember, shared: dict[str, Any] | None = None
+    path: Path, meta: EnsembleMeta, open_member: OpenMember, shared: dict[str, Any] | None = None
 ) -> list[Any]:
-    """The members of the ensemble at ``path`` (``meta``: its ensemble.json, read and
-    checked, or the part naming some of its members), each opened by ``open_member``;
+    """The members of the ensemble at ``path`` (``meta``: its ensemble.json, or a blend's run
+    naming some of its members), each opened by ``open_member``;
     ``shared``: what the first may take too (a frozen backbone opened for other members)."""
     members: list[Any] = []
     shared = shared or {}
-    for folder in member_paths(path, meta):
+    for folder in meta.member_paths(path):
         members.append(open_member(folder, shared))
         shared = members[0].shared_parts()
     return members

@@ -14,19 +14,19 @@ folds are reused when the comparison is run again, so an interrupted one resumes
 from __future__ import annotations
 
 import dataclasses
-import json
 import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from bistack.cv.folder import FOLD_FILE
-from bistack.cv.plan import fold_name
+from bistack.cv.reader import CVFolder
 from bistack.cv.run import run_cv
-from bistack.cv.settings import CVSettings
 from bistack.data.tables import Example
 from bistack.errors import ConfigError
 from bistack.files.paths import refuse_overlap
+from bistack.folds.contract import FoldResult, Recorded
+from bistack.folds.plan import fold_name
+from bistack.folds.settings import CVSettings
 from bistack.models.backbone import TransformerBackbone
 from bistack.predictor import member_opener
 from bistack.runs.driver import RunOptions
@@ -141,8 +141,8 @@ def _compare_by_cv(
     alone, where given; none with ``finished_only``), then the table of their finished folds,
     and with ``blend`` the blend of their CVs."""
     if blend and (finished_only or only_runs):
-        raise ConfigError("--blend blends finished cross-validations: run without "
-                          f"{'--finished-only' if finished_only else '--runs'}")  # fmt: skip
+        without = "--finished-only" if finished_only else "--runs"
+        raise ConfigError(f"--blend blends finished cross-validations: run without {without}")
     settings = CVSettings(folds, inner_dev=True)
     cv_options = dataclasses.replace(options, overwrite=False)
     results, done = [], 0
@@ -152,17 +152,17 @@ def _compare_by_cv(
                 f"{name}: {pooler['type']} pooler over {vectors_read(pooler)}, "
                 f"cross-validating into {output / name}"
             )
-            run_cv(_run_settings(config, pooler, "cv"), output / name, settings, cv_options, say,
-                   only=only_runs)  # fmt: skip
-        records = _finished_folds(output / name, folds, say, name)
+            run_config = _run_settings(config, pooler, "cv")
+            run_cv(run_config, output / name, settings, cv_options, say, only=only_runs)
+        records = _finished_folds(CVFolder(output / name), folds, say, name)
         done += len(records)
         if records:
             results.append(
                 RepeatedResult(
                     name,
-                    [r["score"] for r in records.values()],
-                    next(iter(records.values())).get("parameters", 0),
-                    statistics.fmean(r.get("seconds", 0.0) for r in records.values()),
+                    [r.score for r in records.values()],
+                    next(iter(records.values())).parameters,
+                    statistics.fmean(r.seconds for r in records.values()),
                     runs=list(records),
                 )
             )
@@ -179,17 +179,17 @@ def _compare_by_cv(
 
 
 def _finished_folds(
-    cv: Path, folds: int, say: Callable[[str], None], pooler: str
-) -> dict[str, dict[str, Any]]:
+    cv: CVFolder, folds: int, say: Callable[[str], None], pooler: str
+) -> dict[str, FoldResult[Recorded]]:
     """The records of the folds of the CV in ``cv`` that have finished, by fold name."""
     records = {}
     for fold in range(folds):
         name = fold_name(0, fold, 1)
-        written = cv / "folds" / name / FOLD_FILE
-        if written.is_file():
-            records[name] = json.loads(written.read_text())
-        else:
+        record = cv.fold(name)
+        if record is None:
             say(f"{pooler} {name}: not finished")
+        else:
+            records[name] = record
     return records
 
 

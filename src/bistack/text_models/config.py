@@ -40,6 +40,8 @@ class TextDataConfig(SplitConfig):
     """Tables of texts and labels for classification and regression: .tsv, .csv, .jsonl,
     .parquet, or a HuggingFace dataset folder (``Dataset.save_to_disk``; one split's folder)."""
 
+    CROSS_VALIDATION_KEYS = ("group_column", "fold_column")
+
     # auto: from the file extension, or datasets for a folder
     format: Literal["auto", "tsv", "csv", "jsonl", "parquet", "datasets"] = "auto"
     text_column: str = "text"  # the column (or JSON field) holding each text

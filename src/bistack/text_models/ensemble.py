@@ -11,12 +11,13 @@ every member's head reads its per-layer vectors (a fine-tuned member runs its ow
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from bistack.files.ensemble_dir import describe_ensemble
+from bistack.files.ensemble_dir import EnsembleMeta
 from bistack.models.ensembles import OpenMember, open_members
 from bistack.text_models.base import TextModelBase
 from bistack.text_models.outputs import ClassOutputs, RawOutputs, TargetOutputs
@@ -25,28 +26,28 @@ from bistack.text_models.outputs import ClassOutputs, RawOutputs, TargetOutputs
 class TextEnsemble(TextModelBase):
     """K text models of one kind predicting as one (``members``: loaded models)."""
 
-    def __init__(self, members: Sequence[TextModelBase], meta: dict[str, Any]) -> None:
+    def __init__(self, members: Sequence[TextModelBase], meta: EnsembleMeta) -> None:
         self.members = list(members)
         self.meta = meta
         self.config = self.members[0].config
         self.outputs = combined_outputs(self.members, meta)
 
     @classmethod
-    def open(cls, path: Path, meta: dict[str, Any], open_member: OpenMember) -> TextEnsemble:
+    def open(cls, path: Path, meta: EnsembleMeta, open_member: OpenMember) -> TextEnsemble:
         """The ensemble directory at ``path`` (``meta``: its ensemble.json, read and checked),
         each member opened by ``open_member``, a frozen backbone loaded once; a blend's (its
         ``runs``) as a :class:`TextBlend`."""
-        if "runs" in meta:
+        if meta.blend:
             return TextBlend.open_runs(path, meta, open_member)
         return cls(open_members(path, meta, open_member), meta)
 
     def describe(self) -> dict[str, Any]:
-        return super().describe() | {"ensemble": describe_ensemble(self.meta)}
+        return super().describe() | {"ensemble": self.meta.described()}
 
     def attention_refusal(self) -> str:
         """An ensemble's members attend each their own way: an average explains no model (so
         ``predict(attention=True)`` is refused)."""
-        first = self.meta["members"][0]  # every ensemble.json names its members (checked)
+        first = self.meta.members[0]  # every ensemble.json names its members (checked)
         return (
             "an ensemble has no one attention to show (each member attends its own way); "
             f"explain or predict with one of its members (its members/ folder, such as "
@@ -102,27 +103,28 @@ class TextBlend(TextEnsemble):
     read with the same settings) is opened once and reads each text once for all of them."""
 
     def __init__(
-        self, runs: Sequence[TextEnsemble], weights: Sequence[float], meta: dict[str, Any]
+        self, runs: Sequence[TextEnsemble], weights: Sequence[float], meta: EnsembleMeta
     ) -> None:
         self.runs = list(runs)
         self.weights = [float(w) for w in weights]
-        super().__init__([m for run in self.runs for m in run.members], {})
-        self.meta = meta  # the blend's own outputs apply no calibration: its runs' do
+        # The blend's own outputs apply no calibration: its runs' do.
+        super().__init__([m for run in self.runs for m in run.members], replace(meta, values={}))
+        self.meta = meta
 
     @classmethod
-    def open_runs(cls, path: Path, meta: dict[str, Any], open_member: OpenMember) -> TextBlend:
+    def open_runs(cls, path: Path, meta: EnsembleMeta, open_member: OpenMember) -> TextBlend:
         """The blend's directory at ``path`` (``meta``: its ensemble.json, with ``runs``)."""
         opened: dict[str, dict[str, Any]] = {}  # a frozen backbone's parts, by its fingerprint
         runs = []
-        for run in meta["runs"]:
-            backbone = run.get("backbone")
+        for run in meta.runs:
+            backbone = run.backbone
             members = open_members(
                 path, run, open_member, opened.get(backbone) if backbone else None
             )
             if backbone:
                 opened.setdefault(backbone, members[0].shared_parts())
             runs.append(TextEnsemble(members, run))
-        return cls(runs, [run["weight"] for run in meta["runs"]], meta)
+        return cls(runs, [run.weight for run in meta.runs], meta)
 
     def run(
         self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
@@ -144,8 +146,9 @@ class TextBlend(TextEnsemble):
 
 
 def combined_outputs(
-    members: Sequence[TextModelBase], meta: dict[str, Any]
+    members: Sequence[TextModelBase], meta: EnsembleMeta
 ) -> ClassOutputs | TargetOutputs:
-    """What the ensemble's outputs mean, as the members' kind of outputs combines them."""
+    """What the ensemble's outputs mean, as the members' kind of outputs combines them (with
+    the settings ``meta`` fitted on the out-of-fold predictions)."""
     outputs: list[Any] = [m.outputs for m in members]  # of one kind: the first's class combines
-    return type(outputs[0]).combine(outputs, meta)
+    return type(outputs[0]).combine(outputs, meta.values)

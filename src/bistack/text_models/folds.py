@@ -6,9 +6,10 @@ probabilities or values on its held-out rows, pool them into the out-of-fold pre
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -16,34 +17,67 @@ from bistack.data.tables import Example, read_table
 from bistack.errors import ConfigError
 from bistack.files.formats import table_line
 from bistack.files.modeldir import atomic_write
+from bistack.folds.contract import JSON, FoldResult, HeldOut, Say
+from bistack.folds.plan import FoldPlan
+from bistack.folds.settings import CVSettings
+from bistack.folds.splitters import SplitKeys
 from bistack.text_models.base import TextModelBase
+from bistack.text_models.config import LayerPoolingTextConfig, TextModelConfig
 from bistack.text_models.outputs import ClassOutputs, RawOutputs, TargetOutputs
 from bistack.text_models.recipe import TextData
 
 if TYPE_CHECKING:
-    from bistack.cv.plan import FoldPlan
-    from bistack.cv.splitters import SplitKeys
+    from bistack.cards import Card
+    from bistack.models.backbone import TransformerBackbone
+    from bistack.text_models.layer_recipe import VectorsByExample
 
 # The fields an out-of-fold record has besides the prediction's own (which an id may not take).
 OOF_FIELDS = ("row", "fold", "gold", "text", "label", "probabilities", "values", "attention")
+TextConfig = TextModelConfig | LayerPoolingTextConfig
+
+
+@dataclass(frozen=True)
+class TextHeldOut:
+    """A fold model's held-out outputs: each row's probabilities of ``labels`` (the classes
+    its training folds had) or values of the targets, ``(rows, outputs)``."""
+
+    outputs: list[list[float]]
+    labels: list[str]
+
+    def to_json(self) -> JSON:
+        return {"outputs": self.outputs, "labels": self.labels}
+
+
+@dataclass(frozen=True)
+class TextShared:
+    """What every fold of a model over a frozen backbone shares: the backbone, and its
+    per-layer vectors of every row of the table (none for a recurrent model, or a fine-tuned
+    backbone)."""
+
+    backbone: TransformerBackbone | None = None
+    vectors_of: VectorsByExample | None = None
+
+
+TextFold = FoldResult[TextHeldOut]
 
 
 class TextFolds:
-    """Cross-validation of a classifier's or regressor's config (``config``), whose model
-    class (``loader``) says what its outputs are."""
+    """Cross-validation of a classifier's or regressor's ``config``, of the kind ``card``
+    names (its model class says what its outputs are)."""
 
-    OOF_FILES = ("oof.jsonl", "oof.csv")
-    FOLD_FILES = ()
-    ROWS_ARE = "rows"
+    OOF_FILES: ClassVar[tuple[str, ...]] = ("oof.jsonl", "oof.csv")
+    FOLD_FILES: ClassVar[tuple[str, ...]] = ()
+    ROWS_ARE: ClassVar[str] = "rows"
 
-    def __init__(self, config: Any, loader: Any, open_model: Any) -> None:
+    def __init__(self, config: TextConfig, card: Card, open_model: object) -> None:
         self.config = config
+        self.card = card
         data = config.data
         rows = read_table(data.train, data.text_column, data.label_columns, file_format=data.format)
         self.rows = rows
         # What the out-of-fold predictions are: every class of the table, or its targets in
         # original units; every row's label checked now (an error naming a bad one's row).
-        kind: type[ClassOutputs] | type[TargetOutputs] = loader.OUTPUTS
+        kind: type[ClassOutputs] | type[TargetOutputs] = card.loader_class.OUTPUTS
         self.outputs = kind.for_table(rows, data.label_columns, data.train)
         self.ids = self.column(data.id_column) if data.id_column else None
         if data.id_column in OOF_FIELDS:
@@ -79,7 +113,7 @@ class TextFolds:
             keys["grouped_by"] = f"column {data.group_column!r}"
         return keys
 
-    def refuse_settings(self, settings: Any) -> None:
+    def refuse_settings(self, settings: CVSettings) -> None:
         """``--split plain`` where ``data.fold_column`` gives the folds: it could not act."""
         if settings.split == "plain" and self.config.data.fold_column:
             raise ConfigError(
@@ -87,64 +121,65 @@ class TextFolds:
                 f"{self.config.data.fold_column!r} gives them: give one of the two"
             )
 
-    def shared_inputs(self, say: Callable[[str], None]) -> dict[str, Any]:
+    def shared_inputs(self, say: Say) -> TextShared:
         """What every fold of a frozen layer-pooling model shares: the backbone, and the
         per-layer vectors of the whole table (computed once, then read from the cache)."""
         backbone_options = self.config.frozen_backbone
-        if backbone_options is None:
-            return {}
+        if backbone_options is None or not isinstance(self.config, LayerPoolingTextConfig):
+            return TextShared()
         from bistack.models.backbone import TransformerBackbone
         from bistack.text_models.layer_recipe import VectorsByExample, frozen_vectors
 
         backbone = TransformerBackbone.load(backbone_options.path)
         vectors = VectorsByExample()
         vectors.add(self.rows, frozen_vectors(backbone, self.config, self.rows, say))
-        return {"backbone": backbone, "vectors_of": vectors}
+        return TextShared(backbone, vectors)
 
     def training_inputs(
         self,
         train: list[int],
         dev: list[int],
         source: str,
-        shared: dict[str, Any],
+        shared: TextShared,
         calibrate_on_dev: bool,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """The fold's inputs to the kind's recipe: its rows, and what the folds share."""
         rows = self.rows
         data = TextData([rows[i] for i in train], [rows[i] for i in dev], source, calibrate_on_dev)
-        return {"data": data} | shared
+        if shared.backbone is None:
+            return {"data": data}
+        return {"data": data, "backbone": shared.backbone, "vectors_of": shared.vectors_of}
 
     @staticmethod
-    def model_parts(shared: dict[str, Any]) -> dict[str, Any]:
+    def model_parts(shared: TextShared) -> dict[str, object]:
         """What the fold's model opens with (the shared frozen backbone)."""
-        return {"backbone": shared["backbone"]} if "backbone" in shared else {}
+        return {} if shared.backbone is None else {"backbone": shared.backbone}
 
     def predict_held_out(
-        self,
-        model: TextModelBase,
-        held: list[int],
-        shared: dict[str, Any],
-        key: str,
-        directory: Path,
-    ) -> dict[str, Any]:
+        self, model: TextModelBase, held: list[int], shared: TextShared, key: str, directory: Path
+    ) -> HeldOut[TextHeldOut]:
         """The fold model's probabilities or values on its held-out rows, and its scores (all
         in the record: ``directory`` keeps nothing more)."""
         examples = [self.rows[i] for i in held]
         texts = [e.text for e in examples]
-        if "vectors_of" in shared:
-            raw = model.run_after(shared["vectors_of"](examples), texts)
+        if shared.vectors_of is not None:
+            raw = model.run_after(shared.vectors_of(examples), texts)
         else:
             raw = model.run(texts)
         scores = model.metrics(examples, raw, self.config.data.train)
-        return {
-            "score": scores[key],
-            "metrics": scores.to_json(),
-            "outputs": model.outputs.averaged(raw).tolist(),
-            "labels": model.outputs.names,
-        }
+        outputs = TextHeldOut(model.outputs.averaged(raw).tolist(), model.outputs.names)
+        return HeldOut(scores[key], scores.to_json(), outputs)
+
+    @staticmethod
+    def read_predictions(fields: JSON) -> TextHeldOut:
+        """A fold's held-out outputs as ``fold.json`` holds them."""
+        outputs, labels = fields["outputs"], fields["labels"]
+        if not isinstance(outputs, list) or not isinstance(labels, list):
+            raise TypeError("outputs and labels: not lists")
+        return TextHeldOut(outputs, labels)
 
     def pool_out_of_fold(
-        self, plan: FoldPlan, records: list[dict], key: str
+        self, plan: FoldPlan, records: list[TextFold], key: str
     ) -> tuple[list[float], np.ndarray]:
         """The kind's metric on each repeat's pooled out-of-fold predictions, and each
         repeat's predictions of every row, ``(repeats, rows, outputs)``."""
@@ -160,13 +195,8 @@ class TextFolds:
         return scores, np.stack(per_repeat)
 
     def cross_fit(
-        self,
-        plan: FoldPlan,
-        records: list[dict],
-        key: str,
-        members: dict[str, Path],
-        say: Callable[[str], None],
-    ) -> list[dict]:
+        self, plan: FoldPlan, records: list[TextFold], key: str, members: dict[str, Path], say: Say
+    ) -> list[TextFold]:
         """Each fold's held-out outputs calibrated as a model is after training (a
         classifier's temperature; a regressor's scale and offset, with
         ``regression.calibrate``), the fit made on the other folds' out-of-fold outputs of its
@@ -186,22 +216,14 @@ class TextFolds:
             values = np.concatenate([held_outputs(other, outputs) for _, other in others])
             done = outputs.fit_on_dev(fit_rows, path, outputs.as_raw(values), True)
             own = outputs.as_raw(held_outputs(record, outputs))
-            held = [self.rows[i] for i in record["held"]]
+            held = [self.rows[i] for i in record.held]
             scores = outputs.scores(held, own, path)
             kept = {k: outputs.info[k] for k in ("temperature", "calibration") if k in outputs.info}
             fitted_on = [name for (r, f, name) in runs if r == repeat and f != fold]
-            fitted.append(
-                record
-                | {
-                    "score": scores[key],
-                    "metrics": scores.to_json(),
-                    "outputs": outputs.averaged(own).tolist(),
-                    "labels": outputs.names,
-                    "calibration": kept
-                    | {"fitted_on": fitted_on}
-                    | ({} if kept else {"note": done}),
-                }
-            )
+            predictions = TextHeldOut(outputs.averaged(own).tolist(), outputs.names)
+            calibration: JSON = kept | {"fitted_on": fitted_on} | ({} if kept else {"note": done})
+            held_out = HeldOut(scores[key], scores.to_json(), predictions)
+            fitted.append(record.cross_fitted(held_out, calibration))
         return fitted
 
     @property
@@ -214,10 +236,10 @@ class TextFolds:
         self,
         oof: np.ndarray,
         members: dict[str, Path],
-        records: list[dict],
-        say: Any,
+        records: list[TextFold],
+        say: Say,
         members_calibrated: bool,
-    ) -> tuple[dict[str, Any], str]:
+    ) -> tuple[JSON, str]:
         """What the ensemble keeps of the OOF predictions (``oof``: as the members give them), and
         what was done: a classifier's temperature; a regressor's scale and offset per target,
         with ``regression.calibrate``, where the members are uncalibrated."""
@@ -225,7 +247,7 @@ class TextFolds:
         mean = oof.mean(axis=0)  # the ensemble averages every repeat's members
         return self.outputs.ensemble_fit(self.rows, self.config.data.train, mean, refit)
 
-    def write_oof(self, output: Path, card: Any, plan: FoldPlan, oof: np.ndarray) -> None:
+    def write_oof(self, output: Path, plan: FoldPlan, oof: np.ndarray) -> None:
         """``oof.jsonl`` (each row's prediction as ``predict`` writes it, after its row
         number, its id with ``data.id_column``, its fold and gold value) and ``oof.csv`` (the
         same as columns), every row once, in the table's order. ``oof``: each repeat's
@@ -240,7 +262,7 @@ class TextFolds:
             if len(oof) == 1
             else outputs.predictions(texts, outputs.as_raw(oof.mean(axis=0)), False)
         )
-        writer = card.output_format("jsonl")
+        writer = self.card.output_format("jsonl")
         id_column = self.config.data.id_column
         repeated = plan.repeats > 1
         suffixes = [f"_repeat{r + 1}" for r in range(plan.repeats)] if repeated else [""]
@@ -272,17 +294,18 @@ class TextFolds:
         written = "".join(table)
         atomic_write(output / "oof.csv", lambda temporary: Path(temporary).write_text(written))
 
-    def oof_report(self, card: Any, oof: np.ndarray, model_dir: Path) -> dict[str, Any] | None:
+    def oof_report(self, oof: np.ndarray, model_dir: Path) -> JSON | None:
         """The kind's report (as ``evaluate --report`` draws it) of the OOF predictions."""
         model = OutOfFold(self.config, self.outputs, self.rows, oof.mean(axis=0))
-        return dict(card.report_builder(model, self.config.data.train, model_dir))
+        return dict(self.card.report_builder(model, self.config.data.train, model_dir))
 
 
-def held_outputs(record: dict, outputs: ClassOutputs | TargetOutputs) -> np.ndarray:
+def held_outputs(record: TextFold, outputs: ClassOutputs | TargetOutputs) -> np.ndarray:
     """A fold's held-out outputs in the columns of the table's classes (a fold may lack one)
     or targets."""
-    values = np.asarray(record["outputs"], dtype=np.float32).reshape(len(record["held"]), -1)
-    return outputs.in_columns(values, record["labels"])
+    predicted = record.held_out.predictions
+    values = np.asarray(predicted.outputs, dtype=np.float32).reshape(len(record.held), -1)
+    return outputs.in_columns(values, predicted.labels)
 
 
 class OutOfFold(TextModelBase):
@@ -290,7 +313,7 @@ class OutOfFold(TextModelBase):
 
     def __init__(
         self,
-        config: Any,
+        config: TextConfig,
         outputs: ClassOutputs | TargetOutputs,
         rows: list[Example],
         oof: np.ndarray,

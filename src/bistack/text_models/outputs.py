@@ -42,7 +42,7 @@ from bistack.text_models.blending import ClassBlending, TargetBlending
 from bistack.text_models.prediction import TextPrediction
 
 if TYPE_CHECKING:
-    from bistack.cv.splitters import SplitKeys
+    from bistack.folds.splitters import SplitKeys
 
 
 @dataclass

@@ -7,8 +7,8 @@ on that tag and the one after it; each entity's type is its tags'. So two tables
 labels (``K`` labels and one ``O`` beyond either end of a sentence) find every entity at once,
 and a token's tag in any output scheme, a function of three neighbouring tags, is one lookup in
 a ``(K+1)^3`` table. Both give what ``spans_from_tags`` and ``convert_tags`` give, for any path,
-one that no scheme allows included (tests/taggers/test_scheme_table.py checks every path of up
-to four tags over two types).
+one that no scheme allows included (tests/taggers/emissions/test_scheme_table.py checks every
+path of up to four tags over two types).
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from bistack.errors import ModelFileError
-from bistack.files.ensemble_dir import describe_ensemble
+from bistack.files.ensemble_dir import EnsembleMeta
 from bistack.kernels.crf_compiled import IMPOSSIBLE
 from bistack.models.ensembles import OpenMember, open_members
 from bistack.taggers.emissions.decoding import TagDecoder
@@ -30,7 +30,7 @@ from bistack.taggers.models.tagging import Emitter, Tagging, host_array
 class TaggerEnsemble(Tagging):
     """K taggers of one kind, trained in one scheme, tagging as one (``members``: loaded)."""
 
-    def __init__(self, members: Sequence[Tagging], meta: dict[str, Any]) -> None:
+    def __init__(self, members: Sequence[Tagging], meta: EnsembleMeta) -> None:
         self.members = list(members)
         self.meta = meta
         self.config = self.members[0].config
@@ -41,10 +41,10 @@ class TaggerEnsemble(Tagging):
         labels = list(self.members[0].decoder.labels)  # then any a fold alone learnt
         labels += sorted({t for m in self.members for t in m.decoder.labels} - set(labels))
         self._decoder = TagDecoder.constrained(labels, self.members[0].decoder.scheme)
-        self.calibration = dict(meta.get("calibration") or {})
+        self.calibration = dict(meta.values.get("calibration") or {})
 
     @classmethod
-    def open(cls, path: Path, meta: dict[str, Any], open_member: OpenMember) -> TaggerEnsemble:
+    def open(cls, path: Path, meta: EnsembleMeta, open_member: OpenMember) -> TaggerEnsemble:
         """The ensemble directory at ``path`` (``meta``: its ensemble.json, read and checked),
         each member opened by ``open_member``, a frozen backbone loaded once."""
         return cls(open_members(path, meta, open_member), meta)
@@ -69,7 +69,7 @@ class TaggerEnsemble(Tagging):
         return next((m.device for m in self.members if m.device != "cpu"), "cpu")
 
     def describe(self) -> dict[str, Any]:
-        return super().describe() | {"ensemble": describe_ensemble(self.meta)}
+        return super().describe() | {"ensemble": self.meta.described()}
 
     def emissions(self, indices: Sequence[int], sentences: Sequence[Sequence[str]]) -> np.ndarray:
         return self.emitter_of(sentences, None)(indices, sentences)

@@ -8,51 +8,102 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from bistack.data.conll import Sentence
 from bistack.data.tagged import read_tagged
 from bistack.errors import ConfigError, DataError
 from bistack.files.formats import joined, json_line
 from bistack.files.modeldir import atomic_write
+from bistack.folds.contract import JSON, FoldResult, HeldOut, Say, number
+from bistack.folds.plan import FoldPlan
+from bistack.folds.settings import CVSettings
+from bistack.folds.splitters import SplitKeys
+from bistack.metrics.entities import EntityScores
 from bistack.schemes import PLAIN, detect_scheme, spans_from_tags
+from bistack.taggers.config import LayerPoolingTaggerConfig, TaggerConfig
 from bistack.taggers.ensembles.held_out import HELD_OUT_FILE, load_held_out, save_held_out
 from bistack.taggers.models.records import SentenceAnalysis
-from bistack.taggers.models.tagging import Emitter, score_sentences
+from bistack.taggers.models.tagging import Emitter, Tagging, score_sentences
 from bistack.taggers.recipe import TaggingData
 
 if TYPE_CHECKING:
-    from bistack.cv.plan import FoldPlan
-    from bistack.cv.splitters import SplitKeys
+    from bistack.cards import Card
+    from bistack.models.backbone import TransformerBackbone
+    from bistack.taggers.emissions.calibration import DevEmissions
+    from bistack.taggers.layer_recipe import WordStatesByLine
+    from bistack.taggers.models.layer_tagger import LayerPoolingTagger
 
 NO_ENTITY = "no entity"
+TaggerConfigs = TaggerConfig | LayerPoolingTaggerConfig
+# A sentence as ``predict`` writes it: its tokens and entities with their confidences.
+TaggedSentence = dict[str, Any]
+# The out-of-fold tags: each sentence's prediction (as ``predict`` writes it), tags and fold.
+OutOfFoldTagging = dict[int, tuple[TaggedSentence, list[str], int]]
+
+
+@dataclass(frozen=True)
+class TaggedHeldOut:
+    """A fold model's tagging of its held-out sentences: each as ``predict`` writes it, its
+    tags, the labels the model knows and the scheme it writes tags in."""
+
+    predictions: list[TaggedSentence]
+    tags: list[list[str]]
+    labels: list[str]
+    output_scheme: str
+
+    def to_json(self) -> JSON:
+        return {
+            "predictions": self.predictions,
+            "tags": self.tags,
+            "labels": self.labels,
+            "output_scheme": self.output_scheme,
+        }
+
+
+@dataclass(frozen=True)
+class TaggerShared:
+    """What every fold of a tagger over a frozen transformer shares: the backbone, and its
+    word states of every sentence of the file (none for a recurrent tagger)."""
+
+    backbone: TransformerBackbone | None = None
+    word_states_of: WordStatesByLine | None = None
+
+
+TaggerFold = FoldResult[TaggedHeldOut]
 
 
 class TaggerFolds:
-    """Cross-validation of a tagger's config (``config``; ``loader``: its model class;
-    ``open_model``: the door's opener of a saved model, ``open_model(folder, parts)``)."""
+    """Cross-validation of a tagger's ``config`` (``open_model``: the door's opener of a saved
+    model of ``card``'s kind, ``open_model(folder, parts)``)."""
 
-    OOF_FILES = ("oof.jsonl", "oof.conll")
-    FOLD_FILES = (HELD_OUT_FILE,)
-    ROWS_ARE = "sentences"
+    OOF_FILES: ClassVar[tuple[str, ...]] = ("oof.jsonl", "oof.conll")
+    FOLD_FILES: ClassVar[tuple[str, ...]] = (HELD_OUT_FILE,)
+    ROWS_ARE: ClassVar[str] = "sentences"
 
-    def __init__(self, config: Any, loader: Any, open_model: Callable[..., Any]) -> None:
+    def __init__(
+        self,
+        config: TaggerConfigs,
+        card: Card,
+        open_model: Callable[[Path, dict[str, object]], Tagging],
+    ) -> None:
         self.config = config
         self.open_model = open_model
-        self._shared: dict[str, Any] | None = None  # what ``shared`` gave, kept for the ensemble
+        self._shared: TaggerShared | None = None  # what ``shared`` gave, kept for the ensemble
         # Each fold's model and its emissions of its held-out sentences, by those sentences'
         # rows, kept where the fold was trained in this process (see ``predict_held_out``).
-        self._held: dict[tuple[int, ...], tuple[Any, Any]] = {}
+        self._held: dict[tuple[int, ...], tuple[Tagging, DevEmissions]] = {}
         data = config.data
         self.rows: list[Sentence] = read_tagged(data.train, data)
         if not self.rows:
             raise DataError(data.train, "no sentences found")
         tags = [s.tags for s in self.rows]
         self.scheme = PLAIN if data.scheme == PLAIN else detect_scheme(tags)
-        self.output_scheme = self.scheme  # the scheme the folds' tags are in, once pooled
+        self.output_scheme: str = self.scheme  # the scheme the folds' tags are in, once pooled
 
-    def refuse_settings(self, settings: Any) -> None:
+    def refuse_settings(self, settings: CVSettings) -> None:
         if settings.repeats > 1:
             raise ConfigError(
                 f"--repeats {settings.repeats}: a tagger's out-of-fold tags are one analysis a "
@@ -80,24 +131,21 @@ class TaggerFolds:
         ]
         return {"rows": rows, "strata": strata, "stratified_by": "entity type"}
 
-    def shared_inputs(self, say: Callable[[str], None]) -> dict[str, Any]:
+    def shared_inputs(self, say: Say) -> TaggerShared:
         """What every fold of a tagger over a frozen transformer shares: the backbone, and
         its word states of every sentence of the file (computed once, then read from the
         cache), each fold taking its sentences' rows; made once a process."""
         if self._shared is not None:
             return self._shared
         options = self.config.frozen_backbone
-        self._shared = {}
-        if options is not None:
+        self._shared = TaggerShared()
+        if options is not None and isinstance(self.config, LayerPoolingTaggerConfig):
             from bistack.models.backbone import TransformerBackbone
             from bistack.taggers.layer_recipe import WordStatesByLine, cached_word_states
 
             backbone = TransformerBackbone.load(options.path)
             states = cached_word_states(backbone, self.config, self.rows, say)
-            self._shared = {
-                "backbone": backbone,
-                "word_states_of": WordStatesByLine(self.rows, states),
-            }
+            self._shared = TaggerShared(backbone, WordStatesByLine(self.rows, states))
         return self._shared
 
     def training_inputs(
@@ -105,9 +153,9 @@ class TaggerFolds:
         train: list[int],
         dev: list[int],
         source: str,
-        shared: dict[str, Any],
+        shared: TaggerShared,
         calibrate_on_dev: bool,
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         rows = self.rows
         chosen = TaggingData(
             [rows[i] for i in train],
@@ -117,16 +165,22 @@ class TaggerFolds:
             [],
             calibrate_on_dev,
         )
-        return {"data": chosen} | shared
+        if shared.backbone is None:
+            return {"data": chosen}
+        return {
+            "data": chosen,
+            "backbone": shared.backbone,
+            "word_states_of": shared.word_states_of,
+        }
 
     @staticmethod
-    def model_parts(shared: dict[str, Any]) -> dict[str, Any]:
+    def model_parts(shared: TaggerShared) -> dict[str, object]:
         """What a fold model opens with: the shared backbone (the word states are training's)."""
-        return {key: value for key, value in shared.items() if key == "backbone"}
+        return {} if shared.backbone is None else {"backbone": shared.backbone}
 
     def predict_held_out(
-        self, model: Any, held: list[int], shared: dict[str, Any], key: str, directory: Path
-    ) -> dict[str, Any]:
+        self, model: Tagging, held: list[int], shared: TaggerShared, key: str, directory: Path
+    ) -> HeldOut[TaggedHeldOut]:
         """The fold model's tagging of its held-out sentences (each as ``predict`` writes it)
         and its scores. Its network reads them once: their emissions are kept, with the
         model, for the calibration fits that follow in this process, and saved in
@@ -140,17 +194,24 @@ class TaggerFolds:
         tagged = self.tagged(model, sentences, emissions)
         predicted = {i: list(t.sentences[0].tags) for i, t in zip(held, tagged, strict=True)}
         scores = self.scores(lambda index: predicted[index], held).to_json()
-        return {
-            "score": scores[key],
-            "metrics": scores,
-            "predictions": [t.to_json() for t in tagged],
-            "tags": [predicted[i] for i in held],
-            "labels": model.labels,
-            "output_scheme": model.output_scheme,
-        }
+        tagging = TaggedHeldOut(
+            [t.to_json() for t in tagged],
+            [predicted[i] for i in held],
+            model.labels,
+            model.output_scheme,
+        )
+        return HeldOut(number(scores[key]), scores, tagging)
 
     @staticmethod
-    def tagged(model: Any, sentences: Sequence[Sentence], emissions: Any) -> list[Any]:
+    def read_predictions(fields: JSON) -> TaggedHeldOut:
+        """A fold's tagging of its held-out sentences as ``fold.json`` holds it."""
+        predictions, tags, labels = fields["predictions"], fields["tags"], fields["labels"]
+        if not all(isinstance(value, list) for value in (predictions, tags, labels)):
+            raise TypeError("predictions, tags and labels: not lists")
+        return TaggedHeldOut(predictions, tags, labels, str(fields["output_scheme"]))  # type: ignore[arg-type]
+
+    @staticmethod
+    def tagged(model: Tagging, sentences: Sequence[Sentence], emissions: DevEmissions) -> list[Any]:
         """``sentences`` tagged by ``model`` (at its calibration) from their ``emissions``."""
         return model.predict_tokens(
             [s.tokens for s in sentences],
@@ -160,42 +221,41 @@ class TaggerFolds:
 
     @staticmethod
     def shared_emitter(
-        model: Any, sentences: Sequence[Sentence], shared: dict[str, Any]
+        model: Tagging, sentences: Sequence[Sentence], shared: TaggerShared
     ) -> Emitter | None:
         """The emissions of ``sentences`` from the word states the folds share (a frozen
         backbone's, computed once for the file), or None: the model's own pass."""
-        if "word_states_of" not in shared:
+        if shared.word_states_of is None:
             return None
-        return model.cached([s.tokens for s in sentences], shared["word_states_of"](sentences))
+        tagger = cast("LayerPoolingTagger", model)  # the folds share a frozen backbone's states
+        return tagger.cached([s.tokens for s in sentences], shared.word_states_of(sentences))
 
-    def scores(self, tags_of: Callable[[int], list[str]], rows: Sequence[int]) -> Any:
+    def scores(self, tags_of: Callable[[int], list[str]], rows: Sequence[int]) -> EntityScores:
         """Entity scores (or tag accuracy, for plain tags) of the tags ``tags_of(row)`` gives
         for ``rows``, as conlleval computes them."""
         chosen = [self.rows[i] for i in rows]
 
-        def tag_tokens(tokens: Any, documents: Any = None) -> list[list[str]]:
+        def tag_tokens(tokens: object, documents: object = None) -> list[list[str]]:
             return [tags_of(row) for row in rows]  # the sentences of ``rows``, in order
 
         labels = sorted({t for i in rows for t in tags_of(i)} | {t for s in chosen for t in s.tags})
         return score_sentences(tag_tokens, labels, self.scheme, chosen, self.config.data.train)
 
     def pool_out_of_fold(
-        self, plan: FoldPlan, records: list[dict], key: str
-    ) -> tuple[list[float], Any]:
+        self, plan: FoldPlan, records: list[TaggerFold], key: str
+    ) -> tuple[list[float], OutOfFoldTagging]:
         """The metric on the pooled out-of-fold tags, and each row's record and fold."""
-        self.output_scheme = records[0]["output_scheme"]
+        self.output_scheme = records[0].held_out.predictions.output_scheme
         oof: dict[int, tuple[dict, list[str], int]] = {}
         for (_, fold, _), record in zip(plan.runs(), records, strict=True):
-            for row, prediction, tags in zip(
-                record["held"], record["predictions"], record["tags"], strict=True
-            ):
+            for row, prediction, tags in zip(record.held, *tagging_of(record), strict=True):
                 oof[row] = (prediction, tags, fold)
         rows = list(range(len(self.rows)))
-        return [float(self.scores(lambda row: oof[row][1], rows).to_json()[key])], oof
+        return [number(self.scores(lambda row: oof[row][1], rows).to_json()[key])], oof
 
     def held_emissions(
-        self, records: list[dict], members: dict[str, Path], say: Callable[[str], None]
-    ) -> dict[str, tuple[Any, Any]]:
+        self, records: list[TaggerFold], members: dict[str, Path], say: Say
+    ) -> dict[str, tuple[Tagging, DevEmissions]]:
         """Each fold's model and its emissions of its held-out sentences with their gold
         entities (``DevEmissions``, indices into the held-out list), by fold name: those kept
         when the fold was trained in this process; a fold trained in another (a worker, a Ray
@@ -206,18 +266,20 @@ class TaggerFolds:
 
         found = {}
         for record in records:
-            key = tuple(record["held"])
-            model_dir = members[record["name"]]
-            sentences = [self.rows[i] for i in record["held"]]
+            key = tuple(record.held)
+            model_dir = members[record.name]
+            sentences = [self.rows[i] for i in record.held]
             if key not in self._held:
-                saved = load_held_out(model_dir.parent / HELD_OUT_FILE, sentences, self.config)
+                saved: tuple[Tagging, DevEmissions] | None = load_held_out(
+                    model_dir.parent / HELD_OUT_FILE, sentences, self.config
+                )
                 if saved is None:
                     shared = self.shared_inputs(say)
                     model = self.open_model(model_dir, self.model_parts(shared))
                     emitter = self.shared_emitter(model, sentences, shared)
                     saved = (model, dev_emissions(model, sentences, emitter))
                 self._held[key] = saved
-            found[record["name"]] = self._held[key]
+            found[record.name] = self._held[key]
         return found
 
     @property
@@ -229,11 +291,11 @@ class TaggerFolds:
     def cross_fit(
         self,
         plan: FoldPlan,
-        records: list[dict],
+        records: list[TaggerFold],
         key: str,
         members: dict[str, Path],
-        say: Callable[[str], None],
-    ) -> list[dict]:
+        say: Say,
+    ) -> list[TaggerFold]:
         """Each fold's held-out sentences tagged again by its model at a temperature fitted on
         the other folds' held-out entities (each by the model that never saw it), never on its
         own; its scores again. ``records``: from uncalibrated models. Plain tags: nothing to
@@ -245,46 +307,41 @@ class TaggerFolds:
         held = self.held_emissions(records, members, say)
         fitted = []
         for record in records:
-            others = [r["name"] for r in records if r["name"] != record["name"]]
+            others = [r.name for r in records if r.name != record.name]
             temperature = pooled_temperature([(held[n][1], held[n][0].decoder) for n in others])
-            model = held[record["name"]][0]
-            sentences = [self.rows[i] for i in record["held"]]
+            model = held[record.name][0]
+            sentences = [self.rows[i] for i in record.held]
             trained = model.calibration
             if temperature is not None:
                 model.calibration = trained | {"temperature": temperature}
             try:  # the emissions read once, decoded again at the fitted temperature
-                tagged = self.tagged(model, sentences, held[record["name"]][1])
+                tagged = self.tagged(model, sentences, held[record.name][1])
             finally:
                 model.calibration = trained
             tags = [list(t.sentences[0].tags) for t in tagged]
             scores = self.scores(
-                dict(zip(record["held"], tags, strict=True)).__getitem__, record["held"]
+                dict(zip(record.held, tags, strict=True)).__getitem__, record.held
             ).to_json()
-            calibration: dict[str, Any] = {"fitted_on": others}
+            calibration: JSON = {"fitted_on": others}
             if temperature is None:
                 calibration["note"] = "no plausible temperature fits: confidences as trained"
             else:
                 calibration["temperature"] = temperature
+            trained_tagging = record.held_out.predictions
+            tagging = replace(trained_tagging, predictions=[t.to_json() for t in tagged], tags=tags)
             fitted.append(
-                record
-                | {
-                    "score": scores[key],
-                    "metrics": scores,
-                    "predictions": [t.to_json() for t in tagged],
-                    "tags": tags,
-                    "calibration": calibration,
-                }
+                record.cross_fitted(HeldOut(number(scores[key]), scores, tagging), calibration)
             )
         return fitted
 
     def ensemble_settings(
         self,
-        oof: Any,
+        oof: OutOfFoldTagging,
         members: dict[str, Path],
-        records: list[dict],
-        say: Callable[[str], None],
+        records: list[TaggerFold],
+        say: Say,
         members_calibrated: bool,
-    ) -> tuple[dict[str, Any], str]:
+    ) -> tuple[JSON, str]:
         """The ensemble's temperature, fitted on the out-of-fold marginals: each fold's member
         reads its held-out sentences (a frozen backbone's word states shared, as in training),
         their marginals decoded as the ensemble decodes its mean, the log-loss of each
@@ -294,24 +351,26 @@ class TaggerFolds:
         the same out-of-fold sentences. Plain tags: none to fit."""
         if self.scheme == PLAIN:
             return {}, ""
+        from bistack.files.ensemble_dir import EnsembleMeta
         from bistack.taggers.emissions.calibration import DevEmissions, calibrate, check_consistency
         from bistack.taggers.ensembles.ensemble import TaggerEnsemble
         from bistack.taggers.models.tagging import EmissionBatch
 
         held_out = self.held_emissions(records, members, say)
-        opened = [held_out[r["name"]][0] for r in records]
-        ensemble = TaggerEnsemble(opened, {})
+        opened = [held_out[r.name][0] for r in records]
+        names = [record.name for record in records]
+        ensemble = TaggerEnsemble(opened, EnsembleMeta(self.config.kind, names, {}))
         batches = []
         for member, record in zip(opened, records, strict=True):
-            held = record["held"]
-            for batch in held_out[record["name"]][1].batches:
+            held = record.held
+            for batch in held_out[record.name][1].batches:
                 logs = ensemble.log_mean_marginals([(member, batch.emissions)], batch.lengths)
                 rows = [held[i] for i in batch.indices]
                 batches.append(EmissionBatch(rows, batch.lengths, logs))
         gold = [{(s.start, s.end, s.label) for s in spans_from_tags(r.tags)} for r in self.rows]
-        oof = DevEmissions(batches, gold)
-        fit = calibrate(ensemble, self.rows, dev=oof)
-        meta: dict[str, Any] = {}
+        marginals = DevEmissions(batches, gold)
+        fit = calibrate(ensemble, self.rows, dev=marginals)
+        meta: JSON = {}
         notes = []
         if fit is None:
             notes.append(
@@ -324,19 +383,20 @@ class TaggerFolds:
             fitted_on = (
                 "the out-of-fold marginals: the log-loss of each predicted entity's confidence"
             )
-            meta["out_of_fold_fit"] = fit.to_json() | {"fitted_on": fitted_on, "kept": fit.kept}
+            fitted = fit.to_json() | {"fitted_on": fitted_on, "kept": fit.kept}
+            meta["out_of_fold_fit"] = fitted
             if fit.kept:
-                ensemble.calibration = meta["out_of_fold_fit"]
+                ensemble.calibration = fitted
         threshold = self.config.head.document_consistency
         if threshold:  # as the config asks of each model: measured on what no member saw
-            check = check_consistency(oof, ensemble.decoder, self.rows, threshold)
+            check = check_consistency(marginals, ensemble.decoder, self.rows, threshold)
             ensemble.calibration = ensemble.calibration | check.to_json()
             notes.append(check.summary().replace("on dev", "out of fold"))
         if ensemble.calibration:
             meta["calibration"] = ensemble.calibration
         return meta, "\n".join(notes)
 
-    def write_oof(self, output: Path, card: Any, plan: FoldPlan, oof: Any) -> None:
+    def write_oof(self, output: Path, plan: FoldPlan, oof: OutOfFoldTagging) -> None:
         """``oof.jsonl`` (each sentence as ``predict --format jsonl`` writes it, after its line,
         fold and gold tags) and ``oof.conll`` (token, gold tag, predicted tag: conlleval's
         input), every sentence once, in the file's order."""
@@ -354,7 +414,7 @@ class TaggerFolds:
         atomic_write(output / "oof.jsonl", lambda temporary: Path(temporary).write_text(text))
         atomic_write(output / "oof.conll", lambda temporary: Path(temporary).write_text(conll))
 
-    def oof_report(self, card: Any, oof: Any, model_dir: Path) -> dict[str, Any] | None:
+    def oof_report(self, oof: OutOfFoldTagging, model_dir: Path) -> JSON | None:
         """The tagger's report (as ``evaluate --report`` draws it) of the out-of-fold tags and
         confidences: each sentence tagged by the fold model that never saw it, an entity
         "seen in training" when it occurs as an entity in that model's training folds."""
@@ -378,11 +438,17 @@ class TaggerFolds:
         return dict(tagger_report(model, self.config.data.train, model_dir, (seen, note)))
 
 
+def tagging_of(record: TaggerFold) -> tuple[list[TaggedSentence], list[list[str]]]:
+    """A fold's held-out sentences as ``predict`` writes them, and their tags."""
+    tagging = record.held_out.predictions
+    return tagging.predictions, tagging.tags
+
+
 class OutOfFoldTags:
     """The out-of-fold tags and confidences of a cross-validated file, as the tagger's report
     reads a tagger: its scores, and each sentence's analysis."""
 
-    def __init__(self, folds: TaggerFolds, oof: Any) -> None:
+    def __init__(self, folds: TaggerFolds, oof: OutOfFoldTagging) -> None:
         self.folds = folds
         self.oof = oof
         self.config = folds.config

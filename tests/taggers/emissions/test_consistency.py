@@ -24,7 +24,7 @@ from bistack.taggers.emissions.consistency import consistent, path_of, retyped_s
 from bistack.taggers.emissions.decoding import TagDecoder
 from bistack.taggers.models.tagging import Tagging
 from tests.conftest import tiny_config, tiny_sentences, train_quietly, write_conll
-from tests.taggers.test_confidence import LABELS, make_crf, path_probabilities, scores_of
+from tests.taggers.emissions.test_confidence import LABELS, make_crf, path_probabilities, scores_of
 
 SURE, UNSURE = 0.95, 0.55
 

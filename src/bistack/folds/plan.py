@@ -1,7 +1,7 @@
 """A cross-validation's plan: the held-out fold of every row, for K folds repeated R times.
 
 A :class:`FoldPlan` is plain data, written to ``folds.json`` so that another run, or another
-machine, reuses the same folds exactly. How rows are dealt is a :class:`~bistack.cv.splitters.
+machine, reuses the same folds exactly. How rows are dealt is a :class:`~bistack.folds.splitters.
 Splitter`'s; each repeat deals them with its own seed.
 """
 
@@ -11,8 +11,9 @@ import random
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from bistack.cv.splitters import Splitter
+from bistack.data.splits import split_off_dev
 from bistack.errors import ConfigError
+from bistack.folds.splitters import Splitter
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,19 @@ class FoldPlan:
         """The rows the model of that fold trains on (every other fold's)."""
         return [row for row, held in enumerate(self.assignments[repeat]) if held != fold]
 
+    def inner_dev(
+        self, repeat: int, fold: int, fraction: float, seed: int
+    ) -> tuple[list[int], list[int]]:
+        """``(train, dev)``: that fold's training rows less an inner dev split of them
+        (``fraction`` of them, dealt with ``seed``), which chooses its epoch and calibrates it
+        instead of its held-out rows."""
+        return split_off_dev(self.training(repeat, fold), fraction, seed)
+
+    def held_rows(self, repeat: int) -> list[int]:
+        """The rows some fold of repeat ``repeat`` holds out (what its out-of-fold predictions
+        cover), in the table's order."""
+        return [row for row, held in enumerate(self.assignments[repeat]) if held >= 0]
+
     def runs(self) -> list[tuple[int, int, str]]:
         """``(repeat, fold, name)`` of every fold model, in training order."""
         return [
@@ -44,7 +58,7 @@ class FoldPlan:
             for fold in range(self.folds)
         ]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         return asdict(self)
 
     @classmethod

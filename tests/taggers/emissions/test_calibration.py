@@ -23,7 +23,7 @@ from bistack.taggers.emissions.confidence import spans_of
 from bistack.taggers.emissions.decoding import TagDecoder
 from bistack.taggers.models.tagging import EmissionBatch
 from tests.conftest import tiny_config, tiny_sentences, train_quietly, write_conll
-from tests.taggers.test_confidence import LABELS, make_crf, path_probabilities, scores_of
+from tests.taggers.emissions.test_confidence import LABELS, make_crf, path_probabilities, scores_of
 
 TEMPERATURES = (0.3, 1.7, 6.0)
 

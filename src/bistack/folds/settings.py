@@ -6,37 +6,46 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Literal, get_args
 
 from bistack.errors import ConfigError
+
+# How rows are dealt: ``auto`` as the kind's family splits (stratified, or grouped by
+# ``data.group_column`` or document), ``plain`` a seeded shuffle.
+SplitName = Literal["auto", "plain"]
+SPLITS: tuple[SplitName, ...] = get_args(SplitName)
+
+
+@dataclass(frozen=True)
+class RayCluster:
+    """Folds trained as Ray tasks on the cluster at ``address``; None: the one
+    ``RAY_ADDRESS`` names, else a local Ray."""
+
+    address: str | None = None
 
 
 @dataclass(frozen=True)
 class CVSettings:
-    """folds, repeats: K and R; split: ``auto`` (as the kind's family splits: stratified,
-    or grouped by ``data.group_column`` or document) or ``plain``; inner_dev: stop each fold
-    on a dev split of its training folds instead of its held-out fold; workers: folds trained
-    at once, each in its own process; ray: each fold a Ray task."""
+    """folds, repeats: K and R; split: how rows are dealt (:data:`SplitName`); inner_dev: stop
+    each fold on a dev split of its training folds instead of its held-out fold; workers: folds
+    trained at once, each in its own process; ray: each fold a Ray task on that cluster."""
 
     folds: int
     repeats: int = 1
-    split: str = "auto"
+    split: SplitName = "auto"
     inner_dev: bool = False
     workers: int = 1
-    ray: bool = False  # folds as Ray tasks (the cluster RAY_ADDRESS names, else a local Ray)
-    ray_address: str | None = None  # the cluster's address, over RAY_ADDRESS
+    ray: RayCluster | None = None
 
     def __post_init__(self) -> None:
-        if self.split not in ("auto", "plain"):
-            raise ConfigError(f"split {self.split!r}: auto or plain")
+        if self.split not in SPLITS:
+            raise ConfigError(f"split {self.split!r}: {' or '.join(SPLITS)}")
         if self.workers < 1:
             raise ConfigError(f"--workers {self.workers}: at least 1")
-        if self.ray_address and not self.ray:
-            raise ConfigError("a Ray address is for --ray")
-        if self.ray and self.workers > 1:
+        if self.ray is not None and self.workers > 1:
             raise ConfigError("--ray runs each fold as a Ray task; --workers is for one machine")
 
-    def recorded(self) -> dict[str, Any]:
+    def recorded(self) -> dict[str, int | str | bool]:
         """What must match for an output to be resumed (not ``workers`` or ``ray``: results
         are alike)."""
         return {

@@ -12,7 +12,7 @@ from bistack.taggers.emissions import device_decoding
 from bistack.taggers.emissions.decoding import TagDecoder
 from bistack.taggers.models.tagger import Tagger
 from tests.conftest import tiny_sentences
-from tests.taggers.test_confidence import LABELS, make_crf, scores_of
+from tests.taggers.emissions.test_confidence import LABELS, make_crf, scores_of
 
 
 def decoder_and_emissions(

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import NotRequired, Protocol, TypedDict
 
 from bistack.errors import ConfigError
+from bistack.folds.settings import SplitName
 
 
 class SplitKeys(TypedDict):
@@ -313,10 +314,11 @@ def what_to_change(found: list[int], folds: int) -> str:
     return "; ".join(said) + " (renumber the column's folds 0, 1, ... with no gap)"
 
 
-def splitter_for(keys: SplitKeys, plain: bool = False) -> Splitter:
-    """The splitter ``keys`` call for: a fold column as given; else groups kept whole, with
-    the strata (classes, or a binned target) balanced too unless ``plain``; else the strata
-    alone (unless ``plain``); else a plain shuffle."""
+def splitter_for(keys: SplitKeys, split: SplitName = "auto") -> Splitter:
+    """The splitter ``keys`` and ``split`` call for: a fold column as given; else groups kept
+    whole, with the strata (classes, or a binned target) balanced too unless ``split`` is
+    ``plain``; else the strata alone (unless ``plain``); else a plain shuffle."""
+    plain = split == "plain"
     if "fold_column" in keys:
         return GivenFolds(
             keys["fold_column"],
