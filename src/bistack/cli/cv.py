@@ -48,7 +48,8 @@ def add(commands: Any) -> None:
         help="auto (default): stratified by class (classifiers), binned target (regressors) or "
         "rarest entity type (taggers), grouped by data.group_column when the config names one, "
         "stratified too (a tagger's documents always); plain: a shuffle, or groups alone; "
-        "data.fold_column gives the folds as they are",
+        "time: blocks in the order of data.order_column, each fold trained on the blocks before "
+        "the one it holds out; data.fold_column gives the folds as they are",
     )
     cv.add_argument(
         "--inner-dev",

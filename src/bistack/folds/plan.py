@@ -1,8 +1,10 @@
 """A cross-validation's plan: the held-out fold of every row, for K folds repeated R times.
 
 A :class:`FoldPlan` is plain data, written to ``folds.json`` so that another run, or another
-machine, reuses the same folds exactly. How rows are dealt is a :class:`~bistack.folds.splitters.
-Splitter`'s; each repeat deals them with its own seed.
+machine, reuses the same folds exactly. Each fold trains on every other fold's rows, unless the
+plan says which (``training_rows``: a time split's, where a fold trains only on the rows before
+those it holds out, and the first rows are held out by none). How rows are split is a
+:class:`~bistack.folds.splitters.Splitter`'s; each repeat deals them with its own seed.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from bistack.folds.splitters import Splitter
 @dataclass(frozen=True)
 class FoldPlan:
     """folds, repeats, seed: as asked; split: how rows were dealt, in words; rows: how many;
-    data: the digest of the table split; assignments: per repeat, each row's held-out fold."""
+    data: the digest of the table split; assignments: per repeat, each row's held-out fold
+    (-1: held out by none); training_rows: per repeat, each fold's training rows in the order
+    they came (oldest first, for a time split), where a fold does not train on every other
+    fold's rows (None: it does)."""
 
     folds: int
     repeats: int
@@ -28,22 +33,41 @@ class FoldPlan:
     rows: int
     data: str
     assignments: list[list[int]]
+    training_rows: list[list[list[int]]] | None = None
 
     def held_out(self, repeat: int, fold: int) -> list[int]:
         """The rows fold ``fold`` of repeat ``repeat`` holds out, in the table's order."""
         return [row for row, held in enumerate(self.assignments[repeat]) if held == fold]
 
     def training(self, repeat: int, fold: int) -> list[int]:
-        """The rows the model of that fold trains on (every other fold's)."""
+        """The rows the model of that fold trains on (every other fold's, unless the plan
+        says which)."""
+        if self.training_rows is not None:
+            return list(self.training_rows[repeat][fold])
         return [row for row, held in enumerate(self.assignments[repeat]) if held != fold]
 
     def inner_dev(
         self, repeat: int, fold: int, fraction: float, seed: int
     ) -> tuple[list[int], list[int]]:
         """``(train, dev)``: that fold's training rows less an inner dev split of them
-        (``fraction`` of them, dealt with ``seed``), which chooses its epoch and calibrates it
-        instead of its held-out rows."""
-        return split_off_dev(self.training(repeat, fold), fraction, seed)
+        (``fraction`` of them, dealt with ``seed``; of a time split's, the latest), which
+        chooses its epoch and calibrates it instead of its held-out rows."""
+        if self.training_rows is None:
+            return split_off_dev(self.training(repeat, fold), fraction, seed)
+        ordered = self.training(repeat, fold)  # oldest first
+        cut = len(ordered) - max(1, round(len(ordered) * fraction))
+        return ordered[:cut], ordered[cut:]
+
+    def calibrated_by(self, repeat: int, fold: int) -> list[int]:
+        """The folds of repeat ``repeat`` whose held-out predictions fit fold ``fold``'s
+        calibration: those whose held-out rows it trained on (every other fold; of a time
+        split, the earlier ones), so that nothing after its held-out rows is fitted on."""
+        trained = set(self.training(repeat, fold))
+        return [
+            other
+            for other in range(self.folds)
+            if other != fold and set(self.held_out(repeat, other)) <= trained
+        ]
 
     def held_rows(self, repeat: int) -> list[int]:
         """The rows some fold of repeat ``repeat`` holds out (what its out-of-fold predictions
@@ -59,7 +83,10 @@ class FoldPlan:
         ]
 
     def to_json(self) -> dict[str, object]:
-        return asdict(self)
+        written = asdict(self)
+        if self.training_rows is None:  # every fold trains on the others: nothing to say
+            del written["training_rows"]
+        return written
 
     @classmethod
     def from_json(cls, data: dict[str, Any], source: str) -> FoldPlan:
@@ -67,10 +94,17 @@ class FoldPlan:
         ``source``."""
         try:
             plan = cls(**data)
+            lowest = 0 if plan.training_rows is None else -1  # held out by none: a time split's
             whole = all(
-                len(held) == plan.rows and all(0 <= f < plan.folds for f in held)
+                len(held) == plan.rows and all(lowest <= f < plan.folds for f in held)
                 for held in plan.assignments
             )
+            if plan.training_rows is not None:
+                whole = whole and all(
+                    len(folds) == plan.folds
+                    and all(0 <= row < plan.rows for rows in folds for row in rows)
+                    for folds in plan.training_rows
+                )
         except (TypeError, ValueError):
             whole = False
         if not whole or len(plan.assignments) != plan.repeats:
@@ -101,5 +135,20 @@ def plan_folds(folds: int, repeats: int, seed: int, data: str, splitter: Splitte
         raise ConfigError(f"--repeats {repeats}: {splitter.one_split}; run it alone")
     if folds > splitter.rows:
         raise ConfigError(f"--folds {folds}: more folds than the {splitter.rows} rows to split")
-    assignments = [splitter.assign(folds, random.Random(seed + r)) for r in range(repeats)]
-    return FoldPlan(folds, repeats, seed, splitter.description, splitter.rows, data, assignments)
+    splits = [splitter.split(folds, random.Random(seed + r)) for r in range(repeats)]
+    assignments = []
+    for pairs in splits:
+        assignment = [-1] * splitter.rows
+        for fold, (_, held) in enumerate(pairs):
+            for row in held:
+                assignment[row] = fold
+        assignments.append(assignment)
+    complements = all(
+        sorted(train) == [row for row, f in enumerate(assignment) if f != fold]
+        for pairs, assignment in zip(splits, assignments, strict=True)
+        for fold, (train, _) in enumerate(pairs)
+    )
+    training = None if complements else [[train for train, _ in pairs] for pairs in splits]
+    return FoldPlan(
+        folds, repeats, seed, splitter.description, splitter.rows, data, assignments, training
+    )

@@ -11,8 +11,10 @@ from typing import Literal, get_args
 from bistack.errors import ConfigError
 
 # How rows are dealt: ``auto`` as the kind's family splits (stratified, or grouped by
-# ``data.group_column`` or document), ``plain`` a seeded shuffle.
-SplitName = Literal["auto", "plain"]
+# ``data.group_column`` or document), ``plain`` a seeded shuffle, ``time`` forward-chaining
+# blocks of rows in the order of ``data.order_column`` (each fold trains on the blocks before
+# the one it holds out).
+SplitName = Literal["auto", "plain", "time"]
 SPLITS: tuple[SplitName, ...] = get_args(SplitName)
 
 

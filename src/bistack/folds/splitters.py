@@ -7,7 +7,11 @@ stratified (each class, or each quantile bin of a numeric target, dealt evenly o
 as ``StratifiedKFold``), grouped (a group's rows never separated, the groups balanced by size,
 as ``GroupKFold``), stratified-grouped (groups whole, the strata balanced as well as that
 allows, as ``StratifiedGroupKFold``), or given (a column of fold numbers, as
-``PredefinedSplit``). A new splitter is a class here and a key in the family that offers it.
+``PredefinedSplit``), or forward-chaining in time (``TimeSeriesSplit``: each fold holds out a
+block of rows and trains on the blocks before it). A splitter gives each fold's training and
+held-out rows (``split``, as scikit-learn's splitters yield them); those that train each fold
+on every other fold's rows deal a fold to each row (``assign``). A new splitter is a class here
+and a key in the family that offers it.
 """
 
 from __future__ import annotations
@@ -41,12 +45,19 @@ class SplitKeys(TypedDict):
     stratified_by: NotRequired[str]
     targets: NotRequired[list[float]]
     targets_are: NotRequired[str]
+    order: NotRequired[list[str]]
+    ordered_by: NotRequired[str]
+
+
+# One fold: the rows its model trains on, and the rows it holds out.
+Fold = tuple[list[int], list[int]]
 
 
 class Splitter(Protocol):
-    """Deals ``rows`` rows into folds: ``assign`` gives each row's fold (0..folds-1) for one
-    repeat, shuffling with ``rng``; ``description`` says how, in words (``folds.json``'s
-    ``split``); ``dealt``: whether each repeat deals anew (else ``one_split`` says why not)."""
+    """Splits ``rows`` rows into folds: ``split`` gives each fold's training and held-out rows
+    for one repeat, shuffling with ``rng``; ``description`` says how, in words
+    (``folds.json``'s ``split``); ``dealt``: whether each repeat deals anew (else
+    ``one_split`` says why not)."""
 
     @property
     def rows(self) -> int: ...
@@ -56,10 +67,28 @@ class Splitter(Protocol):
     def dealt(self) -> bool: ...
     @property
     def one_split(self) -> str: ...
-    def assign(self, folds: int, rng: random.Random) -> list[int]: ...
+    def split(self, folds: int, rng: random.Random) -> list[Fold]: ...
 
 
-class Dealt:
+class Assigned:
+    """A splitter that deals each row one fold (``assign``), each fold training on every
+    other fold's rows."""
+
+    def assign(self, folds: int, rng: random.Random) -> list[int]:
+        raise NotImplementedError
+
+    def split(self, folds: int, rng: random.Random) -> list[Fold]:
+        assignment = self.assign(folds, rng)
+        return [
+            (
+                [row for row, held in enumerate(assignment) if held != fold],
+                [row for row, held in enumerate(assignment) if held == fold],
+            )
+            for fold in range(folds)
+        ]
+
+
+class Dealt(Assigned):
     """What every splitter that deals rows with a seed shares."""
 
     dealt = True
@@ -215,7 +244,7 @@ class StratifiedGroupedSplit(Dealt):
 
 
 @dataclass(frozen=True)
-class GivenFolds:
+class GivenFolds(Assigned):
     """Each row's fold as a user's column gives it (scikit-learn's ``PredefinedSplit``, a
     notebook's saved ``kfold``): the numbers 0..K-1, K ``--folds``; one split, never dealt."""
 
@@ -258,6 +287,54 @@ class GivenFolds:
         if self.groups is not None:
             refuse_split_groups(self.groups, assignment, self.grouped_by, self.name)
         return assignment
+
+
+@dataclass(frozen=True)
+class TimeSplit:
+    """Forward chaining (scikit-learn's ``TimeSeriesSplit``): the rows in the order of
+    ``order`` (numbers where every value is one, else as text: ISO dates sort so; ties in the
+    table's order) cut into ``folds + 1`` blocks of near-equal size; fold k holds out block
+    k + 1 and trains on blocks 0 to k, so no fold trains on a row after the ones it holds out.
+    The first block is held out by none. One split, never dealt."""
+
+    order: Sequence[str]
+    ordered_by: str
+    dealt = False
+    one_split = "a time split gives one split"
+
+    @property
+    def rows(self) -> int:
+        return len(self.order)
+
+    @property
+    def description(self) -> str:
+        return (
+            f"forward-chaining in the order of {self.ordered_by}, the first block held out by none"
+        )
+
+    def split(self, folds: int, rng: random.Random) -> list[Fold]:
+        if folds + 1 > self.rows:
+            raise ConfigError(
+                f"--folds {folds}: a time split cuts the {self.rows} rows into {folds + 1} blocks "
+                "(the first trains only); give fewer folds"
+            )
+        numbers = as_numbers(self.order)
+        keys: Sequence[float | str] = self.order if numbers is None else numbers
+        ordered = sorted(range(self.rows), key=lambda row: (keys[row], row))
+        edges = [round(block * self.rows / (folds + 1)) for block in range(folds + 2)]
+        return [  # the training rows oldest first: an inner dev split takes the latest
+            (ordered[: edges[k + 1]], sorted(ordered[edges[k + 1] : edges[k + 2]]))
+            for k in range(folds)
+        ]
+
+
+def as_numbers(values: Sequence[str]) -> list[float] | None:
+    """``values`` as numbers, where every one is a finite number (else None)."""
+    try:
+        numbers = [float(value) for value in values]
+    except ValueError:
+        return None
+    return numbers if all(math.isfinite(n) for n in numbers) else None
 
 
 def refuse_split_groups(
@@ -319,6 +396,13 @@ def splitter_for(keys: SplitKeys, split: SplitName = "auto") -> Splitter:
     whole, with the strata (classes, or a binned target) balanced too unless ``split`` is
     ``plain``; else the strata alone (unless ``plain``); else a plain shuffle."""
     plain = split == "plain"
+    if split == "time":
+        if "order" not in keys:
+            raise ConfigError(
+                "--split time orders the rows by data.order_column: name the column holding "
+                "each row's time (a number, or a date written as ISO's YYYY-MM-DD)"
+            )
+        return TimeSplit(keys["order"], keys.get("ordered_by", "the order column"))
     if "fold_column" in keys:
         return GivenFolds(
             keys["fold_column"],

@@ -40,7 +40,7 @@ class TextDataConfig(SplitConfig):
     """Tables of texts and labels for classification and regression: .tsv, .csv, .jsonl,
     .parquet, or a HuggingFace dataset folder (``Dataset.save_to_disk``; one split's folder)."""
 
-    CROSS_VALIDATION_KEYS = ("group_column", "fold_column")
+    CROSS_VALIDATION_KEYS = ("group_column", "fold_column", "order_column")
 
     # auto: from the file extension, or datasets for a folder
     format: Literal["auto", "tsv", "csv", "jsonl", "parquet", "datasets"] = "auto"
@@ -56,6 +56,9 @@ class TextDataConfig(SplitConfig):
     # Cross-validation: the column naming each row (an id); its value is written beside each
     # out-of-fold prediction (after ``row``), so that oof.csv joins back to the table on it.
     id_column: str | None = None
+    # Cross-validation with --split time: the column of each row's time (a number, or a date
+    # written as ISO's YYYY-MM-DD); each fold trains on the rows before those it holds out.
+    order_column: str | None = None
 
 
 @dataclass

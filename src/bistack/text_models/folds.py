@@ -111,14 +111,30 @@ class TextFolds:
         if data.group_column:
             keys["groups"] = self.column(data.group_column)
             keys["grouped_by"] = f"column {data.group_column!r}"
+        if data.order_column:  # read by --split time
+            keys["order"] = self.column(data.order_column)
+            keys["ordered_by"] = f"column {data.order_column!r}"
         return keys
 
     def refuse_settings(self, settings: CVSettings) -> None:
-        """``--split plain`` where ``data.fold_column`` gives the folds: it could not act."""
-        if settings.split == "plain" and self.config.data.fold_column:
+        """A split that could not act: ``--split plain`` or ``time`` where
+        ``data.fold_column`` gives the folds; a time split of groups (kept whole, they would
+        straddle the blocks); ``data.order_column`` without a time split."""
+        data = self.config.data
+        if settings.split != "auto" and data.fold_column:
             raise ConfigError(
-                f"--split plain deals the folds, and data.fold_column "
-                f"{self.config.data.fold_column!r} gives them: give one of the two"
+                f"--split {settings.split} deals the folds, and data.fold_column "
+                f"{data.fold_column!r} gives them: give one of the two"
+            )
+        if settings.split == "time" and data.group_column:
+            raise ConfigError(
+                f"--split time cuts the rows into blocks in time, and data.group_column "
+                f"{data.group_column!r} keeps each group whole in one fold: give one of the two"
+            )
+        if data.order_column and settings.split != "time":
+            raise ConfigError(
+                f"data.order_column {data.order_column!r} orders the rows of a time split: "
+                "give --split time, or leave it out"
             )
 
     def shared_inputs(self, say: Say) -> TextShared:
@@ -184,14 +200,16 @@ class TextFolds:
         """The kind's metric on each repeat's pooled out-of-fold predictions, and each
         repeat's predictions of every row, ``(repeats, rows, outputs)``."""
         outputs, path = self.outputs, self.config.data.train
-        per_repeat = [
-            np.zeros((len(self.rows), len(outputs)), dtype=np.float32) for _ in range(plan.repeats)
-        ]
+        shape = (len(self.rows), len(outputs))
+        # A row no fold held out (a time split's first block) stays NaN: it has no prediction.
+        per_repeat = [np.full(shape, np.nan, dtype=np.float32) for _ in range(plan.repeats)]
         for (repeat, fold, _), record in zip(plan.runs(), records, strict=True):
             per_repeat[repeat][plan.held_out(repeat, fold)] = held_outputs(record, outputs)
-        scores = [
-            float(outputs.scores(self.rows, outputs.as_raw(p), path)[key]) for p in per_repeat
-        ]
+        scores = []
+        for repeat, values in enumerate(per_repeat):  # over the rows some fold held out
+            held = plan.held_rows(repeat)
+            chosen = [self.rows[i] for i in held]
+            scores.append(float(outputs.scores(chosen, outputs.as_raw(values[held]), path)[key]))
         return scores, np.stack(per_repeat)
 
     def cross_fit(
@@ -206,11 +224,16 @@ class TextFolds:
         path, runs = self.config.data.train, plan.runs()
         fitted = []
         for (repeat, fold, _), record in zip(runs, records, strict=True):
+            partners = plan.calibrated_by(repeat, fold)
             others = [
                 (plan.held_out(repeat, f), other)
                 for (r, f, _), other in zip(runs, records, strict=True)
-                if r == repeat and f != fold
+                if r == repeat and f in partners
             ]
+            if not others:  # a time split's first fold: no earlier predictions to fit on
+                note = "no earlier fold's out-of-fold predictions to fit on: as trained"
+                fitted.append(record.cross_fitted(record.held_out, {"fitted_on": [], "note": note}))
+                continue
             outputs = type(self.outputs)(dict(self.outputs.info))
             fit_rows = [self.rows[i] for held, _ in others for i in held]
             values = np.concatenate([held_outputs(other, outputs) for _, other in others])
@@ -219,7 +242,7 @@ class TextFolds:
             held = [self.rows[i] for i in record.held]
             scores = outputs.scores(held, own, path)
             kept = {k: outputs.info[k] for k in ("temperature", "calibration") if k in outputs.info}
-            fitted_on = [name for (r, f, name) in runs if r == repeat and f != fold]
+            fitted_on = [name for (r, f, name) in runs if r == repeat and f in partners]
             predictions = TextHeldOut(outputs.averaged(own).tolist(), outputs.names)
             calibration: JSON = kept | {"fitted_on": fitted_on} | ({} if kept else {"note": done})
             held_out = HeldOut(scores[key], scores.to_json(), predictions)
@@ -245,17 +268,23 @@ class TextFolds:
         with ``regression.calibrate``, where the members are uncalibrated."""
         refit = not members_calibrated and self.calibrates
         mean = oof.mean(axis=0)  # the ensemble averages every repeat's members
-        return self.outputs.ensemble_fit(self.rows, self.config.data.train, mean, refit)
+        held = np.flatnonzero(~np.isnan(mean).any(axis=1))  # rows some fold held out
+        rows = [self.rows[i] for i in held]
+        return self.outputs.ensemble_fit(rows, self.config.data.train, mean[held], refit)
 
     def write_oof(self, output: Path, plan: FoldPlan, oof: np.ndarray) -> None:
         """``oof.jsonl`` (each row's prediction as ``predict`` writes it, after its row
         number, its id with ``data.id_column``, its fold and gold value) and ``oof.csv`` (the
-        same as columns), every row once, in the table's order. ``oof``: each repeat's
+        same as columns), every row some fold held out once (every row, but for a time split's
+        first block), in the table's order. ``oof``: each repeat's
         predictions ``(repeats, rows, outputs)``; with repeats, each repeat has its fold
         column and its prediction columns (``label_repeat1``...), and a JSON line holds the
         repeats' mean prediction with each repeat's under ``repeats``: the CV's score is the
         mean of the repeats' scores, each recomputed from its own columns."""
-        outputs, rows, texts = self.outputs, self.rows, [e.text for e in self.rows]
+        outputs = self.outputs
+        held = [row for row in range(len(self.rows)) if any(a[row] >= 0 for a in plan.assignments)]
+        rows, texts = [self.rows[i] for i in held], [self.rows[i].text for i in held]
+        oof = oof[:, held]
         each = [outputs.predictions(texts, outputs.as_raw(o), False) for o in oof]
         mean = (  # one repeat: its predictions are the mean's, not made twice
             each[0]
@@ -276,26 +305,30 @@ class TextFolds:
             *(f"{column}{suffix}" for suffix in suffixes for column in predicted),
         ]
         lines, table = [], [table_line(head)]
-        for index, example in enumerate(rows):
-            held = [assigned[index] for assigned in plan.assignments]
-            fold: int | list[int] = held if repeated else held[0]
+        for index, (row, example) in enumerate(zip(held, rows, strict=True)):
+            folds = [assigned[row] for assigned in plan.assignments]
+            fold: int | list[int] = folds if repeated else folds[0]
             cells = [outputs.oof_cells(example, repeat[index]) for repeat in each]
             gold = cells[0][0]
-            named = {id_column: self.ids[index]} if id_column and self.ids is not None else {}
+            named = {id_column: self.ids[row]} if id_column and self.ids is not None else {}
             extra = {"row": example.row, **named, "fold": fold, "gold": gold}
             if repeated:
                 extra["repeats"] = [repeat[index].to_json() for repeat in each]
             lines.append(writer.write(mean[index], extra))
-            made = [cell for _, row in cells for cell in row[outputs.gold_columns :]]
+            made = [cell for _, cell_row in cells for cell in cell_row[outputs.gold_columns :]]
             gold_cells = cells[0][1][: outputs.gold_columns]
-            table.append(table_line([example.row, *named.values(), *held, *gold_cells, *made]))
+            table.append(table_line([example.row, *named.values(), *folds, *gold_cells, *made]))
         text = "".join(lines)
         atomic_write(output / "oof.jsonl", lambda temporary: Path(temporary).write_text(text))
         written = "".join(table)
         atomic_write(output / "oof.csv", lambda temporary: Path(temporary).write_text(written))
 
     def oof_report(self, oof: np.ndarray, model_dir: Path) -> JSON | None:
-        """The kind's report (as ``evaluate --report`` draws it) of the OOF predictions."""
+        """The kind's report (as ``evaluate --report`` draws it) of the OOF predictions, which
+        reads the whole table: none where a fold held out no prediction of some rows (a time
+        split's first block)."""
+        if np.isnan(oof).any():
+            return None
         model = OutOfFold(self.config, self.outputs, self.rows, oof.mean(axis=0))
         return dict(self.card.report_builder(model, self.config.data.train, model_dir))
 

@@ -104,6 +104,13 @@ class TaggerFolds:
         self.output_scheme: str = self.scheme  # the scheme the folds' tags are in, once pooled
 
     def refuse_settings(self, settings: CVSettings) -> None:
+        """Repeats (one analysis a sentence), and a time split (a tagger's sentences are split
+        by document)."""
+        if settings.split == "time":
+            raise ConfigError(
+                "--split time splits a table's rows in time; a tagger's sentences are split by "
+                "document (--split auto or plain)"
+            )
         if settings.repeats > 1:
             raise ConfigError(
                 f"--repeats {settings.repeats}: a tagger's out-of-fold tags are one analysis a "
