@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from bistack.blends.runs import CVRun, read_run, refuse_unlike, run_names
-from bistack.blends.weights import MAX_ROUNDS, METHODS, blended, fit_weights
+from bistack.blends.weights import MAX_ROUNDS, METHODS, BlendMethod, blended, fit_weights
 from bistack.cv.folder import MODEL_DIR
 from bistack.errors import ConfigError
 from bistack.files.claim import Layout, claim_folder, output_folder, staged
@@ -67,7 +67,7 @@ def blend(
     cv_dirs: Sequence[str | Path],
     output: str | Path,
     *,
-    method: str = "simplex",
+    method: BlendMethod = "simplex",
     rounds: int | None = None,
     overwrite: bool = False,
     say: Say = print,
@@ -195,7 +195,7 @@ def nested(
 
 
 def score_without(
-    runs: list[CVRun], left: int, method: str, rounds: int | None, score: Callable
+    runs: list[CVRun], left: int, method: BlendMethod, rounds: int | None, score: Callable
 ) -> float:
     """The in-sample score of the blend of the other runs (refitted): what run ``left`` adds."""
     others = [run for r, run in enumerate(runs) if r != left]
@@ -210,7 +210,7 @@ def blend_record(
     fold_weights: list[list[float]],
     without: list[float],
     metric: str,
-    method: str,
+    method: BlendMethod,
     rounds: int | None,
 ) -> dict[str, Any]:
     """What ``blend.json`` says: how the weights were fitted, each run with its CV score,

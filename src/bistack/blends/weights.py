@@ -12,6 +12,7 @@ the objective most; a run's weight is the share of rounds that chose it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal, get_args
 
 import numpy as np
 
@@ -20,7 +21,8 @@ Objective = Callable[[np.ndarray], tuple[float, np.ndarray]]
 # The greedy method moves a weight by 1/rounds a round: 10,000 rounds give weights to 1e-4,
 # finer than any blend's noise; more only take time.
 MAX_ROUNDS = 10_000
-METHODS = ("simplex", "greedy")
+BlendMethod = Literal["simplex", "greedy"]
+METHODS: tuple[BlendMethod, ...] = get_args(BlendMethod)
 
 
 def blended(weights: np.ndarray, stacked: np.ndarray) -> np.ndarray:
@@ -83,7 +85,7 @@ def greedy_weights(objective: Objective, stacked: np.ndarray, rounds: int = 100)
 
 
 def fit_weights(
-    objective: Objective, stacked: np.ndarray, method: str, rounds: int = 100
+    objective: Objective, stacked: np.ndarray, method: BlendMethod, rounds: int = 100
 ) -> np.ndarray:
     """The blend's weights by ``method`` (``simplex`` or ``greedy``)."""
     if method == "greedy":

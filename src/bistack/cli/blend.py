@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from bistack.blends.weights import MAX_ROUNDS
+from bistack.blends.weights import MAX_ROUNDS, METHODS
 from bistack.cli.flags import ranged
 
 
@@ -22,7 +22,7 @@ def add(commands: Any) -> None:
     blend.add_argument("--output", required=True, help="folder for blend.json and model/")
     blend.add_argument(
         "--method",
-        choices=("simplex", "greedy"),
+        choices=METHODS,
         default="simplex",
         help="simplex (default): the non-negative weights summing to one that minimise the "
         "squared error (regressors) or log loss (classifiers); greedy: Caruana's selection "
