@@ -56,7 +56,7 @@ def main() -> None:
     states = cached_word_states(first.backbone, first.config, sentences, print)
     members = {
         name: float(member.score(sentences, dev, states=states).micro.f1)
-        for name, member in zip(meta["members"], ensemble.members, strict=True)
+        for name, member in zip(meta.members, ensemble.members, strict=True)
     }
     scores = ensemble.evaluate(dev).micro
     tokens = [s.tokens for s in sentences]
@@ -69,13 +69,13 @@ def main() -> None:
         times["ensemble"].append(tagging_seconds(ensemble, tokens, documents))
         times["member"].append(tagging_seconds(member, tokens, documents))
     ratio = statistics.median(times["ensemble"]) / statistics.median(times["member"])
-    calibration = meta.get("calibration", {})
+    calibration = meta.values.get("calibration", {})
     record = {
         "cv": summary,
         "ensemble_dev": {"precision": scores.precision, "recall": scores.recall, "f1": scores.f1},
         "members_dev": members,
         "calibration": calibration,
-        "out_of_fold_fit": meta.get("out_of_fold_fit"),
+        "out_of_fold_fit": meta.values.get("out_of_fold_fit"),
         "tagging_seconds": times,
         "ensemble_over_member": ratio,
         "single_model_dev": SINGLE,
@@ -83,7 +83,7 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "cv-conll03.json").write_text(json.dumps(record, indent=2) + "\n")
     folds = ", ".join(f"{v:.2f}" for v in summary["folds"].values())
-    fit = meta.get("out_of_fold_fit") or {}
+    fit = meta.values.get("out_of_fold_fit") or {}
     lines = [
         "# CoNLL-2003: 5-fold CV of the stacked tagger, and its fold ensemble on dev",
         "",

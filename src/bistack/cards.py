@@ -218,8 +218,9 @@ class Card:
     loader class and the door's opener of a saved model: ``bistack.cv.family.FoldFamily``);
     ensemble: the class
     whose ``open(path, meta, loader, device)`` opens the fold models as one (a kind with
-    ``cv`` has one); blend_refusal: why ``bistack blend`` does not combine its CVs (None: it
-    does, by the weights its outputs' ``blend_objective`` is minimised with).
+    ``cv`` has one); blend: what reads its CVs' out-of-fold predictions for ``bistack blend``
+    (a ``bistack.folds.blending.BlendPart``, ``read(card, folder, config, plan, metric)``;
+    None: its CVs are not blended).
     """
 
     kind: str
@@ -246,7 +247,7 @@ class Card:
     report: Ref | None = None
     cv: Ref | None = None
     ensemble: Ref | None = None
-    blend_refusal: str | None = None
+    blend: Ref | None = None
     metric_of: Callable[[Any], Metric] | None = field(default=None, compare=False)
 
     def metric_for(self, config: Any) -> Metric:

@@ -12,10 +12,10 @@ import pytest
 
 import bistack
 from bistack.blends.run import nested
-from bistack.blends.weights import blended, simplex_weights
 from bistack.cli import main
 from bistack.data.tables import Example
 from bistack.errors import ConfigError
+from bistack.folds.weights import blended, simplex_weights
 from bistack.models.backbone import TransformerBackbone
 from bistack.predictor import open_model
 from bistack.text_models.outputs import TargetOutputs
@@ -332,7 +332,7 @@ def test_runs_that_differ_are_refused_naming_the_difference(regressor_cvs, tmp_p
     shutil.copytree(runs[1], tagger)
     meta = json.loads((tagger / "model" / "ensemble.json").read_text())
     (tagger / "model" / "ensemble.json").write_text(json.dumps(meta | {"kind": "tagger"}))
-    with pytest.raises(ConfigError, match="token marginals"):
+    with pytest.raises(ConfigError, match=r"oof\.jsonl, line 1: not an out-of-fold tagging"):
         bistack.blend([runs[0], tagger], tmp_path / "b4")
 
 

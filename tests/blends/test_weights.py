@@ -6,13 +6,13 @@ import itertools
 import numpy as np
 import pytest
 
-from bistack.blends.weights import (
+from bistack.data.tables import Example
+from bistack.folds.weights import (
     blended,
     greedy_weights,
     project_to_simplex,
     simplex_weights,
 )
-from bistack.data.tables import Example
 from bistack.text_models.outputs import ClassOutputs, TargetOutputs
 
 

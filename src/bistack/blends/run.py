@@ -2,17 +2,20 @@
 
 The runs' out-of-fold predictions (every row predicted by a fold model that never saw it) are
 stacked, and weights, non-negative and summing to one, fitted to them
-(:mod:`bistack.blends.weights`; the objective is the kind's: squared error for regressors, log
-loss for classifiers). Fitted and scored on the same predictions, the blend's score is
-optimistic; so it is also scored nested: for each fold, weights fitted on the other folds'
-out-of-fold predictions predict that fold's rows, and the pooled predictions are scored as a
-CV is. Both are reported beside each run's own CV score, with what each run adds (the
-in-sample score of the blend refitted without it).
+(:mod:`bistack.folds.weights`; the objective is the kind's, :mod:`bistack.folds.blending`:
+squared error for regressors, log loss for classifiers, entity F1 of the weighted token
+marginals for taggers, searched over a grid of the simplex). Fitted and scored on the same
+predictions, the blend's score is optimistic; so it is also scored nested: for each fold,
+weights fitted on the other folds' out-of-fold predictions predict that fold's rows, and the
+pooled predictions are scored as a CV is. Both are reported beside each run's own CV score,
+with what each run adds (the in-sample score of the blend refitted without it).
 
 ``DIR`` holds ``blend.json`` (the weights, the scores, each run's contribution) and ``model/``:
 an ensemble directory of every fold model of the runs given weight (a run of weight 0 is left
 out), which the door opens as one model: each run's folds averaged and calibrated as its own
-ensemble is, then the runs weighted (:class:`bistack.text_models.ensemble.TextBlend`).
+ensemble is, then the runs weighted (:class:`bistack.text_models.ensemble.TextBlend`); a
+tagger blend weights its members' marginals
+(:class:`bistack.taggers.ensembles.ensemble.TaggerEnsemble`).
 """
 
 from __future__ import annotations
@@ -25,7 +28,6 @@ from typing import Any
 import numpy as np
 
 from bistack.blends.runs import CVRun, read_run, refuse_unlike, run_names
-from bistack.blends.weights import MAX_ROUNDS, METHODS, BlendMethod, blended, fit_weights
 from bistack.cv.folder import MODEL_DIR
 from bistack.errors import ConfigError
 from bistack.files.claim import Layout, claim_folder, output_folder, staged
@@ -33,6 +35,7 @@ from bistack.files.ensemble_dir import ensemble_layout, write_ensemble
 from bistack.files.modeldir import write_json
 from bistack.files.paths import refuse_overlap
 from bistack.files.swap import atomic_folder
+from bistack.folds.weights import MAX_ROUNDS, METHODS, BlendMethod, blended
 
 BLEND_FILE = "blend.json"
 Say = Callable[[str], None]
@@ -105,20 +108,13 @@ def blend(
             )
     first = runs[0]
     metric = str(first.summary["metric"])
-    stacked = np.stack([run.predictions for run in runs])  # (runs, rows, outputs)
+    stacked = np.stack([run.predictions for run in runs])  # (runs, rows, ...)
 
     def fit(rows: list[int]) -> np.ndarray:
-        objective = first.outputs.blend_objective([first.rows[i] for i in rows])
-        return fit_weights(objective, stacked[:, rows], method, rounds or 100)
+        return first.part.fit(stacked, rows, method, rounds or 100)
 
-    def score(predictions: np.ndarray, rows: Sequence[int] | None = None) -> float:
-        """The metric of ``predictions`` ``(rows, outputs)`` of ``rows`` (every row: None)."""
-        chosen = range(len(first.rows)) if rows is None else rows
-        raw = first.outputs.as_raw(predictions.astype(np.float32))
-        examples = [first.rows[i] for i in chosen]
-        return float(first.outputs.scores(examples, raw, str(first.path))[metric])
-
-    everything = list(range(len(first.rows)))
+    score = first.part.score  # the metric of predictions of rows (every row: None)
+    everything = list(range(len(first.predictions)))
     weights = fit(everything)
     in_sample = score(blended(weights, stacked))
     nested_predictions, fold_weights = nested(fit, stacked, first.plan.assignments[0])
@@ -200,8 +196,10 @@ def score_without(
     """The in-sample score of the blend of the other runs (refitted): what run ``left`` adds."""
     others = [run for r, run in enumerate(runs) if r != left]
     stacked = np.stack([run.predictions for run in others])
-    objective = others[0].outputs.blend_objective(others[0].rows)
-    return float(score(blended(fit_weights(objective, stacked, method, rounds or 100), stacked)))
+    everything = list(range(len(stacked[0])))
+    return float(
+        score(blended(others[0].part.fit(stacked, everything, method, rounds or 100), stacked))
+    )
 
 
 def blend_record(
@@ -221,7 +219,7 @@ def blend_record(
         "higher_is_better": first.card.metric.higher_is_better,
         "method": method,
         **({"rounds": rounds or 100} if method == "greedy" else {}),
-        "objective": first.outputs.BLEND_OBJECTIVE,
+        "objective": first.part.OBJECTIVE,
         "rows": first.plan.rows,
         "folds": first.plan.folds,
         "split": first.plan.split,
@@ -259,10 +257,7 @@ def write_model(
             members[name] = folder
             names.append(name)
             folds[name] = run.ensemble.values.get("folds", {}).get(folder.name)
-        fitted = run.ensemble.values
-        calibration = {
-            key: fitted[key] for key in ("temperature", "target_calibration") if key in fitted
-        }
+        calibration = run.part.kept_calibration(run.ensemble.values)
         kept.append(
             {"name": run.name, "kind": run.card.kind, "weight": float(weight), "members": names}
             | {"backbone": run.backbone}

@@ -1,11 +1,11 @@
 """The cross-validated runs a blend combines, each read from its ``bistack cv`` output folder
-and checked to be blendable with the others: finished, all classifiers or all regressors
-(recurrent or over a transformer's layers), over the same rows split the same way (the same
-``folds.json``), with the same labels or targets.
+and checked to be blendable with the others: finished, predicting alike (classifiers,
+regressors, recurrent or over a transformer's layers, or taggers), over the same rows split the
+same way (the same ``folds.json``), with the same labels, targets or tags.
 
-A run's out-of-fold predictions are read from its ``oof.jsonl`` (every row once, in the table's
-order, as its fold models predicted them without having seen it), its fold ensemble is its
-``model/``: what the blend's model is made of.
+A run's out-of-fold predictions are read by its kind (its card's ``blend``: every row once, in
+the table's order, as its fold models predicted them without having seen it); its fold
+ensemble is its ``model/``: what the blend's model is made of.
 """
 
 from __future__ import annotations
@@ -16,23 +16,22 @@ from typing import Any
 
 import numpy as np
 
-from bistack.cards import Card
+from bistack.cards import Card, resolve
 from bistack.cv.reader import CVFolder
-from bistack.data.tables import Example
 from bistack.errors import ConfigError
 from bistack.files.ensemble_dir import EnsembleMeta
 from bistack.files.modeldir import read_config
+from bistack.folds.blending import BlendPart
 from bistack.folds.contract import CVSummary
 from bistack.folds.plan import FoldPlan
 from bistack.tasks import TASKS, config_from_dict, task_of
-from bistack.text_models.outputs import ClassOutputs, TargetOutputs
 
 
 @dataclass
 class CVRun:
     """One finished CV: its folder and name, kind, fold plan, summary (``cv.json``), fold
-    ensemble's metadata, config, its rows (text and gold) and its out-of-fold predictions
-    ``(rows, outputs)`` in the columns of ``outputs``."""
+    ensemble's metadata, config, and its out-of-fold predictions as its kind reads them
+    (``part``)."""
 
     path: Path
     name: str
@@ -42,9 +41,12 @@ class CVRun:
     ensemble: EnsembleMeta
     config: dict[str, Any]
     inner_dev: bool  # its folds stopped early on a dev split of their training folds
-    rows: list[Example]
-    outputs: ClassOutputs | TargetOutputs
-    predictions: np.ndarray
+    part: BlendPart
+
+    @property
+    def predictions(self) -> np.ndarray:
+        """Its out-of-fold predictions ``(rows, ...)``, every row in the table's order."""
+        return self.part.predictions
 
     @property
     def model(self) -> Path:
@@ -68,7 +70,7 @@ class CVRun:
 def read_run(path: str | Path, name: str) -> CVRun:
     """The finished CV in ``path``, named ``name`` in the blend; an error naming what is
     missing (a folder that is not a CV's, a CV that has not finished) or what it cannot blend
-    (a kind whose predictions are not blended)."""
+    (a kind whose CVs are not blended, folds that leave rows out)."""
     folder = CVFolder.finished(path)
     card = task_of(folder.ensemble.kind)
     refuse_kind(card, folder.path)
@@ -79,31 +81,9 @@ def read_run(path: str | Path, name: str) -> CVRun:
             "blend's weights are fitted, fold by fold, on every row's out-of-fold prediction; "
             "blend cross-validations whose folds hold out every row"
         )
-    columns = config["data"]["label_columns"]
-    kind_of_outputs = card.loader_class.OUTPUTS
-    rows, values, folds = [], [], []
-    oof = folder.oof_file
-    try:
-        for _, record in folder.oof_records():
-            example, predicted = kind_of_outputs.oof_row(record, columns)
-            folds.append(record["fold"])
-            rows.append(example)
-            values.append(predicted)
-    except (ValueError, KeyError, TypeError, AttributeError) as error:
-        raise ConfigError(
-            f"{oof}, line {len(rows) + 1}: not an out-of-fold prediction bistack cv wrote "
-            f"({error}); was it edited?"
-        ) from None
-    check_rows(oof, rows, folds, plan)
-    outputs = kind_of_outputs.for_table(rows, columns, str(oof))
-    for number, predicted in enumerate(values, 1):
-        refusal = outputs.oof_refusal(predicted)
-        if refusal is not None:
-            raise ConfigError(
-                f"{oof}, line {number}: {refusal}; was it edited? Run the same bistack cv again "
-                "to write it anew"
-            )
-    predictions = np.array([[v[n] for n in outputs.names] for v in values], dtype=np.float64)
+    assert card.blend is not None, "refused above"
+    metric = folder.summary["metric"]
+    part: BlendPart = resolve(card.blend).read(card, folder.path, config, plan, metric)
     return CVRun(
         folder.path,
         name,
@@ -113,44 +93,17 @@ def read_run(path: str | Path, name: str) -> CVRun:
         folder.ensemble,
         config,
         folder.inner_dev,
-        rows,
-        outputs,
-        predictions,
+        part,
     )
 
 
-def check_rows(path: Path, rows: list[Example], folds: list[Any], plan: FoldPlan) -> None:
-    """Every row of the table once, in its order, each held out by the fold ``folds.json``
-    deals it (``folds``: each line's ``fold``, a list with repeats); an error naming the first
-    line that is not."""
-    for index, (example, fold) in enumerate(zip(rows, folds, strict=False)):
-        dealt = [held[index] for held in plan.assignments] if index < plan.rows else None
-        expected = None if dealt is None else dealt[0] if plan.repeats == 1 else dealt
-        previous = rows[index - 1].row if index else None
-        if (
-            expected is None
-            or fold != expected
-            or (previous is not None and example.row <= previous)
-        ):
-            raise ConfigError(
-                f"{path}, line {index + 1}: row {example.row} held out by fold {fold!r}, where "
-                f"folds.json deals this line's row to fold {expected!r}: a row was "
-                "deleted, added or moved; was it edited? Run the same bistack cv again to "
-                "write it anew"
-            )
-    if len(rows) != plan.rows:
-        raise ConfigError(
-            f"{path}: {len(rows)} rows, where folds.json deals {plan.rows}: a row was deleted; "
-            "was it edited? Run the same bistack cv again to write it anew"
-        )
-
-
 def refuse_kind(card: Card, path: Path) -> None:
-    """A kind whose runs are not blended, refused saying why and which are."""
-    if card.blend_refusal is not None:
-        kinds = ", ".join(sorted(k for k, c in TASKS.items() if c.cv and c.blend_refusal is None))
+    """A kind whose runs are not blended, refused saying which are."""
+    if card.blend is None:
+        kinds = ", ".join(sorted(k for k, c in TASKS.items() if c.cv and c.blend))
         raise ConfigError(
-            f"{path}: holds a CV of {card.description}; {card.blend_refusal} (blends take {kinds})"
+            f"{path}: holds a CV of {card.description}, which bistack blend does not combine "
+            f"(blends take {kinds})"
         )
 
 
@@ -191,7 +144,8 @@ def refuse_unlike(runs: list[CVRun]) -> None:
         if differs is not None:
             raise ConfigError(
                 f"{run.path} cannot be blended with {first.path}: {differs}; a blend's runs "
-                "are CVs of classifiers (or of regressors) over the same rows and folds"
+                "are CVs of classifiers (or of regressors, or of taggers) over the same rows and "
+                "folds"
             )
 
 
@@ -200,7 +154,7 @@ def difference(run: CVRun, first: CVRun) -> str | None:
     they predict (classes or values: a recurrent regressor blends with one over a
     transformer's layers), the metric, the rows, the split, the labels or targets; None where
     they blend."""
-    if run.card.loader_class.OUTPUTS is not first.card.loader_class.OUTPUTS:
+    if run.part.predicts != first.part.predicts:
         return f"it is a CV of {run.card.description}, not {first.card.description}"
     if run.summary["metric"] != first.summary["metric"]:
         return f"it is scored by {run.summary['metric']}, the first by {first.summary['metric']}"
@@ -218,11 +172,8 @@ def difference(run: CVRun, first: CVRun) -> str | None:
             "first's folds (the same --folds, --repeats, --split and data.split_seed, or "
             "data.fold_column)"
         )
-    if run.outputs.names != first.outputs.names:
-        return (
-            f"it predicts {', '.join(run.outputs.names)}, the first "
-            f"{', '.join(first.outputs.names)}"
-        )
+    if run.part.names != first.part.names:
+        return f"it predicts {', '.join(run.part.names)}, the first {', '.join(first.part.names)}"
     return None
 
 

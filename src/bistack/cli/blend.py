@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from bistack.blends.weights import MAX_ROUNDS, METHODS
 from bistack.cli.flags import ranged
+from bistack.folds.weights import MAX_ROUNDS, METHODS
 
 
 def add(commands: Any) -> None:
@@ -25,7 +25,8 @@ def add(commands: Any) -> None:
         choices=METHODS,
         default="simplex",
         help="simplex (default): the non-negative weights summing to one that minimise the "
-        "squared error (regressors) or log loss (classifiers); greedy: Caruana's selection "
+        "squared error (regressors) or log loss (classifiers), or (taggers) the point of a "
+        "grid over them at step 0.1 with the best entity F1; greedy: Caruana's selection "
         "with replacement",
     )
     blend.add_argument(

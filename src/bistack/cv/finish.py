@@ -70,7 +70,7 @@ def finish(
     extra, note = family.ensemble_settings(as_trained, members, trained, say, inner_dev)
     cv = {name: value for name, value in summary.items() if name != "folds"}
     meta: JSON = {"kind": config.kind, "folds": folds, "cv": cv} | extra
-    family.write_oof(output, plan, oof)
+    oof_files = family.write_oof(output, plan, oof)
     write_json(output / RESULT_FILE, summary)
     write_ensemble(output / MODEL_DIR, members, meta)
     write_cv_report(output, card, config, family, oof, summary, shown)
@@ -81,7 +81,9 @@ def finish(
     )
     if note:
         say(note)
-    written = " and ".join(family.OOF_FILES)
+    written = " and ".join(
+        [", ".join(oof_files[:-1]), oof_files[-1]] if len(oof_files) > 2 else oof_files
+    )
     say(f"out-of-fold predictions in {shown}/{written}; the ensemble in {shown}/{MODEL_DIR}")
     return result
 

@@ -11,7 +11,6 @@ finished or not, of a CV still running.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from functools import cached_property
 from pathlib import Path
 from typing import Any, cast
@@ -22,8 +21,6 @@ from bistack.files.ensemble_dir import EnsembleMeta, read_ensemble
 from bistack.files.modeldir import missing_part, read_json_object
 from bistack.folds.contract import JSON, CVSummary, FoldResult, Recorded
 from bistack.folds.plan import FoldPlan
-
-OOF_FILE = "oof.jsonl"
 
 
 class CVFolder:
@@ -60,10 +57,6 @@ class CVFolder:
         """The fold ensemble's folder."""
         return self.path / MODEL_DIR
 
-    @property
-    def oof_file(self) -> Path:
-        return self.path / OOF_FILE
-
     @cached_property
     def recorded(self) -> JSON:
         """``cv-settings.json``: the config, the settings and the precision the CV ran with."""
@@ -94,13 +87,6 @@ class CVFolder:
     @cached_property
     def ensemble(self) -> EnsembleMeta:
         return read_ensemble(self.model)
-
-    def oof_records(self) -> Iterator[tuple[int, JSON]]:
-        """Each line of ``oof.jsonl`` with its number, as JSON (a ValueError for a line that
-        is not)."""
-        with self.oof_file.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                yield number, json.loads(line)
 
     def fold(self, name: str) -> FoldResult[Recorded] | None:
         """The record of the fold ``name`` (``fold0``...) where it has finished, its

@@ -263,8 +263,8 @@ class FoldFamily(Protocol[P, S, M, Pooled]):
         """What the fold ensemble keeps of the out-of-fold predictions, and what was done."""
         ...
 
-    def write_oof(self, output: Path, plan: FoldPlan, oof: Pooled) -> None:
-        """The out-of-fold files (``OOF_FILES``) in ``output``."""
+    def write_oof(self, output: Path, plan: FoldPlan, oof: Pooled) -> list[str]:
+        """The out-of-fold files (of ``OOF_FILES``) in ``output``; their names."""
         ...
 
     def oof_report(self, oof: Pooled, model_dir: Path) -> JSON | None:

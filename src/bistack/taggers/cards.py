@@ -48,13 +48,6 @@ def with_transformer(settings: dict[str, Any], backbone: str) -> dict[str, Any]:
     }
 
 
-# Why tagger CVs are not blended (yet): said by ``bistack blend``.
-BLEND_REFUSAL = (
-    "a tagger's out-of-fold file keeps its decoded tags, not the token marginals a weighted "
-    "blend of taggers would average, and weights chosen by entity F1 are a search over the "
-    "runs' every mix rather than a fit; use one run's fold ensemble (its model/), which "
-    "averages its folds' marginals"
-)
 TAGGER = Card(
     "tagger",
     "a recurrent sequence tagger",
@@ -80,7 +73,7 @@ TAGGER = Card(
     report="bistack.taggers.models.report:tagger_report",
     cv="bistack.taggers.ensembles.folds:TaggerFolds",
     ensemble="bistack.taggers.ensembles.ensemble:TaggerEnsemble",
-    blend_refusal=BLEND_REFUSAL,
+    blend="bistack.taggers.ensembles.blending:TaggerBlendPart",
 )
 LAYER_TAGGER = Card(
     "layer_tagger",
@@ -101,6 +94,6 @@ LAYER_TAGGER = Card(
     report="bistack.taggers.models.report:tagger_report",
     cv="bistack.taggers.ensembles.folds:TaggerFolds",
     ensemble="bistack.taggers.ensembles.ensemble:TaggerEnsemble",
-    blend_refusal=BLEND_REFUSAL,
+    blend="bistack.taggers.ensembles.blending:TaggerBlendPart",
 )
 CARDS = (TAGGER, LAYER_TAGGER)

@@ -1,20 +1,29 @@
 """What a blend of cross-validated runs needs of a text model's outputs, as each kind of
 outputs answers it (mixed into :class:`~bistack.text_models.outputs.ClassOutputs` and
 :class:`~bistack.text_models.outputs.TargetOutputs`): a row of the out-of-fold file read back,
-and the objective the blend's weights minimise."""
+and the objective the blend's weights minimise; and a text CV as a blend reads it
+(:class:`TextBlendPart`)."""
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from bistack.data.tables import Example
+from bistack.errors import ConfigError
+from bistack.folds.blending import check_oof_rows
+from bistack.folds.contract import JSON
+from bistack.folds.plan import FoldPlan
+from bistack.folds.weights import BlendMethod, Objective, fit_weights
 
-# The objective of blended predictions ``(rows, outputs)``: its value and its gradient.
-Objective = Callable[[np.ndarray], tuple[float, np.ndarray]]
+if TYPE_CHECKING:
+    from bistack.cards import Card
+
 # A probability no run gave the gold class: its log loss is large, not infinite.
 FLOOR = 1e-12
 
@@ -105,3 +114,76 @@ class TargetBlending:
             return float(np.mean(error**2)), 2 * error / scale / error.size
 
         return squared_error
+
+
+class TextBlendPart:
+    """A classifier's or regressor's CV as a blend weighs it: its ``oof.jsonl`` read back (each
+    row's probabilities or values, checked line by line), weighted by the outputs' objective
+    (log loss, or squared error) and scored by the CV's metric."""
+
+    def __init__(
+        self, rows: list[Example], outputs: Any, predictions: np.ndarray, metric: str, source: str
+    ) -> None:
+        self.rows = rows
+        self.outputs = outputs  # ClassOutputs or TargetOutputs: what the predictions are
+        self.predictions = predictions
+        self.metric = metric
+        self.source = source
+        self.names: list[str] = list(outputs.names)
+        self.predicts = type(outputs).__name__
+        self.OBJECTIVE = outputs.BLEND_OBJECTIVE
+
+    @classmethod
+    def read(
+        cls, card: Card, folder: Path, config: dict[str, Any], plan: FoldPlan, metric: str
+    ) -> TextBlendPart:
+        """The CV in ``folder`` (of ``card``'s kind and ``config``, split by ``plan``); a line
+        of its ``oof.jsonl`` that is not what ``bistack cv`` wrote is an error naming it."""
+        columns = config["data"]["label_columns"]
+        kind_of_outputs = card.loader_class.OUTPUTS
+        oof = folder / "oof.jsonl"
+        rows: list[Example] = []
+        values, folds = [], []
+        try:
+            with oof.open(encoding="utf-8") as handle:
+                for line in handle:
+                    record = json.loads(line)
+                    example, predicted = kind_of_outputs.oof_row(record, columns)
+                    folds.append(record["fold"])
+                    rows.append(example)
+                    values.append(predicted)
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
+            raise ConfigError(
+                f"{oof}, line {len(rows) + 1}: not an out-of-fold prediction bistack cv wrote "
+                f"({error}); was it edited?"
+            ) from None
+        check_oof_rows(oof, [example.row for example in rows], folds, plan)
+        outputs = kind_of_outputs.for_table(rows, columns, str(oof))
+        for number, predicted in enumerate(values, 1):
+            refusal = outputs.oof_refusal(predicted)
+            if refusal is not None:
+                raise ConfigError(
+                    f"{oof}, line {number}: {refusal}; was it edited? Run the same bistack cv "
+                    "again to write it anew"
+                )
+        predictions = np.array([[v[n] for n in outputs.names] for v in values], dtype=np.float64)
+        return cls(rows, outputs, predictions, metric, str(folder))
+
+    def fit(
+        self, stacked: np.ndarray, rows: list[int], method: BlendMethod, rounds: int
+    ) -> np.ndarray:
+        objective = self.outputs.blend_objective([self.rows[i] for i in rows])
+        return fit_weights(objective, stacked[:, rows], method, rounds)
+
+    def score(self, predictions: np.ndarray, rows: Sequence[int] | None = None) -> float:
+        chosen = range(len(self.rows)) if rows is None else rows
+        raw = self.outputs.as_raw(predictions.astype(np.float32))
+        examples = [self.rows[i] for i in chosen]
+        return float(self.outputs.scores(examples, raw, self.source)[self.metric])
+
+    @staticmethod
+    def kept_calibration(ensemble: JSON) -> JSON:
+        """A classifier ensemble's temperature, a regressor ensemble's scale and offset."""
+        return {
+            key: ensemble[key] for key in ("temperature", "target_calibration") if key in ensemble
+        }

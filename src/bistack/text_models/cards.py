@@ -17,6 +17,7 @@ LADDER = Ladder(
 )
 HERE = "bistack.text_models"
 FOLDS, ENSEMBLE = f"{HERE}.folds:TextFolds", f"{HERE}.ensemble:TextEnsemble"
+BLEND = f"{HERE}.blending:TextBlendPart"
 ATTENTION = PredictOption(
     "attention", bool, "include each token's attention weight", default=False, formats=("jsonl",)
 )
@@ -39,6 +40,7 @@ CLASSIFIER = Card(
     view="classes",
     cv=FOLDS,
     ensemble=ENSEMBLE,
+    blend=BLEND,
 )
 REGRESSOR = Card(
     "regressor",
@@ -57,6 +59,7 @@ REGRESSOR = Card(
     view="values",
     cv=FOLDS,
     ensemble=ENSEMBLE,
+    blend=BLEND,
 )
 LAYER_CLASSIFIER = Card(
     "layer_classifier",
@@ -75,6 +78,7 @@ LAYER_CLASSIFIER = Card(
     view="classes",
     cv=FOLDS,
     ensemble=ENSEMBLE,
+    blend=BLEND,
 )
 LAYER_REGRESSOR = Card(
     "layer_regressor",
@@ -92,5 +96,6 @@ LAYER_REGRESSOR = Card(
     view="values",
     cv=FOLDS,
     ensemble=ENSEMBLE,
+    blend=BLEND,
 )
 CARDS = (CLASSIFIER, REGRESSOR, LAYER_CLASSIFIER, LAYER_REGRESSOR)

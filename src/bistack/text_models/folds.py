@@ -272,7 +272,7 @@ class TextFolds:
         rows = [self.rows[i] for i in held]
         return self.outputs.ensemble_fit(rows, self.config.data.train, mean[held], refit)
 
-    def write_oof(self, output: Path, plan: FoldPlan, oof: np.ndarray) -> None:
+    def write_oof(self, output: Path, plan: FoldPlan, oof: np.ndarray) -> list[str]:
         """``oof.jsonl`` (each row's prediction as ``predict`` writes it, after its row
         number, its id with ``data.id_column``, its fold and gold value) and ``oof.csv`` (the
         same as columns), every row some fold held out once (every row, but for a time split's
@@ -322,6 +322,7 @@ class TextFolds:
         atomic_write(output / "oof.jsonl", lambda temporary: Path(temporary).write_text(text))
         written = "".join(table)
         atomic_write(output / "oof.csv", lambda temporary: Path(temporary).write_text(written))
+        return list(self.OOF_FILES)
 
     def oof_report(self, oof: np.ndarray, model_dir: Path) -> JSON | None:
         """The kind's report (as ``evaluate --report`` draws it) of the OOF predictions, which

@@ -7,7 +7,9 @@ agree on its tokens; the scheme's constraints keep every path well formed.
 
 Where ``bistack cv`` fitted one, the ensemble's confidences divide those logs by a temperature
 fitted on the out-of-fold marginals (``calibration`` in ``ensemble.json``): each member reads
-its own held-out sentences there, decoded as the ensemble decodes.
+its own held-out sentences there, decoded as the ensemble decodes. A blend of tagger CVs
+(``bistack blend``) is one too: its members' marginals weighted by their runs' weights, with no
+temperature (a run's was fitted on its own mean, not on the blend's).
 """
 
 from __future__ import annotations
@@ -28,11 +30,24 @@ from bistack.taggers.models.tagging import Emitter, Tagging, host_array
 
 
 class TaggerEnsemble(Tagging):
-    """K taggers of one kind, trained in one scheme, tagging as one (``members``: loaded)."""
+    """K taggers trained in one scheme, tagging as one (``members``: loaded), their marginals
+    averaged, or weighted by ``weights`` (one a member, summing to one: a blend's, each run's
+    weight shared by its members)."""
 
-    def __init__(self, members: Sequence[Tagging], meta: EnsembleMeta) -> None:
+    def __init__(
+        self,
+        members: Sequence[Tagging],
+        meta: EnsembleMeta,
+        weights: Sequence[float] | None = None,
+    ) -> None:
         self.members = list(members)
         self.meta = meta
+        self.weights = {
+            id(member): weight
+            for member, weight in zip(
+                self.members, weights or [1.0] * len(self.members), strict=True
+            )
+        }
         self.config = self.members[0].config
         self.output_scheme = self.members[0].output_scheme
         schemes = {(m.decoder.scheme, m.output_scheme) for m in self.members}
@@ -46,8 +61,22 @@ class TaggerEnsemble(Tagging):
     @classmethod
     def open(cls, path: Path, meta: EnsembleMeta, open_member: OpenMember) -> TaggerEnsemble:
         """The ensemble directory at ``path`` (``meta``: its ensemble.json, read and checked),
-        each member opened by ``open_member``, a frozen backbone loaded once."""
-        return cls(open_members(path, meta, open_member), meta)
+        each member opened by ``open_member``, a frozen backbone loaded once; of a blend, each
+        run's members given the run's weight, shared among them (a frozen backbone several
+        runs share opened once)."""
+        if not meta.blend:
+            return cls(open_members(path, meta, open_member), meta)
+        opened: dict[str, dict[str, Any]] = {}  # a frozen backbone's parts, by its fingerprint
+        members: list[Tagging] = []
+        weights: list[float] = []
+        for run in meta.runs:
+            backbone = run.backbone
+            found = open_members(path, run, open_member, opened.get(backbone) if backbone else None)
+            if backbone:
+                opened.setdefault(backbone, found[0].shared_parts())
+            members += found
+            weights += [run.weight / len(found)] * len(found)
+        return cls(members, meta, weights)
 
     @property
     def decoder(self) -> TagDecoder:
@@ -109,15 +138,17 @@ class TaggerEnsemble(Tagging):
         self, parts: Sequence[tuple[Tagging, np.ndarray]], lengths: Sequence[int]
     ) -> np.ndarray:
         """What the ensemble decodes: the log of the mean over ``parts`` (a member, and its
-        emissions ``(batch, seq_len, member's tags)`` of one batch) of the members' marginals,
-        ``(batch, seq_len, ensemble's tags)``; a tag no member gives: IMPOSSIBLE."""
+        emissions ``(batch, seq_len, member's tags)`` of one batch) of the members' marginals
+        (each weighted by its member's weight, where they differ), ``(batch, seq_len,
+        ensemble's tags)``; a tag no member gives: IMPOSSIBLE."""
         width = max(lengths)
         column = {tag: index for index, tag in enumerate(self._decoder.labels)}
         total = np.zeros((len(lengths), width, len(column)), dtype=np.float32)
-        for member, scores in parts:
+        weights = [self.weights.get(id(member), 1.0) for member, _ in parts]
+        for (member, scores), weight in zip(parts, weights, strict=True):
             decoder = member.decoder
             columns = [column[tag] for tag in decoder.labels]
-            total[:, :, columns] += decoder.marginals(scores[:, :width], lengths)
-        mean = total / len(parts)
+            total[:, :, columns] += weight * decoder.marginals(scores[:, :width], lengths)
+        mean = total / sum(weights)
         with np.errstate(divide="ignore"):
             return np.maximum(np.log(mean), IMPOSSIBLE).astype(np.float32)

@@ -8,78 +8,53 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, cast
+
+import numpy as np
 
 from bistack.data.conll import Sentence
 from bistack.data.tagged import read_tagged
 from bistack.errors import ConfigError, DataError
 from bistack.files.formats import joined, json_line
 from bistack.files.modeldir import atomic_write
-from bistack.folds.contract import JSON, FoldResult, HeldOut, Say, number
+from bistack.folds.contract import JSON, HeldOut, Say, number
 from bistack.folds.plan import FoldPlan
 from bistack.folds.settings import CVSettings
 from bistack.folds.splitters import SplitKeys
 from bistack.metrics.entities import EntityScores
 from bistack.schemes import PLAIN, detect_scheme, spans_from_tags
 from bistack.taggers.config import LayerPoolingTaggerConfig, TaggerConfig
+from bistack.taggers.ensembles.blending import MARGINALS_FILE, save_marginals
 from bistack.taggers.ensembles.held_out import HELD_OUT_FILE, load_held_out, save_held_out
+from bistack.taggers.ensembles.records import (
+    OutOfFoldMarginals,
+    OutOfFoldTagging,
+    TaggedHeldOut,
+    TaggerFold,
+    TaggerShared,
+    tagging_of,
+)
 from bistack.taggers.models.records import SentenceAnalysis
-from bistack.taggers.models.tagging import Emitter, Tagging, score_sentences
+from bistack.taggers.models.tagging import EmissionBatch, Emitter, Tagging, score_sentences
 from bistack.taggers.recipe import TaggingData
 
 if TYPE_CHECKING:
     from bistack.cards import Card
-    from bistack.models.backbone import TransformerBackbone
     from bistack.taggers.emissions.calibration import DevEmissions
-    from bistack.taggers.layer_recipe import WordStatesByLine
+    from bistack.taggers.ensembles.ensemble import TaggerEnsemble
     from bistack.taggers.models.layer_tagger import LayerPoolingTagger
 
 NO_ENTITY = "no entity"
 TaggerConfigs = TaggerConfig | LayerPoolingTaggerConfig
-# A sentence as ``predict`` writes it: its tokens and entities with their confidences.
-TaggedSentence = dict[str, Any]
-# The out-of-fold tags: each sentence's prediction (as ``predict`` writes it), tags and fold.
-OutOfFoldTagging = dict[int, tuple[TaggedSentence, list[str], int]]
-
-
-@dataclass(frozen=True)
-class TaggedHeldOut:
-    """A fold model's tagging of its held-out sentences: each as ``predict`` writes it, its
-    tags, the labels the model knows and the scheme it writes tags in."""
-
-    predictions: list[TaggedSentence]
-    tags: list[list[str]]
-    labels: list[str]
-    output_scheme: str
-
-    def to_json(self) -> JSON:
-        return {
-            "predictions": self.predictions,
-            "tags": self.tags,
-            "labels": self.labels,
-            "output_scheme": self.output_scheme,
-        }
-
-
-@dataclass(frozen=True)
-class TaggerShared:
-    """What every fold of a tagger over a frozen transformer shares: the backbone, and its
-    word states of every sentence of the file (none for a recurrent tagger)."""
-
-    backbone: TransformerBackbone | None = None
-    word_states_of: WordStatesByLine | None = None
-
-
-TaggerFold = FoldResult[TaggedHeldOut]
 
 
 class TaggerFolds:
     """Cross-validation of a tagger's ``config`` (``open_model``: the door's opener of a saved
     model of ``card``'s kind, ``open_model(folder, parts)``)."""
 
-    OOF_FILES: ClassVar[tuple[str, ...]] = ("oof.jsonl", "oof.conll")
+    OOF_FILES: ClassVar[tuple[str, ...]] = ("oof.jsonl", "oof.conll", MARGINALS_FILE)
     FOLD_FILES: ClassVar[tuple[str, ...]] = (HELD_OUT_FILE,)
     ROWS_ARE: ClassVar[str] = "sentences"
 
@@ -95,6 +70,8 @@ class TaggerFolds:
         # Each fold's model and its emissions of its held-out sentences, by those sentences'
         # rows, kept where the fold was trained in this process (see ``predict_held_out``).
         self._held: dict[tuple[int, ...], tuple[Tagging, DevEmissions]] = {}
+        # Each sentence's out-of-fold marginals, once the ensemble's fit has read them.
+        self._marginals: OutOfFoldMarginals | None = None
         data = config.data
         self.rows: list[Sentence] = read_tagged(data.train, data)
         if not self.rows:
@@ -361,7 +338,6 @@ class TaggerFolds:
         from bistack.files.ensemble_dir import EnsembleMeta
         from bistack.taggers.emissions.calibration import DevEmissions, calibrate, check_consistency
         from bistack.taggers.ensembles.ensemble import TaggerEnsemble
-        from bistack.taggers.models.tagging import EmissionBatch
 
         held_out = self.held_emissions(records, members, say)
         opened = [held_out[r.name][0] for r in records]
@@ -374,6 +350,7 @@ class TaggerFolds:
                 logs = ensemble.log_mean_marginals([(member, batch.emissions)], batch.lengths)
                 rows = [held[i] for i in batch.indices]
                 batches.append(EmissionBatch(rows, batch.lengths, logs))
+        self._marginals = self.sentence_marginals(batches, ensemble)
         gold = [{(s.start, s.end, s.label) for s in spans_from_tags(r.tags)} for r in self.rows]
         marginals = DevEmissions(batches, gold)
         fit = calibrate(ensemble, self.rows, dev=marginals)
@@ -403,10 +380,28 @@ class TaggerFolds:
             meta["calibration"] = ensemble.calibration
         return meta, "\n".join(notes)
 
-    def write_oof(self, output: Path, plan: FoldPlan, oof: OutOfFoldTagging) -> None:
+    def sentence_marginals(
+        self, batches: Sequence[EmissionBatch], ensemble: TaggerEnsemble
+    ) -> OutOfFoldMarginals:
+        """Each sentence's marginals ``(tokens, tags)`` in the file's order (``batches``: the
+        log marginals of each fold's held-out sentences, in the ensemble's tags)."""
+        found = {}
+        for batch in batches:
+            for position, (row, length) in enumerate(
+                zip(batch.indices, batch.lengths, strict=True)
+            ):
+                found[row] = np.exp(batch.emissions[position, :length])
+        decoder = ensemble.decoder
+        sentences = [found[row] for row in range(len(self.rows))]
+        return OutOfFoldMarginals(
+            sentences, list(decoder.labels), decoder.scheme, ensemble.output_scheme
+        )
+
+    def write_oof(self, output: Path, plan: FoldPlan, oof: OutOfFoldTagging) -> list[str]:
         """``oof.jsonl`` (each sentence as ``predict --format jsonl`` writes it, after its line,
-        fold and gold tags) and ``oof.conll`` (token, gold tag, predicted tag: conlleval's
-        input), every sentence once, in the file's order."""
+        fold and gold tags), ``oof.conll`` (token, gold tag, predicted tag: conlleval's
+        input), every sentence once, in the file's order, and (but for plain tags) each
+        sentence's token marginals, which a blend of tagger CVs weighs."""
         lines, columns = [], []
         for row, sentence in enumerate(self.rows):
             prediction, tags, fold = oof[row]
@@ -420,6 +415,17 @@ class TaggerFolds:
         text, conll = "".join(lines), "".join(columns)
         atomic_write(output / "oof.jsonl", lambda temporary: Path(temporary).write_text(text))
         atomic_write(output / "oof.conll", lambda temporary: Path(temporary).write_text(conll))
+        if self._marginals is None:  # plain tags: no entities to weigh a blend by
+            return ["oof.jsonl", "oof.conll"]
+        marginals = self._marginals
+        save_marginals(
+            output / MARGINALS_FILE,
+            marginals.sentences,
+            marginals.labels,
+            marginals.scheme,
+            marginals.output_scheme,
+        )
+        return list(self.OOF_FILES)
 
     def oof_report(self, oof: OutOfFoldTagging, model_dir: Path) -> JSON | None:
         """The tagger's report (as ``evaluate --report`` draws it) of the out-of-fold tags and
@@ -443,12 +449,6 @@ class TaggerFolds:
         )
         model = OutOfFoldTags(self, oof)
         return dict(tagger_report(model, self.config.data.train, model_dir, (seen, note)))
-
-
-def tagging_of(record: TaggerFold) -> tuple[list[TaggedSentence], list[list[str]]]:
-    """A fold's held-out sentences as ``predict`` writes them, and their tags."""
-    tagging = record.held_out.predictions
-    return tagging.predictions, tagging.tags
 
 
 class OutOfFoldTags:

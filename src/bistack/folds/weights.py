@@ -6,7 +6,9 @@ its minimum over the simplex by projected gradient descent with a backtracking s
 projection (Duchi et al. 2008) gives exact zeros, so a run that adds nothing gets weight 0 and
 is left out of the model. :func:`greedy_weights` is Caruana et al.'s (2004) greedy selection
 with replacement, as AutoGluon's weighted ensemble does it: each round adds the run that lowers
-the objective most; a run's weight is the share of rounds that chose it.
+the objective most; a run's weight is the share of rounds that chose it. An objective without
+a gradient (a tagger's entity F1) is searched instead over a grid of the simplex
+(:func:`grid_weights`), or by the greedy selection, which needs none.
 """
 
 from __future__ import annotations
@@ -82,6 +84,37 @@ def greedy_weights(objective: Objective, stacked: np.ndarray, rounds: int = 100)
         counts[best] += 1
         total += stacked[best]
     return counts / rounds
+
+
+def simplex_grid(runs: int, step: float = 0.1) -> list[np.ndarray]:
+    """Every point of the simplex in ``runs`` dimensions whose weights are multiples of
+    ``step``, those with fewer runs (then the heavier first run) first."""
+    parts = round(1 / step)
+
+    def splits(left: int, count: int) -> list[list[int]]:
+        if count == 1:
+            return [[left]]
+        return [
+            [first, *rest]
+            for first in range(left, -1, -1)
+            for rest in splits(left - first, count - 1)
+        ]
+
+    points = [np.array(split, dtype=np.float64) / parts for split in splits(parts, runs)]
+    return sorted(points, key=lambda point: int(np.count_nonzero(point)))
+
+
+def grid_weights(value: Callable[[np.ndarray], float], runs: int, step: float = 0.1) -> np.ndarray:
+    """The point of the simplex grid at ``step`` (:func:`simplex_grid`) that minimises
+    ``value(weights)``; of equal values, the one with fewest runs (a run that adds nothing is
+    left out), then the earliest."""
+    best, best_value = None, np.inf
+    for point in simplex_grid(runs, step):
+        found = value(point)
+        if found < best_value:
+            best, best_value = point, found
+    assert best is not None, "the grid holds every run alone"
+    return best
 
 
 def fit_weights(

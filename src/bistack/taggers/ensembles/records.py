@@ -1,0 +1,69 @@
+"""What a tagger's cross-validation keeps of its folds: each fold's tagging of its held-out
+sentences (written to its ``fold.json``), what the folds share (a frozen backbone's word
+states), and the pooled out-of-fold tags and token marginals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from bistack.folds.contract import JSON, FoldResult
+
+if TYPE_CHECKING:
+    from bistack.models.backbone import TransformerBackbone
+    from bistack.taggers.layer_recipe import WordStatesByLine
+
+# A sentence as ``predict`` writes it: its tokens and entities with their confidences.
+TaggedSentence = dict[str, Any]
+# The out-of-fold tags: each sentence's prediction (as ``predict`` writes it), tags and fold.
+OutOfFoldTagging = dict[int, tuple[TaggedSentence, list[str], int]]
+
+
+@dataclass(frozen=True)
+class TaggedHeldOut:
+    """A fold model's tagging of its held-out sentences: each as ``predict`` writes it, its
+    tags, the labels the model knows and the scheme it writes tags in."""
+
+    predictions: list[TaggedSentence]
+    tags: list[list[str]]
+    labels: list[str]
+    output_scheme: str
+
+    def to_json(self) -> JSON:
+        return {
+            "predictions": self.predictions,
+            "tags": self.tags,
+            "labels": self.labels,
+            "output_scheme": self.output_scheme,
+        }
+
+
+@dataclass(frozen=True)
+class OutOfFoldMarginals:
+    """Each sentence's out-of-fold marginals ``(tokens, tags)`` over ``labels`` (in
+    ``scheme``; the file's tags are in ``output_scheme``)."""
+
+    sentences: list[np.ndarray]
+    labels: list[str]
+    scheme: str
+    output_scheme: str
+
+
+@dataclass(frozen=True)
+class TaggerShared:
+    """What every fold of a tagger over a frozen transformer shares: the backbone, and its
+    word states of every sentence of the file (none for a recurrent tagger)."""
+
+    backbone: TransformerBackbone | None = None
+    word_states_of: WordStatesByLine | None = None
+
+
+TaggerFold = FoldResult[TaggedHeldOut]
+
+
+def tagging_of(record: TaggerFold) -> tuple[list[TaggedSentence], list[list[str]]]:
+    """A fold's held-out sentences as ``predict`` writes them, and their tags."""
+    tagging = record.held_out.predictions
+    return tagging.predictions, tagging.tags
