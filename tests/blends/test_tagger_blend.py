@@ -14,6 +14,7 @@ from safetensors import safe_open
 from safetensors.numpy import load_file, save_file
 
 import bistack
+from bistack.cli import main
 from bistack.errors import ConfigError
 from bistack.predictor import open_model
 from tests.conftest import tiny_config
@@ -58,11 +59,16 @@ def test_tagger_cvs_blend_by_out_of_fold_entity_f1(tagger_cvs, capsys):
     assert all(abs(w * 10 - round(w * 10)) < 1e-9 for w in weights)  # the grid's step, 0.1
     for fold_weights in record["nested_weights"].values():  # each fold's own search
         assert sum(fold_weights.values()) == pytest.approx(1.0)
-    # The blend tags as one tagger: predict, and info saying what it is.
+    # The blend tags as one tagger (predict, and info saying what it is), exported too.
     model = open_model(root / "blend" / "model")
-    tagged = model.predict(["Paul praised Rome yesterday ."])
-    assert len(tagged) == 1
+    texts = ["Paul praised Rome yesterday .", "Zeda visited Paris ."]
+    tagged = [[t["tag"] for t in p.to_json()["tokens"]] for p in model.predict(texts)]
+    assert len(tagged) == 2
     assert "blend of" in model.description
+    pytest.importorskip("onnxruntime", reason="exporting needs bistack[onnx]")
+    assert main(["export", str(root / "blend" / "model"), "--output", str(root / "exported")]) == 0
+    exported = open_model(root / "exported")
+    assert [[t["tag"] for t in p.to_json()["tokens"]] for p in exported.predict(texts)] == tagged
     greedy = bistack.blend(runs, root / "greedy", method="greedy", rounds=10)
     assert sum(greedy.weights.values()) == pytest.approx(1.0)
 
