@@ -3,7 +3,7 @@ of it, the same folds), blended by their out-of-fold token marginals; the nested
 entity F1 beside each run's CV F1, and the verdict.
 
 The cut is the first ``--documents`` documents of CoNLL-2003's training file (written under
-``runs/blend-conll03``, never committed); each CV stops its folds on a dev split of their
+``runs/blend-conll03/documentsN``, never committed); each CV stops its folds on a dev split of their
 training folds (``--inner-dev``) so that the held-out folds choose nothing. A killed run
 resumes at its first unfinished fold.
 
@@ -49,16 +49,16 @@ def cut(source: Path, target: Path, documents: int) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--documents", type=int, default=60)
+    parser.add_argument("--documents", type=int, default=130)  # about 2,000 sentences
     parser.add_argument("--folds", type=int, default=3)
-    parser.add_argument("--max-epochs", type=int, default=15)
+    parser.add_argument("--max-epochs", type=int, default=25)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
     if not DATA.is_file():
         print(f"skipped: {DATA} is absent (the shared CoNLL-2003 data)")
         return 0
     torch.set_num_threads(args.threads)
-    work = ROOT / "runs" / "blend-conll03"
+    work = ROOT / "runs" / "blend-conll03" / f"documents{args.documents}"
     work.mkdir(parents=True, exist_ok=True)
     train = work / "train-cut.txt"
     sentences = cut(DATA, train, args.documents)
@@ -69,7 +69,7 @@ def main() -> int:
             "data.train": str(train),
             "data.dev": None,
             "train.max_epochs": args.max_epochs,
-            "train.patience": 4,
+            "train.patience": 5,
         } | overrides
         output = work / name
         bistack.cross_validate(
