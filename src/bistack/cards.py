@@ -212,6 +212,8 @@ class Card:
     (``bistack.train(train_data=...)``, which it is given as ``tables``);
     export, runtime: its export plan (the loaded model -> ``ExportPlan``) and the class whose
     ``load(path, threads)`` opens the directory it exports to; export_hint: why not, without;
+    export_shared: the plans of an exported ensemble's members over one frozen backbone
+    (``plans(models) -> (the backbone's, [each member's head])``: the backbone's graph once);
     report: ``report(model, data_path) -> section``, what ``evaluate --report`` shows of it
     (plain data, ``bistack.reports`` draws it); without one, its scores alone;
     cv: how ``bistack cv`` splits, trains and scores the kind (a class taking the config, the
@@ -242,6 +244,7 @@ class Card:
     compares_poolers: bool = False
     takes_tables: bool = False
     export: Ref | None = None
+    export_shared: Ref | None = None
     runtime: Ref | None = None
     export_hint: str = ""
     report: Ref | None = None
@@ -347,6 +350,10 @@ class Card:
     @property
     def export_plan(self) -> Any:
         return None if self.export is None else resolve(self.export)
+
+    @property
+    def shared_export_plans(self) -> Any:
+        return None if self.export_shared is None else resolve(self.export_shared)
 
     @property
     def report_builder(self) -> Any:

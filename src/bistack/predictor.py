@@ -24,7 +24,7 @@ from bistack.config.hub import local_folder
 from bistack.errors import BistackError, ConfigError, ModelFileError
 from bistack.files.ensemble_dir import EnsembleMeta, is_ensemble, read_ensemble
 from bistack.files.modeldir import WEIGHTS, read_config, reading_model
-from bistack.files.onnx_session import EXPORT_FILE, MODEL_FILE, is_exported, read_export
+from bistack.files.onnx_session import EXPORT_FILE, MODEL_FILE, STAGES, is_exported, read_export
 from bistack.inputs import Input, Record, described, length_problem, unicode_problem
 from bistack.models.precision import InferencePrecision, autocast_for
 from bistack.tasks import TASKS, Report
@@ -310,6 +310,7 @@ class Predictor:
         folders = ensemble.member_paths(self.path) if ensemble else [self.path]
         if self.files.exported:
             graphs = [folder / MODEL_FILE for folder in folders]
+            graphs += sorted((self.path / STAGES).glob(f"*/{MODEL_FILE}"))  # shared backbones
             sizes = [graph.stat().st_size for graph in graphs if graph.exists()]
             return {"graph_bytes": sum(sizes) if sizes else None}
         files = [
@@ -397,8 +398,8 @@ def member_opener(card: Card, exported: bool, device: str, threads: int | None) 
 
     def open_exported(folder: Path, shared: dict[str, Any], meta: Any = None) -> Any:
         meta = meta if meta is not None else read_export(folder)
-        with reading_model(folder, EXPORT_FILE):
-            return runtime(ExportedFiles(folder, runtime.CONFIG, threads, meta=meta))
+        with reading_model(folder, EXPORT_FILE):  # shared: another member's backbone graph
+            return runtime(ExportedFiles(folder, runtime.CONFIG, threads, meta=meta), **shared)
 
     return open_exported
 

@@ -6,6 +6,11 @@ recurrent encoder, pooling or the CRF decode), ``vocab.json`` (words, characters
 settings). It is written whole beside ``DIR`` and renamed into place, so a failed export leaves
 nothing behind; it is checked against PyTorch on a batch of mixed lengths before it is kept.
 
+An ensemble's members are exported each into ``members/NAME``; those over one frozen backbone
+read alike (as the PyTorch ensemble shares it) hold only their heads, and the backbone's graph
+is written once, under ``stages/NAME`` (``stage.json`` beside it), which the runtime runs once
+a batch for all of them.
+
 Traced with PyTorch's TorchScript-based exporter: it turns the scripted Viterbi loops into ONNX
 ``Loop`` nodes, which the ``torch.export``-based exporter cannot yet do for a loop whose trip
 count is a tensor's size.
@@ -32,6 +37,9 @@ from bistack.files.onnx_session import (
     FORMAT,
     FORMAT_VERSION,
     MODEL_FILE,
+    STAGE_FILE,
+    STAGES,
+    TOKENIZER_FILE,
     VOCAB_FILE,
     open_session,
 )
@@ -47,16 +55,17 @@ if TYPE_CHECKING:
 OPSET = 17
 
 
-EXPORTED_FILES = (EXPORT_FILE, MODEL_FILE, f"{MODEL_FILE}.data", VOCAB_FILE, CARD, "tokenizer.json")
+EXPORTED_FILES = (EXPORT_FILE, MODEL_FILE, f"{MODEL_FILE}.data", VOCAB_FILE, CARD, TOKENIZER_FILE)
+STAGE_FILES = (STAGE_FILE, MODEL_FILE, f"{MODEL_FILE}.data", TOKENIZER_FILE)
 
 
 def export_layout(name: str) -> Layout | bool:
     """An exported folder's layout (see ``bistack.files.claim``): one model's files, or an
-    ensemble's ``ensemble.json`` and one such folder a member under ``members/``."""
-    if name == MEMBERS:
-        return lambda member: (
-            staged(member) if member.startswith(".") else files_only(*EXPORTED_FILES)
-        )
+    ensemble's ``ensemble.json``, one such folder a member under ``members/`` and a shared
+    backbone's under ``stages/``."""
+    if name in (MEMBERS, STAGES):
+        files = EXPORTED_FILES if name == MEMBERS else STAGE_FILES
+        return lambda entry: staged(entry) if entry.startswith(".") else files_only(*files)
     return name in (*EXPORTED_FILES, ENSEMBLE_FILE) or staged(name)
 
 
@@ -82,7 +91,13 @@ def export_model(model_dir: str | Path, output: str | Path, *, overwrite: bool =
     claim()
     with atomic_folder(output) as staging:
         if model.files.ensemble:  # each member a graph of its own, averaged as PyTorch does
-            for folder, member, plan, card in plans:
+            stages, heads = shared_stages(plans)
+            for name, stage in stages.items():
+                write_stage(stage, staging / STAGES / name)
+            for index, (folder, member, plan, card) in enumerate(plans):
+                if index in heads:  # its head alone; the backbone's graph is its stage's
+                    stage_name, plan = heads[index]
+                    plan.settings["stage"] = f"../../{STAGES}/{stage_name}"
                 write_export(card, member.config, plan, folder, staging / MEMBERS / folder.name)
             write_json(staging / ENSEMBLE_FILE, {**model.files.meta, "exported": True})
         else:
@@ -113,6 +128,39 @@ def write_export(card: Card, config: Any, plan: ExportPlan, model_dir: Path, tar
         **plan.settings,
     }
     write_json(target / EXPORT_FILE, meta)
+
+
+def shared_stages(
+    plans: list[tuple[Path, Any, ExportPlan, Card]],
+) -> tuple[dict[str, ExportPlan], dict[int, tuple[str, ExportPlan]]]:
+    """Members over one frozen backbone read alike (their shared stage equal, two or more, of
+    kinds whose card exports a shared backbone): the backbones' plans by stage name
+    (``stage0``...), and each such member's head plan with its stage's name, by its index."""
+    groups: dict[Any, list[int]] = {}
+    for index, (_, member, _, card) in enumerate(plans):
+        key = member.shared_stage_key() if card.shared_export_plans is not None else None
+        if key is not None:
+            groups.setdefault(key, []).append(index)
+    stages: dict[str, ExportPlan] = {}
+    heads: dict[int, tuple[str, ExportPlan]] = {}
+    shared = [indices for indices in groups.values() if len(indices) > 1]
+    for number, indices in enumerate(shared):
+        card = plans[indices[0]][3]
+        stage, members = card.shared_export_plans([plans[i][1] for i in indices])
+        stages[f"stage{number}"] = stage
+        heads |= {i: (f"stage{number}", plan) for i, plan in zip(indices, members, strict=True)}
+    return stages, heads
+
+
+def write_stage(plan: ExportPlan, target: Path) -> None:
+    """A shared backbone's graph at ``target``, checked against PyTorch, with its files and
+    ``stage.json`` (how it reads texts, and what it gives)."""
+    target.mkdir(parents=True, exist_ok=True)
+    trace(plan, target / MODEL_FILE)
+    check_against_torch(plan, target / MODEL_FILE)
+    plan.write_files(target)
+    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "bistack_version": __version__}
+    write_json(target / STAGE_FILE, meta | plan.settings)
 
 
 def trace(plan: ExportPlan, path: Path) -> None:

@@ -30,7 +30,8 @@ from bistack.data.features import TokenVocabularies, token_rows
 from bistack.errors import ConfigError, ModelFileError, needs_extra
 
 FORMAT = "bistack-onnx"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3  # 3: an ensemble's members may share a backbone's graph (``stages/``)
+STAGES, STAGE_FILE = "stages", "stage.json"
 EXPORT_FILE = "export.json"
 MODEL_FILE = "model.onnx"
 VOCAB_FILE = "vocab.json"
@@ -116,6 +117,7 @@ class ExportedFiles:
         meta: dict[str, Any] | None = None,
     ) -> None:
         self.path = Path(path)
+        self.threads = threads
         self.meta = read_export(self.path) if meta is None else meta  # as already read, if so
         self.version = int(self.meta.get("format_version", 1))
         try:
@@ -208,9 +210,14 @@ class ExportedFiles:
 
     def tokenizer(self) -> Any:
         """The backbone's own tokenizer (``tokenizer.json``), for the ``tokenizers`` library."""
-        from tokenizers import Tokenizer
+        return tokenizer_in(self.path)
 
-        try:
-            return Tokenizer.from_file(str(self.path / TOKENIZER_FILE))
-        except Exception as error:  # the tokenizers library raises its own Exception
-            raise ModelFileError(f"{self.path}/{TOKENIZER_FILE}: not readable ({error})") from None
+
+def tokenizer_in(folder: Path) -> Any:
+    """``folder``'s backbone tokenizer (``tokenizer.json``), for the ``tokenizers`` library."""
+    from tokenizers import Tokenizer
+
+    try:
+        return Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+    except Exception as error:  # the tokenizers library raises its own Exception
+        raise ModelFileError(f"{folder}/{TOKENIZER_FILE}: not readable ({error})") from None

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bistack.data.tables import Example, read_table
-from bistack.errors import ConfigError
+from bistack.errors import ConfigError, DataError
 from bistack.metrics.text import ClassificationScores, RegressionScores
 from bistack.text_models.formats import Table, table_of
 from bistack.text_models.outputs import Outputs, RawOutputs, TargetOutputs
@@ -46,6 +46,13 @@ class TextModelBase(ABC):
         self, texts: Sequence[str], batch_size: int | None = None, progress: bool = False
     ) -> RawOutputs:
         """The network's outputs for raw texts, in input order."""
+
+    @staticmethod
+    def refuse_empty(texts: Sequence[str]) -> None:
+        """An empty text refused by its number (a model over a transformer reads none)."""
+        for index, text in enumerate(texts):
+            if not text.strip():
+                raise DataError("input", f"text {index + 1} is empty")
 
     def shared_parts(self) -> dict[str, Any]:
         """What another member of its ensemble takes when it opens, rather than load it again

@@ -87,16 +87,38 @@ class TextGraph(nn.Module):
         return scores
 
 
+def layer_states(transformer: nn.Module, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+    """Every layer's states of each window ``(windows, layers, seq, hidden)``."""
+    output = transformer(
+        input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True
+    )
+    return torch.stack(output.hidden_states[1:], dim=1)
+
+
+def layer_vectors(
+    states: Tensor, attention_mask: Tensor, window_text: Tensor, text_index: Tensor, kind: str
+) -> Tensor:
+    """Every layer's CLS vector (``kind`` ``cls``) or token mean (``mean``) per text ``(texts,
+    layers, hidden)`` from its windows' ``states``, the mean over a text's windows, as
+    ``TransformerBackbone.forward`` takes it. Windows are summed into texts by a ``(texts,
+    windows)`` 0/1 matrix product rather than ``index_add_``: the same sums, in plain MatMul
+    nodes."""
+    mask = attention_mask.to(states.dtype)
+    belongs = (text_index.unsqueeze(1) == window_text.unsqueeze(0)).to(states.dtype)
+    if kind == "cls":
+        sums = torch.einsum("tw,wlh->tlh", belongs, states[:, :, 0])
+        return sums / belongs.sum(dim=1)[:, None, None]
+    token_sums = torch.einsum("wlsh,ws->wlh", states, mask)
+    sums = torch.einsum("tw,wlh->tlh", belongs, token_sums)
+    return sums / (belongs @ mask.sum(dim=1))[:, None, None]
+
+
 class LayerTextGraph(nn.Module):
     """A classifier or regressor over a transformer's layers: subword windows -> every layer's
-    CLS or mean vector per text (the mean over its windows, as ``TransformerBackbone.forward``
-    takes it) -> the layer pooling head -> ``scores`` ``(texts, num_outputs)``. A model that
-    stacks the texts' own features reads their ``INPUTS`` after ``LAYER_INPUTS`` and joins its
-    word branch's vector to the pooled layers, as in training.
-
-    Windows are summed into texts by a ``(texts, windows)`` 0/1 matrix product rather than
-    ``index_add_``: the same sums, in plain MatMul nodes.
-    """
+    CLS or mean vector per text (:func:`layer_vectors`) -> the layer pooling head -> ``scores``
+    ``(texts, num_outputs)``. A model that stacks the texts' own features reads their
+    ``INPUTS`` after ``LAYER_INPUTS`` and joins its word branch's vector to the pooled layers,
+    as in training."""
 
     output_names = ("scores",)
 
@@ -108,18 +130,44 @@ class LayerTextGraph(nn.Module):
 
     def forward(self, *inputs: Tensor) -> Tensor:
         input_ids, attention_mask, window_text, text_index = inputs[:4]
-        output = self.transformer(
-            input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True
-        )
-        states = torch.stack(output.hidden_states[1:], dim=1)  # (windows, layers, seq, hidden)
-        mask = attention_mask.to(states.dtype)
-        belongs = (text_index.unsqueeze(1) == window_text.unsqueeze(0)).to(states.dtype)
-        if self.head.features == "cls":
-            sums = torch.einsum("tw,wlh->tlh", belongs, states[:, :, 0])
-            layers = sums / belongs.sum(dim=1)[:, None, None]
-        else:
-            token_sums = torch.einsum("wlsh,ws->wlh", states, mask)
-            sums = torch.einsum("tw,wlh->tlh", belongs, token_sums)
-            layers = sums / (belongs @ mask.sum(dim=1))[:, None, None]
+        states = layer_states(self.transformer, input_ids, attention_mask)
+        layers = layer_vectors(states, attention_mask, window_text, text_index, self.head.features)
         words = None if self.head.words is None else pooled_reading(self.head.words, inputs[4:])
         return self.head.outputs_with(layers, words)  # (texts, num_outputs)
+
+
+class LayerVectorsGraph(nn.Module):
+    """The frozen backbone the members of an exported ensemble share: subword windows ->
+    ``(texts, layers, hidden)`` per-layer vectors of each kind its members read (``kinds``:
+    ``cls``, ``mean``), one output a kind, run once a batch for every member."""
+
+    def __init__(self, transformer: nn.Module, kinds: tuple[str, ...]) -> None:
+        super().__init__()
+        self.transformer = transformer
+        self.output_names = kinds
+        self.eval()
+
+    def forward(self, *inputs: Tensor) -> tuple[Tensor, ...]:
+        input_ids, attention_mask, window_text, text_index = inputs
+        states = layer_states(self.transformer, input_ids, attention_mask)  # one pass for all
+        return tuple(
+            layer_vectors(states, attention_mask, window_text, text_index, kind)
+            for kind in self.output_names
+        )
+
+
+class LayerHeadGraph(nn.Module):
+    """One member's head over the shared backbone's vectors: ``layers`` ``(texts, layers,
+    hidden)`` (of the kind it reads), and a stacked model's token ``INPUTS`` after them ->
+    ``scores`` ``(texts, num_outputs)``, as :class:`LayerTextGraph` computes them."""
+
+    output_names = ("scores",)
+
+    def __init__(self, head: LayerPoolingModel) -> None:
+        super().__init__()
+        self.head = head
+        self.eval()
+
+    def forward(self, layers: Tensor, *tokens: Tensor) -> Tensor:
+        words = None if self.head.words is None else pooled_reading(self.head.words, tokens)
+        return self.head.outputs_with(layers, words)

@@ -126,12 +126,6 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
                 progress=progress,
             )
 
-    @staticmethod
-    def refuse_empty(texts: Sequence[str]) -> None:
-        for index, text in enumerate(texts):
-            if not text.strip():
-                raise DataError("input", f"text {index + 1} is empty")
-
     def token_features(self, texts: Sequence[str]) -> TokenBatch | None:
         """The stacked token features of raw ``texts``, or None when the model has none."""
         if self.vocabularies is None:
