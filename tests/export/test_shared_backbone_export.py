@@ -120,3 +120,41 @@ def test_members_over_no_shared_backbone_keep_their_whole_graphs(cvs, tmp_path):
     np.testing.assert_allclose(
         values(out), values(tmp_path / "blend" / "model"), rtol=1e-5, atol=1e-5
     )
+
+
+def test_an_exported_layer_tagger_ensemble_holds_its_backbone_once(tmp_path):
+    """K layer taggers over one frozen backbone: one backbone graph, K taggers' heads, run
+    once a batch, tags equal to the PyTorch ensemble's and confidences within 1e-5."""
+    from tests.conftest import tiny_config
+    from tests.cv.test_cross_validation import write_documents
+    from tests.fixtures.written_models.make_fixtures import tiny_transformer
+
+    train = write_documents(tmp_path / "train.txt", 6, 8)
+    config = tiny_config(train, None, train={"max_epochs": 2, "patience": 2})
+    config |= {
+        "kind": "layer_tagger",
+        "backbone": {
+            "path": str(tiny_transformer(tmp_path / "tiny-bert")),
+            "cache_dir": str(tmp_path / "cache"),
+        },
+        "subwords": "mean",
+        "features": {"word_dim": 8, "char_encoder": "none", "casing_dim": 2},
+    }
+    bistack.cross_validate(config, tmp_path / "cv", folds=3, say=lambda _: None)
+    out = exported(tmp_path / "cv" / "model", tmp_path / "export")
+    assert [s.name for s in (out / "stages").iterdir()] == ["stage0"]
+    for member in (out / "members").iterdir():
+        assert json.loads((member / "export.json").read_text())["stage"] == "../../stages/stage0"
+    texts = ["Paul praised Rome yesterday .", "Zeda visited Paris .", "the cat sat"]
+    model = open_model(out)
+    stage = model.model.members[0].stage
+    assert {id(member.stage) for member in model.model.members} == {id(stage)}
+    before = stage.passes
+    onnx = [p.to_json() for p in model.predict(texts)]
+    assert stage.passes - before == 1  # one batch: the backbone ran once for the 3 members
+    torch_side = [p.to_json() for p in open_model(tmp_path / "cv" / "model").predict(texts)]
+    for got, want in zip(onnx, torch_side, strict=True):
+        assert [t["tag"] for t in got["tokens"]] == [t["tag"] for t in want["tokens"]]
+        assert [t["confidence"] for t in got["tokens"]] == pytest.approx(
+            [t["confidence"] for t in want["tokens"]], abs=1e-5
+        )

@@ -90,6 +90,7 @@ LAYER_TAGGER = Card(
     stream_hint="only a recurrent tagger can stream (a transformer backbone reads the whole "
     "sentence in both directions)",
     export="bistack.taggers.exported.export:layer_tagger_plan",
+    export_shared="bistack.taggers.exported.export:shared_backbone_plans",
     runtime="bistack.taggers.exported.runtime:ExportedLayerTagger",
     report="bistack.taggers.models.report:tagger_report",
     cv="bistack.taggers.ensembles.folds:TaggerFolds",

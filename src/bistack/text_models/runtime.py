@@ -182,12 +182,14 @@ class SharedStage:
                 "the ensemble again"
             ) from None
         self.session = open_session(folder / MODEL_FILE, threads)
+        self.inputs = [i.name for i in self.session.get_inputs()]  # what the graph reads
         self.passes = 0  # batches read: a pass of the backbone's graph each
 
     def vectors(self, texts: Sequence[str], batch_size: int | None = None) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
         for chosen in self.windows.batches(texts, batch_size):
-            results = self.session.run(self.kinds, self.windows.feed([texts[i] for i in chosen]))
+            feed = self.windows.feed([texts[i] for i in chosen])
+            results = self.session.run(self.kinds, {k: feed[k] for k in self.inputs})
             self.passes += 1
             for kind, values in zip(self.kinds, results, strict=True):
                 if kind not in found:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -137,17 +138,49 @@ def word_inputs(pieces: Any) -> tuple[Tensor, ...]:
     )
 
 
+def word_states(transformer: nn.Module, alignment: str, *inputs: Tensor) -> Tensor:
+    """Every word's state in every layer ``(words, num_layers, hidden_size)`` from the first
+    five ``WORD_INPUTS``: its first subword's or last subword's (a ``Gather``), or the mean of
+    its subwords' (a ``(words, subwords)`` 0/1 matrix product, as ``LayerTextGraph`` sums
+    windows, in place of ``index_add_``)."""
+    input_ids, attention_mask, subword_word, first_subword, last_subword = inputs
+    output = transformer(
+        input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True
+    )
+    states = torch.stack(output.hidden_states[1:], dim=2)  # (rows, pieces, layers, hidden)
+    flat = states.flatten(0, 1)  # (rows * pieces, layers, hidden)
+    if alignment == "first":
+        return flat[first_subword]
+    if alignment == "last":
+        return flat[last_subword]
+    words = torch.arange(first_subword.size(0), device=flat.device)
+    belongs = (words.unsqueeze(1) == subword_word.unsqueeze(0)).to(flat.dtype)
+    sums = (belongs @ flat.flatten(1)).view(-1, flat.size(1), flat.size(2))
+    return sums / belongs.sum(dim=1)[:, None, None]
+
+
+def tagger_outputs(
+    network: LayerTagger, words: Tensor, inputs: Sequence[Tensor]
+) -> tuple[Tensor, Tensor]:
+    """The tagger's own modules over the batch's flat word states ``words``: ``inputs`` are
+    ``word_index`` ``(batch, seq)``, then the words' own features (``INPUTS``) or their
+    ``lengths``: the layer mix, the stacked features, the encoder, the head and the CRF
+    decode of ``TaggerGraph``."""
+    word_index, lengths = inputs[0], inputs[-1]
+    mask = lengths_to_mask(lengths, word_index.size(1))
+    layers = words[word_index]  # (batch, seq, layers, hidden)
+    mixed = network.mix(layers.flatten(0, 1)).view(word_index.size(0), word_index.size(1), -1)
+    if network.embedder is not None:
+        mixed = torch.cat([mixed, token_vectors(network.embedder, tuple(inputs[1:]))], dim=-1)
+    states = network.encoder(mixed, mask=mask).states
+    return tags_and_emissions(network.head, states, lengths, mask)
+
+
 class LayerTaggerGraph(nn.Module):
     """A tagger over a transformer's word states, alone or stacked with the words' own
     features: ``WORD_INPUTS`` (+ ``INPUTS``, or ``lengths``) -> ``tags`` ``(batch, seq)``, 0 at
-    padding, and ``emissions`` ``(batch, seq, num_tags)``.
-
-    Every word's state in every layer is its first subword's or last subword's (a ``Gather``),
-    or the mean of its subwords' (a ``(words, subwords)`` 0/1 matrix product, as
-    ``LayerTextGraph`` sums windows, in place of ``index_add_``); the rest is the trained
-    tagger's own modules: the layer mix, the stacked features, the encoder, the head and the
-    CRF decode of ``TaggerGraph``.
-    """
+    padding, and ``emissions`` ``(batch, seq, num_tags)``: :func:`word_states`, then
+    :func:`tagger_outputs`."""
 
     output_names = TAGGER_OUTPUTS
 
@@ -157,31 +190,39 @@ class LayerTaggerGraph(nn.Module):
         self.network = network
         self.eval()  # the exporter restores this mode after tracing: it must be inference
 
-    def word_states(self, *inputs: Tensor) -> Tensor:
-        """Every word's state in every layer ``(words, num_layers, hidden_size)``."""
-        input_ids, attention_mask, subword_word, first_subword, last_subword = inputs
-        output = self.transformer(
-            input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True
-        )
-        states = torch.stack(output.hidden_states[1:], dim=2)  # (rows, pieces, layers, hidden)
-        flat = states.flatten(0, 1)  # (rows * pieces, layers, hidden)
-        alignment = self.network.alignment
-        if alignment == "first":
-            return flat[first_subword]
-        if alignment == "last":
-            return flat[last_subword]
-        words = torch.arange(first_subword.size(0), device=flat.device)
-        belongs = (words.unsqueeze(1) == subword_word.unsqueeze(0)).to(flat.dtype)
-        sums = (belongs @ flat.flatten(1)).view(-1, flat.size(1), flat.size(2))
-        return sums / belongs.sum(dim=1)[:, None, None]
-
     def forward(self, *inputs: Tensor) -> tuple[Tensor, Tensor]:
-        word_index, lengths = inputs[5], inputs[-1]
-        mask = lengths_to_mask(lengths, word_index.size(1))
-        network = self.network
-        layers = self.word_states(*inputs[:5])[word_index]  # (batch, seq, layers, hidden)
-        mixed = network.mix(layers.flatten(0, 1)).view(word_index.size(0), word_index.size(1), -1)
-        if network.embedder is not None:
-            mixed = torch.cat([mixed, token_vectors(network.embedder, inputs[6:])], dim=-1)
-        states = network.encoder(mixed, mask=mask).states
-        return tags_and_emissions(network.head, states, lengths, mask)
+        words = word_states(self.transformer, self.network.alignment, *inputs[:5])
+        return tagger_outputs(self.network, words, inputs[5:])
+
+
+class WordStatesGraph(nn.Module):
+    """The frozen backbone the members of an exported tagger ensemble share: the first five
+    ``WORD_INPUTS`` -> ``word_states`` ``(words, num_layers, hidden_size)``, run once a batch
+    for every member."""
+
+    output_names = ("word_states",)
+
+    def __init__(self, transformer: nn.Module, alignment: str) -> None:
+        super().__init__()
+        self.transformer = transformer
+        self.alignment = alignment
+        self.eval()
+
+    def forward(self, *inputs: Tensor) -> Tensor:
+        return word_states(self.transformer, self.alignment, *inputs)
+
+
+class LayerTaggerHeadGraph(nn.Module):
+    """One member's tagger over the shared backbone's word states: ``word_states``,
+    ``word_index`` and the words' own features (``INPUTS``) or ``lengths`` -> ``tags`` and
+    ``emissions``, as :class:`LayerTaggerGraph` computes them."""
+
+    output_names = TAGGER_OUTPUTS
+
+    def __init__(self, network: LayerTagger) -> None:
+        super().__init__()
+        self.network = network
+        self.eval()
+
+    def forward(self, words: Tensor, *inputs: Tensor) -> tuple[Tensor, Tensor]:
+        return tagger_outputs(self.network, words, inputs)

@@ -6,14 +6,19 @@ gives: tags, token and entity confidences, the k best analyses, ``min_confidence
 
 A directory of format 1 (written before that) returns its best tags only: it predicts as it
 always did, with no confidences, and an option that needs them says to export again.
+
+A member of an exported ensemble over a shared frozen backbone (format 3: its ``export.json``
+names its ``stage``) holds its tagger alone; the backbone's graph is the ensemble's
+(:class:`WordStatesStage`), run once a batch for every member that reads it.
 """
 
 from __future__ import annotations
 
+import json
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 
@@ -21,7 +26,16 @@ from bistack.config import ExperimentConfig
 from bistack.data.subwords import SubwordSettings, word_pieces
 from bistack.data.word_rows import Context, flat_word_index
 from bistack.errors import ConfigError, ModelFileError
-from bistack.files.onnx_session import TOKEN_INPUTS, WORD_INPUTS, ExportedFiles, token_feed
+from bistack.files.onnx_session import (
+    MODEL_FILE,
+    STAGE_FILE,
+    TOKEN_INPUTS,
+    WORD_INPUTS,
+    ExportedFiles,
+    open_session,
+    token_feed,
+    tokenizer_in,
+)
 from bistack.schemes import OUTPUT_SCHEMES
 from bistack.taggers.config import LayerPoolingTaggerConfig, TaggerConfig
 from bistack.taggers.emissions.decoding import Analysis, TagDecoder
@@ -155,26 +169,81 @@ class ExportedTagger(ExportedTagging):
         return token_feed(sentences, self.files.token_vocabularies())
 
 
+def subword_settings(tokenizer: dict[str, Any]) -> SubwordSettings:
+    """How sentences become subword rows, as export.json's or stage.json's ``tokenizer``
+    says."""
+    return SubwordSettings(
+        limit=int(tokenizer["max_length"]),
+        special_tokens=int(tokenizer["special_tokens"]),
+        unknown=str(tokenizer["unk_token"]),
+        pad_id=int(tokenizer["pad_id"] or 0),
+        context=int(tokenizer.get("context", 0)),  # absent: exported before it existed
+    )
+
+
+class WordStatesStage:
+    """The frozen backbone an exported tagger ensemble's members share (``stages/NAME``): a
+    batch's flat word states ``(words, layers, hidden)``, one pass of its graph a batch for
+    all of them."""
+
+    def __init__(self, folder: Path, threads: int | None) -> None:
+        self.path = folder.resolve()
+        try:
+            meta = json.loads((folder / STAGE_FILE).read_text(encoding="utf-8"))
+            tokenizer = meta["tokenizer"]
+            self.settings = subword_settings(tokenizer)
+            self.pieces_per_batch = int(tokenizer["batch_size"])
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise ModelFileError(
+                f"{folder}: not the shared backbone of an exported ensemble ({error}); export "
+                "the ensemble again"
+            ) from None
+        self.tokenizer = tokenizer_in(folder)
+        self.session = open_session(folder / MODEL_FILE, threads)
+        self.inputs = [i.name for i in self.session.get_inputs()]  # what the graph reads
+        self.passes = 0
+
+    def word_states(
+        self, sentences: Sequence[Sequence[str]], contexts: Sequence[Context] | None = None
+    ) -> tuple[np.ndarray, list[int]]:
+        """The sentences' flat word states, and their lengths."""
+        pieces = word_pieces(self.tokenizer, sentences, self.settings, contexts)
+        feed = {
+            "input_ids": pieces.input_ids,
+            "attention_mask": pieces.attention_mask,
+            "subword_word": pieces.subword_word,
+            "first_subword": pieces.first_subword,
+            "last_subword": pieces.last_subword,
+        }
+        (states,) = self.session.run(["word_states"], {k: feed[k] for k in self.inputs})
+        self.passes += 1
+        return states, list(pieces.lengths)
+
+
 class ExportedLayerTagger(ExportedTagging):
     """An exported tagger over a transformer's word states: the backbone's own tokenizer
     (``tokenizer.json``) cuts the words into subword rows as the PyTorch backbone does
     (``bistack.data.subwords``), and a tagger that stacks the words' own features reads them
-    from ``vocab.json`` as well."""
+    from ``vocab.json`` as well. A member of an exported ensemble over a shared backbone holds
+    its tagger alone and reads the word states from its ``stage`` (handed over by the member
+    that opened it first, else opened here)."""
 
     CONFIG = LayerPoolingTaggerConfig
-    INPUTS = (*WORD_INPUTS, *TOKEN_INPUTS)
+    INPUTS = (*WORD_INPUTS, *TOKEN_INPUTS, "word_states")
 
-    def __init__(self, files: ExportedFiles) -> None:
-        self.tokenizer = files.tokenizer()
-        tokenizer = files.setting("tokenizer")
-        self.settings = SubwordSettings(
-            limit=int(tokenizer["max_length"]),
-            special_tokens=int(tokenizer["special_tokens"]),
-            unknown=str(tokenizer["unk_token"]),
-            pad_id=int(tokenizer["pad_id"] or 0),
-            context=int(tokenizer.get("context", 0)),  # absent: exported before it existed
-        )
-        self.pieces_per_batch = int(tokenizer["batch_size"])
+    def __init__(self, files: ExportedFiles, stage: WordStatesStage | None = None) -> None:
+        self.stage: WordStatesStage | None = None
+        named = files.meta.get("stage")
+        if named is None:  # the backbone in its own graph
+            self.tokenizer = files.tokenizer()
+            self.settings = subword_settings(files.setting("tokenizer"))
+            self.pieces_per_batch = int(files.setting("tokenizer")["batch_size"])
+        else:
+            folder = (files.path / str(named)).resolve()
+            self.stage = stage if stage is not None and stage.path == folder else None
+            self.stage = self.stage or WordStatesStage(folder, files.threads)
+            self.settings = self.stage.settings
+            self.pieces_per_batch = self.stage.pieces_per_batch
         super().__init__(files)
 
     def format_1_labels(self) -> list[str]:
@@ -196,9 +265,56 @@ class ExportedLayerTagger(ExportedTagging):
 
         return context_emitter(emit, sentences, documents, self.settings.context)
 
+    def shared_parts(self) -> dict[str, Any]:
+        """Its shared backbone, for the other members of its ensemble."""
+        return {} if self.stage is None else {"stage": self.stage}
+
+    def shared_stage_key(self) -> Hashable | None:
+        """Members reading one shared backbone's graph share its pass."""
+        return None if self.stage is None else ("exported word states", str(self.stage.path))
+
+    def shared_emitter(
+        self,
+        taggers: Sequence[Tagging],
+        sentences: Sequence[Sequence[str]],
+        documents: Sequence[Any] | None,
+    ) -> Emitter:
+        """The emissions of ``taggers`` (members over this one's shared backbone) side by
+        side along the tag axis, the backbone's word states computed once a batch."""
+        members = cast("list[ExportedLayerTagger]", list(taggers))
+
+        def emit(chosen: Sequence[Sequence[str]], contexts: Sequence[Context] | None) -> np.ndarray:
+            assert self.stage is not None, "a member with a shared backbone"
+            states, lengths = self.stage.word_states(chosen, contexts)
+            parts = [m.head_emissions(states, lengths, chosen) for m in members]
+            return np.concatenate(parts, axis=-1)
+
+        if not self.settings.context:
+            return lambda indices, chosen: emit(chosen, None)
+        return context_emitter(emit, sentences, documents, self.settings.context)
+
+    def head_emissions(
+        self, states: np.ndarray, lengths: Sequence[int], sentences: Sequence[Sequence[str]]
+    ) -> np.ndarray:
+        """Its emissions ``(batch, seq, tags)`` from the shared backbone's word states."""
+        (emissions,) = self.files.run(self.head_feed(states, lengths, sentences), ["emissions"])
+        return emissions
+
+    def head_feed(
+        self, states: np.ndarray, lengths: Sequence[int], sentences: Sequence[Sequence[str]]
+    ) -> dict[str, np.ndarray]:
+        """Its head's inputs: the batch's flat word states, then the words' own features."""
+        feed = {"word_states": states, "word_index": flat_word_index(lengths)}
+        if self.files.vocabularies is not None:
+            feed |= token_feed(sentences, self.files.vocabularies)
+        feed["lengths"] = np.asarray(lengths, dtype=np.int64)
+        return feed
+
     def feed(
         self, sentences: Sequence[Sequence[str]], contexts: Sequence[Context] | None = None
     ) -> dict[str, np.ndarray]:
+        if self.stage is not None:  # the word states from the shared backbone, then the head's
+            return self.head_feed(*self.stage.word_states(sentences, contexts), sentences)
         pieces = word_pieces(self.tokenizer, sentences, self.settings, contexts)
         feed = {
             "input_ids": pieces.input_ids,
