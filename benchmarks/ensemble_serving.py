@@ -1,0 +1,140 @@
+"""An ensemble and a blend served as one network, PyTorch against exported: the files' size,
+the peak resident memory of a process predicting (its own maximum, measured, not estimated)
+and texts/s at batch 1 and 32, each runtime at the same threads in a process of its own.
+
+The models are a CommonLit 5-fold ensemble and a blend of three such CVs over the frozen
+MiniLM (``compare-poolers --folds 5 --blend``, as ``benchmarks/blend_commonlit.py`` makes them
+in ``runs/compare-commonlit``); each is exported (its members over the shared backbone hold
+their heads alone, the backbone's graph once) and one member alone too, for scale. The texts
+are the first ``--texts`` excerpts of CommonLit's training file (speed and memory do not
+depend on whether a model saw them).
+
+Run:  OMP_NUM_THREADS=1 .venv/bin/python benchmarks/ensemble_serving.py --threads 1
+Writes benchmarks/results/ensemble-serving.{md,json}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+DATA = ROOT.parent / "shared" / "data" / "commonlit" / "train.csv"
+RUNS = ROOT / "runs" / "compare-commonlit"
+MODELS = {"5-fold ensemble": RUNS / "lstm-mean" / "model", "3-run blend": RUNS / "blend" / "model"}
+
+
+def child(model: str, texts_file: str, batch: int, threads: int) -> None:
+    """In a process of its own: open ``model``, predict the texts once to warm up, then time
+    a second pass; print its texts/s and the process's peak resident memory."""
+    import torch
+
+    from bistack.predictor import open_model
+
+    torch.set_num_threads(threads)
+    texts = json.loads(Path(texts_file).read_text())
+    opened = open_model(model, threads=threads)
+    opened.predict(texts[:batch], batch_size=batch)
+    started = time.perf_counter()
+    opened.predict(texts, batch_size=batch)
+    seconds = time.perf_counter() - started
+    print(json.dumps({"texts_per_second": len(texts) / seconds, "peak_rss_mb": peak_rss_mb()}))
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory since it started (``VmHWM``: getrusage's maximum
+    would carry over the parent's from before the exec)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024  # kB
+    raise RuntimeError("no VmHWM in /proc/self/status: the peak is measured on Linux")
+
+
+def measured(model: Path, texts_file: Path, batch: int, threads: int) -> dict:
+    command = [sys.executable, __file__, "--child", str(model), str(texts_file), str(batch)]
+    done = subprocess.run(
+        [*command, "--threads", str(threads)], capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def folder_mb(folder: Path) -> float:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2**20
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child", nargs=3, metavar=("MODEL", "TEXTS", "BATCH"))
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--texts", type=int, default=100)
+    args = parser.parse_args()
+    if args.child:
+        child(args.child[0], args.child[1], int(args.child[2]), args.threads)
+        return 0
+    missing = [str(p) for p in (DATA, *MODELS.values()) if not p.exists()]
+    if missing:
+        print(f"skipped: missing {', '.join(missing)} (benchmarks/blend_commonlit.py makes them)")
+        return 0
+    from bistack.export.onnx_export import export_model
+
+    work = ROOT / "runs" / "ensemble-serving"
+    work.mkdir(parents=True, exist_ok=True)
+    with DATA.open(newline="", encoding="utf-8") as handle:
+        texts = [row["excerpt"] for row in csv.DictReader(handle)][: args.texts]
+    texts_file = work / "texts.json"
+    texts_file.write_text(json.dumps(texts))
+    one = export_model(
+        RUNS / "lstm-mean" / "folds" / "fold0" / "model", work / "one-member", overwrite=True
+    )
+    rows = []
+    for name, model in MODELS.items():
+        exported = export_model(model, work / name.replace(" ", "-"), overwrite=True)
+        for runtime, folder in (("PyTorch", model), ("exported", exported)):
+            row = {"model": name, "runtime": runtime, "size_mb": folder_mb(folder)}
+            for batch in (1, 32):
+                found = measured(folder, texts_file, batch, args.threads)
+                row[f"texts_per_second_batch{batch}"] = found["texts_per_second"]
+                row[f"peak_rss_mb_batch{batch}"] = found["peak_rss_mb"]
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    summary = {
+        "threads": args.threads,
+        "texts": len(texts),
+        "one_member_mb": folder_mb(one),
+        "rows": rows,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "ensemble-serving.json").write_text(json.dumps(summary, indent=2) + "\n")
+    lines = [
+        "# Ensembles and blends served as one network: PyTorch against exported",
+        "",
+        f"The first {len(texts)} CommonLit excerpts, {args.threads} thread(s), each runtime in a "
+        "process of its own (peak RSS: the process's maximum); one exported member alone "
+        f"(whole graph) is {summary['one_member_mb']:.1f} MB.",
+        "",
+        "| model | runtime | files MB | texts/s batch 1 | texts/s batch 32 "
+        "| peak RSS MB batch 1 | peak RSS MB batch 32 |",
+        "|---|---|---:|---:|---:|---:|---:|",
+        *(
+            f"| {r['model']} | {r['runtime']} | {r['size_mb']:.1f} | "
+            f"{r['texts_per_second_batch1']:.1f} | {r['texts_per_second_batch32']:.1f} | "
+            f"{r['peak_rss_mb_batch1']:.0f} | {r['peak_rss_mb_batch32']:.0f} |"
+            for r in rows
+        ),
+        "",
+        f"`OMP_NUM_THREADS={args.threads} .venv/bin/python benchmarks/ensemble_serving.py "
+        f"--threads {args.threads}`",
+    ]
+    (RESULTS / "ensemble-serving.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
