@@ -181,6 +181,17 @@ def subword_settings(tokenizer: dict[str, Any]) -> SubwordSettings:
     )
 
 
+def subword_feed(pieces: Any) -> dict[str, np.ndarray]:
+    """A batch's subword rows (``word_pieces``) as the backbone graph's inputs."""
+    return {
+        "input_ids": pieces.input_ids,
+        "attention_mask": pieces.attention_mask,
+        "subword_word": pieces.subword_word,
+        "first_subword": pieces.first_subword,
+        "last_subword": pieces.last_subword,
+    }
+
+
 class WordStatesStage:
     """The frozen backbone an exported tagger ensemble's members share (``stages/NAME``): a
     batch's flat word states ``(words, layers, hidden)``, one pass of its graph a batch for
@@ -208,13 +219,7 @@ class WordStatesStage:
     ) -> tuple[np.ndarray, list[int]]:
         """The sentences' flat word states, and their lengths."""
         pieces = word_pieces(self.tokenizer, sentences, self.settings, contexts)
-        feed = {
-            "input_ids": pieces.input_ids,
-            "attention_mask": pieces.attention_mask,
-            "subword_word": pieces.subword_word,
-            "first_subword": pieces.first_subword,
-            "last_subword": pieces.last_subword,
-        }
+        feed = subword_feed(pieces)
         (states,) = self.session.run(["word_states"], {k: feed[k] for k in self.inputs})
         self.passes += 1
         return states, list(pieces.lengths)
@@ -303,8 +308,14 @@ class ExportedLayerTagger(ExportedTagging):
     def head_feed(
         self, states: np.ndarray, lengths: Sequence[int], sentences: Sequence[Sequence[str]]
     ) -> dict[str, np.ndarray]:
-        """Its head's inputs: the batch's flat word states, then the words' own features."""
-        feed = {"word_states": states, "word_index": flat_word_index(lengths)}
+        """Its head's inputs: the batch's flat word states, then its words'."""
+        return {"word_states": states} | self.word_feed(lengths, sentences)
+
+    def word_feed(
+        self, lengths: Sequence[int], sentences: Sequence[Sequence[str]]
+    ) -> dict[str, np.ndarray]:
+        """Where each sentence's words lie in the batch, their own features, their lengths."""
+        feed = {"word_index": flat_word_index(lengths)}
         if self.files.vocabularies is not None:
             feed |= token_feed(sentences, self.files.vocabularies)
         feed["lengths"] = np.asarray(lengths, dtype=np.int64)
@@ -316,15 +327,4 @@ class ExportedLayerTagger(ExportedTagging):
         if self.stage is not None:  # the word states from the shared backbone, then the head's
             return self.head_feed(*self.stage.word_states(sentences, contexts), sentences)
         pieces = word_pieces(self.tokenizer, sentences, self.settings, contexts)
-        feed = {
-            "input_ids": pieces.input_ids,
-            "attention_mask": pieces.attention_mask,
-            "subword_word": pieces.subword_word,
-            "first_subword": pieces.first_subword,
-            "last_subword": pieces.last_subword,
-            "word_index": flat_word_index(pieces.lengths),
-        }
-        if self.files.vocabularies is not None:
-            feed |= token_feed(sentences, self.files.vocabularies)
-        feed["lengths"] = np.asarray(pieces.lengths, dtype=np.int64)
-        return feed
+        return subword_feed(pieces) | self.word_feed(pieces.lengths, sentences)
