@@ -33,6 +33,7 @@ stages (tests/benchmarks/test_gpu_benchmark.py).
 from __future__ import annotations
 
 import argparse
+import collections
 import gc
 import json
 import platform
@@ -83,12 +84,22 @@ class Floor(nn.Module):
     (its loss loops over positions in Python, its Viterbi back-trace reads one ``.item()`` a
     token): a row of its own, not the floor the targets are held to. With ``softmax``, no CRF:
     each token's tag by itself (cross-entropy over real tokens, the argmax), the floor of the
-    encoder alone."""
+    encoder alone. With ``singletons`` (``(words,)`` bool), words seen once in training are
+    read as unknown with probability ``unk_replace`` while training, as the recipe does."""
 
     def __init__(
-        self, words: int, chars: int, tags: int, users_crf: bool = False, softmax: bool = False
+        self,
+        words: int,
+        chars: int,
+        tags: int,
+        users_crf: bool = False,
+        softmax: bool = False,
+        singletons: torch.Tensor | None = None,
+        unk_replace: float = 0.0,
     ) -> None:
         super().__init__()
+        self.register_buffer("singletons", singletons)
+        self.unk_replace = unk_replace
         self.w = nn.Embedding(words, 100, padding_idx=0)
         self.c = nn.Embedding(chars, 25, padding_idx=0)
         self.k = nn.Embedding(4, 10)
@@ -113,6 +124,9 @@ class Floor(nn.Module):
         """Packed as a GPU should pack: sorted on the host, the order sent without waiting
         (torch's ``enforce_sorted=False`` copies it blocking and reads its inverse back)."""
         words = batch["words"]
+        if self.training and self.singletons is not None:
+            rare = torch.rand(words.shape, device=words.device) < self.unk_replace
+            words = words.masked_fill(self.singletons[words] & rare, 1)  # 1 is unknown
         chars = Packing.of(batch["char_lengths"], words.device)
         embedded = self.c(batch["chars"]).index_select(0, chars.order)
         _, (h, _) = self.clstm(pack_padded_sequence(embedded, chars.ranked, batch_first=True))
@@ -172,6 +186,9 @@ class FloorVocabulary:
             c: i + 1 for i, c in enumerate(sorted({c for s, _ in train for t in s for c in t}))
         }
         self.tags = {t: i for i, t in enumerate(sorted({t for _, tags in train for t in tags}))}
+        seen = collections.Counter(t.lower() for s, _ in train for t in s)
+        self.singletons = torch.zeros(len(self.words) + 2, dtype=torch.bool)
+        self.singletons[[i for w, i in self.words.items() if seen[w] == 1]] = True
 
 
 @mark("strings to ids")
@@ -306,12 +323,17 @@ def tagger_comparisons(train: Sentences, device: torch.device, precision: str | 
     floor_vocabulary = FloorVocabulary(pairs)
     torch.manual_seed(0)
     floor = Floor(
-        len(floor_vocabulary.words) + 2, len(floor_vocabulary.chars) + 1, len(floor_vocabulary.tags)
+        len(floor_vocabulary.words) + 2,
+        len(floor_vocabulary.chars) + 1,
+        len(floor_vocabulary.tags),
+        singletons=floor_vocabulary.singletons,
+        unk_replace=config.features.unk_replace,
     ).to(device)
     floor_optimizer = same_kind(optimizer, floor.parameters(), lr=config.optimizer.lr)
     torch.manual_seed(0)
     users = Floor(*(floor.w.num_embeddings, floor.c.num_embeddings, floor.out.out_features),
-                  users_crf=True).to(device)  # fmt: skip
+                  users_crf=True, singletons=floor_vocabulary.singletons,
+                  unk_replace=config.features.unk_replace).to(device)  # fmt: skip
     users_optimizer = same_kind(optimizer, users.parameters(), lr=config.optimizer.lr)
     encoded = floor_encode(pairs, floor_vocabulary)
     floor_ready = [floor_collate([encoded[i] for i in b], device) for b in batches]
@@ -500,7 +522,12 @@ def softmax_comparisons(train: Sentences, device: torch.device) -> list:
     vocabulary = FloorVocabulary(pairs)
     sizes = (len(vocabulary.words) + 2, len(vocabulary.chars) + 1, len(vocabulary.tags))
     torch.manual_seed(0)
-    floor = Floor(*sizes, softmax=True).to(device)
+    floor = Floor(
+        *sizes,
+        softmax=True,
+        singletons=vocabulary.singletons,
+        unk_replace=config.features.unk_replace,
+    ).to(device)
     floor_optimizer = same_kind(optimizer, floor.parameters(), lr=config.optimizer.lr)
     encoded = floor_encode(pairs, vocabulary)
     floor_ready = [floor_collate([encoded[i] for i in b], device) for b in batches]

@@ -9,7 +9,7 @@ import torchcrf
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
-from bistack.crf import CRF
+from bistack.crf import CRF, IMPOSSIBLE
 from bistack.kernels.crf_scan import log_partition_scan, viterbi_scan
 from bistack.schemes import allowed_transitions
 
@@ -201,13 +201,26 @@ def test_constrained_decode_never_emits_a_forbidden_transition():
 
 def test_constraints_are_buffers_not_parameters():
     crf = CRF(len(LABELS), allowed_transitions("BIO", LABELS))
-    buffers = dict(crf.named_buffers())
-    assert set(buffers) == {"transitions_ok", "start_ok", "end_ok"}
+    saved = set(crf.state_dict()) - {name for name, _ in crf.named_parameters()}
+    assert saved == {"transitions_ok", "start_ok", "end_ok"}
     assert {name for name, _ in crf.named_parameters()} == {
         "transitions",
         "start_transitions",
         "end_transitions",
     }
+
+
+def test_loaded_constraints_are_the_ones_its_scores_forbid():
+    """The forbidden moves are made once, not every step: loading another CRF's constraints
+    makes them again."""
+    constrained = CRF(len(LABELS), allowed_transitions("BIO", LABELS))
+    free = CRF(len(LABELS))
+    free.load_state_dict(constrained.state_dict())
+    for loaded, made in zip(
+        free.constrained_scores(), constrained.constrained_scores(), strict=True
+    ):
+        torch.testing.assert_close(loaded, made, atol=0, rtol=0)
+    assert (free.constrained_scores()[0] == IMPOSSIBLE).any()
 
 
 @pytest.mark.parametrize("seed", range(5))

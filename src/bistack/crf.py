@@ -61,6 +61,7 @@ class CRF(nn.Module):
     transitions_ok: Tensor  # (num_tags, num_tags) bool buffers: what ``allowed`` permits
     start_ok: Tensor  # (num_tags,)
     end_ok: Tensor  # (num_tags,)
+    forbidden: Tensor  # (num_tags + 2, num_tags) bool, not saved: made from the three above
 
     def __init__(
         self,
@@ -93,6 +94,9 @@ class CRF(nn.Module):
         self.register_buffer("transitions_ok", transitions_ok)
         self.register_buffer("start_ok", start_ok)
         self.register_buffer("end_ok", end_ok)
+        # What constrained_scores masks, made once (again when loaded), not every step.
+        self.register_buffer("forbidden", self._forbidden_moves(), persistent=False)
+        self.register_load_state_dict_post_hook(CRF._constraints_loaded)
 
     def nll(
         self,
@@ -212,12 +216,21 @@ class CRF(nn.Module):
 
     def constrained_scores(self) -> tuple[Tensor, Tensor, Tensor]:
         """Transition ``(num_tags, num_tags)``, start and end ``(num_tags,)`` scores, with
-        forbidden moves set to IMPOSSIBLE."""
-        return (
-            self.transitions.masked_fill(~self.transitions_ok, IMPOSSIBLE),
-            self.start_transitions.masked_fill(~self.start_ok, IMPOSSIBLE),
-            self.end_transitions.masked_fill(~self.end_ok, IMPOSSIBLE),
-        )
+        forbidden moves set to IMPOSSIBLE: masked as one table (two kernels a step on a GPU,
+        and one backward, rather than six and three)."""
+        scores = torch.cat(
+            [self.transitions, self.start_transitions[None], self.end_transitions[None]]
+        ).masked_fill(self.forbidden, IMPOSSIBLE)
+        return scores[:-2], scores[-2], scores[-1]
+
+    @staticmethod
+    def _constraints_loaded(crf: CRF, _: object) -> None:
+        crf.forbidden.copy_(crf._forbidden_moves())
+
+    def _forbidden_moves(self) -> Tensor:
+        """``(num_tags + 2, num_tags)`` bool, True where the constraints forbid a move: the
+        transitions' rows, then the start's, then the end's."""
+        return ~torch.cat([self.transitions_ok, self.start_ok[None], self.end_ok[None]])
 
     def _path_score(
         self,

@@ -28,6 +28,7 @@ from typing import Any, Protocol, cast, runtime_checkable
 
 import torch
 from torch import Tensor, nn
+from torch.nn.utils.rnn import PackedSequence
 
 from bistack.cells import CELLS, MIN_CELLS, CellName, MinCellName
 from bistack.dropout import Dropout
@@ -39,24 +40,44 @@ from bistack.transfer import to_device
 # What ``RecurrentEncoder.step`` carries: nn.LSTM's (h, c) or nn.GRU's h, one per residual layer,
 # or a min cell's h per layer.
 EncoderState = Any
+# A part of an :class:`EncoderOutput`: the tensor, or how to compute it when first read.
+Part = Tensor | Callable[[], Tensor]
 _CELLS: dict[str, type[nn.LSTM] | type[nn.GRU]] = {
     "lstm": nn.LSTM,
     "gru": nn.GRU,
 }  # bistack.cells' torch ones
 
 
-@dataclass(frozen=True)
 class EncoderOutput:
-    """What an encoder returns.
+    """What an encoder returns, each part computed when it is first read: a tagger reads only
+    the states, a character encoder only the summary, and on a GPU every part left unread would
+    be kernel launches spent for nothing.
 
     states: ``(batch_size, seq_len, output_size)``, zero at padding.
     summary: ``(batch_size, output_size)``, the last layer's final states, forward ⊕ backward.
     mask: ``(batch_size, seq_len)`` bool, True at real tokens.
     """
 
-    states: Tensor
-    summary: Tensor
-    mask: Tensor
+    def __init__(self, states: Part, summary: Part, mask: Part) -> None:
+        self._parts = {"states": states, "summary": summary, "mask": mask}
+
+    def _read(self, name: str) -> Tensor:
+        part = self._parts[name]
+        if not isinstance(part, Tensor):
+            part = self._parts[name] = part()
+        return part
+
+    @property
+    def states(self) -> Tensor:
+        return self._read("states")
+
+    @property
+    def summary(self) -> Tensor:
+        return self._read("summary")
+
+    @property
+    def mask(self) -> Tensor:
+        return self._read("mask")
 
 
 @runtime_checkable
@@ -197,16 +218,32 @@ class Packing:
         restore[order] = torch.arange(order.numel())
         return cls(ranked, to_device(order, device), to_device(restore, device))
 
-    def run(self, rnn: nn.RNNBase, inputs: Tensor) -> Tensor:
+    def recur(self, rnn: nn.RNNBase, inputs: Tensor) -> tuple[PackedSequence, Tensor]:
         """``rnn`` (all its layers and directions) over right-padded ``inputs`` ``(batch,
-        seq_len, features)``, packed -> ``(batch, seq_len, D * hidden)``, zero at padding."""
+        seq_len, features)``, packed -> its packed output and final hidden states ``h_n``
+        ``(num_layers * D, batch, hidden)``, both in this packing's order."""
         packed = nn.utils.rnn.pack_padded_sequence(
             inputs.index_select(0, self.order), self.ranked, batch_first=True
         )
-        out, _ = rnn(packed)
-        width = inputs.size(1)
+        out, hidden = rnn(packed)
+        return out, hidden[0] if isinstance(hidden, tuple) else hidden  # an LSTM's (h_n, c_n)
+
+    def padded(self, out: PackedSequence, width: int) -> Tensor:
+        """A packed output back in the batch's order ``(batch, width, D * hidden)``, zero at
+        padding."""
         padded = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=width)[0]
         return padded.index_select(0, self.restore)
+
+    def summary(self, h_n: Tensor, rnn: nn.RNNBase) -> Tensor:
+        """The last layer's final states, forward ⊕ backward, in the batch's order ``(batch, D
+        * hidden)``: where each direction stopped reading, as packing gives them."""
+        last = final_state_summary(h_n, rnn.num_layers, rnn.bidirectional)
+        return last.index_select(0, self.restore)
+
+    def run(self, rnn: nn.RNNBase, inputs: Tensor) -> Tensor:
+        """``rnn`` over ``inputs`` as :meth:`recur` runs it -> ``(batch, seq_len, D * hidden)``,
+        zero at padding."""
+        return self.padded(self.recur(rnn, inputs)[0], inputs.size(1))
 
 
 def _run_direction(rnn: nn.RNNBase, layer: int, reverse: bool, inputs: Tensor) -> Tensor:
@@ -312,23 +349,31 @@ class RecurrentEncoder(nn.Module):
         lengths or a mask on the device are read back for that.
         """
         host = lengths if lengths is not None and lengths.device.type == "cpu" else None
-        lengths, mask = self._check_inputs(inputs, lengths, mask, validate)
+        real_lengths, real = self._check_inputs(inputs, lengths, mask, validate)
         x = inputs
         if self.cell in MIN_CELLS:  # their backward direction starts at each sequence's end
             for number, layer in enumerate(self.layers):
                 if self.residual:
-                    x = self.dropout(layer(x, lengths)) + self.projections[number](x)
+                    x = self.dropout(layer(x, real_lengths())) + self.projections[number](x)
                 else:
                     if number > 0:
                         x = apply_dropout(x, self.layer_dropout, self.training)
-                    x = layer(x, lengths)
-            return self._output(x, lengths, mask)
+                    x = layer(x, real_lengths())
+            return self._output(x, real_lengths, real)
         if reads_packed(inputs) and not self.bidirectional:  # padding comes after each text
-            return self._output(self._run_whole(x, lambda rnn, x: rnn(x)[0]), lengths, mask)
+            return self._output(self._run_whole(x, lambda rnn, x: rnn(x)[0]), real_lengths, real)
         if reads_packed(inputs):
-            packing = Packing.of(host if host is not None else lengths.cpu(), inputs.device)
-            return self._output(self._run_whole(x, packing.run), lengths, mask)
-        index = reversal_index(lengths, inputs.size(1)) if self.bidirectional else None
+            packing = Packing.of(host if host is not None else real_lengths().cpu(), inputs.device)
+            if self.residual:  # each layer's input added at padding too: masked after
+                return self._output(self._run_whole(x, packing.run), real_lengths, real)
+            out, h_n = packing.recur(self.rnn, x)
+            width = x.size(1)
+            return EncoderOutput(
+                states=lambda: packing.padded(out, width),  # zero at padding already
+                summary=lambda: packing.summary(h_n, self.rnn),
+                mask=real,
+            )
+        index = reversal_index(real_lengths(), inputs.size(1)) if self.bidirectional else None
         if self.residual:
             for rnn, projection in zip(self.layers, self.projections, strict=True):
                 run = self._run_layer(cast(nn.RNNBase, rnn), 0, x, index)
@@ -338,15 +383,19 @@ class RecurrentEncoder(nn.Module):
                 if depth > 0:  # as nn.LSTM: dropout on every layer's output but the last
                     x = apply_dropout(x, self.rnn.dropout, self.training)
                 x = self._run_layer(self.rnn, depth, x, index)
-        return self._output(x, lengths, mask)
+        return self._output(x, real_lengths, real)
 
-    def _output(self, x: Tensor, lengths: Tensor, mask: Tensor) -> EncoderOutput:
-        # Real positions never saw padding; the padding positions themselves hold junk.
-        states = x.masked_fill(~mask.unsqueeze(-1), 0.0)
-        # Each direction's final hidden state is its output where it stopped reading: the
-        # forward half at length - 1, the backward half at 0 (the residual sum likewise).
-        summary = last_real_states(states, lengths, self.bidirectional)
-        return EncoderOutput(states=states, summary=summary, mask=mask)
+    def _output(self, x: Tensor, lengths: Callable[[], Tensor], mask: Part) -> EncoderOutput:
+        """The parts of ``x`` ``(batch, seq_len, D * hidden)``: real positions never saw
+        padding, the padding positions themselves hold junk (zeroed in the states). Each
+        direction's final state is its output where it stopped reading: the forward half at
+        length - 1, the backward half at 0 (the residual sum likewise)."""
+        output = EncoderOutput(
+            states=lambda: x.masked_fill(~output.mask.unsqueeze(-1), 0.0),
+            summary=lambda: last_real_states(x, lengths(), self.bidirectional),
+            mask=mask,
+        )
+        return output
 
     def _run_whole(self, x: Tensor, run: Callable[[nn.RNNBase, Tensor], Tensor]) -> Tensor:
         """Every layer as cuDNN runs it, ``run(rnn, x)``: the modules' own flat weights (no copy
@@ -403,7 +452,9 @@ class RecurrentEncoder(nn.Module):
 
     def _check_inputs(
         self, inputs: Tensor, lengths: Tensor | None, mask: Tensor | None, validate: bool
-    ) -> tuple[Tensor, Tensor]:
+    ) -> tuple[Callable[[], Tensor], Part]:
+        """Lengths and mask on the inputs' device, each computed once when first asked for (a
+        GPU's packed recurrence needs neither)."""
         if inputs.dim() != 3:
             raise ValueError(
                 f"inputs must be 3-D (batch_size, seq_len, input_size), got shape "
@@ -417,12 +468,13 @@ class RecurrentEncoder(nn.Module):
         if mask is not None:
             if validate:
                 check_mask(mask, (batch_size, seq_len))
-            return mask.sum(dim=1), mask
+            return functools.cache(lambda: mask.sum(dim=1)), mask
         assert lengths is not None
         if validate:
             check_lengths(lengths, batch_size, seq_len)
-        lengths = to_device(lengths, inputs.device)
-        return lengths, lengths_to_mask(lengths, seq_len, validate=False)
+        given = lengths
+        on_device = functools.cache(lambda: to_device(given, inputs.device))
+        return on_device, lambda: lengths_to_mask(on_device(), seq_len, validate=False)
 
 
 def check_lengths(lengths: Tensor, batch_size: int, seq_len: int) -> None:

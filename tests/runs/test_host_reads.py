@@ -23,7 +23,7 @@ import torch
 from torch._C._profiler import _ExperimentalConfig
 from torch.profiler import ProfilerActivity, profile
 
-from bistack import crf, encoders, tasks
+from bistack import crf, dropout, encoders, tasks
 from bistack.devices import ahead
 from bistack.models import embeddings
 from bistack.models.spelling_cache import each_batch_alone
@@ -63,13 +63,14 @@ def waits(profiled: profile) -> collections.Counter:
 
 def as_on_a_gpu(monkeypatch) -> None:
     """The code's GPU paths taken on this CPU: recurrences over packed sequences, no spelling
-    cache, the CRF's scan instead of the compiled host kernels, confidences decoded where the
-    emissions are, batches made ahead in a thread."""
+    cache, the CRF's scan instead of the compiled host kernels, torch's dropout, confidences
+    decoded where the emissions are, batches made ahead in a thread."""
     for module in (encoders, embeddings):
         monkeypatch.setattr(module, "reads_packed", lambda _: True)
     for module in (embeddings, ahead):
         monkeypatch.setattr(module, "beside_the_host", lambda _: True)
     monkeypatch.setattr(crf, "runs_compiled", lambda _: False)
+    monkeypatch.setattr(dropout, "draws_on_the_host", lambda _: False)
     monkeypatch.setattr(device_decoding, "on_accelerator", lambda _: True)
     monkeypatch.setattr(device_decoding.DeviceDecoding, "device_rows", 1)
 
