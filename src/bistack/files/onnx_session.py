@@ -80,6 +80,9 @@ def open_session(path: str | Path, threads: int | None = None) -> Any:
         raise ConfigError(needs_extra("running an exported model", "onnx", error)) from None
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3  # warnings about unused initialisers are not the user's
+    # No allocation plan kept a shape: batches come in many widths, and the plans for each held
+    # an exported ensemble's peak at 1.5x the PyTorch one's (1.3x without; the same speed).
+    options.enable_mem_pattern = False
     if threads is not None:
         options.intra_op_num_threads = options.inter_op_num_threads = threads
     try:
