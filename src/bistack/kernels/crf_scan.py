@@ -49,6 +49,34 @@ def log_partition_scan(
     return torch.logsumexp((first.unsqueeze(2) + product + end.view(1, 1, -1)).flatten(1), dim=1)
 
 
+def posterior_scan(
+    emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Each position's tag marginals ``(batch, seq_len, num_tags)`` (0 at
+    padding) and each move's ``(batch, seq_len - 1, from, to)`` (into position t + 1; at
+    padding, the identity's), from one pass of the scan and its backward: the gradients of log
+    Z with respect to the first position's scores and to each step matrix. Arguments as
+    :func:`log_partition_scan`; works under ``torch.no_grad`` and inference mode. A run of tags
+    has the probability of its first tag times each move's over its tag before (the posterior is
+    a Markov chain), so every entity of a batch is scored from these, with no partition more."""
+    emissions, transitions, start, end = in_float32_or_wider(emissions, transitions, start, end)
+    with torch.inference_mode(False), torch.enable_grad():
+        # Copies made here are ordinary tensors even when the inputs are inference tensors.
+        first = (start + emissions[:, 0]).detach().clone().requires_grad_(True)
+        steps = _step_matrices(emissions, mask, transitions).detach().clone()
+        steps.requires_grad_(True)
+        total = first + end if emissions.size(1) == 1 else None
+        if total is None:
+            product = _reduce(steps, _log_matmul)
+            total = (first.unsqueeze(2) + product + end.view(1, 1, -1)).flatten(1)
+        log_z = torch.logsumexp(total, dim=1)
+        first_marginals, moves = torch.autograd.grad(log_z.sum(), (first, steps), allow_unused=True)
+    if moves is None:  # one position: no moves
+        moves = torch.zeros_like(steps)
+    marginals = torch.cat([first_marginals.unsqueeze(1), moves.sum(dim=2)], dim=1)
+    return marginals * mask.unsqueeze(2), moves
+
+
 def viterbi_scan(
     emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor
 ) -> tuple[Tensor, Tensor]:

@@ -54,6 +54,24 @@ def test_the_device_gives_the_hosts_tags_and_confidences(scheme, temperature, de
             assert device.entities[span] == pytest.approx(chance, abs=1e-6), span
 
 
+def test_the_device_scores_every_entity_of_a_batch_from_one_partition(monkeypatch):
+    """One pass of the scan and its backward a batch, whatever the entities: each entity's
+    runs come from the marginals it gives (no clamped copy of a sentence, no partition more)."""
+    from bistack.kernels import crf_scan
+
+    decoder, emissions, lengths = decoder_and_emissions("BIO", 1.0, seed=3)
+    calls: list[str] = []
+    for name in ("posterior_scan", "log_partition_scan"):
+        real = getattr(crf_scan, name)
+        counted = lambda *args, name=name, real=real: calls.append(name) or real(*args)  # noqa: E731
+        monkeypatch.setattr(crf_scan, name, counted)
+        if hasattr(device_decoding, name):
+            monkeypatch.setattr(device_decoding, name, counted)
+    analyses = device_decoding.device_analyses(decoder, torch.from_numpy(emissions), lengths)
+    assert sum(len(a.entities) for a in analyses) >= 3
+    assert calls == ["posterior_scan"]
+
+
 def test_a_tagger_whose_emissions_are_on_an_accelerator_decodes_them_there(
     small_tagger, monkeypatch
 ):

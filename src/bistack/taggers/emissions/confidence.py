@@ -149,16 +149,6 @@ class ClampedTerms:
         """The runs, as :func:`~bistack.kernels.crf_compiled.marginals_and_runs` takes them."""
         return self.rows, self.firsts, self.bounds, self.tags
 
-    def allowed(self, width: int, num_tags: int) -> np.ndarray:
-        """``(terms, width, num_tags)`` bool: the tags each term's clamped copy of its sentence
-        leaves at each position (a partition of that copy over the whole is ``P(run)``)."""
-        which = np.repeat(np.arange(len(self)), np.diff(self.bounds))
-        positions = self.firsts[which] + np.arange(len(self.tags)) - self.bounds[which]
-        allowed = np.ones((len(self), width, num_tags), dtype=bool)
-        allowed[which, positions] = False
-        allowed[which, positions, self.tags] = True
-        return allowed
-
 
 def clamped_terms(lengths: Sequence[int], events: Sequence[Sequence[SpanEvent]]) -> ClampedTerms:
     """Every run the events of a batch need: ``events[b]`` those of sentence b, whose first

@@ -4,10 +4,11 @@ token's marginal and each entity's probability come from the CRF's parallel scan
 confidences and the partitions, not the emissions to run forward-backward over.
 
 The same analyses as ``TagDecoder.analyse`` (best path only) computes on the host, by the same
-event math (``bistack.taggers.emissions.confidence``): the marginals are the gradient of log Z; an
-entity's probability is its clamped partitions over Z, every clamped copy of the batch in one
-scan. Two copies to the host a batch: the paths (the entities, and so the clamps, follow from
-them), then the clamped partitions.
+closed form (``bistack.taggers.emissions.confidence``): one pass of the scan and its backward
+give each token's marginals and each move's, and an entity's probability is its runs' (a run's:
+its first tag's marginal times each move's over the tag before), with no partition more. Two
+copies to the host a batch: the paths and their confidences (the entities follow from the
+paths), then the runs' probabilities.
 
 The host decodes the rest, from a copy of the emissions: tags alone (a Viterbi pass of the
 compiled kernel takes microseconds; the scan runs 62 PyTorch operators for one sentence's best
@@ -25,8 +26,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from bistack.kernels.crf_scan import log_partition_scan, viterbi_scan
+from bistack.kernels.crf_scan import posterior_scan, viterbi_scan
 from bistack.taggers.emissions.confidence import (
+    ClampedTerms,
     clamped_terms,
     span_probabilities,
 )
@@ -100,41 +102,24 @@ def device_analyses(
     float32. What goes to the device goes pinned and without waiting; the host waits twice."""
     device, width = emissions.device, max(lengths)
     moves = crf_moves(decoder, device) if moves is None else moves
-    with torch.inference_mode(False), torch.enable_grad():
-        # Ordinary tensors (a prediction's are inference tensors), so the marginals can be
-        # taken as log Z's gradient.
-        scores = emissions[:, :width].detach().float().double()
-        if decoder.temperature != 1.0:  # divided as the host divides: in float32, rounded
-            scores = (scores / float(np.float32(decoder.temperature))).float().double()
-        real = to_device(torch.tensor(list(lengths)), device)
-        mask = torch.arange(width, device=device)[None, :] < real[:, None]  # (batch, width)
-        tags, _ = viterbi_scan(scores, mask, *moves)  # (batch, width), 0 at padding
-        leaf = scores.requires_grad_(True)
-        log_z = log_partition_scan(leaf, mask, *moves)  # (batch,)
-        (marginals,) = torch.autograd.grad(log_z.sum(), leaf)  # (batch, width, num_tags)
+    scores = emissions[:, :width].detach().float().double()
+    if decoder.temperature != 1.0:  # divided as the host divides: in float32, rounded
+        scores = (scores / float(np.float32(decoder.temperature))).float().double()
+    real = to_device(torch.tensor(list(lengths)), device)
+    mask = torch.arange(width, device=device)[None, :] < real[:, None]  # (batch, width)
+    tags, _ = viterbi_scan(scores, mask, *moves)  # (batch, width), 0 at padding
+    marginals, pairs = posterior_scan(scores, mask, *moves)
     token = marginals.gather(2, tags.unsqueeze(2)).squeeze(2)  # each token's marginal of its tag
-    # The first read: the paths (the entities' clamps follow from them), their confidences and
-    # log Z, in one block (tag ids are exact in float64).
-    read = torch.cat([tags.double(), token, log_z.detach()[:, None]], dim=1).cpu().numpy()
-    chosen, token_confidence = read[:, :width].astype(np.int64), read[:, width : 2 * width]
-    log_z_host = read[:, 2 * width]
+    # The first read: the paths (the entities follow from them) and their confidences, in one
+    # block (tag ids are exact in float64).
+    read = torch.cat([tags.double(), token], dim=1).cpu().numpy()
+    chosen, token_confidence = read[:, :width].astype(np.int64), read[:, width:]
     paths = [chosen[row, :n].tolist() for row, n in enumerate(lengths)]
     spans, events = decoder.span_events(paths)
     terms = clamped_terms(lengths, events)
-    term_log_z = np.zeros(0, dtype=np.float64)
-    if len(terms):
-        # -inf, not IMPOSSIBLE, where a clamp takes a tag away: a token whose every emission
-        # lies far below IMPOSSIBLE (a sharp temperature, float16 training) would otherwise
-        # gain paths by the clamp, and the span's probability exceed 1 by hundreds of nats.
-        allowed = terms.allowed(width, scores.shape[2])
-        rows = to_device(torch.from_numpy(terms.rows), device)
-        with torch.no_grad():
-            clamped = scores.detach()[rows].masked_fill(
-                ~to_device(torch.from_numpy(allowed), device), float("-inf")
-            )
-            # The second read: each clamped copy's partition.
-            term_log_z = log_partition_scan(clamped, mask[rows], *moves).cpu().numpy()
-    chances = span_probabilities(events, terms, np.exp(term_log_z - log_z_host[terms.rows]))
+    # The second read: each run's probability, from the marginals the one pass gave.
+    chance = run_probabilities(marginals, pairs, terms).cpu().numpy() if len(terms) else np.zeros(0)
+    chances = span_probabilities(events, terms, chance)
     return [
         Analysis(
             path,
@@ -143,3 +128,26 @@ def device_analyses(
         )
         for row, path in enumerate(paths)
     ]
+
+
+def run_probabilities(marginals: Tensor, pairs: Tensor, terms: ClampedTerms) -> Tensor:
+    """Each run's probability ``(terms,)`` on the marginals' device, as the host's closed form
+    gives it: its first tag's marginal times, for each tag after it, the move's marginal over
+    the marginal of the tag before (:func:`~bistack.kernels.crf_scan.posterior_scan` gives
+    both; a move that has none makes the run's 0). The host's indices go over in one block."""
+    which = np.repeat(np.arange(len(terms)), np.diff(terms.bounds))  # each tag's run
+    positions = terms.firsts[which] + np.arange(len(terms.tags)) - terms.bounds[which]
+    opens = terms.bounds[:-1]  # each run's first tag
+    later = np.ones(len(terms.tags), dtype=bool)
+    later[opens] = False
+    steps = np.flatnonzero(later)  # each tag after another in its run
+    firsts = np.stack([terms.rows, terms.firsts, terms.tags[opens]])
+    moves = np.stack([terms.rows[which[steps]], positions[steps] - 1, terms.tags[steps - 1],
+                      terms.tags[steps], which[steps]])  # fmt: skip
+    block = np.concatenate([firsts.ravel(), moves.ravel()])
+    placed = to_device(torch.from_numpy(block), marginals.device)
+    first_rows, first_at, first_tags = placed[: firsts.size].view(3, len(terms))
+    rows, at, earlier, tags, runs = placed[firsts.size :].view(5, len(steps))
+    ratio = pairs[rows, at, earlier, tags] / marginals[rows, at, earlier]
+    log_chance = torch.log(marginals[first_rows, first_at, first_tags])
+    return torch.exp(log_chance.index_add(0, runs, torch.log(torch.nan_to_num(ratio, nan=0.0))))
