@@ -379,6 +379,72 @@ def test_the_scan_runs_a_number_of_operators_that_grows_with_log_length_not_leng
     assert decode[1] < 2.5 * decode[0], decode
 
 
+class _WholeLogProduct(torch.autograd.Function):
+    """The scan's log-semiring product as it was before blocking: each chunk's triples formed
+    whole as temporaries, going forward and back (the reference the blocked one is held to)."""
+
+    @staticmethod
+    def forward(ctx, left, right):
+        out = torch.logsumexp(left.unsqueeze(-1) + right.unsqueeze(-3), dim=-2)
+        ctx.save_for_backward(left, right, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        left, right, out = ctx.saved_tensors
+        total = torch.where(torch.isfinite(out), out, 0.0)
+        share = torch.exp(left.unsqueeze(-1) + right.unsqueeze(-3) - total.unsqueeze(-2))
+        weighted = share * grad.unsqueeze(-2)
+        return weighted.sum(-1), weighted.sum(-3)
+
+
+def whole_max_product(left, right):
+    """The max-plus product as it was before blocking: each product's triples formed whole."""
+    return (left.unsqueeze(-1) + right.unsqueeze(-3)).max(dim=-2).values
+
+
+def bytes_allocated(call) -> int:
+    """The bytes ``call``'s operators allocate, as the CPU profiler counts them (each
+    allocation where it is made, none taken back for what is freed)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiled:
+        call()
+    return sum(max(event.self_cpu_memory_usage, 0) for event in profiled.events())
+
+
+def test_at_73_tags_the_blocked_scan_allocates_at_most_a_quarter_of_the_whole_products_bytes(
+    monkeypatch,
+):
+    """OntoNotes' 73 BIOES tags: a training step's scan and a decoded batch's, the same answers
+    as with each product's triples formed whole, a quarter of the bytes allocated at most."""
+    from bistack.kernels import crf_scan
+
+    torch.manual_seed(0)
+    emissions, mask = torch.randn(16, 16, 73), torch.ones(16, 16, dtype=torch.bool)
+    mask[1, 9:] = False
+    scores = torch.randn(73, 73), torch.randn(73), torch.randn(73)
+
+    def train():
+        leaf = emissions.clone().requires_grad_(True)
+        log_partition_scan(leaf, mask, *scores).sum().backward()
+        return leaf.grad
+
+    def decode():
+        return viterbi_scan(emissions, mask, *scores)[0]
+
+    blocked = {call: (call(), bytes_allocated(call)) for call in (train, decode)}
+    with monkeypatch.context() as whole:
+        whole.setattr(crf_scan, "_workspace", lambda matrices: matrices.new_empty(0))
+        whole.setattr(crf_scan, "_log_matmul", lambda a, b, _: _WholeLogProduct.apply(a, b))
+        whole.setattr(crf_scan, "_max_matmul", lambda a, b, _: whole_max_product(a, b))
+        formed = {call: (call(), bytes_allocated(call)) for call in (train, decode)}
+    for call in (train, decode):
+        torch.testing.assert_close(blocked[call][0], formed[call][0], atol=1e-5, rtol=0)
+        share = blocked[call][1] / formed[call][1]
+        assert share <= 0.25, f"{call.__name__}: {share:.2f} of the whole products' bytes"
+
+
 def test_the_nll_of_bf16_emissions_is_the_float32_nll_of_the_same_values():
     """Under bf16 autocast the CRF reads bf16 emissions; its loss is computed in float32, so it
     is the float32 loss of those (rounded) values, per sequence (in bf16 a log Z in the
