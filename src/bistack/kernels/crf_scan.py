@@ -187,7 +187,7 @@ class _LogMatmul(torch.autograd.Function):
         for buffer, (a, b) in blocks:
             terms = blocks.triples(buffer, a, b)  # (n, i, k, j)
             peak = terms.amax(dim=-2, keepdim=True)  # (n, i, 1, j)
-            peak.masked_fill_(~torch.isfinite(peak), 0.0)  # all -inf: stays -inf below
+            peak.nan_to_num_(neginf=0.0)  # all -inf: stays -inf below
             summed = terms.sub_(peak).exp_().sum(dim=-2)  # (n, i, j)
             parts.append(summed.log_().add_(peak.squeeze(-2)))
         out = torch.cat(parts).view(left.shape)
@@ -201,7 +201,7 @@ class _LogMatmul(torch.autograd.Function):
         blocks = _Blocks(ctx.workspace, left, right, out, grad)
         into_left, into_right = [], []
         for buffer, (a, b, total, g) in blocks:
-            total = torch.where(torch.isfinite(total), total, 0.0)  # all -inf: every share 0
+            total = total.nan_to_num(neginf=0.0)  # all -inf: every share 0
             share = blocks.triples(buffer, a, b).sub_(total.unsqueeze(-2)).exp_()
             weighted = share.mul_(g.unsqueeze(-2))  # (n, i, k, j)
             into_left.append(weighted.sum(-1))
