@@ -43,7 +43,8 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,6 +61,7 @@ from bistack.data.buckets import bucket_batches
 from bistack.data.conll import read_conll
 from bistack.data.features import TokenVocabularies
 from bistack.encoders import Packing
+from bistack.kernels import crf_choice
 from bistack.kernels.crf_scan import log_partition_scan, viterbi_scan
 from bistack.runs.epoch import EpochPlan, run_epoch
 from bistack.runs.optimizers import build_optimizer
@@ -602,6 +604,34 @@ def loop_viterbi(crf: Any, emissions: torch.Tensor, mask: torch.Tensor) -> torch
 
 
 CRF_TAGS = (17, 73)  # CoNLL-2003's BIOES tags, and a large tag set (OntoNotes-sized, BIOES)
+NO_LOOP = {"measured_on": None, "loop_up_to_tags": {"train": None, "decode": None}}
+
+
+@contextmanager
+def scan_only() -> Iterator[None]:
+    """bistack's CRF on its scan whatever its choice table says: the CRF rows fill the table."""
+    shipped = crf_choice.table
+    crf_choice.table = lambda: NO_LOOP  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        crf_choice.table = shipped
+
+
+def crf_choice_table(rows: list[dict], device: torch.device) -> dict:
+    """The table ``src/bistack/kernels/crf_choice.json`` ships, from the CRF-only rows: by
+    stage, the most tags at which the loop over positions (the floor) beat the scan at every
+    measured tag count up to it (null: the scan at every count)."""
+    timed = {r["row"]: r["ratio_time"] for r in rows if "ratio_time" in r}
+    most: dict[str, int | None] = {}
+    for stage in ("train", "decode"):
+        most[stage] = None
+        for tags in sorted(CRF_TAGS):
+            if timed.get(f"crf-{stage}-{tags}", 0.0) <= 1.0:  # the scan as fast, or not measured
+                break
+            most[stage] = tags
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    return {"measured_on": f"{name}, torch {torch.__version__}", "loop_up_to_tags": most}
 
 
 def crf_comparisons(device: torch.device, tags: int, sentences: int = 256) -> list:
@@ -641,14 +671,15 @@ def crf_comparisons(device: torch.device, tags: int, sentences: int = 256) -> li
 
     def ours_train() -> None:
         emissions.grad = None
-        crf.nll(emissions, gold, mask, validate=False).backward()
+        with scan_only():
+            crf.nll(emissions, gold, mask, validate=False).backward()
 
     def floor_train() -> None:
         emissions.grad = None
         (loop_log_partition() - gold_score()).mean().backward()
 
     def ours_decode() -> None:
-        with torch.no_grad():
+        with torch.no_grad(), scan_only():
             crf.decode(emissions, mask, validate=False).best  # noqa: B018 - computed on access
 
     def floor_decode() -> None:
@@ -1143,6 +1174,15 @@ def main(argv: list[str] | None = None) -> None:
 
     rows = [*before, *measure_each(plans, device, written)]
     text = report(rows, device, len(train))
+    if any(r["row"].startswith("crf-") for r in rows):
+        where = (
+            "copy it into src/bistack/kernels/crf_choice.json"
+            if device.type != "cpu"
+            else "not one to ship: a CPU runs its compiled kernels, neither of the two"
+        )
+        table = json.dumps(crf_choice_table(rows, device), indent=2)
+        text += f"\n## The CRF's choice table\n\nFrom the CRF-only rows ({where}):\n\n"
+        text += f"```json\n{table}\n```\n"
     (out / f"{name}.md").write_text(text)
     print(text)
 

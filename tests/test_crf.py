@@ -379,6 +379,55 @@ def test_the_scan_runs_a_number_of_operators_that_grows_with_log_length_not_leng
     assert decode[1] < 2.5 * decode[0], decode
 
 
+def test_until_a_device_run_fills_the_choice_table_a_device_runs_the_scan():
+    from bistack.kernels import crf_choice
+
+    assert crf_choice.table()["loop_up_to_tags"] == {"train": None, "decode": None}
+    assert not any(crf_choice.takes_loop(stage, 3) for stage in ("train", "decode"))
+
+
+@pytest.mark.parametrize("stage", ["train", "decode"])
+def test_where_the_table_picks_the_loop_a_device_gets_the_scans_answers(stage, monkeypatch):
+    """A filled table sends a CRF of few enough tags to the loop over positions on a device
+    (the CPU's compiled kernels kept out): the same loss, gradients and best paths."""
+    from bistack import crf as crf_module
+    from bistack.kernels import crf_choice
+
+    crf = make_crf(5, allowed_transitions("BIO", ["O", "B-X", "I-X", "B-Y", "I-Y"]))
+    emissions, _, mask = make_batch(4, 6, 5, lengths=(6, 3, 1, 5))
+    tags = torch.tensor([[0, 1, 2, 0, 3, 4]] * 4)
+    monkeypatch.setattr(crf_module, "runs_compiled", lambda _: False)
+    taken: list[str] = []
+    for name in ("log_partition_loop", "log_partition_scan", "viterbi_scan"):
+        real = getattr(crf_module, name)
+        monkeypatch.setattr(crf_module, name, lambda *a, n=name, f=real: taken.append(n) or f(*a))
+    real_loop = crf_module.CRF._viterbi
+    monkeypatch.setattr(
+        crf_module.CRF, "_viterbi", lambda *a: taken.append("viterbi loop") or real_loop(*a)
+    )
+
+    def answers() -> tuple:
+        if stage == "decode":
+            decoded = crf.decode(emissions, mask)
+            return decoded.tags, decoded.scores
+        leaf = emissions.clone().requires_grad_(True)
+        loss = crf.nll(leaf, tags, mask)
+        loss.backward()
+        return loss.detach(), leaf.grad
+
+    scanned = answers()
+    filled = {"measured_on": "a test", "loop_up_to_tags": {"train": 5, "decode": 5}}
+    monkeypatch.setattr(crf_choice, "table", lambda: filled)
+    looped = answers()
+    for scan, loop in zip(scanned, looped, strict=True):
+        torch.testing.assert_close(loop, scan, atol=1e-5, rtol=0)
+    expected = {"train": ["log_partition_scan", "log_partition_loop"],
+                "decode": ["viterbi_scan", "viterbi loop"]}  # fmt: skip
+    assert taken == expected[stage]
+    filled["loop_up_to_tags"][stage] = 4  # fewer tags than this CRF's: the scan again
+    assert not crf_choice.takes_loop(stage, crf.num_tags)
+
+
 class _WholeLogProduct(torch.autograd.Function):
     """The scan's log-semiring product as it was before blocking: each chunk's triples formed
     whole as temporaries, going forward and back (the reference the blocked one is held to)."""

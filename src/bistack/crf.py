@@ -17,7 +17,9 @@ import torch
 from torch import Tensor, nn
 from torch.autograd.function import once_differentiable
 
+from bistack.kernels.crf_choice import takes_loop
 from bistack.kernels.crf_compiled import IMPOSSIBLE, log_partition, viterbi_best
+from bistack.kernels.crf_loop import log_partition_loop
 from bistack.kernels.crf_scan import in_float32_or_wider, log_partition_scan, viterbi_scan
 from bistack.masking import check_mask
 from bistack.schemes import AllowedTransitions
@@ -251,18 +253,24 @@ class CRF(nn.Module):
     def _log_partition(
         self, emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor
     ) -> Tensor:
-        """log Z ``(batch,)``: compiled on CPU, a parallel scan (and autograd) elsewhere."""
+        """log Z ``(batch,)``: compiled on CPU, elsewhere a parallel scan or, where the choice
+        table says it is faster, a loop over positions (autograd through either)."""
         if runs_compiled(emissions):
             return LogPartitionCPU.apply(emissions, mask.sum(dim=1), transitions, start, end)
+        if takes_loop("train", self.num_tags):
+            return log_partition_loop(emissions, mask, transitions, start, end)
         return log_partition_scan(emissions, mask, transitions, start, end)
 
     def _viterbi_best(
         self, emissions: Tensor, mask: Tensor, transitions: Tensor, start: Tensor, end: Tensor
     ) -> CRFDecoding:
-        """The hot path (``top_k=1``): compiled on CPU, a parallel scan elsewhere."""
+        """The hot path (``top_k=1``): compiled on CPU, elsewhere a parallel scan or, where the
+        choice table says it is faster, the loop over positions ``_viterbi`` runs."""
         lengths = mask.sum(dim=1)
         if runs_compiled(emissions):
             tags, best = viterbi_best_cpu(emissions, lengths, transitions, start, end)
+        elif takes_loop("decode", self.num_tags):
+            return self._viterbi(emissions, mask, 1, transitions, start, end)
         else:
             tags, best = viterbi_scan(emissions, mask, transitions, start, end)
         return CRFDecoding(tags=tags.unsqueeze(1), scores=best.unsqueeze(1), lengths=lengths)

@@ -121,6 +121,29 @@ def test_a_fine_tuning_step_issues_no_more_operators_than_a_plain_loop(modules, 
     assert ours <= 1.05 * plain, f"bistack {ours} operators, the plain loop {plain}"
 
 
+def test_the_crf_rows_fill_the_choice_table_the_library_reads(modules, monkeypatch):
+    """By stage, the most tags at which the loop beat the scan at every count up to it; a row
+    that failed or where the scan kept up leaves the scan. The table is the library's format,
+    and the CRF rows time the scan whatever the shipped table says."""
+    from bistack.kernels import crf_choice
+
+    _, gpu = modules
+    rows = [
+        {"row": "crf-train-17", "ratio_time": 1.6},
+        {"row": "crf-train-73", "ratio_time": 0.4},
+        {"row": "crf-decode-17", "ratio_time": 0.9},
+        {"row": "crf-decode-73", "ratio_time": 1.2},
+    ]
+    table = gpu.crf_choice_table(rows, torch.device("cpu"))
+    assert table["loop_up_to_tags"] == {"train": 17, "decode": None}
+    assert table.keys() == crf_choice.table().keys()
+    monkeypatch.setattr(crf_choice, "table", lambda: table)
+    assert crf_choice.takes_loop("train", 17)
+    with gpu.scan_only():
+        assert not crf_choice.takes_loop("train", 17)
+    assert crf_choice.takes_loop("train", 17)
+
+
 def test_a_row_that_raises_leaves_the_rows_after_it_measured(modules):
     """Each group of rows is built, measured and freed alone: one that fails to build, or a
     row that fails to run, is recorded with its error, and the rows after it are measured."""
