@@ -1,13 +1,16 @@
-"""An ensemble and a blend served as one network, PyTorch against exported: the files' size,
+"""Ensembles and blends served as one network, PyTorch against exported: the files' size,
 the peak resident memory of a process predicting (its own maximum, measured, not estimated)
 and texts/s at batch 1 and 32, each runtime at the same threads in a process of its own.
 
-The models are a CommonLit 5-fold ensemble and a blend of three such CVs over the frozen
-MiniLM (``compare-poolers --folds 5 --blend``, as ``benchmarks/blend_commonlit.py`` makes them
-in ``runs/compare-commonlit``); each is exported (its members over the shared backbone hold
-their heads alone, the backbone's graph once) and one member alone too, for scale. The texts
-are the first ``--texts`` excerpts of CommonLit's training file (speed and memory do not
-depend on whether a model saw them).
+The models: a CommonLit 5-fold ensemble and a blend of three such CVs over the frozen MiniLM
+(``compare-poolers --folds 5 --blend``, as ``benchmarks/blend_commonlit.py`` makes them in
+``runs/compare-commonlit``), predicting the first ``--texts`` excerpts of CommonLit's training
+file; and a CoNLL-2003 5-fold ensemble of the MiniLM layer tagger with a CRF (a CV of the
+recipe on the first 2,000 training sentences, 3 epochs a fold: made here when missing, in
+``runs/ensemble-serving/conll-layer-cv``), tagging the first ``--texts`` sentences of dev as raw
+text. Each is exported (its members over the shared backbone hold their heads alone, the
+backbone's graph once) and one member alone too, for scale. Speed and memory do not depend on
+whether a model saw the texts.
 
 Run:  OMP_NUM_THREADS=1 .venv/bin/python benchmarks/ensemble_serving.py --threads 1
 Writes benchmarks/results/ensemble-serving.{md,json}.
@@ -21,13 +24,39 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+from precision_dev import conll_cut
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-DATA = ROOT.parent / "shared" / "data" / "commonlit" / "train.csv"
+SHARED = ROOT.parent / "shared" / "data"
+DATA = SHARED / "commonlit" / "train.csv"
 RUNS = ROOT / "runs" / "compare-commonlit"
-MODELS = {"5-fold ensemble": RUNS / "lstm-mean" / "model", "3-run blend": RUNS / "blend" / "model"}
+WORK = ROOT / "runs" / "ensemble-serving"
+TAGGER_CV = WORK / "conll-layer-cv"
+
+
+@dataclass(frozen=True)
+class Case:
+    """A model served both ways: its ``texts`` (a JSON list in a file) and the fold model that
+    stands for one member."""
+
+    name: str
+    model: Path
+    member: Path
+    texts: str  # "commonlit" or "conll"
+
+
+CASES = [
+    Case("5-fold ensemble", RUNS / "lstm-mean" / "model",
+         RUNS / "lstm-mean" / "folds" / "fold0" / "model", "commonlit"),
+    Case("3-run blend", RUNS / "blend" / "model",
+         RUNS / "lstm-mean" / "folds" / "fold0" / "model", "commonlit"),
+    Case("5-fold layer tagger", TAGGER_CV / "model",
+         TAGGER_CV / "folds" / "fold0" / "model", "conll"),
+]  # fmt: skip
 
 
 def child(model: str, texts_file: str, batch: int, threads: int) -> None:
@@ -64,6 +93,32 @@ def measured(model: Path, texts_file: Path, batch: int, threads: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def tagger_cv(threads: int) -> None:
+    """The CoNLL-2003 layer tagger's 5-fold CV (its ensemble is the model served)."""
+    import torch
+
+    import bistack
+
+    torch.set_num_threads(threads)
+    cut = conll_cut(2000)
+    recipe = ROOT / "configs" / "conll03-minilm-layers-crf.yaml"
+    settings = {
+        "data.train": str(cut),
+        "data.dev": None,
+        "train.max_epochs": 3,
+        "train.patience": 3,
+    }
+    bistack.cross_validate(recipe, TAGGER_CV, settings, folds=5, overwrite=True)
+
+
+def conll_texts(count: int) -> list[str]:
+    """The first ``count`` sentences of CoNLL-2003 dev, as raw text."""
+    from bistack.data.conll import read_conll
+
+    sentences = read_conll(SHARED / "conll2003" / "dev.txt")
+    return [" ".join(sentence.tokens) for sentence in sentences[:count]]
+
+
 def folder_mb(folder: Path) -> float:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2**20
 
@@ -77,52 +132,50 @@ def main() -> int:
     if args.child:
         child(args.child[0], args.child[1], int(args.child[2]), args.threads)
         return 0
-    missing = [str(p) for p in (DATA, *MODELS.values()) if not p.exists()]
+    missing = [str(p) for p in (DATA, SHARED / "conll2003", RUNS) if not p.exists()]
     if missing:
-        print(f"skipped: missing {', '.join(missing)} (benchmarks/blend_commonlit.py makes them)")
+        print(f"skipped: missing {', '.join(missing)} (benchmarks/blend_commonlit.py makes runs)")
         return 0
     from bistack.export.onnx_export import export_model
 
-    work = ROOT / "runs" / "ensemble-serving"
-    work.mkdir(parents=True, exist_ok=True)
+    WORK.mkdir(parents=True, exist_ok=True)
+    if not (TAGGER_CV / "model").exists():
+        tagger_cv(args.threads)
+    texts_files = {"commonlit": WORK / "texts.json", "conll": WORK / "conll-texts.json"}
     with DATA.open(newline="", encoding="utf-8") as handle:
-        texts = [row["excerpt"] for row in csv.DictReader(handle)][: args.texts]
-    texts_file = work / "texts.json"
-    texts_file.write_text(json.dumps(texts))
-    one = export_model(
-        RUNS / "lstm-mean" / "folds" / "fold0" / "model", work / "one-member", overwrite=True
-    )
-    rows = []
-    for name, model in MODELS.items():
-        exported = export_model(model, work / name.replace(" ", "-"), overwrite=True)
-        for runtime, folder in (("PyTorch", model), ("exported", exported)):
-            row = {"model": name, "runtime": runtime, "size_mb": folder_mb(folder)}
+        excerpts = [row["excerpt"] for row in csv.DictReader(handle)][: args.texts]
+    texts_files["commonlit"].write_text(json.dumps(excerpts))
+    texts_files["conll"].write_text(json.dumps(conll_texts(args.texts)))
+    rows, members = [], {}
+    for case in CASES:
+        if case.member not in members:
+            one = export_model(case.member, WORK / f"one-member-{case.texts}", overwrite=True)
+            members[case.member] = folder_mb(one)
+        exported = export_model(case.model, WORK / case.name.replace(" ", "-"), overwrite=True)
+        for runtime, folder in (("PyTorch", case.model), ("exported", exported)):
+            row = {"model": case.name, "runtime": runtime, "size_mb": folder_mb(folder),
+                   "one_member_mb": members[case.member]}  # fmt: skip
             for batch in (1, 32):
-                found = measured(folder, texts_file, batch, args.threads)
+                found = measured(folder, texts_files[case.texts], batch, args.threads)
                 row[f"texts_per_second_batch{batch}"] = found["texts_per_second"]
                 row[f"peak_rss_mb_batch{batch}"] = found["peak_rss_mb"]
             rows.append(row)
             print(json.dumps(row), flush=True)
-    summary = {
-        "threads": args.threads,
-        "texts": len(texts),
-        "one_member_mb": folder_mb(one),
-        "rows": rows,
-    }
+    summary = {"threads": args.threads, "texts": args.texts, "rows": rows}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "ensemble-serving.json").write_text(json.dumps(summary, indent=2) + "\n")
     lines = [
         "# Ensembles and blends served as one network: PyTorch against exported",
         "",
-        f"The first {len(texts)} CommonLit excerpts, {args.threads} thread(s), each runtime in a "
-        "process of its own (peak RSS: the process's maximum); one exported member alone "
-        f"(whole graph) is {summary['one_member_mb']:.1f} MB.",
+        f"The first {args.texts} CommonLit excerpts (the regressors) or CoNLL-2003 dev sentences "
+        f"(the tagger), {args.threads} thread(s), each runtime in a process of its own (peak "
+        "RSS: the process's maximum); beside each, one member exported alone (whole graph).",
         "",
-        "| model | runtime | files MB | texts/s batch 1 | texts/s batch 32 "
+        "| model | runtime | files MB | one member MB | texts/s batch 1 | texts/s batch 32 "
         "| peak RSS MB batch 1 | peak RSS MB batch 32 |",
-        "|---|---|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
         *(
-            f"| {r['model']} | {r['runtime']} | {r['size_mb']:.1f} | "
+            f"| {r['model']} | {r['runtime']} | {r['size_mb']:.1f} | {r['one_member_mb']:.1f} | "
             f"{r['texts_per_second_batch1']:.1f} | {r['texts_per_second_batch32']:.1f} | "
             f"{r['peak_rss_mb_batch1']:.0f} | {r['peak_rss_mb_batch32']:.0f} |"
             for r in rows

@@ -35,11 +35,11 @@ def cpu_flags() -> list[str]:
     return sorted({f for f in ("avx512_bf16", "amx_bf16", "avx512f") if f in text.split()})
 
 
-def conll_cut(sentences: int) -> Path:
-    """The first ``sentences`` sentences of CoNLL-2003 train, whole documents kept."""
-    target = WORK / f"conll03-train-{sentences}.txt"
+def conll_cut(sentences: int, split: str = "train") -> Path:
+    """The first ``sentences`` sentences of CoNLL-2003 ``split``, whole documents kept."""
+    target = WORK / f"conll03-{split}-{sentences}.txt"
     if not target.exists():
-        blocks = (DATA / "conll2003" / "train.txt").read_text(encoding="utf-8").split("\n\n")
+        blocks = (DATA / "conll2003" / f"{split}.txt").read_text(encoding="utf-8").split("\n\n")
         kept, count = [], 0
         for block in blocks:
             if count >= sentences and block.startswith("-DOCSTART-"):
