@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -119,6 +120,11 @@ def conll_texts(count: int) -> list[str]:
     return [" ".join(sentence.tokens) for sentence in sentences[:count]]
 
 
+def speed(row: dict, batch: int) -> str:
+    low, high = row[f"texts_per_second_batch{batch}_range"]
+    return f"{row[f'texts_per_second_batch{batch}']:.1f} ({low:.1f}-{high:.1f})"
+
+
 def folder_mb(folder: Path) -> float:
     return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2**20
 
@@ -128,6 +134,7 @@ def main() -> int:
     parser.add_argument("--child", nargs=3, metavar=("MODEL", "TEXTS", "BATCH"))
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--texts", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each cell, in turn")
     args = parser.parse_args()
     if args.child:
         child(args.child[0], args.child[1], int(args.child[2]), args.threads)
@@ -152,16 +159,25 @@ def main() -> int:
             one = export_model(case.member, WORK / f"one-member-{case.texts}", overwrite=True)
             members[case.member] = folder_mb(one)
         exported = export_model(case.model, WORK / case.name.replace(" ", "-"), overwrite=True)
-        for runtime, folder in (("PyTorch", case.model), ("exported", exported)):
+        sides = {"PyTorch": case.model, "exported": exported}
+        found: dict[tuple[str, int], list[dict]] = {}
+        for batch in (1, 32):
+            for _ in range(args.repeats):  # the two runtimes in turn
+                for runtime, folder in sides.items():
+                    run = measured(folder, texts_files[case.texts], batch, args.threads)
+                    found.setdefault((runtime, batch), []).append(run)
+        for runtime, folder in sides.items():
             row = {"model": case.name, "runtime": runtime, "size_mb": folder_mb(folder),
                    "one_member_mb": members[case.member]}  # fmt: skip
             for batch in (1, 32):
-                found = measured(folder, texts_files[case.texts], batch, args.threads)
-                row[f"texts_per_second_batch{batch}"] = found["texts_per_second"]
-                row[f"peak_rss_mb_batch{batch}"] = found["peak_rss_mb"]
+                runs = found[(runtime, batch)]
+                speeds = [r["texts_per_second"] for r in runs]
+                row[f"texts_per_second_batch{batch}"] = statistics.median(speeds)
+                row[f"texts_per_second_batch{batch}_range"] = [min(speeds), max(speeds)]
+                row[f"peak_rss_mb_batch{batch}"] = max(r["peak_rss_mb"] for r in runs)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    summary = {"threads": args.threads, "texts": args.texts, "rows": rows}
+    summary = {"threads": args.threads, "texts": args.texts, "repeats": args.repeats, "rows": rows}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "ensemble-serving.json").write_text(json.dumps(summary, indent=2) + "\n")
     lines = [
@@ -169,20 +185,22 @@ def main() -> int:
         "",
         f"The first {args.texts} CommonLit excerpts (the regressors) or CoNLL-2003 dev sentences "
         f"(the tagger), {args.threads} thread(s), each runtime in a process of its own (peak "
-        "RSS: the process's maximum); beside each, one member exported alone (whole graph).",
+        "RSS: the process's maximum); beside each, one member exported alone (whole graph). "
+        f"Each cell run {args.repeats} times, the two runtimes in turn: texts/s the median "
+        "(min-max), peak RSS the largest.",
         "",
         "| model | runtime | files MB | one member MB | texts/s batch 1 | texts/s batch 32 "
         "| peak RSS MB batch 1 | peak RSS MB batch 32 |",
         "|---|---|---:|---:|---:|---:|---:|---:|",
         *(
             f"| {r['model']} | {r['runtime']} | {r['size_mb']:.1f} | {r['one_member_mb']:.1f} | "
-            f"{r['texts_per_second_batch1']:.1f} | {r['texts_per_second_batch32']:.1f} | "
+            f"{speed(r, 1)} | {speed(r, 32)} | "
             f"{r['peak_rss_mb_batch1']:.0f} | {r['peak_rss_mb_batch32']:.0f} |"
             for r in rows
         ),
         "",
         f"`OMP_NUM_THREADS={args.threads} .venv/bin/python benchmarks/ensemble_serving.py "
-        f"--threads {args.threads}`",
+        f"--threads {args.threads} --repeats {args.repeats}`",
     ]
     (RESULTS / "ensemble-serving.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
