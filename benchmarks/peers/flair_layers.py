@@ -43,18 +43,27 @@ from flair_speed import labelled
 
 
 def read_conll(path: Path) -> list[Sentence]:
-    """CoNLL-2003 (token first, NER tag last), documents' markers skipped."""
-    sentences, tokens, tags = [], [], []
+    """CoNLL-2003 (token first, NER tag last), each sentence linked to its document's
+    neighbours, as Flair's ColumnCorpus links them: ``use_context`` reads them, in training as
+    in evaluation (unlinked, Flair's predict links a list in its order, so a model trained
+    without context would be scored with it)."""
+    documents: list[list[Sentence]] = [[]]
+    tokens: list[str] = []
+    tags: list[str] = []
     for line in [*path.read_text(encoding="utf-8").splitlines(), ""]:
         parts = line.split()
         if not parts or parts[0] == "-DOCSTART-":
             if tokens:
-                sentences.append(labelled(tokens, tags))
+                documents[-1].append(labelled(tokens, tags))
+            if parts:
+                documents.append([])
             tokens, tags = [], []
             continue
         tokens.append(parts[0])
         tags.append(parts[-1])
-    return sentences
+    for document in documents:
+        Sentence.set_context_for_sentences(document)
+    return [sentence for document in documents for sentence in document]
 
 
 def build_tagger(train: list[Sentence], backbone: str, hidden: int) -> SequenceTagger:
