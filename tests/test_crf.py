@@ -470,7 +470,7 @@ def test_at_73_tags_the_blocked_scan_allocates_at_most_a_quarter_of_the_whole_pr
     from bistack.kernels import crf_scan
 
     torch.manual_seed(0)
-    emissions, mask = torch.randn(12, 16, 73), torch.ones(12, 16, dtype=torch.bool)
+    emissions, mask = torch.randn(16, 12, 73), torch.ones(16, 12, dtype=torch.bool)
     mask[1, 9:] = False
     scores = torch.randn(73, 73), torch.randn(73), torch.randn(73)
 

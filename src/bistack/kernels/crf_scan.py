@@ -23,9 +23,9 @@ keep them for the gradient. So each level forms them a block of products at a ti
 workspace that every level of a scan shares (at most ``BLOCK_NUMBERS`` numbers), each step in
 place, and the log semiring's product is a function of its own whose gradient forms them again,
 a block at a time in the same workspace, from its inputs and output (``num_tags²`` each): at 73
-tags a training step's scan allocates 0.06-0.08x the bytes of products formed whole, a decoded
-batch's 0.15-0.21x (12 to 16 sentences of 16 to 24 positions, the fewer the larger the share;
-``tests/test_crf.py`` measures them with the profiler).
+tags a training step's scan allocates 0.06-0.07x the bytes of products formed whole, a decoded
+batch's 0.15-0.21x (16 sentences of 24 or 12 positions: the fewer products, the larger the
+share; ``tests/test_crf.py`` measures them with the profiler).
 """
 
 from __future__ import annotations
