@@ -49,7 +49,12 @@ def log_partition_scan(
     first = start + emissions[:, 0]  # (batch, num_tags)
     if emissions.size(1) == 1:
         return torch.logsumexp(first + end, dim=1)
-    product = _reduce(_step_matrices(emissions, mask, transitions), _log_matmul)
+    return _closed(first, _reduce(_step_matrices(emissions, mask, transitions), _log_matmul), end)
+
+
+def _closed(first: Tensor, product: Tensor, end: Tensor) -> Tensor:
+    """log Z ``(batch,)`` from the first position's scores ``(batch, K)``, the product of the
+    moves after it ``(batch, K, K)`` and the end scores ``(K,)``."""
     # (batch, from, 1) + (batch, from, to) + (1, 1, to) -> logsumexp over both
     return torch.logsumexp((first.unsqueeze(2) + product + end.view(1, 1, -1)).flatten(1), dim=1)
 
@@ -70,11 +75,10 @@ def posterior_scan(
         first = (start + emissions[:, 0]).detach().clone().requires_grad_(True)
         steps = _step_matrices(emissions, mask, transitions).detach().clone()
         steps.requires_grad_(True)
-        total = first + end if emissions.size(1) == 1 else None
-        if total is None:
-            product = _reduce(steps, _log_matmul)
-            total = (first.unsqueeze(2) + product + end.view(1, 1, -1)).flatten(1)
-        log_z = torch.logsumexp(total, dim=1)
+        if emissions.size(1) == 1:
+            log_z = torch.logsumexp(first + end, dim=1)
+        else:
+            log_z = _closed(first, _reduce(steps, _log_matmul), end)
         first_marginals, moves = torch.autograd.grad(log_z.sum(), (first, steps), allow_unused=True)
     if moves is None:  # one position: no moves
         moves = torch.zeros_like(steps)
