@@ -12,7 +12,7 @@ PEERS_STAMP := $(PEERS)/.installed
 HF_PEER := .venv-hf-peer
 HF_PEER_STAMP := $(HF_PEER)/.installed
 
-.PHONY: test lint docs demo bench hf-peer clean gpu-smoke backbones
+.PHONY: test lint ruff docs demo bench hf-peer clean gpu-smoke backbones
 
 # The project goes in with uv: the same packages pip resolves (checked: one freeze), in 46 s
 # against pip's 150 (parallel downloads and bytecode compiled in parallel; compiled, since
@@ -50,9 +50,12 @@ demo: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/bistack demo
 
 # ruff, then mypy over src/bistack (its settings in pyproject.toml: every ignore names its code).
-lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks examples mkdocs_hooks.py
-	$(BIN)/ruff format --check src tests benchmarks examples mkdocs_hooks.py
+LINTED := src tests benchmarks examples mkdocs_hooks.py
+ruff: $(STAMP)
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+
+lint: ruff
 	$(BIN)/mypy
 
 # The documentation site from docs/ (mkdocs.yml), with the API reference of the public modules
@@ -62,9 +65,15 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 HF_HUB_OFFLINE=1 $(BIN)/python -m mkdocs build --strict
 
 # The suite runs one pytest-xdist worker per CPU, each with one thread: workers of several
-# threads each on the same cores would wait for each other several times over.
-test: lint
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n auto --dist worksteal --durations=25
+# threads each on the same cores would wait for each other several times over. mypy runs beside
+# it (from a fresh clone it has no cache: 45 s on one core, which the suite's workers leave idle
+# while they wait on the processes and servers they start), its report printed after the suite's;
+# either failing fails the target.
+test: ruff
+	@typed=$$(mktemp); $(BIN)/mypy > $$typed 2>&1 & mypy=$$!; \
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n auto --dist worksteal --durations=25; \
+	suite=$$?; wait $$mypy; types=$$?; echo "mypy:"; cat $$typed; rm -f $$typed; \
+	exit $$((suite || types))
 
 # Speed against the bare nn.LSTM, pytorch-crf, Flair and spaCy: benchmarks/results/speed.md
 # (spaCy's side first: speed.md includes its table from benchmarks/results/spacy.md)
