@@ -4,15 +4,18 @@ and texts/s at batch 1 and 32, each runtime at the same threads in a process of 
 
 The models: a CommonLit 5-fold ensemble and a blend of three such CVs over the frozen MiniLM
 (``compare-poolers --folds 5 --blend``, as ``benchmarks/blend_commonlit.py`` makes them in
-``runs/compare-commonlit``), predicting the first ``--texts`` excerpts of CommonLit's training
-file; and a CoNLL-2003 5-fold ensemble of the MiniLM layer tagger with a CRF (a CV of the
-recipe on the first 2,000 training sentences, 3 epochs a fold: made here when missing, in
-``runs/ensemble-serving/conll-layer-cv``), tagging the first ``--texts`` sentences of dev as raw
-text. Each is exported (its members over the shared backbone hold their heads alone, the
-backbone's graph once) and one member alone too, for scale. Speed and memory do not depend on
-whether a model saw the texts.
+``runs/compare-commonlit``: LSTM, GRU and attention heads), a blend with one recurrent run
+(LSTM, a weighted sum and the mean of the layers: made here when missing, in
+``runs/ensemble-serving/light-blend``), predicting the first ``--texts`` excerpts of
+CommonLit's training file; and a CoNLL-2003 5-fold ensemble of the MiniLM layer tagger with a
+CRF (a CV of the recipe on the first 2,000 training sentences, 3 epochs a fold: made here when
+missing, in ``runs/ensemble-serving/conll-layer-cv``), tagging the first ``--texts`` sentences
+of dev as raw text. Each is exported (its members over the shared backbone hold their heads
+alone, the backbone's graph once) and one member alone too, for scale. Speed and memory do not
+depend on whether a model saw the texts.
 
 Run:  OMP_NUM_THREADS=1 .venv/bin/python benchmarks/ensemble_serving.py --threads 1
+(``--cases NAME...`` measures those cases again, the other rows kept from the last run.)
 Writes benchmarks/results/ensemble-serving.{md,json}.
 """
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -37,6 +41,8 @@ DATA = SHARED / "commonlit" / "train.csv"
 RUNS = ROOT / "runs" / "compare-commonlit"
 WORK = ROOT / "runs" / "ensemble-serving"
 TAGGER_CV = WORK / "conll-layer-cv"
+LIGHT_BLEND = WORK / "light-blend"
+LIGHT_POOLERS = "lstm,weighted,mean"
 
 
 @dataclass(frozen=True)
@@ -55,6 +61,8 @@ CASES = [
          RUNS / "lstm-mean" / "folds" / "fold0" / "model", "commonlit"),
     Case("3-run blend", RUNS / "blend" / "model",
          RUNS / "lstm-mean" / "folds" / "fold0" / "model", "commonlit"),
+    Case(f"3-run blend ({LIGHT_POOLERS})", LIGHT_BLEND / "blend" / "model",
+         LIGHT_BLEND / "lstm-mean" / "folds" / "fold0" / "model", "commonlit"),
     Case("5-fold layer tagger", TAGGER_CV / "model",
          TAGGER_CV / "folds" / "fold0" / "model", "conll"),
 ]  # fmt: skip
@@ -112,6 +120,18 @@ def tagger_cv(threads: int) -> None:
     bistack.cross_validate(recipe, TAGGER_CV, settings, folds=5, overwrite=True)
 
 
+def light_blend(threads: int) -> None:
+    """A blend of three CommonLit CVs of which one is recurrent (its heads' weights are what
+    a blend adds to the backbone's files), as the blend guide makes one."""
+    command = [
+        sys.executable, "-m", "bistack", "compare-poolers", "configs/commonlit-minilm-layers.yaml",
+        "--poolers", LIGHT_POOLERS, "--folds", "5", "--blend", "--output", str(LIGHT_BLEND),
+        "--no-progress",
+    ]  # fmt: skip
+    env = os.environ | {"OMP_NUM_THREADS": str(threads)}
+    subprocess.run(command, check=True, cwd=ROOT, env=env)
+
+
 def conll_texts(count: int) -> list[str]:
     """The first ``count`` sentences of CoNLL-2003 dev, as raw text."""
     from bistack.data.conll import read_conll
@@ -135,6 +155,9 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--texts", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3, help="runs of each cell, in turn")
+    parser.add_argument(
+        "--cases", nargs="+", choices=[c.name for c in CASES], help="only these (others kept)"
+    )
     args = parser.parse_args()
     if args.child:
         child(args.child[0], args.child[1], int(args.child[2]), args.threads)
@@ -146,15 +169,28 @@ def main() -> int:
     from bistack.export.onnx_export import export_model
 
     WORK.mkdir(parents=True, exist_ok=True)
-    if not (TAGGER_CV / "model").exists():
+    cases = [c for c in CASES if args.cases is None or c.name in args.cases]
+    if not (TAGGER_CV / "model").exists() and TAGGER_CV / "model" in [c.model for c in cases]:
         tagger_cv(args.threads)
+    if not (LIGHT_BLEND / "blend" / "model").exists() and any("weighted" in c.name for c in cases):
+        light_blend(args.threads)
+    kept = []
+    if args.cases is not None:
+        last = json.loads((RESULTS / "ensemble-serving.json").read_text())
+        if (last["threads"], last["texts"], last["repeats"]) != (
+            args.threads,
+            args.texts,
+            args.repeats,
+        ):
+            parser.error("--cases: the last run's threads, texts and repeats were not these")
+        kept = [row for row in last["rows"] if row["model"] not in args.cases]
     texts_files = {"commonlit": WORK / "texts.json", "conll": WORK / "conll-texts.json"}
     with DATA.open(newline="", encoding="utf-8") as handle:
         excerpts = [row["excerpt"] for row in csv.DictReader(handle)][: args.texts]
     texts_files["commonlit"].write_text(json.dumps(excerpts))
     texts_files["conll"].write_text(json.dumps(conll_texts(args.texts)))
     rows, members = [], {}
-    for case in CASES:
+    for case in cases:
         if case.member not in members:
             one = export_model(case.member, WORK / f"one-member-{case.texts}", overwrite=True)
             members[case.member] = folder_mb(one)
@@ -177,6 +213,8 @@ def main() -> int:
                 row[f"peak_rss_mb_batch{batch}"] = max(r["peak_rss_mb"] for r in runs)
             rows.append(row)
             print(json.dumps(row), flush=True)
+    order = [c.name for c in CASES]
+    rows = sorted([*kept, *rows], key=lambda row: order.index(row["model"]))
     summary = {"threads": args.threads, "texts": args.texts, "repeats": args.repeats, "rows": rows}
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "ensemble-serving.json").write_text(json.dumps(summary, indent=2) + "\n")
