@@ -133,6 +133,7 @@ def test_a_time_split_cv_never_trains_on_what_comes_after_its_held_out_rows(time
     assert [record["item"] for record in jsonl] == [row["item"] for row in oof]
     right = sum(row["label"] == row["gold"] for row in oof)
     assert summary["cv"] == pytest.approx(100 * right / len(oof))
+    assert (summary["rows"], summary["rows_scored"]) == (ROWS, len(oof))
     assert "forward-chaining in the order of column 'time'" in summary["split"]
 
 

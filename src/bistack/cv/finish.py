@@ -59,6 +59,7 @@ def finish(
         "fold_mean": result.mean,
         "fold_std": result.std,
         "rows": len(family.rows),
+        "rows_scored": len(plan.held_rows(0)),
         "split": plan.split,
         "early_stopping": "a dev split of the training folds" if inner_dev else "the held-out fold",
         "calibration": "each fold's on a dev split of its training folds"

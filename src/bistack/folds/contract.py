@@ -31,8 +31,9 @@ Pooled = TypeVar("Pooled")  # the out-of-fold predictions, pooled
 class CVSummary(TypedDict):
     """``cv.json``: the metric, the CV score (the mean of each repeat's, on its pooled
     out-of-fold predictions), each fold's score and how it was scored, their mean and spread,
-    how many rows, how they were split, how the folds stopped early and were calibrated, and
-    each fold's calibration."""
+    how many rows and how many of them the score covers (a time split's first block is held out
+    by no fold), how they were split, how the folds stopped early and were calibrated, and each
+    fold's calibration."""
 
     metric: str
     cv: float
@@ -42,6 +43,7 @@ class CVSummary(TypedDict):
     fold_mean: float
     fold_std: float
     rows: int
+    rows_scored: int
     split: str
     early_stopping: str
     calibration: str
