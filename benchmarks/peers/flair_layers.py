@@ -89,7 +89,8 @@ def build_tagger(
             transformer,
             OneHotEmbeddings(words, embedding_length=100),
             CharacterEmbeddings(chars, char_embedding_dim=25, hidden_size_char=25),
-        ]
+        ],
+        overwrite_names=False,  # renamed, the transformer's kept vectors would not be found
     )
     return SequenceTagger(
         hidden_size=hidden,
