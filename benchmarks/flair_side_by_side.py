@@ -95,7 +95,11 @@ def main() -> int:
     adam, sgd = theirs["runs"]
     settings = [
         ("encoder", f"{BACKBONE}, frozen, last 4 layers concatenated, subword mean", "the same"),
-        ("document context", "64 tokens (`backbone.context`)", "64 tokens (`use_context`)"),
+        ("document context", "64 subwords a side (`backbone.context`)",
+         "64 words a side (`use_context`), the `[FLERT]` separator (Flair's default)"),
+        ("encoder pass", "once, before training (the feature cache), in evaluation mode",
+         "once, before training, in evaluation mode (Flair's own flow: in the first epoch, "
+         "in training mode)"),
         ("encoder precision", "bf16-mixed (the recipe's)", "float32 (Flair has no other)"),
         ("other features", "words 100 (trained), characters BiLSTM 25/25, casing 10",
          "words 100 (OneHotEmbeddings), characters BiLSTM 25/25; no casing"),
@@ -128,7 +132,8 @@ def main() -> int:
         "# bistack beside Flair at base size (all-mpnet-base-v2, CoNLL-2003 cut)",
         "",
         f"Both trained on the first {theirs['sentences']:,} sentences of CoNLL-2003 train, scored "
-        f"on the first {args.dev_sentences:,} of dev (entity F1), one after the other in one run "
+        f"on the first {args.dev_sentences:,} of dev (whole documents; entity F1), one after "
+        "the other in one run "
         f"(`OMP_NUM_THREADS={args.threads} .venv/bin/python benchmarks/flair_side_by_side.py "
         f"--epochs {args.epochs} --threads {args.threads}`). The time is "
         "the whole training, the encoder's pass included (a fresh feature cache for bistack; "

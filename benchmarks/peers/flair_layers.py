@@ -105,9 +105,15 @@ def build_tagger(
     )
 
 
-def embedded(sentences: list[Sentence], backbone: str) -> TransformerWordEmbeddings:
+def embedded(
+    sentences: list[Sentence], backbone: str, separator: bool
+) -> TransformerWordEmbeddings:
     """The frozen encoder's vectors kept on every token (Flair reads them instead of running
-    the encoder again while each recipe trains and is scored)."""
+    the encoder again while each recipe trains and is scored), computed in evaluation mode:
+    left to Flair's first training epoch they would be computed in training mode (the
+    encoder's dropout on, half the contexts dropped) and kept so, while dev is embedded
+    without either. ``separator``: Flair's ``[FLERT]`` token around the sentence (its default;
+    a new token whose embedding is random in a frozen encoder)."""
     transformer = TransformerWordEmbeddings(
         backbone,
         layers="-1,-2,-3,-4",
@@ -115,6 +121,7 @@ def embedded(sentences: list[Sentence], backbone: str) -> TransformerWordEmbeddi
         layer_mean=False,
         fine_tune=False,
         use_context=64,
+        use_context_separator=separator,
     )
     transformer.eval()
     with torch.no_grad():
@@ -174,6 +181,10 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, required=True)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--output", type=Path, required=True)
+    parser.add_argument(
+        "--context-separator", action=argparse.BooleanOptionalAction, default=True,
+        help="Flair's [FLERT] token between a sentence and its context (Flair's default: on)",
+    )  # fmt: skip
     args = parser.parse_args()
     for recipe in args.recipes:
         if recipe.split(":")[0] not in ("adam", "sgd") or recipe.count(":") != 1:
@@ -183,7 +194,7 @@ def main() -> None:
     train, dev = read_conll(args.train), read_conll(args.dev)
     corpus = Corpus(train, dev, None, sample_missing_splits=False)
     start = time.perf_counter()
-    transformer = embedded(train + dev, args.backbone)
+    transformer = embedded(train + dev, args.backbone, args.context_separator)
     encoder_seconds = time.perf_counter() - start
     runs = [trained(corpus, transformer, recipe, args) for recipe in args.recipes]
     row = {
@@ -199,6 +210,7 @@ def main() -> None:
             "max_grad_norm": 5.0,
             "locked_dropout": 0.5,
             "encoder_precision": "float32",
+            "context_separator": args.context_separator,
         },
     }
     args.output.write_text(json.dumps(row, indent=1) + "\n", encoding="utf-8")
