@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -126,10 +125,9 @@ def light_blend(threads: int) -> None:
     command = [
         sys.executable, "-m", "bistack", "compare-poolers", "configs/commonlit-minilm-layers.yaml",
         "--poolers", LIGHT_POOLERS, "--folds", "5", "--blend", "--output", str(LIGHT_BLEND),
-        "--no-progress",
+        "--no-progress", "--threads", str(threads),
     ]  # fmt: skip
-    env = os.environ | {"OMP_NUM_THREADS": str(threads)}
-    subprocess.run(command, check=True, cwd=ROOT, env=env)
+    subprocess.run(command, check=True, cwd=ROOT)
 
 
 def conll_texts(count: int) -> list[str]:
@@ -170,10 +168,13 @@ def main() -> int:
 
     WORK.mkdir(parents=True, exist_ok=True)
     cases = [c for c in CASES if args.cases is None or c.name in args.cases]
-    if not (TAGGER_CV / "model").exists() and TAGGER_CV / "model" in [c.model for c in cases]:
-        tagger_cv(args.threads)
-    if not (LIGHT_BLEND / "blend" / "model").exists() and any("weighted" in c.name for c in cases):
-        light_blend(args.threads)
+    models = {c.model for c in cases}
+    for made, make in (
+        (TAGGER_CV / "model", tagger_cv),
+        (LIGHT_BLEND / "blend" / "model", light_blend),
+    ):
+        if made in models and not made.exists():
+            make(args.threads)
     kept = []
     if args.cases is not None:
         last = json.loads((RESULTS / "ensemble-serving.json").read_text())

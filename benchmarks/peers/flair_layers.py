@@ -161,7 +161,7 @@ def trained(
         scored = final.evaluate(list(corpus.dev), gold_label_type="ner", mini_batch_size=64)
     return {
         "recipe": recipe,
-        "optimizer": {"adam": "Adam", "sgd": "SGD"}[name],
+        "optimizer": optimizers[name].__name__,
         "learning_rate": float(rate),
         "anneal": "none" if name == "adam" else "halved after 3 epochs without gain",
         "dev_f1": round(100 * scored.main_score, 2),
