@@ -173,7 +173,7 @@ def test_overwrite_never_deletes_what_it_did_not_write(command, world, tmp_path,
     assert (mine / "precious.txt").read_text() == "keep"
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".real")) in (
         [],
-        [".real.lock"],  # a run's lock, left empty for the next run
+        [".real.bistack-lock"],  # a run's lock, left empty for the next run
     )
 
 

@@ -463,7 +463,7 @@ def test_a_replacing_run_killed_midway_leaves_the_old_output_whole(small_tagger,
     whole = run(*args).stdout
     out = tmp_path / "out.jsonl"
     out.write_bytes(b'{"an": "older output"}\n')
-    hidden = tmp_path / ".out.jsonl.new"
+    hidden = tmp_path / ".out.jsonl.bistack-new"
     process = subprocess.Popen(
         [*FRESH_BISTACK, "predict", *args, "--output", str(out), "--overwrite"],
         stderr=subprocess.PIPE,

@@ -9,6 +9,8 @@ import json
 import random
 import re
 import shutil
+from collections.abc import Callable
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
@@ -161,3 +163,106 @@ def test_a_tagger_refuses_a_time_split(tmp_path, capsys):
     args = ["cv", str(path), "--folds", "2", "--split", "time", "--output", str(tmp_path / "o")]
     assert main(args) != 0
     assert "a tagger's sentences are split by document" in capsys.readouterr().err
+
+
+def dated(days: list[int], write: Callable[[date], str]) -> list[str]:
+    return [write(date(2020, 1, 1) + timedelta(days=day)) for day in days]
+
+
+SHUFFLED_DAYS = random.Random(3).sample(range(400), 60)
+ACCEPTED = {  # columns a time split orders correctly, whatever text sorting would do
+    "unpadded ISO dates": (dated(SHUFFLED_DAYS, lambda d: f"{d.year}-{d.month}-{d.day}"), None),
+    "DD/MM/YYYY with its format": (
+        dated(SHUFFLED_DAYS, lambda d: d.strftime("%d/%m/%Y")),
+        "%d/%m/%Y",
+    ),
+    "MM/DD/YYYY with its format": (
+        dated(SHUFFLED_DAYS, lambda d: d.strftime("%m/%d/%Y")),
+        "%m/%d/%Y",
+    ),
+    "ISO with times": (dated(SHUFFLED_DAYS, lambda d: f"{d.isoformat()}T09:30:00"), None),
+    "integers": ([str(day) for day in SHUFFLED_DAYS], None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ACCEPTED))
+def test_no_fold_of_an_accepted_order_column_trains_on_a_row_after_one_it_holds_out(case):
+    values, written = ACCEPTED[case]
+    plan = plan_folds(4, 1, 0, "digest", TimeSplit(values, "column 'date'", written))
+    for fold in range(4):
+        train, held = plan.training(0, fold), plan.held_out(0, fold)
+        assert max(SHUFFLED_DAYS[r] for r in train) < min(SHUFFLED_DAYS[r] for r in held), case
+
+
+def with_value(value: str, at: int = 17) -> list[str]:
+    values = [str(day) for day in SHUFFLED_DAYS]
+    values[at] = value
+    return values
+
+
+REFUSED = {  # (values, data.order_format, what the refusal says)
+    "NaN in integers": (with_value("NaN"), None, "has no time at row 18 ('NaN')"),
+    "n/a in integers": (with_value("n/a"), None, "has no time at row 18 ('n/a')"),
+    "an empty value": (with_value(""), None, "has no time at row 18 ('')"),
+    "inf in integers": (with_value("inf"), None, "row 18 holds 'inf'"),
+    "a date among numbers": (with_value("2020-01-05"), None, "row 18 holds '2020-01-05'"),
+    "DD/MM/YYYY unsaid": (
+        dated(SHUFFLED_DAYS, lambda d: d.strftime("%d/%m/%Y")),
+        None,
+        "either way round",
+    ),
+    "mixed date formats": (
+        dated(SHUFFLED_DAYS[:30], lambda d: d.isoformat())
+        + dated(SHUFFLED_DAYS[30:], lambda d: d.strftime("%d/%m/%Y")),
+        None,
+        "row 31 holds",
+    ),
+    "a date its format does not fit": (
+        dated(SHUFFLED_DAYS[:30], lambda d: d.strftime("%d/%m/%Y"))
+        + dated(SHUFFLED_DAYS[30:], lambda d: d.isoformat()),
+        "%d/%m/%Y",
+        "row 31 holds",
+    ),
+    "time zones mixed": (
+        dated(SHUFFLED_DAYS[:30], lambda d: f"{d.isoformat()}T00:00:00+02:00")
+        + dated(SHUFFLED_DAYS[30:], lambda d: f"{d.isoformat()}T00:00:00"),
+        None,
+        "without a time zone",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_an_order_column_that_cannot_be_read_as_times_is_refused_naming_value_and_row(case):
+    values, written, said = REFUSED[case]
+    with pytest.raises(ConfigError, match=re.escape(said)):
+        plan_folds(4, 1, 0, "digest", TimeSplit(values, "column 'date'", written))
+
+
+def test_cv_reads_data_order_format_and_refuses_it_without_an_order_column(tmp_path, capsys):
+    rows = sentiment_rows(ROWS, 0)
+    days = random.Random(5).sample(range(400), ROWS)
+    table = tmp_path / "rows.csv"
+    with table.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["sentence", "label", "when"])
+        for (text, label), day in zip(rows, days, strict=True):
+            when = (date(2020, 1, 1) + timedelta(days=day)).strftime("%d/%m/%Y")
+            writer.writerow([text, label, when])
+    config = text_config(table, None, train={"max_epochs": 1})
+    config["data"].update(dev=None, order_column="when")
+    path = tmp_path / "cv.yaml"
+    path.write_text(yaml.safe_dump(config))
+    argv = ["cv", str(path), "--folds", "2", "--split", "time", "--output", str(tmp_path / "cv")]
+    assert main(argv) == 2
+    assert "data.order_format" in capsys.readouterr().err
+    assert main([*argv, "--set", 'data.order_format="%d/%m/%Y"']) == 0, capsys.readouterr().err
+    plan = json.loads((tmp_path / "cv" / "folds.json").read_text())
+    for fold in range(2):
+        held = [r for r, f in enumerate(plan["assignments"][0]) if f == fold]
+        train = plan["training_rows"][0][fold]
+        assert max(days[r] for r in train) < min(days[r] for r in held)
+    config["data"].update(order_column=None, order_format="%d/%m/%Y")
+    path.write_text(yaml.safe_dump(config))
+    assert main(["cv", str(path), "--folds", "2", "--output", str(tmp_path / "cv2")]) == 2
+    assert "no data.order_column is given" in capsys.readouterr().err

@@ -3,6 +3,7 @@ would replace, or a symbolic link there, is named and refused before anything ch
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,14 @@ def test_the_users_files_beside_a_runs_model_are_left_and_need_no_refusal(tmp_pa
 
 def test_what_a_killed_save_left_in_a_model_is_bistacks_own(tmp_path):
     run = run_folder(tmp_path)
-    (run / "model" / ".model.safetensors.abcd1234.tmp").write_text("half")
-    (run / "model" / ".backbone.staging-x1y2").mkdir()
+    (run / "model" / ".model.safetensors.bistack-tmp-abcd1234").write_text("half")
+    (run / "model" / ".backbone.bistack-staging-x1y2").mkdir()
     check_output(run, overwrite=True)
+
+
+@pytest.mark.parametrize("name", [".notes.md", ".env.local", ".config.safetensors.tmp"])
+def test_a_users_hidden_name_with_two_dots_is_never_taken_for_a_leftover(tmp_path, name):
+    run = run_folder(tmp_path)
+    (run / "model" / name).write_text("mine")
+    with pytest.raises(BistackError, match=re.escape(name)):
+        check_output(run, overwrite=True)

@@ -110,10 +110,10 @@ def test_a_kill_at_the_exchange_leaves_one_whole_folder_and_marked_leftovers(tmp
 def test_a_hidden_folder_without_the_marker_is_never_cleared(tmp_path):
     out = tmp_path / "report"
     old_output(out)
-    users = tmp_path / ".report.staging-mine"
+    users = tmp_path / ".report.bistack-staging-mine"
     users.mkdir()
     (users / "notes.txt").write_text("mine")
-    live = tmp_path / ".report.staging-live"
+    live = tmp_path / ".report.bistack-staging-live"
     live.mkdir()
     (live / STAGING_MARKER).write_text(str(os.getppid()))  # a process that runs
     with atomic_folder(out) as staging:

@@ -53,4 +53,4 @@ def test_an_unreadable_entry_is_recomputed_not_trusted(tmp_path):
     entry.write_bytes(b"not safetensors")
     again = lookup(tmp_path, compute)
     assert again.computed and compute.calls == 2
-    assert not list(tmp_path.glob(".*.tmp"))  # nothing half-written left behind
+    assert not list(tmp_path.glob(".*.bistack-tmp*"))  # nothing half-written left behind

@@ -90,7 +90,7 @@ def test_overwrite_never_takes_a_file_the_user_kept_in_the_model_folder(trained,
     assert snapshot(run) == before
     (run / "model" / "notes.md").unlink()
     # What a run killed while saving its weights leaves beside them is bistack's own: it goes.
-    stale = run / "model" / ".model.safetensors.k7x2q9ab.tmp"
+    stale = run / "model" / ".model.safetensors.bistack-tmp-k7x2q9ab"
     stale.write_bytes(b"half a file")
     assert bistack(*argv, "--overwrite").returncode == 0
     assert not stale.exists()
@@ -108,7 +108,7 @@ def test_a_retrain_that_fails_a_data_check_leaves_the_old_model(trained, tmp_pat
     assert done.returncode == 2 and "entity type 'CITY'" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert snapshot(run) == before and predictions(run / "model") == predicted
-    assert not list(tmp_path.glob(".run.staging-*"))  # a failed run clears its staging
+    assert not list(tmp_path.glob(".run.bistack-staging-*"))  # a failed run clears its staging
 
 
 def test_a_failed_retrain_of_a_calibrated_regressor_keeps_its_calibration(tmp_path):
@@ -162,7 +162,7 @@ def test_a_retrain_stopped_before_its_first_best_model_leaves_the_old_one(traine
     run = copy_of(trained, tmp_path)
     before = snapshot(run)
     process = start_slow(trained, run, "--overwrite")
-    staged = tmp_path / f".run.staging-{process.pid}" / "model" / "config.json"
+    staged = tmp_path / f".run.bistack-staging-{process.pid}" / "model" / "config.json"
     wait_for(staged.exists)  # data read, model built: now in its first epoch
     process.send_signal(sent)
     out, err = process.communicate(timeout=60)
@@ -236,7 +236,7 @@ def test_a_run_in_progress_is_named_before_the_model_it_has_already_written(tmp_
 def test_a_second_run_into_the_same_output_fails_at_once_naming_the_first(trained, tmp_path):
     run = tmp_path / "run"
     first = start_slow(trained, run)
-    lock = tmp_path / ".run.lock"
+    lock = tmp_path / ".run.bistack-lock"
     wait_for(lambda: lock.exists() and str(first.pid) in lock.read_text())
     started = time.monotonic()
     done = bistack("train", str(trained["config"]), "--output", str(run), "--no-progress")
@@ -249,7 +249,7 @@ def test_a_second_run_into_the_same_output_fails_at_once_naming_the_first(traine
     done = bistack(*args, "--overwrite")
     assert done.returncode == 0, done.stderr
     assert f"cleared a stale lock of a run that no longer runs (pid {first.pid}" in done.stdout
-    assert not list(tmp_path.glob(".run.staging-*"))
+    assert not list(tmp_path.glob(".run.bistack-staging-*"))
     assert len(predictions(run / "model")) == len(TEXTS)
 
 
@@ -295,7 +295,7 @@ def test_the_lock_and_staging_live_beside_the_output_not_in_it(trained, tmp_path
     done = bistack("train", str(trained["config"]), "--output", str(run), "--no-progress")
     assert done.returncode == 0
     assert sorted(set(os.listdir(run)) - {"tensorboard"}) == ["metrics.csv", "model", "train.log"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".fresh.lock", "fresh"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".fresh.bistack-lock", "fresh"]
 
 
 @pytest.mark.parametrize("when", ["before the first epoch", "while finishing"])
@@ -328,7 +328,7 @@ def test_an_interrupt_outside_the_epochs_still_says_what_the_run_leaves(tmp_path
         assert f"interrupted: the best model so far is intact in {run / 'model'}" in out
         assert Tagger.load(run / "model").predict(TEXTS)
     assert out.count("interrupted") == 1
-    assert not list(tmp_path.glob(".run.staging-*"))
+    assert not list(tmp_path.glob(".run.bistack-staging-*"))
 
 
 def test_a_full_disk_at_the_checkpoint_is_one_line_and_leaves_a_whole_model(
@@ -354,4 +354,4 @@ def test_a_full_disk_at_the_checkpoint_is_one_line_and_leaves_a_whole_model(
     assert "cannot write the checkpoint (No space left on device" in error
     assert "Traceback" not in error
     assert predictions(run / "model")  # a whole model
-    assert not list(run.glob(".checkpoint*")) and not list(run.glob("*.tmp-*"))
+    assert not list(run.glob(".checkpoint*")) and not list(run.glob("*.bistack-tmp*"))

@@ -116,7 +116,7 @@ def run_cv(args: argparse.Namespace) -> int:
             "--output",
             overwrite=True,
             signature=SETTINGS_FILE,
-            layout=cv_layout(written, whole=True, kept=fold_files_of_every_kind()),
+            layout=cv_layout(output, written, whole=True, kept=fold_files_of_every_kind()),
         )
     refuse_shared_folder(output, "--output")
     say_cpu_warning(args)

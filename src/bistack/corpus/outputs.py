@@ -10,7 +10,7 @@ from the beginning, and leaves no file behind (no empty output: :meth:`FileOutpu
 progress file is removed when the run ends.
 
 A run that replaces an output (``--overwrite`` onto a file that exists) writes beside it, under
-a hidden name in the same folder (``.NAME.new``, with ``.NAME.new.progress.json``), and renames
+a hidden name in the same folder (``.NAME.bistack-new``, with its own progress record), and renames
 the new file over the old one when it has finished: until then the old output stays byte for
 byte, whatever stops the run (a bad first record, an interrupt, a kill), and ``--resume``
 goes on with the hidden file.
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from bistack.errors import ConfigError
+from bistack.files.leftovers import leftover_name, leftover_pattern
 
 PROGRESS_SUFFIX = ".progress.json"
 # Settings that are digests of content (``bistack.files.fingerprints``): what changed, in words.
@@ -168,7 +169,7 @@ class FileOutput:
             "skipped_bytes": skipped_whole,
             "settings": self.settings,
         }
-        temporary = self.progress.with_name(self.progress.name + f".tmp-{os.getpid()}")
+        temporary = self.progress.with_name(leftover_name(self.progress.name, "tmp", os.getpid()))
         temporary.write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
         os.replace(temporary, self.progress)
 
@@ -188,7 +189,7 @@ class FileOutput:
             os.replace(self.working_skipped, self.skipped)
         for progress in (self.progress, progress_of(self.path)):
             progress.unlink(missing_ok=True)  # a replaced unfinished run's too
-            for leftover in progress.parent.glob(progress.name + ".tmp-*"):
+            for leftover in progress.parent.glob(leftover_pattern(progress.name, "tmp")):
                 leftover.unlink()  # a progress record a killed run was writing
 
     def stop(self) -> None:
@@ -205,7 +206,7 @@ class FileOutput:
 
 def replacement(path: Path) -> Path:
     """Where a run replacing ``path`` writes until it has finished: a hidden name beside it."""
-    return path.with_name(f".{path.name}.new")
+    return path.with_name(leftover_name(path.name, "new"))
 
 
 def progress_of(path: Path) -> Path:

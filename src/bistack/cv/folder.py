@@ -7,7 +7,7 @@ and a report under ``cv_report/``. The claim (``bistack.files.claim``) walks the
 that layout and names every entry bistack does not write there: a rerun refuses to touch a
 folder it would replace holding one, and ``--overwrite`` refuses an output holding one
 anywhere. With ``--overwrite`` the new CV runs in a staging folder beside the output
-(``.NAME.cv-overwrite``, resumed by the same command after a kill) and is swapped in whole when
+(``.NAME.bistack-overwrite``, resumed by the same command after a kill) and is swapped in whole when
 it has finished, so a command that fails, or is killed, leaves the finished CV as it was.
 """
 
@@ -20,16 +20,16 @@ from pathlib import Path
 
 from bistack.files.claim import Layout
 from bistack.files.claim import refuse_foreign as refuse_foreign_files
-from bistack.files.claim import staged as any_staged
 from bistack.files.ensemble_dir import ensemble_layout
+from bistack.files.leftovers import leftover_name, leftover_of
 from bistack.files.modeldir import model_layout
 from bistack.files.swap import exchange, restore_parked
+from bistack.reports.layout import report_layout
 
 FOLDS_FILE, SETTINGS_FILE, FOLD_FILE = "folds.json", "cv-settings.json", "fold.json"
 RESULT_FILE, REPORT_DIR, MODEL_DIR = "cv.json", "cv_report", "model"
 FOLD_NAME = re.compile(r"(repeat\d+-)?fold\d+")
 RUN_FILES = ("metrics.csv", "dev_metrics.json", "checkpoint.safetensors", "fold.json", "train.log")
-REPORT_FILES = ("report.json", "report.html")
 
 
 def cv_files(oof_files: tuple[str, ...]) -> tuple[str, ...]:
@@ -38,17 +38,13 @@ def cv_files(oof_files: tuple[str, ...]) -> tuple[str, ...]:
     return (SETTINGS_FILE, FOLDS_FILE, "folds", *oof_files, RESULT_FILE, REPORT_DIR, MODEL_DIR)
 
 
-def is_cv_entry(name: str, written: tuple[str, ...]) -> bool:
-    """Whether an output folder's entry is one a CV writing ``written`` writes (or stages,
-    beside its place)."""
-    return name in written or any(name.startswith(f".{entry}.") for entry in written)
-
-
 def staged(name: str, written: tuple[str, ...] | None = None) -> bool:
     """Whether ``name`` is what bistack leaves beside an entry of ``written`` (or a fold's
-    run) while writing it: a temporary file, a staging folder, a lock (``.ENTRY.…``)."""
-    return any_staged(name, written) or (
-        any_staged(name) and bool(FOLD_NAME.fullmatch(name[1:].split(".", 1)[0]))
+    run) while writing it: a temporary file, a staging folder, a lock (see
+    ``bistack.files.leftovers``)."""
+    entry = leftover_of(name)
+    return entry is not None and (
+        written is None or entry in written or FOLD_NAME.fullmatch(entry) is not None
     )
 
 
@@ -75,22 +71,21 @@ def folds_layout(kept: tuple[str, ...]) -> Layout:
     return layout
 
 
-def report_layout(name: str) -> Layout | bool:
-    return name in REPORT_FILES or name.endswith(".png") or staged(name)
-
-
-def cv_layout(top: tuple[str, ...], whole: bool, kept: tuple[str, ...] = ()) -> Layout:
-    """The output's layout, ``top`` being the files a CV writes there and ``kept`` those it
-    writes in each fold's folder beside its run; ``whole``: the folder is to be replaced whole,
-    so an entry of the user's at the top counts too (else it is left)."""
+def cv_layout(
+    output: Path, top: tuple[str, ...], whole: bool, kept: tuple[str, ...] = ()
+) -> Layout:
+    """The layout of the CV folder ``output``, ``top`` being the files a CV writes there and
+    ``kept`` those it writes in each fold's folder beside its run; ``whole``: the folder is to
+    be replaced whole, so an entry of the user's at the top counts too (else it is left). Its
+    report's charts are those its ``report.json`` lists."""
 
     def layout(name: str) -> Layout | bool | None:
         if name == "folds":
             return folds_layout(kept)
         if name == "model":
             return ensemble_layout()
-        if name == "cv_report":
-            return report_layout
+        if name == REPORT_DIR:
+            return report_layout(output / REPORT_DIR)
         return True if name in top or staged(name, top) else None if not whole else False
 
     return layout
@@ -103,7 +98,7 @@ def refuse_foreign(
     (``top`` and ``kept``: as for :func:`cv_layout`)."""
     refuse_foreign_files(
         output,
-        cv_layout(top, whole, kept),
+        cv_layout(output, top, whole, kept),
         "--output",
         "--overwrite replaces the whole folder and never deletes them"
         if whole
@@ -115,7 +110,7 @@ def overwrite_staging(output: Path, settings_file: str, record: dict) -> Path:
     """The folder a CV replacing ``output`` runs in: one a killed run of the same CV left (to
     go on from its first unfinished fold), else a new one (one of another CV cleared: it is
     bistack's own)."""
-    staging = output.parent / f".{output.name}.cv-overwrite"
+    staging = output.parent / leftover_name(output.name, "overwrite")
     written = staging / settings_file
     if staging.exists():  # compared as JSON reads it back (tuples as lists)
         same = written.is_file() and json.loads(written.read_text()) == json.loads(

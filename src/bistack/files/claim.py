@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bistack.errors import ConfigError
+from bistack.files.leftovers import leftover_of
 from bistack.files.paths import refuse_shared_folder
 from bistack.files.swap import STAGING_MARKER, restore_parked
 
@@ -26,10 +27,10 @@ Layout = Callable[[str], "Layout | bool | None"]
 
 def staged(name: str, written: tuple[str, ...] | None = None) -> bool:
     """Whether ``name`` is what bistack leaves beside an entry while writing it (a temporary
-    file, a staging folder, a lock: ``.ENTRY.…``), of ``written`` (any name, when None)."""
-    if not name.startswith(".") or name.count(".") < 2:
-        return False
-    return written is None or name[1:].split(".", 1)[0] in written
+    file, a staging folder, a lock: ``.ENTRY.bistack-…``, see ``bistack.files.leftovers``),
+    of ``written`` (any name, when None)."""
+    entry = leftover_of(name)
+    return entry is not None and (written is None or entry in written)
 
 
 def files_only(*names: str) -> Layout:

@@ -20,6 +20,7 @@ from bistack._version import __version__
 from bistack.config.files import kind_named
 from bistack.errors import BistackError, ConfigError, ModelFileError
 from bistack.files.claim import Layout, staged
+from bistack.files.leftovers import leftover_of, leftover_prefix
 
 if TYPE_CHECKING:  # what reads config.json (the task table) runs without torch
     from torch import nn
@@ -58,12 +59,9 @@ SHARD = re.compile(r"model-\d{5}-of-\d{5}\.safetensors")
 
 def is_model_entry(name: str) -> bool:
     """Whether bistack writes ``name`` in a model folder: one of its entries, or what a save
-    of one killed midway left (``atomic_write``'s temporary ``.NAME.XXXXXXXX.tmp``, a
-    backbone's staging folder ``.backbone.…``)."""
-    return name in MODEL_ENTRIES or any(
-        name.startswith(f".{entry}.") and (name.endswith(".tmp") or entry == "backbone")
-        for entry in MODEL_ENTRIES
-    )
+    of one killed midway left (``atomic_write``'s temporary ``.NAME.bistack-tmp-XXXXXXXX``, a
+    backbone's staging folder ``.backbone.bistack-staging-…``)."""
+    return name in MODEL_ENTRIES or leftover_of(name) in MODEL_ENTRIES
 
 
 def model_layout(name: str) -> Layout | bool:
@@ -92,7 +90,7 @@ def missing_part(path: Path) -> str:
 def atomic_write(path: Path, write: Any) -> None:
     """Call ``write(temporary_path)`` then rename the result onto ``path``."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=leftover_prefix(path.name, "tmp"))
     os.close(handle)
     try:
         write(temporary)

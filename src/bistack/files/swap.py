@@ -6,7 +6,7 @@ Everything bistack stages beside an output carries a marker file (:data:`STAGING
 holding the writer's pid), so a leftover of a killed command is told from a user's folder by
 what it holds, not by its name, and the next successful command into that output clears it.
 Where the file system has no exchange (``renameat2(RENAME_EXCHANGE)``), two renames park the
-old folder as ``.NAME.parked``; a kill between them leaves the user's path missing, and the
+old folder as ``.NAME.bistack-parked``; a kill between them leaves the user's path missing, and the
 next command puts the parked folder back (:func:`restore_parked`) rather than deleting it.
 """
 
@@ -20,13 +20,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from bistack.files.leftovers import leftover_name, leftover_of, leftover_pattern, leftover_prefix
+
 STAGING_MARKER = ".bistack-staging"
 _NO_EXCHANGE = (22, 38, 95)  # EINVAL, ENOSYS, EOPNOTSUPP: the file system cannot exchange
 
 
 def parked(target: Path) -> Path:
     """Where the two-rename fallback keeps the old ``target`` while the new one moves in."""
-    return target.with_name(f".{target.name}.parked")
+    return target.with_name(leftover_name(target.name, "parked"))
 
 
 def exchange(source: Path, target: Path) -> None:
@@ -85,7 +87,7 @@ def is_leftover(folder: Path) -> bool:
     if folder.is_symlink() or not folder.is_dir():
         return False
     if not marker.is_file():
-        return ".staging-" in folder.name and not any(folder.iterdir())
+        return leftover_of(folder.name, "staging") is not None and not any(folder.iterdir())
     try:
         pid = int(marker.read_text(encoding="utf-8").strip())
     except (OSError, ValueError):
@@ -94,9 +96,9 @@ def is_leftover(folder: Path) -> bool:
 
 
 def clear_leftovers(target: Path) -> None:
-    """Delete what killed commands left beside ``target`` (``.NAME.*`` folders holding the
-    marker of a process that is gone); a folder without the marker is never touched."""
-    for sibling in target.parent.glob(f".{target.name}.*"):
+    """Delete what killed commands left beside ``target`` (``.NAME.bistack-*`` folders holding
+    the marker of a process that is gone); a folder without the marker is never touched."""
+    for sibling in target.parent.glob(leftover_pattern(target.name)):
         if is_leftover(sibling):
             remove_marked(sibling)
 
@@ -122,7 +124,9 @@ def atomic_folder(target: Path) -> Iterator[Path]:
     a reader never sees half a folder nor none."""
     target.parent.mkdir(parents=True, exist_ok=True)
     restore_parked(target)
-    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.staging-"))
+    staging = Path(
+        tempfile.mkdtemp(dir=target.parent, prefix=leftover_prefix(target.name, "staging"))
+    )
     os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes 0700; give the usual mode
     try:
         mark(staging)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import NotRequired, Protocol, TypedDict
 
 from bistack.errors import ConfigError
+from bistack.folds.order import order_keys
 from bistack.folds.settings import SplitName
 
 
@@ -47,6 +48,7 @@ class SplitKeys(TypedDict):
     targets_are: NotRequired[str]
     order: NotRequired[list[str]]
     ordered_by: NotRequired[str]
+    order_format: NotRequired[str]
 
 
 # One fold: the rows its model trains on, and the rows it holds out.
@@ -291,14 +293,15 @@ class GivenFolds(Assigned):
 
 @dataclass(frozen=True)
 class TimeSplit:
-    """Forward chaining (scikit-learn's ``TimeSeriesSplit``): the rows in the order of
-    ``order`` (numbers where every value is one, else as text: ISO dates sort so; ties in the
-    table's order) cut into ``folds + 1`` blocks of near-equal size; fold k holds out block
-    k + 1 and trains on blocks 0 to k, so no fold trains on a row after the ones it holds out.
-    The first block is held out by none. One split, never dealt."""
+    """Forward chaining (scikit-learn's ``TimeSeriesSplit``): the rows in the order of ``order``
+    (read as times by one rule for the whole column, see ``bistack.folds.order``, in ``date_format``
+    where given; ties in the table's order) cut into ``folds + 1`` blocks of near-equal size; fold k
+    holds out block k + 1 and trains on blocks 0 to k, so no fold trains on a row after the ones it
+    holds out. The first block is held out by none. One split, never dealt."""
 
     order: Sequence[str]
     ordered_by: str
+    date_format: str | None = None
     dealt = False
     one_split = "a time split gives one split"
 
@@ -318,23 +321,13 @@ class TimeSplit:
                 f"--folds {folds}: a time split cuts the {self.rows} rows into {folds + 1} blocks "
                 "(the first trains only); give fewer folds"
             )
-        numbers = as_numbers(self.order)
-        keys: Sequence[float | str] = self.order if numbers is None else numbers
+        keys = order_keys(self.order, self.ordered_by, self.date_format)
         ordered = sorted(range(self.rows), key=lambda row: (keys[row], row))
         edges = [round(block * self.rows / (folds + 1)) for block in range(folds + 2)]
         return [  # the training rows oldest first: an inner dev split takes the latest
             (ordered[: edges[k + 1]], sorted(ordered[edges[k + 1] : edges[k + 2]]))
             for k in range(folds)
         ]
-
-
-def as_numbers(values: Sequence[str]) -> list[float] | None:
-    """``values`` as numbers, where every one is a finite number (else None)."""
-    try:
-        numbers = [float(value) for value in values]
-    except ValueError:
-        return None
-    return numbers if all(math.isfinite(n) for n in numbers) else None
 
 
 def refuse_split_groups(
@@ -402,7 +395,9 @@ def splitter_for(keys: SplitKeys, split: SplitName = "auto") -> Splitter:
                 "--split time orders the rows by data.order_column: name the column holding "
                 "each row's time (a number, or a date written as ISO's YYYY-MM-DD)"
             )
-        return TimeSplit(keys["order"], keys.get("ordered_by", "the order column"))
+        return TimeSplit(
+            keys["order"], keys.get("ordered_by", "the order column"), keys.get("order_format")
+        )
     if "fold_column" in keys:
         return GivenFolds(
             keys["fold_column"],

@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from bistack.files.claim import claim_folder, output_folder, staged
+from bistack.files.claim import claim_folder, output_folder
 from bistack.files.paths import refuse_overlap
 from bistack.files.swap import atomic_folder
 from bistack.predictor import Predictor
 from bistack.reports.charts import draw
+from bistack.reports.layout import REPORT_HTML, REPORT_JSON, chart_names, report_layout
 from bistack.reports.page import page
-
-REPORT_JSON, REPORT_HTML = "report.json", "report.html"
 
 
 def scores_section(opened: Predictor, path: str | Path) -> dict[str, Any]:
@@ -41,16 +39,6 @@ def report_sections(opened: Predictor, data: Sequence[str]) -> list[dict[str, An
     return sections
 
 
-def report_layout(name: str) -> bool:
-    """A report folder's layout (see ``bistack.files.claim``): what :func:`write_report`
-    writes, flat."""
-    return (
-        name in (REPORT_JSON, REPORT_HTML)
-        or re.fullmatch(r"\d+-[\w.-]+\.png", name) is not None
-        or staged(name)
-    )
-
-
 def write_report(
     opened: Predictor, data: Sequence[str], directory: str | Path, *, overwrite: bool = False
 ) -> list[dict[str, Any]]:
@@ -67,7 +55,7 @@ def write_report(
         "--report",
         overwrite=overwrite,
         signature=REPORT_JSON,
-        layout=report_layout,
+        layout=report_layout(directory),
     )
     claim()
     sections = report_sections(opened, data)
@@ -87,14 +75,10 @@ def write_pages(
     written beside ``directory`` and swapped in whole (``atomic_folder``); ``claim()``, asked
     just before, raises where an earlier folder there may not be replaced."""
     with atomic_folder(directory) as staging:
-        images = []
-        for number, section in enumerate(sections):
-            names = []
-            for spec in section.get("figures", []):
-                name = f"{number}-{spec['name']}.png"
+        images = chart_names(sections)
+        for section, names in zip(sections, images, strict=True):
+            for spec, name in zip(section.get("figures", []), names, strict=True):
                 draw(spec, staging / name)
-                names.append(name)
-            images.append(names)
         whole = {**record, "sections": sections}
         (staging / REPORT_JSON).write_text(json.dumps(whole, indent=1, allow_nan=False))
         (staging / REPORT_HTML).write_text(page(title, sections, images), encoding="utf-8")

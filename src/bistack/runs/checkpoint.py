@@ -26,6 +26,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from bistack.errors import BistackError
+from bistack.files.leftovers import leftover_name
 from bistack.runs.averaging import WeightAverage
 
 CHECKPOINT = "checkpoint.safetensors"
@@ -86,7 +87,7 @@ def save_checkpoint(
     }
     tensors = {name: value.detach().contiguous().cpu() for name, value in tensors.items()}
     path = directory / CHECKPOINT
-    temporary = directory / f".{CHECKPOINT}.tmp-{os.getpid()}"
+    temporary = directory / leftover_name(CHECKPOINT, "tmp", os.getpid())
     directory.mkdir(parents=True, exist_ok=True)
     try:
         save_file(tensors, temporary, metadata={"bistack": json.dumps(meta)})

@@ -7,6 +7,7 @@ import csv
 from pathlib import Path
 from typing import Protocol
 
+from bistack.files.leftovers import leftover_name
 from bistack.runs.tensorboard import ScalarEvents
 from bistack.runs.tensorboard import installed as tensorboard_installed
 from bistack.runs.tensorboard import keep_until as keep_events_until
@@ -37,7 +38,7 @@ class MetricsLog:
         if path.exists():
             lines = path.read_text().splitlines(keepends=True)
             rows = [line for line in lines[1:] if int(line.split(",")[0]) <= epoch]
-            temporary = path.with_name(f".{path.name}.tmp")
+            temporary = path.with_name(leftover_name(path.name, "tmp"))
             temporary.write_text("".join(lines[:1] + rows))
             temporary.replace(path)
         if self.events is not None:

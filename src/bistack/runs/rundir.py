@@ -1,13 +1,13 @@
 """A run's output directory is replaced whole or not at all, and by one run at a time.
 
 A run writes its model (config, vocabularies, weights) and metrics.csv into a staging directory
-beside the output (``.NAME.staging-PID``). When its first best model is saved, the staged model
-directory is swapped in with one atomic rename (Linux's ``renameat2`` exchange when a model is
-already there), then metrics.csv is renamed over the old one. Until that moment the output is
-untouched, byte for byte: a run that fails a data check, diverges, or is interrupted or killed
-before it has a model leaves the previous model exactly as it was. A lock beside the output
-(``.NAME.lock``, an ``flock`` the kernel releases when its holder dies, so a killed run's lock
-is never stale) keeps a second run out.
+beside the output (``.NAME.bistack-staging-PID``). When its first best model is saved, the
+staged model directory is swapped in with one atomic rename (Linux's ``renameat2`` exchange
+when a model is already there), then metrics.csv is renamed over the old one. Until that moment
+the output is untouched, byte for byte: a run that fails a data check, diverges, or is
+interrupted or killed before it has a model leaves the previous model exactly as it was. A lock
+beside the output (``.NAME.bistack-lock``, an ``flock`` the kernel releases when its holder
+dies, so a killed run's lock is never stale) keeps a second run out.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import IO
 
 from bistack.errors import BistackError
 from bistack.files.claim import Layout, refuse_foreign, staged
+from bistack.files.leftovers import leftover_name, leftover_pattern
 from bistack.files.modeldir import model_layout
 from bistack.files.paths import refuse_shared_folder
 from bistack.files.swap import alive, exchange, restore_parked
@@ -55,6 +56,12 @@ def run_layout(name: str) -> Layout | bool | None:
     return True if name in STALE_WHEN_REPLACED else None
 
 
+def beside_no_model(name: str) -> bool | None:
+    """An output folder without a model holds no earlier run's files: a ``train.log`` or
+    ``metrics.csv`` there is the user's, and a run would write its own over it."""
+    return False if name in STALE_WHEN_REPLACED else None
+
+
 def check_output(output: Path, overwrite: bool) -> None:
     """Refuse an output that is a file, that another run is writing (said first: a running
     run's model is no reason to overwrite it), or that holds a model unless ``overwrite``."""
@@ -67,13 +74,21 @@ def check_output(output: Path, overwrite: bool) -> None:
             f"{output} already holds a model; give --overwrite to replace it (the old one stays "
             "until the new run has its first best model), or choose another --output"
         )
-    refuse_foreign(  # what a run replaces: its model whole, the replaced run's files beside it
-        output,
-        run_layout,
-        "--output",
-        "a new run replaces the model folder and the earlier run's files whole, so they would "
-        "be lost",
-    )
+    if (output / MODEL).exists():  # a run replaces the model whole, its run's files beside it
+        refuse_foreign(
+            output,
+            run_layout,
+            "--output",
+            "a new run replaces the model folder and the earlier run's files whole, so they "
+            "would be lost",
+        )
+    else:
+        refuse_foreign(
+            output,
+            beside_no_model,
+            "--output",
+            "a run writes its own files of those names there, so they would be lost",
+        )
     foreign = (
         []
         if not output.is_dir()
@@ -107,7 +122,7 @@ class RunDirectory:
         check_output(output, overwrite)
         output.parent.mkdir(parents=True, exist_ok=True)
         directory = cls._locked(output)
-        directory.staging = output.parent / f".{output.name}.staging-{os.getpid()}"
+        directory.staging = output.parent / leftover_name(output.name, "staging", os.getpid())
         directory.staging.mkdir()
         directory.committed = False
         return directory
@@ -131,7 +146,7 @@ class RunDirectory:
                 f"cleared a stale lock of a run that no longer runs (pid {previous.get('pid')}, "
                 f"started {previous.get('started')})"
             )
-        for leftover in output.parent.glob(f".{output.name}.staging-*"):
+        for leftover in output.parent.glob(leftover_pattern(output.name, "staging")):
             shutil.rmtree(leftover, ignore_errors=True)  # ours to clear: we hold the lock
         return directory
 
@@ -198,7 +213,7 @@ class RunDirectory:
 def refuse_if_in_use(output: Path) -> None:
     """Refuse ``output`` while another run holds its lock (a shared lock, taken and let go:
     nothing of this run's is written)."""
-    path = output.parent / f".{output.name}.lock"
+    path = lock_path(output)
     if not path.exists():
         return
     with open(path, encoding="utf-8") as handle:
@@ -219,9 +234,9 @@ def _in_use(output: Path, handle: IO[str], what: str = "training run") -> Output
 
 @contextmanager
 def output_lock(output: Path, what: str, wait: bool = False) -> Iterator[None]:
-    """``.NAME.lock`` beside ``output`` held for the block, as a training run holds its own (a
-    ``what``, such as a cross-validation, holding it already: OutputError naming it, or with
-    ``wait``, the block waits for it)."""
+    """``.NAME.bistack-lock`` beside ``output`` held for the block, as a training run holds
+    its own (a ``what``, such as a cross-validation, holding it already: OutputError naming
+    it, or with ``wait``, the block waits for it)."""
     output.parent.mkdir(parents=True, exist_ok=True)
     handle, _ = _lock(output, what, wait)
     try:
@@ -234,9 +249,9 @@ def output_lock(output: Path, what: str, wait: bool = False) -> Iterator[None]:
 def _lock(
     output: Path, what: str = "training run", wait: bool = False
 ) -> tuple[IO[str], dict | None]:
-    """Take ``.NAME.lock`` beside ``output`` (waiting for it with ``wait``); returns it and
+    """Take ``.NAME.bistack-lock`` beside ``output`` (waiting for it with ``wait``); returns it and
     what its previous holder wrote."""
-    path = output.parent / f".{output.name}.lock"
+    path = lock_path(output)
     handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the whole run
     try:
         fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -251,6 +266,11 @@ def _lock(
     handle.write(json.dumps({"pid": os.getpid(), "started": started}))
     handle.flush()
     return handle, previous
+
+
+def lock_path(output: Path) -> Path:
+    """The lock file beside ``output`` that a run (or a CV) holds while it writes there."""
+    return output.parent / leftover_name(output.name, "lock")
 
 
 def _read_holder(handle: IO[str]) -> dict:

@@ -18,6 +18,8 @@ import struct
 import time
 from pathlib import Path
 
+from bistack.files.leftovers import leftover_name
+
 FOLDER = "tensorboard"
 
 
@@ -104,6 +106,6 @@ def keep_until(folder: Path, step: int) -> None:
             event = Event.FromString(data)
             if event.file_version or event.step <= step:
                 kept.append(tfrecord(data))
-        temporary = path.with_name(f".{path.name}.tmp")
+        temporary = path.with_name(leftover_name(path.name, "tmp"))
         temporary.write_bytes(b"".join(kept))
         temporary.replace(path)

@@ -40,7 +40,7 @@ class TextDataConfig(SplitConfig):
     """Tables of texts and labels for classification and regression: .tsv, .csv, .jsonl,
     .parquet, or a HuggingFace dataset folder (``Dataset.save_to_disk``; one split's folder)."""
 
-    CROSS_VALIDATION_KEYS = ("group_column", "fold_column", "order_column")
+    CROSS_VALIDATION_KEYS = ("group_column", "fold_column", "order_column", "order_format")
 
     # auto: from the file extension, or datasets for a folder
     format: Literal["auto", "tsv", "csv", "jsonl", "parquet", "datasets"] = "auto"
@@ -59,6 +59,9 @@ class TextDataConfig(SplitConfig):
     # Cross-validation with --split time: the column of each row's time (a number, or a date
     # written as ISO's YYYY-MM-DD); each fold trains on the rows before those it holds out.
     order_column: str | None = None
+    # How data.order_column writes its dates, as strftime does ("%d/%m/%Y", "%m/%d/%Y"):
+    # needed where day and month could be either way round. None: numbers or ISO dates.
+    order_format: str | None = None
 
 
 @dataclass

@@ -114,6 +114,8 @@ class TextFolds:
         if data.order_column:  # read by --split time
             keys["order"] = self.column(data.order_column)
             keys["ordered_by"] = f"column {data.order_column!r}"
+            if data.order_format:
+                keys["order_format"] = data.order_format
         return keys
 
     def refuse_settings(self, settings: CVSettings) -> None:
@@ -130,6 +132,11 @@ class TextFolds:
             raise ConfigError(
                 f"--split time cuts the rows into blocks in time, and data.group_column "
                 f"{data.group_column!r} keeps each group whole in one fold: give one of the two"
+            )
+        if data.order_format and not data.order_column:
+            raise ConfigError(
+                f"data.order_format {data.order_format!r} says how data.order_column writes its "
+                "dates, and no data.order_column is given: name the column, or leave it out"
             )
         if data.order_column and settings.split != "time":
             raise ConfigError(

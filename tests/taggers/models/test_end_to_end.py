@@ -212,7 +212,7 @@ def test_ctrl_c_leaves_the_best_model_intact_and_loadable(tmp_path, tiny_conll):
     output, _ = process.communicate(timeout=60)
     assert process.returncode == 130, output
     assert "is intact in" in output
-    assert not [p for p in (run / "model").iterdir() if p.name.endswith(".tmp")]
+    assert not [p for p in (run / "model").iterdir() if ".bistack-" in p.name]
     tagger = Tagger.load(run / "model")
     assert tagger.tag_tokens([["Anna", "loves", "Rome"]])[0][0] in {"I-PER", "O", "I-LOC"}
 
