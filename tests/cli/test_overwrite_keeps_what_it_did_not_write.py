@@ -200,3 +200,45 @@ def file_cases(case: Case, out: Path, tmp_path: Path, capsys) -> None:
     assert main([*case.argv(out), "--overwrite"]) == 0, capsys.readouterr().err
     assert out.is_symlink() and real.read_bytes() == old
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "real.jsonl"]
+
+
+# Names a user writes that look like a run's leftovers (two dots, hidden) or its charts.
+USERS_NAMES = (".notes.md", ".env.local", ".backup.d/a.txt", "mine.png")
+
+
+def every_depth(out: Path) -> list[Path]:
+    """The folders of ``out`` from the top down to its deepest, and every report folder."""
+    deepest = deepest_folder(out)
+    chain = [out, *[out / Path(*deepest.relative_to(out).parts[:n]) for n in range(1, 99)]]
+    reports = [Path(d) for d, _, _ in os.walk(out) if Path(d).name.endswith("report")]
+    return sorted({p for p in chain if p.is_dir() and out in (p, *p.parents)} | set(reports))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", sorted(CASES))
+def test_hidden_names_with_two_dots_survive_overwrite_at_every_depth(
+    command, world, tmp_path, capsys
+):
+    case = CASES[command](world)
+    if not case.folder:
+        pytest.skip("predict writes a file: no depth to plant in")
+    out = tmp_path / "out"
+    assert main(case.argv(out)) == 0, capsys.readouterr().err
+    for folder in every_depth(out):
+        for name in USERS_NAMES:
+            planted = folder / name
+            planted.parent.mkdir(exist_ok=True)
+            planted.write_text("mine")
+            before = snapshot(tmp_path)
+            code = main([*case.argv(out), "--overwrite"])
+            err = capsys.readouterr().err
+            where = planted.relative_to(out)
+            assert planted.read_text() == "mine", f"{command} deleted {where}"
+            if code == 2:
+                assert Path(name).parts[0] in err and "Traceback" not in err, (where, err)
+                assert snapshot(tmp_path) == before, where
+            else:  # the run went ahead: only where a user's file is left beside it
+                assert code == 0 and folder == out, (where, err)
+            planted.unlink()
+            if planted.parent != folder:
+                planted.parent.rmdir()

@@ -61,3 +61,16 @@ def test_a_users_hidden_name_with_two_dots_is_never_taken_for_a_leftover(tmp_pat
     (run / "model" / name).write_text("mine")
     with pytest.raises(BistackError, match=re.escape(name)):
         check_output(run, overwrite=True)
+
+
+@pytest.mark.parametrize("name", ["train.log", "metrics.csv", "dev_metrics.json"])
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_a_runs_file_names_without_a_model_are_the_users(tmp_path, name, overwrite):
+    """Only a run's model makes the files beside it a run's: a ``train.log`` in a folder with
+    no model is the user's, and a run would write its own over it."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / name).write_text("mine")
+    with pytest.raises(BistackError, match=re.escape(f"did not write there ({name})")):
+        check_output(out, overwrite=overwrite)
+    assert (out / name).read_text() == "mine"
