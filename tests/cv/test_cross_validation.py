@@ -6,6 +6,7 @@ giving what one process gives, and each mistake refused with its reason, nothing
 import csv
 import itertools
 import json
+import os
 import random
 import signal
 import subprocess
@@ -611,3 +612,40 @@ def test_processes_sharing_a_cv_with_runs_finish_the_one_a_process_alone_finishe
     )
     assert (shared / "oof.csv").read_text() == (alone / "oof.csv").read_text()
     assert cv(config, shared, "--folds", "3", "--runs", "fold7") == 2  # named, refused
+
+
+@pytest.mark.slow
+def test_a_cv_in_use_by_processes_sharing_it_is_never_swept_from_under_them(
+    classifier_cv, tmp_path, capsys
+):
+    """While ``cv --runs`` trains folds of a CV, a ``cv`` or ``cv --overwrite`` into it is
+    refused naming that process, and the process finishes its folds."""
+    from bistack.runs.rundir import lock_holders, lock_path
+    from tests.warm_commands import warm_bistack
+
+    config, _ = classifier_cv
+    shared = tmp_path / "shared"
+    longer = ["--set", "train.max_epochs=20", "--set", "train.patience=20"]
+    process = subprocess.Popen(
+        [*warm_bistack(), "cv", str(config), "--output", str(shared), "--no-progress",
+         "--folds", "3", "--threads", "1", *longer, "--runs", "fold0", "fold1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while not (holders := lock_holders(lock_path(shared))) or not (shared / "folds").is_dir():
+        assert process.poll() is None, process.communicate()
+        assert time.monotonic() < deadline, "the sharing process never took the CV"
+        time.sleep(0.05)
+    os.kill(holders[0], signal.SIGSTOP)  # held mid-run, however fast it trains
+    try:
+        for flags in (["--overwrite"], []):
+            assert cv(config, shared, "--folds", "3", *longer, *flags) == 2
+            said = capsys.readouterr().err
+            assert f"{shared} is in use by another cross-validation (pid {holders[0]}" in said
+    finally:
+        os.kill(holders[0], signal.SIGCONT)
+    _, err = process.communicate(timeout=600)
+    assert process.returncode == 0, err
+    for fold in ("fold0", "fold1"):
+        assert (shared / "folds" / fold / "model" / "config.json").is_file()
+        assert (shared / "folds" / fold / "train.log").is_file()

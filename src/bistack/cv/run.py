@@ -53,7 +53,7 @@ from bistack.folds.settings import CVResult, CVSettings, RayCluster, SplitName
 from bistack.folds.splitters import splitter_for
 from bistack.runs.checkpoint import differences
 from bistack.runs.driver import RunOptions
-from bistack.runs.rundir import output_lock
+from bistack.runs.rundir import output_lock, shared_lock
 from bistack.tasks import config_from_dict, task_of
 
 
@@ -127,8 +127,9 @@ def run_cv(
             "--runs shares one cross-validation among processes, --overwrite starts one again "
             "in one process: give one of the two"
         )
-    if only:  # each fold takes its own lock; the CV's is taken to set up and to pool
-        return cv_in(config, family, output, settings, options, say, overwrite, only)
+    if only:  # held shared by every process training folds, each fold under its own lock
+        with shared_lock(output, "cross-validation"):
+            return cv_in(config, family, output, settings, options, say, overwrite, only)
     with output_lock(output, "cross-validation"):  # a second CV into it is refused, named
         return cv_in(config, family, output, settings, options, say, overwrite, only)
 
@@ -155,7 +156,9 @@ def cv_in(
     refuse_foreign(output, cv_files(family.OOF_FILES), replacing, family.FOLD_FILES)
     if replacing:  # the new CV beside the old one, swapped in when it has finished
         target = overwrite_staging(output, SETTINGS_FILE, record)
-    setting_up = output_lock(output, "cross-validation", wait=True) if only else nullcontext()
+    setting_up = (
+        output_lock(output, "cross-validation", wait=True, lock="setup") if only else nullcontext()
+    )
     with setting_up:  # processes sharing the CV (--runs) set it up one at a time
         plan = fold_plan(config, family, settings, target)
         claim_output(target, record)
@@ -207,7 +210,7 @@ def pool_once(
     process finds that first: under the CV's lock, each process reads the folds the others
     finished (each wrote its folds' records before taking the lock), and the CV is pooled
     unless it was since its last fold finished."""
-    with output_lock(output, "cross-validation", wait=True):
+    with output_lock(output, "cross-validation", wait=True, lock="setup"):
         found = {record.name: record for record in records}
         for job in jobs:
             if job.name not in found and (record := finished_fold(job, family)) is not None:

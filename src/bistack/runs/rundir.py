@@ -225,20 +225,39 @@ def refuse_if_in_use(output: Path) -> None:
 
 def _in_use(output: Path, handle: IO[str], what: str = "training run") -> OutputError:
     holder = _read_holder(handle)
+    pids = lock_holders(Path(handle.name)) or [holder.get("pid", "?")]
+    started = f", started {holder['started']}" if "started" in holder else ""
     return OutputError(
-        f"{output} is in use by another {what} (pid {holder.get('pid', '?')}, "
-        f"started {holder.get('started', '?')}); wait for it to finish, or choose another "
-        "--output"
+        f"{output} is in use by another {what} (pid {', '.join(map(str, pids))}{started}); "
+        "wait for it to finish, or choose another --output"
     )
 
 
+def lock_holders(path: Path) -> list[int]:
+    """The processes holding the ``flock`` on ``path``, as Linux's ``/proc/locks`` lists them
+    (a shared lock has several; empty where that file cannot be read)."""
+    try:
+        status = path.stat()
+        table = Path("/proc/locks").read_text(encoding="ascii")
+    except OSError:
+        return []
+    device = f"{os.major(status.st_dev):02x}:{os.minor(status.st_dev):02x}:{status.st_ino}"
+    pids = []
+    for line in table.splitlines():
+        fields = line.split()
+        if "->" not in fields and len(fields) > 5 and fields[1] == "FLOCK" and fields[5] == device:
+            pids.append(int(fields[4]))
+    return sorted(set(pids))
+
+
 @contextmanager
-def output_lock(output: Path, what: str, wait: bool = False) -> Iterator[None]:
+def output_lock(output: Path, what: str, wait: bool = False, lock: str = "lock") -> Iterator[None]:
     """``.NAME.bistack-lock`` beside ``output`` held for the block, as a training run holds
     its own (a ``what``, such as a cross-validation, holding it already: OutputError naming
-    it, or with ``wait``, the block waits for it)."""
+    it, or with ``wait``, the block waits for it). ``lock``: another lock of the output's,
+    (processes sharing a CV set it up one at a time under its ``setup`` lock)."""
     output.parent.mkdir(parents=True, exist_ok=True)
-    handle, _ = _lock(output, what, wait)
+    handle, _ = _lock(output, what, wait, lock)
     try:
         yield
     finally:
@@ -246,12 +265,32 @@ def output_lock(output: Path, what: str, wait: bool = False) -> Iterator[None]:
         handle.close()
 
 
+@contextmanager
+def shared_lock(output: Path, what: str) -> Iterator[None]:
+    """``.NAME.bistack-lock`` beside ``output`` held shared for the block: processes sharing
+    one output (a CV's folds trained under ``--runs``) hold it together, and while any does,
+    one that would take the output whole (:func:`output_lock`) is refused naming them, as
+    they are refused while such a one (a ``what``) holds it."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(lock_path(output), "a+", encoding="utf-8")  # noqa: SIM115 - held for the block
+    try:
+        fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        error = _in_use(output, handle, what)
+        handle.close()
+        raise error from None
+    try:
+        yield
+    finally:
+        handle.close()
+
+
 def _lock(
-    output: Path, what: str = "training run", wait: bool = False
+    output: Path, what: str = "training run", wait: bool = False, lock: str = "lock"
 ) -> tuple[IO[str], dict | None]:
-    """Take ``.NAME.bistack-lock`` beside ``output`` (waiting for it with ``wait``); returns it and
-    what its previous holder wrote."""
-    path = lock_path(output)
+    """Take ``.NAME.bistack-lock`` (or another ``lock`` of the output's) beside ``output``
+    (waiting for it with ``wait``); returns it and what its previous holder wrote."""
+    path = lock_path(output, lock)
     handle = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held for the whole run
     try:
         fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -268,9 +307,10 @@ def _lock(
     return handle, previous
 
 
-def lock_path(output: Path) -> Path:
-    """The lock file beside ``output`` that a run (or a CV) holds while it writes there."""
-    return output.parent / leftover_name(output.name, "lock")
+def lock_path(output: Path, lock: str = "lock") -> Path:
+    """The lock file beside ``output`` that a run (or a CV) holds while it writes there (or
+    another ``lock`` of the output's)."""
+    return output.parent / leftover_name(output.name, lock)
 
 
 def _read_holder(handle: IO[str]) -> dict:
