@@ -178,7 +178,8 @@ def test_a_model_trained_with_ids_writes_them_and_a_table_without_ids_its_rows(t
     pandas.read_csv(test).drop(columns="id").to_csv(bare, index=False)
     command[3] = str(bare)
     assert main([*command, "--output", str(tmp_path / "rows.csv")]) == 0
-    assert "first column is row" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert "first column is row" in said and "no column 'id', the model's data.id_column" in said
     table = pandas.read_csv(tmp_path / "rows.csv")
     assert list(table.columns) == ["row", "score"] and list(table["row"]) == [1, 2, 3, 4]
     assert main(["predict", str(model), "a", "b", "--output", str(tmp_path / "args.csv")]) == 0
@@ -216,3 +217,35 @@ def test_ids_holding_line_breaks_and_quotes_keep_their_rows(small_classifier, tm
         assert main([*command, "--output", str(sub)]) == 0
         table = pandas.read_csv(sub, sep=sep, dtype=str, keep_default_na=False)
         assert list(table["id"]) == AWKWARD_IDS
+
+
+def test_a_submission_reads_the_models_text_and_id_columns_as_it_trained(tmp_path, capsys):
+    """A CommonLit-shaped test file (``id,excerpt``) into ``id,target`` with no field named:
+    the texts from the model's data.text_column, the ids from its data.id_column."""
+    from bistack import tasks
+    from tests.conftest import train_quietly
+    from tests.text_models.test_end_to_end import sentiment_rows, text_config
+
+    rows = sentiment_rows(40, 0)
+    train = tmp_path / "train.csv"
+    pandas.DataFrame(
+        {"id": [f"x{i:03d}" for i in range(len(rows))], "excerpt": [t for t, _ in rows],
+         "target": [float(label) for _, label in rows]}
+    ).to_csv(train, index=False)  # fmt: skip
+    config = text_config(train, train, kind="regressor", train={"max_epochs": 1})
+    config["data"] |= {"text_column": "excerpt", "label_columns": ["target"], "id_column": "id"}
+    model = train_quietly(tasks.config_from_dict(config), tmp_path / "run")
+    test = tmp_path / "test.csv"
+    pandas.DataFrame({"id": ["a1", "b2"], "excerpt": ["good film", "bad film"]}).to_csv(
+        test, index=False
+    )
+    sub = tmp_path / "sub.csv"
+    assert main(["predict", str(model), "--input", str(test), "--output", str(sub)]) == 0
+    said = capsys.readouterr().err
+    assert "texts from the input's column 'excerpt'" in said and "column 'id'" in said
+    table = pandas.read_csv(sub)
+    assert list(table.columns) == ["id", "target"] and list(table["id"]) == ["a1", "b2"]
+    # A field named on the command line is the one read, the model's never replacing it.
+    assert main(["predict", str(model), "--input", str(test), "--text-field", "body",
+                 "--output", str(tmp_path / "other.csv")]) == 2  # fmt: skip
+    assert "'body'" in capsys.readouterr().err

@@ -71,9 +71,9 @@ def add_predict(commands: Any) -> None:
     )
     predict.add_argument(
         "--text-field",
-        default="text",
         metavar="NAME",
-        help="JSON lines, CSV, TSV, Parquet: the field or column holding the text (default text)",
+        help="JSON lines, CSV, TSV, Parquet: the field or column holding the text (default: the "
+        "model's data.text_column where the input has it, else text)",
     )
     predict.add_argument(
         "--id-field",

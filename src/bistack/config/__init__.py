@@ -48,6 +48,11 @@ class SplitConfig:
         """The cross-validation keys this config sets, which training alone leaves unused."""
         return [key for key in self.CROSS_VALIDATION_KEYS if getattr(self, key)]
 
+    def table_columns(self) -> tuple[str | None, str | None]:
+        """The columns of a table the model was trained on that a table given to ``predict``
+        is read by, ``(text, id)``: none for data that is not a table."""
+        return None, None
+
 
 @dataclass
 class FeaturesConfig:

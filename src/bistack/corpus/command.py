@@ -33,7 +33,9 @@ class CorpusRequest:
     input: str | None = None
     input_format: str | None = None
     tokenized: bool = False
-    text_field: str = "text"
+    # The field holding each text: None, the model's data.text_column where the input has
+    # it, else "text".
+    text_field: str | None = None
     id_field: str | None = None  # copied from each record into its prediction
     output: str | None = None
     overwrite: bool = False
@@ -122,8 +124,8 @@ def predict_command(request: CorpusRequest, job: PredictionJob, model: Predictor
                 f"{card.description}"
             )
         given = request.input
-        request, job = with_model_ids(request, job, model, fmt)
-        records = read_records(given, fmt, request.text_field, request.id_field)
+        request, job = with_model_columns(request, job, model, fmt)
+        records = read_records(given, fmt, request.text_field or "text", request.id_field)
         source = given if given != "-" else "<stdin>"
         total = count_records(given, fmt) if request.progress else None
         job = replace(job, keeps_place=True)
@@ -185,24 +187,40 @@ def predict_command(request: CorpusRequest, job: PredictionJob, model: Predictor
             file=sys.stderr,
         )
         if card.output_format(job.fmt).table and not request.id_field:
+            _, id_column = model.model.config.data.table_columns()
+            hint = (
+                f"the input has no column {id_column!r}, the model's data.id_column"
+                if id_column
+                else "no id: give --id-field, or train with data.id_column"
+            )
             print(
                 f"{request.output}'s first column is row: each record's place in the input, "
-                "counted from 1 (no id: give --id-field, or train with data.id_column)",
+                f"counted from 1 ({hint})",
                 file=sys.stderr,
             )
     return 0
 
 
-def with_model_ids(
+def with_model_columns(
     request: CorpusRequest, job: PredictionJob, model: Predictor, fmt: str
 ) -> tuple[CorpusRequest, PredictionJob]:
-    """A table's ids without ``--id-field``: the column a model trained with
-    ``data.id_column`` took its ids from, where the input has it (a competition's test file
-    has the training file's id column)."""
-    if request.id_field is not None or not model.card.output_format(job.fmt).table:
-        return request, job
-    id_column = getattr(getattr(model.model.config, "data", None), "id_column", None)
-    if not id_column or id_column not in input_fields(request.input or "-", fmt):
+    """The input's columns as the model's training table named them, where the flags name
+    none and the input has them (a competition's test file has the training file's text and
+    id columns): the texts from ``data.text_column`` (else ``text``), and, for a table's
+    output, the ids from ``data.id_column``."""
+    text_column, id_column = model.model.config.data.table_columns()
+    fields = input_fields(request.input or "-", fmt) if text_column or id_column else set()
+    if request.text_field is None:
+        found = text_column is not None and text_column in fields
+        if found and text_column != "text":
+            print(
+                f"texts from the input's column {text_column!r} (the model's "
+                "data.text_column)",
+                file=sys.stderr,
+            )
+        request = replace(request, text_field=text_column if found else "text")
+    table = model.card.output_format(job.fmt).table
+    if request.id_field is not None or not table or not id_column or id_column not in fields:
         return request, job
     print(
         f"ids from the input's column {id_column!r} (the model's data.id_column)", file=sys.stderr

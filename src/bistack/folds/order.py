@@ -88,7 +88,8 @@ def _iso(value: str) -> datetime | None:
     day = _ISO_DAY.fullmatch(value)
     try:
         if day is not None:  # unpadded months and days too: 2020-1-5
-            return datetime(*(int(part) for part in day.groups()))
+            year, month, date = (int(part) for part in day.groups())
+            return datetime(year, month, date)
         parsed = datetime.fromisoformat(value)
     except ValueError:
         return None

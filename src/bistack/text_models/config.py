@@ -63,6 +63,9 @@ class TextDataConfig(SplitConfig):
     # needed where day and month could be either way round. None: numbers or ISO dates.
     order_format: str | None = None
 
+    def table_columns(self) -> tuple[str | None, str | None]:
+        return self.text_column, self.id_column
+
 
 @dataclass
 class RegressionConfig:
