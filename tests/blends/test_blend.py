@@ -426,13 +426,14 @@ def test_a_blend_says_whether_it_beats_its_best_run_beyond_the_noise():
     rng = np.random.default_rng(0)
     best = run("lstm", 0.1, rng.normal(0, 0.1, 40))
     runs = [run("gru", 0.3, rng.normal(0, 0.3, 40)), best]
-    losing = verdict(runs, best.predictions + 0.5, assignment, rmse)
+    own = {"gru": 0.3, "lstm": 0.1}
+    losing = verdict(runs, own, best.predictions + 0.5, assignment, rmse)
     assert losing["best_run"] == "lstm" and losing["beyond_noise"] and not losing["blend_wins"]
     assert losing["says"].startswith("the nested blend loses to lstm, the best run, beyond")
     assert len(losing["per_fold"]) == 4 and losing["difference"] > 0  # RMSE: blend minus run
-    winning = verdict(runs, gold[:, None], assignment, rmse)
+    winning = verdict(runs, own, gold[:, None], assignment, rmse)
     assert winning["beyond_noise"] and winning["blend_wins"]
-    tied = verdict(runs, best.predictions[::-1].copy(), assignment, rmse)
+    tied = verdict(runs, own, best.predictions[::-1].copy(), assignment, rmse)
     assert "within the noise" in tied["says"] or tied["beyond_noise"]
 
 
@@ -478,3 +479,30 @@ def test_a_blend_predicts_a_chunk_at_a_time_with_bounded_memory(regressor_blend,
     chunked = [p.values["label"] for p in blend.predict(texts, batch_size=4)]
     assert sizes == [4, 4, 1]  # one backbone pass a chunk, shared by every run
     assert chunked == pytest.approx(whole, abs=1e-5)
+
+
+def test_the_verdict_holds_its_promise_at_the_folds_people_use():
+    """At 3 folds a paired t of 2.5 is within the noise (the quantile is 4.30, where two
+    standard errors would have called it); the quantiles are Student's."""
+    from types import SimpleNamespace
+
+    from scipy import stats
+
+    from bistack.blends.run import verdict
+    from bistack.metrics.noise import t_quantile_975
+
+    for degrees in (1, 2, 3, 4, 10, 29, 30, 31, 60, 200):
+        assert t_quantile_975(degrees) == pytest.approx(stats.t.ppf(0.975, degrees), abs=1e-3)
+    card = SimpleNamespace(metric=SimpleNamespace(higher_is_better=True))
+    spread = np.sqrt(3) / 2.5  # mean 1, standard deviation spread: t = 2.5 exactly
+    per_fold = np.array([1 - spread, 1.0, 1 + spread])
+    rows = np.arange(3)
+    runs = [SimpleNamespace(name="run", card=card, summary={"cv": 0.0}, predictions=np.zeros(3))]
+
+    def score(predictions, held):
+        return float(predictions.sum())
+
+    said = verdict(runs, {"run": 0.0}, per_fold, list(rows), score)
+    assert said["t"] == pytest.approx(2.5) and said["t_needed"] == pytest.approx(4.303)
+    assert "within the noise" in said["says"] and not said["beyond_noise"]
+    assert "2 degrees of freedom" in said["says"]

@@ -36,6 +36,7 @@ from bistack.files.modeldir import write_json
 from bistack.files.paths import refuse_overlap
 from bistack.files.swap import atomic_folder
 from bistack.folds.weights import MAX_ROUNDS, METHODS, BlendMethod, blended
+from bistack.metrics.noise import t_quantile_975
 
 BLEND_FILE = "blend.json"
 Say = Callable[[str], None]
@@ -114,15 +115,23 @@ def blend(
         return first.part.fit(stacked, rows, method, rounds or 100)
 
     score = first.part.score  # the metric of predictions of rows (every row: None)
+    own = {run.name: score(run.predictions) for run in runs}  # as the blend scores each run
+    for run in runs:
+        if own[run.name] != float(run.summary["cv"]):
+            say(
+                f"{run.name}: CV {metric} {float(run.summary['cv']):.4f} as its CV scored it, "
+                f"{own[run.name]:.4f} as the blend scores its out-of-fold predictions (the "
+                "figure its table and verdict use)"
+            )
     everything = list(range(len(first.predictions)))
     weights = fit(everything)
     in_sample = score(blended(weights, stacked))
     nested_predictions, fold_weights = nested(fit, stacked, first.plan.assignments[0])
     nested_score = score(nested_predictions)
     without = [score_without(runs, r, method, rounds, score) for r in range(len(runs))]
-    record = blend_record(runs, weights, fold_weights, without, metric, method, rounds)
+    record = blend_record(runs, own, weights, fold_weights, without, metric, method, rounds)
     record["scores"] = {"nested": nested_score, "in_sample": in_sample}
-    record["verdict"] = verdict(runs, nested_predictions, first.plan.assignments[0], score)
+    record["verdict"] = verdict(runs, own, nested_predictions, first.plan.assignments[0], score)
     with atomic_folder(output) as staging:
         write_json(staging / BLEND_FILE, record)
         write_model(staging / MODEL_DIR, runs, weights, record)
@@ -131,7 +140,7 @@ def blend(
         {run.name: float(w) for run, w in zip(runs, weights, strict=True)},
         nested_score,
         in_sample,
-        {run.name: float(run.summary["cv"]) for run in runs},
+        own,
         output,
         record["verdict"],
     )
@@ -140,14 +149,19 @@ def blend(
 
 
 def verdict(
-    runs: list[CVRun], nested_predictions: np.ndarray, assignment: Sequence[int], score: Callable
+    runs: list[CVRun],
+    own: dict[str, float],
+    nested_predictions: np.ndarray,
+    assignment: Sequence[int],
+    score: Callable,
 ) -> dict[str, Any]:
-    """Whether the nested blend beats the best single run (the best CV score), by how much, and
+    """Whether the nested blend beats the best single run (the best score ``own``: each run's
+    out-of-fold predictions as the blend scores them), by how much, and
     whether that is beyond the noise: the paired difference of their scores fold by fold (the
-    same folds, the blend's minus the run's) is beyond noise when its mean's size exceeds two
-    standard errors."""
+    same folds, the blend's minus the run's) is beyond noise when its mean over its standard
+    error exceeds Student's t at 95% two-sided for the folds' degrees of freedom (K - 1)."""
     higher = runs[0].card.metric.higher_is_better
-    best = (max if higher else min)(runs, key=lambda run: float(run.summary["cv"]))
+    best = (max if higher else min)(runs, key=lambda run: own[run.name])
     differences = []
     for fold in sorted(set(assignment)):
         held = [i for i, f in enumerate(assignment) if f == fold]
@@ -156,7 +170,10 @@ def verdict(
     mean = float(np.mean(differences))
     error = float(np.std(differences, ddof=1) / np.sqrt(len(differences)))
     gain = mean if higher else -mean  # in the metric's good direction
-    beyond = abs(mean) > 2 * error
+    degrees = len(differences) - 1
+    quantile = t_quantile_975(degrees)
+    statistic = abs(mean) / error if error > 0 else (0.0 if mean == 0 else float("inf"))
+    beyond = statistic > quantile
     if not beyond:
         says = f"the nested blend and {best.name}, the best run, are within the noise"
     elif gain > 0:
@@ -170,8 +187,11 @@ def verdict(
         "per_fold": differences,
         "beyond_noise": bool(beyond),
         "blend_wins": bool(gain > 0),
+        "t": statistic,
+        "t_needed": quantile,
         "says": f"{says} ({mean:+.4f} a fold on average, standard error {error:.4f}, blend "
-        "minus run)",
+        f"minus run; |t| {statistic:.2f} against {quantile:.2f}, paired t at 95% two-sided with "
+        f"{degrees} degrees of freedom)",
     }
 
 
@@ -204,6 +224,7 @@ def score_without(
 
 def blend_record(
     runs: list[CVRun],
+    own: dict[str, float],
     weights: np.ndarray,
     fold_weights: list[list[float]],
     without: list[float],
@@ -211,8 +232,9 @@ def blend_record(
     method: BlendMethod,
     rounds: int | None,
 ) -> dict[str, Any]:
-    """What ``blend.json`` says: how the weights were fitted, each run with its CV score,
-    weight and contribution, and the weights each fold's nested fit chose."""
+    """What ``blend.json`` says: how the weights were fitted, each run with its CV score (as
+    the blend scores its out-of-fold predictions: ``own``), weight and contribution, and the
+    weights each fold's nested fit chose."""
     first = runs[0]
     return {
         "metric": metric,
@@ -228,7 +250,7 @@ def blend_record(
                 "name": run.name,
                 "path": str(run.path),
                 "kind": run.card.kind,
-                "cv": float(run.summary["cv"]),
+                "cv": own[run.name],
                 "weight": float(weight),
                 "blend_without_it": left_out,
             }

@@ -214,8 +214,7 @@ def with_model_columns(
         found = text_column is not None and text_column in fields
         if found and text_column != "text":
             print(
-                f"texts from the input's column {text_column!r} (the model's "
-                "data.text_column)",
+                f"texts from the input's column {text_column!r} (the model's data.text_column)",
                 file=sys.stderr,
             )
         request = replace(request, text_field=text_column if found else "text")

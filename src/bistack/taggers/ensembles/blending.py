@@ -1,21 +1,16 @@
-"""Taggers blend: a tagger CV keeps its out-of-fold token marginals (each sentence's tags'
-probabilities, as the fold model that never saw it gives them, in the fold ensemble's tags),
-and ``bistack blend`` weights the runs' marginals, decoding the weighted mean under the
-scheme's constraints as the tagger ensemble decodes its mean.
+"""Taggers blend as one CRF: a tagger CV keeps its out-of-fold log-potentials (each sentence's
+emissions as the fold model that never saw it gives them, and that fold's CRF scores:
+``bistack.taggers.ensembles.potentials``), and ``bistack blend`` weights the runs'
+potentials. A weighted sum of CRFs is a CRF, decoded exactly by Viterbi: at weight 1 on one run
+the blend tags each sentence as that run's fold did, and scores that run's CV.
 
 Entity F1 is not differentiable in the weights: they are the point of a grid over the simplex
 (step 0.1) with the best out-of-fold entity F1 (of equal ones, the one with fewest runs), or
 Caruana's greedy selection scored by it.
-
-``oof_marginals.safetensors`` holds ``marginals`` ``(tokens, tags)`` (every sentence's tokens
-end to end, in the file's order) and ``offsets`` ``(sentences + 1,)`` (where each sentence's
-tokens start), with the tags, the scheme they are decoded in and the file's scheme as
-metadata.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,78 +19,58 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from bistack.errors import ConfigError
-from bistack.files.modeldir import atomic_write
 from bistack.folds.blending import check_oof_rows
 from bistack.folds.contract import JSON
 from bistack.folds.plan import FoldPlan
 from bistack.folds.weights import BlendMethod, blended, greedy_weights, grid_weights
-from bistack.kernels.crf_compiled import IMPOSSIBLE
+from bistack.kernels.crf_compiled import IMPOSSIBLE, viterbi_best
 from bistack.metrics.entities import score_entities
 from bistack.schemes import convert_tags
-from bistack.taggers.emissions.decoding import TagDecoder
+from bistack.taggers.ensembles.potentials import POTENTIALS_FILE, read_potentials
 
 if TYPE_CHECKING:
     from bistack.cards import Card
 
-MARGINALS_FILE = "oof_marginals.safetensors"
 DECODED_AT_ONCE = 512  # sentences decoded in one batch while the weights are searched
 
 
-def save_marginals(
-    path: Path,
-    marginals: Sequence[np.ndarray],
-    labels: Sequence[str],
-    scheme: str,
-    output_scheme: str,
-) -> None:
-    """Each sentence's marginals ``(tokens, tags)`` (in the file's order, over ``labels`` in
-    ``scheme``), written whole or not at all."""
-    from safetensors.numpy import save_file
-
-    lengths = [len(m) for m in marginals]
-    tensors: dict[str, np.ndarray] = {
-        "marginals": np.ascontiguousarray(np.concatenate(marginals), dtype=np.float32),
-        "offsets": np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
-    }
-    meta = {"labels": list(labels), "scheme": scheme, "output_scheme": output_scheme}
-    metadata = {"tags": json.dumps(meta)}
-    atomic_write(path, lambda temporary: save_file(tensors, temporary, metadata=metadata))
-
-
 class TaggerBlendPart:
-    """A tagger CV as a blend weighs it: each sentence's out-of-fold marginals ``(sentences,
-    longest, tags)`` (0 past a sentence's end), its gold tags, and how the blend decodes."""
+    """A tagger CV as a blend weighs it: each sentence's out-of-fold log-potentials packed
+    ``(sentences, longest + tags + 2, tags)``: its emissions (IMPOSSIBLE past its end), then
+    its fold's transitions [from, to], start and end scores, so that a weighted sum of runs'
+    rows is the weighted sum of their CRFs; its gold tags, and how the blend decodes."""
 
     OBJECTIVE: ClassVar[str] = (
-        "entity F1 of the weighted mean of token marginals, decoded under the scheme's "
-        "constraints (a grid over the simplex at step 0.1, or the greedy selection)"
+        "entity F1 of the weighted sum of the runs' CRF log-potentials, decoded exactly by "
+        "Viterbi (a grid over the simplex at step 0.1, or the greedy selection)"
     )
-    predicts = "token marginals"
+    predicts = "token log-potentials"
 
     def __init__(
         self,
         predictions: np.ndarray,
         lengths: list[int],
+        folds: list[int],
         gold: list[list[str]],
         names: list[str],
-        scheme: str,
         output_scheme: str,
         metric: str,
     ) -> None:
         self.predictions = predictions
         self.lengths = lengths
+        self.folds = folds
         self.gold = gold
         self.names = names
         self.output_scheme = output_scheme
         self.metric = metric
-        self.decoder = TagDecoder.constrained(names, scheme)
+        self.longest = predictions.shape[1] - len(names) - 2
 
     @classmethod
     def read(
         cls, card: Card, folder: Path, config: dict[str, Any], plan: FoldPlan, metric: str
     ) -> TaggerBlendPart:
         """The tagger CV in ``folder``: its ``oof.jsonl`` (each sentence's line, fold and
-        gold tags, checked against ``plan``) and its marginals, the tags sorted so that runs'
+        gold tags, checked against ``plan``) and its potentials, the tags sorted so that runs'
         columns align; an error naming what is missing or was edited."""
         oof = folder / "oof.jsonl"
         lines, folds, gold = [], [], []
@@ -112,20 +87,29 @@ class TaggerBlendPart:
                 f"({error}); was it edited?"
             ) from None
         check_oof_rows(oof, lines, folds, plan)
-        marginals, offsets, meta = read_marginals(folder / MARGINALS_FILE)
+        arrays, meta = read_potentials(folder / POTENTIALS_FILE)
         lengths = [len(tags) for tags in gold]
+        offsets = arrays["offsets"]
         if offsets.tolist() != np.concatenate([[0], np.cumsum(lengths)]).tolist():
             raise ConfigError(
-                f"{folder / MARGINALS_FILE}: not the marginals of {oof}'s sentences (their "
+                f"{folder / POTENTIALS_FILE}: not the potentials of {oof}'s sentences (their "
                 "lengths differ); was it edited? Run the same bistack cv again to write it anew"
             )
         labels = list(meta["labels"])
         order = sorted(range(len(labels)), key=labels.__getitem__)
-        padded = np.zeros((len(lengths), max(lengths), len(labels)), dtype=np.float32)
-        for sentence, (start, end) in enumerate(itertools.pairwise(offsets)):
-            padded[sentence, : end - start] = marginals[start:end][:, order]
+        tags, longest = len(labels), max(lengths)
+        packed = np.full((len(lengths), longest + tags + 2, tags), IMPOSSIBLE, dtype=np.float32)
+        emissions, sentence_folds = arrays["emissions"], arrays["fold"].tolist()
+        for sentence, fold in enumerate(sentence_folds):
+            start, end = offsets[sentence], offsets[sentence + 1]
+            packed[sentence, : end - start] = emissions[start:end][:, order]
+            packed[sentence, longest : longest + tags] = arrays["transitions"][fold][
+                np.ix_(order, order)
+            ]
+            packed[sentence, -2] = arrays["start"][fold][order]
+            packed[sentence, -1] = arrays["end"][fold][order]
         names = [labels[i] for i in order]
-        return cls(padded, lengths, gold, names, meta["scheme"], meta["output_scheme"], metric)
+        return cls(packed, lengths, sentence_folds, gold, names, meta["output_scheme"], metric)
 
     def fit(
         self, stacked: np.ndarray, rows: list[int], method: BlendMethod, rounds: int
@@ -139,53 +123,38 @@ class TaggerBlendPart:
             lambda weights: -self.score(blended(weights, chosen), rows), len(stacked)
         )
 
-    def score(self, predictions: np.ndarray, rows: Sequence[int] | None = None) -> float:
-        """The entity score (the CV's metric) of marginals ``predictions`` of ``rows``, each
-        sentence decoded as the tagger ensemble decodes its mean marginals."""
+    def paths(self, predictions: np.ndarray, rows: Sequence[int] | None = None) -> list[list[str]]:
+        """The tags (in the file's scheme) of ``rows`` decoded from their potentials
+        ``predictions`` (one a row of ``rows``, in order), by Viterbi under each sentence's
+        fold's CRF (sentences of one fold decoded together)."""
         chosen = list(range(len(self.lengths))) if rows is None else list(rows)
-        predicted = []
-        for start in range(0, len(chosen), DECODED_AT_ONCE):
-            part = chosen[start : start + DECODED_AT_ONCE]
-            lengths = [self.lengths[row] for row in part]
-            values = predictions[start : start + len(part), : max(lengths)]
-            with np.errstate(divide="ignore"):
-                logs = np.maximum(np.log(values), IMPOSSIBLE).astype(np.float32)
-            for analysis in self.decoder.analyse(logs, lengths, confidence=False):
-                tags = [self.names[tag] for tag in analysis.path]
-                predicted.append(convert_tags(tags, self.output_scheme))
+        tags = len(self.names)
+        by_fold: dict[int, list[int]] = {}
+        for position, row in enumerate(chosen):
+            by_fold.setdefault(self.folds[row], []).append(position)
+        found: dict[int, list[str]] = {}
+        for positions in by_fold.values():
+            first = predictions[positions[0]]
+            crf = (first[self.longest : self.longest + tags], first[-2], first[-1])
+            for start in range(0, len(positions), DECODED_AT_ONCE):
+                part = positions[start : start + DECODED_AT_ONCE]
+                lengths = np.asarray([self.lengths[chosen[p]] for p in part], dtype=np.int64)
+                emissions = np.ascontiguousarray(predictions[part, : lengths.max()])
+                best, _ = viterbi_best(emissions, lengths, *crf)
+                for p, path, length in zip(part, best, lengths, strict=True):
+                    labels = [self.names[tag] for tag in path[:length]]
+                    found[p] = convert_tags(labels, self.output_scheme)
+        return [found[p] for p in range(len(chosen))]
+
+    def score(self, predictions: np.ndarray, rows: Sequence[int] | None = None) -> float:
+        """The entity score (the CV's metric) of potentials ``predictions`` of ``rows``."""
+        chosen = list(range(len(self.lengths))) if rows is None else list(rows)
+        predicted = self.paths(predictions, chosen)
         found = score_entities([self.gold[row] for row in chosen], predicted).to_json()
         return float(found[self.metric])  # type: ignore[arg-type]
 
     @staticmethod
     def kept_calibration(ensemble: JSON) -> JSON:
-        """Nothing: a tagger blend's confidences are its weighted mean marginals' (a run's
-        temperature was fitted on its own mean, not on the blend's)."""
+        """Nothing: a tagger blend's confidences are its blended CRF's (a run's temperature
+        was fitted on its own ensemble, not on the blend)."""
         return {}
-
-
-def read_marginals(path: Path) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
-    """``oof_marginals.safetensors``: the marginals, the offsets and what they are over; an
-    error naming the file where it is missing or damaged."""
-    from safetensors import SafetensorError, safe_open
-
-    if not path.is_file():
-        raise ConfigError(
-            f"{path}: missing: a blend of taggers weighs the out-of-fold token marginals a "
-            "tagger CV keeps there (a CV of plain tags, which have no entities to score a "
-            "blend by, keeps none; one of an earlier version neither: run the same bistack cv "
-            "again with --overwrite)"
-        )
-    try:
-        with safe_open(str(path), framework="numpy") as opened:
-            marginals = opened.get_tensor("marginals")
-            offsets = opened.get_tensor("offsets")
-            meta = json.loads((opened.metadata() or {})["tags"])
-        finite = bool(np.isfinite(marginals).all()) and marginals.min(initial=0.0) >= 0.0
-        if not finite or marginals.ndim != 2 or marginals.shape[1] != len(meta["labels"]):
-            raise ValueError("marginals that are not probabilities over its tags")
-    except (SafetensorError, OSError, KeyError, ValueError) as error:
-        raise ConfigError(
-            f"{path}: not the out-of-fold marginals bistack cv wrote ({error}); was it edited? "
-            "Run the same bistack cv again to write it anew"
-        ) from None
-    return marginals, offsets, meta

@@ -8,8 +8,9 @@ agree on its tokens; the scheme's constraints keep every path well formed.
 Where ``bistack cv`` fitted one, the ensemble's confidences divide those logs by a temperature
 fitted on the out-of-fold marginals (``calibration`` in ``ensemble.json``): each member reads
 its own held-out sentences there, decoded as the ensemble decodes. A blend of tagger CVs
-(``bistack blend``) is one too: its members' marginals weighted by their runs' weights, with no
-temperature (a run's was fitted on its own mean, not on the blend's).
+(``bistack blend``) is one CRF: the weighted sum of its members' log-potentials (emissions and
+CRF scores, each run's weight shared by its members: ``bistack.taggers.ensembles.potentials``),
+decoded exactly, as the blend's weights were scored on the runs' out-of-fold potentials.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from bistack.files.ensemble_dir import EnsembleMeta
 from bistack.kernels.crf_compiled import IMPOSSIBLE
 from bistack.models.ensembles import OpenMember, open_members
 from bistack.taggers.emissions.decoding import TagDecoder
+from bistack.taggers.ensembles.potentials import aligned_crf, aligned_emissions, weighted_crf
 from bistack.taggers.models.tagging import Emitter, Tagging, host_array
 
 
@@ -55,7 +57,14 @@ class TaggerEnsemble(Tagging):
             raise ModelFileError(f"ensemble members tag in different schemes ({sorted(schemes)})")
         labels = list(self.members[0].decoder.labels)  # then any a fold alone learnt
         labels += sorted({t for m in self.members for t in m.decoder.labels} - set(labels))
-        self._decoder = TagDecoder.constrained(labels, self.members[0].decoder.scheme)
+        scheme = self.members[0].decoder.scheme
+        self.blended = meta.blend
+        if self.blended:  # one CRF: the weighted sum of the members'
+            total = sum(self.weights.values())
+            parts = [(self.weights[id(m)] / total, aligned_crf(m.decoder, labels)) for m in members]
+            self._decoder = TagDecoder(labels, scheme, weighted_crf(parts))
+        else:
+            self._decoder = TagDecoder.constrained(labels, scheme)
         self.calibration = dict(meta.values.get("calibration") or {})
 
     @classmethod
@@ -137,14 +146,19 @@ class TaggerEnsemble(Tagging):
     def log_mean_marginals(
         self, parts: Sequence[tuple[Tagging, np.ndarray]], lengths: Sequence[int]
     ) -> np.ndarray:
-        """What the ensemble decodes: the log of the mean over ``parts`` (a member, and its
-        emissions ``(batch, seq_len, member's tags)`` of one batch) of the members' marginals
-        (each weighted by its member's weight, where they differ), ``(batch, seq_len,
-        ensemble's tags)``; a tag no member gives: IMPOSSIBLE."""
+        """What the ensemble decodes, ``(batch, seq_len, ensemble's tags)``, from ``parts`` (a
+        member, and its emissions ``(batch, seq_len, member's tags)`` of one batch): the log of
+        the members' mean marginals (a tag no member gives: IMPOSSIBLE), or, of a blend, the
+        weighted sum of their log-potentials (its decoder holds the sum of their CRFs)."""
         width = max(lengths)
         column = {tag: index for index, tag in enumerate(self._decoder.labels)}
         total = np.zeros((len(lengths), width, len(column)), dtype=np.float32)
         weights = [self.weights.get(id(member), 1.0) for member, _ in parts]
+        if self.blended:
+            labels = list(self._decoder.labels)
+            for (member, scores), weight in zip(parts, weights, strict=True):
+                total += weight * aligned_emissions(member.decoder, scores[:, :width], labels)
+            return total / sum(weights)
         for (member, scores), weight in zip(parts, weights, strict=True):
             decoder = member.decoder
             columns = [column[tag] for tag in decoder.labels]

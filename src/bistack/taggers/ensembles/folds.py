@@ -12,8 +12,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-import numpy as np
-
 from bistack.data.conll import Sentence
 from bistack.data.tagged import read_tagged
 from bistack.errors import ConfigError, DataError
@@ -26,10 +24,14 @@ from bistack.folds.splitters import SplitKeys
 from bistack.metrics.entities import EntityScores
 from bistack.schemes import PLAIN, detect_scheme, spans_from_tags
 from bistack.taggers.config import LayerPoolingTaggerConfig, TaggerConfig
-from bistack.taggers.ensembles.blending import MARGINALS_FILE, save_marginals
 from bistack.taggers.ensembles.held_out import HELD_OUT_FILE, load_held_out, save_held_out
+from bistack.taggers.ensembles.potentials import (
+    POTENTIALS_FILE,
+    out_of_fold_potentials,
+    save_potentials,
+)
 from bistack.taggers.ensembles.records import (
-    OutOfFoldMarginals,
+    OutOfFoldPotentials,
     OutOfFoldTagging,
     TaggedHeldOut,
     TaggerFold,
@@ -43,7 +45,6 @@ from bistack.taggers.recipe import TaggingData
 if TYPE_CHECKING:
     from bistack.cards import Card
     from bistack.taggers.emissions.calibration import DevEmissions
-    from bistack.taggers.ensembles.ensemble import TaggerEnsemble
     from bistack.taggers.models.layer_tagger import LayerPoolingTagger
 
 NO_ENTITY = "no entity"
@@ -54,7 +55,7 @@ class TaggerFolds:
     """Cross-validation of a tagger's ``config`` (``open_model``: the door's opener of a saved
     model of ``card``'s kind, ``open_model(folder, parts)``)."""
 
-    OOF_FILES: ClassVar[tuple[str, ...]] = ("oof.jsonl", "oof.conll", MARGINALS_FILE)
+    OOF_FILES: ClassVar[tuple[str, ...]] = ("oof.jsonl", "oof.conll", POTENTIALS_FILE)
     FOLD_FILES: ClassVar[tuple[str, ...]] = (HELD_OUT_FILE,)
     ROWS_ARE: ClassVar[str] = "sentences"
 
@@ -71,7 +72,7 @@ class TaggerFolds:
         # rows, kept where the fold was trained in this process (see ``predict_held_out``).
         self._held: dict[tuple[int, ...], tuple[Tagging, DevEmissions]] = {}
         # Each sentence's out-of-fold marginals, once the ensemble's fit has read them.
-        self._marginals: OutOfFoldMarginals | None = None
+        self._potentials: OutOfFoldPotentials | None = None
         data = config.data
         self.rows: list[Sentence] = read_tagged(data.train, data)
         if not self.rows:
@@ -350,7 +351,8 @@ class TaggerFolds:
                 logs = ensemble.log_mean_marginals([(member, batch.emissions)], batch.lengths)
                 rows = [held[i] for i in batch.indices]
                 batches.append(EmissionBatch(rows, batch.lengths, logs))
-        self._marginals = self.sentence_marginals(batches, ensemble)
+        labels = list(ensemble.decoder.labels)
+        self._potentials = out_of_fold_potentials(records, held_out, labels, len(self.rows))
         gold = [{(s.start, s.end, s.label) for s in spans_from_tags(r.tags)} for r in self.rows]
         marginals = DevEmissions(batches, gold)
         fit = calibrate(ensemble, self.rows, dev=marginals)
@@ -380,23 +382,6 @@ class TaggerFolds:
             meta["calibration"] = ensemble.calibration
         return meta, "\n".join(notes)
 
-    def sentence_marginals(
-        self, batches: Sequence[EmissionBatch], ensemble: TaggerEnsemble
-    ) -> OutOfFoldMarginals:
-        """Each sentence's marginals ``(tokens, tags)`` in the file's order (``batches``: the
-        log marginals of each fold's held-out sentences, in the ensemble's tags)."""
-        found = {}
-        for batch in batches:
-            for position, (row, length) in enumerate(
-                zip(batch.indices, batch.lengths, strict=True)
-            ):
-                found[row] = np.exp(batch.emissions[position, :length])
-        decoder = ensemble.decoder
-        sentences = [found[row] for row in range(len(self.rows))]
-        return OutOfFoldMarginals(
-            sentences, list(decoder.labels), decoder.scheme, ensemble.output_scheme
-        )
-
     def write_oof(self, output: Path, plan: FoldPlan, oof: OutOfFoldTagging) -> list[str]:
         """``oof.jsonl`` (each sentence as ``predict --format jsonl`` writes it, after its line,
         fold and gold tags), ``oof.conll`` (token, gold tag, predicted tag: conlleval's
@@ -415,15 +400,17 @@ class TaggerFolds:
         text, conll = "".join(lines), "".join(columns)
         atomic_write(output / "oof.jsonl", lambda temporary: Path(temporary).write_text(text))
         atomic_write(output / "oof.conll", lambda temporary: Path(temporary).write_text(conll))
-        if self._marginals is None:  # plain tags: no entities to weigh a blend by
+        if self._potentials is None:  # plain tags: no entities to weigh a blend by
             return ["oof.jsonl", "oof.conll"]
-        marginals = self._marginals
-        save_marginals(
-            output / MARGINALS_FILE,
-            marginals.sentences,
-            marginals.labels,
-            marginals.scheme,
-            marginals.output_scheme,
+        found = self._potentials
+        save_potentials(
+            output / POTENTIALS_FILE,
+            found.sentences,
+            found.folds,
+            found.crfs,
+            found.labels,
+            found.scheme,
+            found.output_scheme,
         )
         return list(self.OOF_FILES)
 

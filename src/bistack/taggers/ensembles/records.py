@@ -13,6 +13,7 @@ from bistack.folds.contract import JSON, FoldResult
 
 if TYPE_CHECKING:
     from bistack.models.backbone import TransformerBackbone
+    from bistack.taggers.emissions.confidence import CRFScores
     from bistack.taggers.layer_recipe import WordStatesByLine
 
 # A sentence as ``predict`` writes it: its tokens and entities with their confidences.
@@ -41,11 +42,15 @@ class TaggedHeldOut:
 
 
 @dataclass(frozen=True)
-class OutOfFoldMarginals:
-    """Each sentence's out-of-fold marginals ``(tokens, tags)`` over ``labels`` (in
-    ``scheme``; the file's tags are in ``output_scheme``)."""
+class OutOfFoldPotentials:
+    """Each sentence's out-of-fold log-potentials ``(tokens, tags)`` over ``labels`` (in
+    ``scheme``; the file's tags are in ``output_scheme``) and the fold that held it out (an
+    index into ``crfs``, each fold's CRF scores over ``labels``): see
+    ``bistack.taggers.ensembles.potentials``."""
 
     sentences: list[np.ndarray]
+    folds: list[int]
+    crfs: list[CRFScores]
     labels: list[str]
     scheme: str
     output_scheme: str
