@@ -145,3 +145,19 @@ def test_a_tagger_cv_without_potentials_or_with_edited_ones_is_refused_by_name(
     with pytest.raises(ConfigError, match="not the out-of-fold potentials bistack cv wrote"):
         bistack.blend([runs[1], edited], tmp_path / "b2", say=lambda _: None)
     assert not (tmp_path / "b1").exists() and not (tmp_path / "b2").exists()
+
+
+def test_a_tagger_blend_fits_its_own_temperature_nested_and_names_it(tagger_cvs):
+    runs, root = tagger_cvs
+    bistack.blend(runs, root / "calibrated", say=lambda _: None)
+    record = json.loads((root / "calibrated" / "blend.json").read_text())
+    ensemble = json.loads((root / "calibrated" / "model" / "ensemble.json").read_text())
+    assert "fitted without it" in record["calibration"]["fitted_on"]
+    if "out_of_fold_fit" in record:  # a temperature fitted: kept where the nested check says
+        fit = record["out_of_fold_fit"]
+        assert fit["kept"] == (fit["nested_log_loss_after"] < fit["nested_log_loss_before"])
+        assert ("temperature" in ensemble["calibration"]) == fit["kept"]
+        if fit["kept"]:
+            assert ensemble["calibration"]["temperature"] == fit["temperature"]
+            model = open_model(root / "calibrated" / "model")
+            assert model.model.decoder.temperature == pytest.approx(fit["temperature"])

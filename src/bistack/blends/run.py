@@ -132,9 +132,14 @@ def blend(
     record = blend_record(runs, own, weights, fold_weights, without, metric, method, rounds)
     record["scores"] = {"nested": nested_score, "in_sample": in_sample}
     record["verdict"] = verdict(runs, own, nested_predictions, first.plan.assignments[0], score)
+    calibration = first.part.blend_calibration(
+        stacked, weights, fold_weights, first.plan.assignments[0]
+    )
+    record |= calibration
     with atomic_folder(output) as staging:
         write_json(staging / BLEND_FILE, record)
-        write_model(staging / MODEL_DIR, runs, weights, record)
+        fitted = calibration.get("calibration")  # the model's own, where its kind fits one
+        write_model(staging / MODEL_DIR, runs, weights, record, fitted)
     result = BlendResult(
         metric,
         {run.name: float(w) for run, w in zip(runs, weights, strict=True)},
@@ -264,10 +269,15 @@ def blend_record(
 
 
 def write_model(
-    target: Path, runs: list[CVRun], weights: np.ndarray, record: dict[str, Any]
+    target: Path,
+    runs: list[CVRun],
+    weights: np.ndarray,
+    record: dict[str, Any],
+    fitted: object = None,
 ) -> None:
     """``model/``: one ensemble directory of the fold models of every run given weight, each
-    run's members, calibration and frozen backbone named in ``ensemble.json``'s ``runs``."""
+    run's members, calibration and frozen backbone named in ``ensemble.json``'s ``runs``, with
+    the blend's own calibration where it ``fitted`` one (a tagger blend's temperature)."""
     members: dict[str, Path] = {}
     kept, folds = [], {}
     for run, weight in zip(runs, weights, strict=True):
@@ -290,6 +300,7 @@ def write_model(
         "kind": kept[0]["kind"],  # the card every outlet reads: its runs' kinds predict alike
         "runs": kept,
         "folds": folds,
+        **({"calibration": fitted} if fitted else {}),
         "cv": {
             "metric": record["metric"],
             "cv": scores["nested"],
@@ -320,6 +331,14 @@ def say_result(result: BlendResult, record: dict[str, Any], say: Say) -> None:
         f"folds' out-of-fold predictions), in-sample {result.in_sample:.4f} (optimistic)"
     )
     say(f"verdict: {record['verdict']['says']}")
+    fit = record.get("out_of_fold_fit")
+    if fit is not None:
+        used = "kept" if fit["kept"] else "not kept: confidences at temperature 1"
+        say(
+            f"confidences: temperature {fit['temperature']:.3f} fitted on {fit['fitted_on']} "
+            f"(nested entity log-loss {fit['nested_log_loss_before']:.4f} at 1, "
+            f"{fit['nested_log_loss_after']:.4f} at the folds' own fits): {used}"
+        )
     say(
         f"the blend in {result.output}/{MODEL_DIR}; its weights and scores in "
         f"{result.output}/{BLEND_FILE}"

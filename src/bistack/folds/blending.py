@@ -46,6 +46,19 @@ class BlendPart(Protocol):
         """The CV's metric of ``predictions`` of ``rows`` (in that order; every row: None)."""
         ...
 
+    def blend_calibration(
+        self,
+        stacked: np.ndarray,
+        weights: np.ndarray,
+        fold_weights: list[list[float]],
+        assignment: Sequence[int],
+    ) -> JSON:
+        """What the blend's model fits of its own to calibrate its confidences (a tagger
+        blend's temperature), on the runs' out-of-fold predictions ``stacked`` blended by its
+        ``weights``, checked nested (each fold's ``fold_weights`` and a fit on the other folds'
+        rows alone); nothing (``{}``) where its kind fits none."""
+        ...
+
     def kept_calibration(self, ensemble: JSON) -> JSON:
         """What the blend's model keeps of the run's fold ensemble's settings (``ensemble``:
         its ``ensemble.json``), applied to the run's predictions before they are weighted."""

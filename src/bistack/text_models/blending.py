@@ -182,6 +182,16 @@ class TextBlendPart:
         return float(self.outputs.scores(examples, raw, self.source)[self.metric])
 
     @staticmethod
+    def blend_calibration(
+        stacked: np.ndarray,
+        weights: np.ndarray,
+        fold_weights: list[list[float]],
+        assignment: Sequence[int],
+    ) -> JSON:
+        """Nothing: a run's own calibration is kept (see ``kept_calibration``)."""
+        return {}
+
+    @staticmethod
     def kept_calibration(ensemble: JSON) -> JSON:
         """A classifier ensemble's temperature, a regressor ensemble's scale and offset."""
         return {
