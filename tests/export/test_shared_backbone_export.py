@@ -158,3 +158,44 @@ def test_an_exported_layer_tagger_ensemble_holds_its_backbone_once(tmp_path):
         assert [t["confidence"] for t in got["tokens"]] == pytest.approx(
             [t["confidence"] for t in want["tokens"]], abs=1e-5
         )
+    # A stage of another backbone's shape is named when the ensemble opens.
+    from bistack.errors import ModelFileError
+
+    written = out / "stages" / "stage0" / "stage.json"
+    record = json.loads(written.read_text())
+    written.write_text(json.dumps(record | {"shape": [record["shape"][0] + 1, 4]}))
+    with pytest.raises(ModelFileError, match="is not this ensemble's shared backbone"):
+        open_model(out)
+
+
+def test_a_stage_that_does_not_match_its_members_is_refused_in_one_sentence(cvs, tmp_path, capsys):
+    """A stage copied from another export, an edited ``stage.json``, or a member recording
+    another backbone's shape: named when the model opens, never a KeyError or an onnxruntime
+    error inside a later run."""
+    import shutil
+
+    _, mean, cls = cvs
+    mean_out = exported(mean / "model", tmp_path / "mean")
+    cls_out = exported(cls / "model", tmp_path / "cls")
+    stage = mean_out / "stages" / "stage0"
+    kept = tmp_path / "kept-stage"
+    shutil.copytree(stage, kept)
+
+    def refused(said: str) -> None:
+        assert main(["predict", str(mean_out), "a fine film"]) == 2
+        err = capsys.readouterr().err
+        assert said in err and "Traceback" not in err, err
+        assert err.strip().count("\n") == 0, err
+
+    shutil.rmtree(stage)
+    shutil.copytree(cls_out / "stages" / "stage0", stage)  # another export's stage
+    refused("reads the 'mean' vectors, which the stage does not serve (it serves 'cls')")
+    shutil.rmtree(stage)
+    shutil.copytree(kept, stage)
+    record = json.loads((stage / "stage.json").read_text())
+    (stage / "stage.json").write_text(json.dumps(record | {"kinds": ["mean", "max"]}))
+    refused("says its graph serves 'max'")
+    (stage / "stage.json").write_text(json.dumps(record | {"shape": [7, 99]}))
+    refused("where the stage gives [7, 99]")
+    (stage / "stage.json").write_text(json.dumps(record))
+    assert main(["predict", str(mean_out), "a fine film"]) == 0

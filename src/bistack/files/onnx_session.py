@@ -91,6 +91,60 @@ def open_session(path: str | Path, threads: int | None = None) -> Any:
         raise ModelFileError(f"{path}: not a readable ONNX model ({error})") from None
 
 
+def checked_stage(folder: Path, session: Any, serves: Sequence[str]) -> None:
+    """A shared backbone's ``stage.json`` held to its graph, once, at open: every output it
+    says it serves (``serves``) is one of the graph's; an error naming those that are not."""
+    given = {output.name for output in session.get_outputs()}
+    missing = [name for name in serves if name not in given]
+    if missing:
+        raise ModelFileError(
+            f"{folder / STAGE_FILE} says its graph serves {', '.join(map(repr, missing))}, and "
+            f"the graph gives {', '.join(map(repr, sorted(given)))}: was it edited? Export the "
+            "ensemble again"
+        )
+
+
+def stage_shape(meta: dict[str, Any], where: Path) -> list[int] | None:
+    """The (layers, hidden) ``shape`` an ``export.json`` or ``stage.json`` records of a shared
+    backbone's vectors (None where an earlier version recorded none)."""
+    shape = meta.get("shape")
+    if shape is None:
+        return None
+    if not isinstance(shape, list) or not all(isinstance(n, int) for n in shape):
+        raise ModelFileError(
+            f"{where}: shape {shape!r} is not a backbone's (layers, hidden); was it edited? "
+            "Export the ensemble again"
+        )
+    return shape
+
+
+def check_member_reads(
+    member: Path,
+    stage: Path,
+    reads: str,
+    serves: Sequence[str],
+    shape: list[int] | None,
+    served: list[int] | None,
+) -> None:
+    """A member of an exported ensemble held to the shared backbone it names, once, at open:
+    the output it ``reads`` is one the stage ``serves``, of the (layers, hidden) ``shape`` the
+    stage gives (``served``; unchecked where an earlier version recorded none); an error
+    naming the mismatch, not a failure inside a later run."""
+    mismatch = None
+    if reads not in serves:
+        listed = ", ".join(map(repr, serves))
+        mismatch = (
+            f"reads the {reads!r} vectors, which the stage does not serve (it serves {listed})"
+        )
+    elif shape is not None and served is not None and shape != served:
+        mismatch = f"reads vectors of (layers, hidden) {shape}, where the stage gives {served}"
+    if mismatch is not None:
+        raise ModelFileError(
+            f"{member}: {mismatch}: {stage} is not this ensemble's shared backbone (copied from "
+            "another export, or edited?); export the ensemble again"
+        )
+
+
 def token_feed(
     sentences: Sequence[Sequence[str]], vocabularies: TokenVocabularies
 ) -> dict[str, np.ndarray]:

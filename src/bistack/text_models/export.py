@@ -105,18 +105,27 @@ def shared_backbone_plans(models: list[Any]) -> tuple[ExportPlan, list[ExportPla
         kinds,
         LAYER_DYNAMIC_AXES | {kind: {0: "texts"} for kind in kinds},
         subwords,
-        {"tokenizer": tokenizer_settings(first), "kinds": list(kinds)},
+        {
+            "tokenizer": tokenizer_settings(first),
+            "kinds": list(kinds),
+            "shape": vector_shape(first),
+        },
         files={"tokenizer.json": save_tokenizer(backbone)},
         tolerance=BACKBONE_TOLERANCE,
     )
     return stage, [layer_head_plan(model) for model in models]
 
 
+def vector_shape(model: Any) -> list[int]:
+    """The (layers, hidden) shape of a text's vectors from ``model``'s backbone."""
+    config = model.backbone.model.config
+    return [config.num_hidden_layers, config.hidden_size]
+
+
 def layer_head_plan(model: Any) -> ExportPlan:
     """A member's head over the shared backbone's vectors (``layers`` ``(texts, layers,
     hidden)`` of the kind it reads, then a stacked model's tokens) -> raw scores."""
-    config = model.backbone.model.config
-    shape = (config.num_hidden_layers, config.hidden_size)
+    shape = vector_shape(model)
     vocabularies = model.vocabularies
     stacked = vocabularies is not None
 
@@ -134,6 +143,7 @@ def layer_head_plan(model: Any) -> ExportPlan:
     settings = {
         "outputs": model.outputs.info,
         "reads": model.model.features,
+        "shape": list(shape),
         "batch_size": model.config.backbone.batch_size,
     }
     return ExportPlan(

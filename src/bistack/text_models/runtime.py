@@ -28,12 +28,16 @@ from bistack.data.subwords import SubwordSettings, text_windows
 from bistack.data.tokenize import Token, tokenize_text
 from bistack.errors import DataError, ModelFileError
 from bistack.files.onnx_session import (
+    EXPORT_FILE,
     MODEL_FILE,
     STAGE_FILE,
     TOKEN_INPUTS,
     WINDOW_INPUTS,
     ExportedFiles,
+    check_member_reads,
+    checked_stage,
     open_session,
+    stage_shape,
     token_feed,
     tokenizer_in,
 )
@@ -181,7 +185,9 @@ class SharedStage:
                 f"{folder}: not the shared backbone of an exported ensemble ({error}); export "
                 "the ensemble again"
             ) from None
+        self.shape = stage_shape(meta, folder / STAGE_FILE)
         self.session = open_session(folder / MODEL_FILE, threads)
+        checked_stage(folder, self.session, self.kinds)
         self.inputs = [i.name for i in self.session.get_inputs()]  # what the graph reads
         self.passes = 0  # batches read: a pass of the backbone's graph each
 
@@ -220,6 +226,10 @@ class ExportedLayerTextModel(ExportedText):
         self.stage = stage if stage is not None and stage.path == folder else None
         self.stage = self.stage or SharedStage(folder, files.threads)
         self.reads = str(files.setting("reads"))
+        shape = stage_shape(files.meta, files.path / EXPORT_FILE)
+        check_member_reads(
+            files.path, folder, self.reads, self.stage.kinds, shape, self.stage.shape
+        )
         self.batch_size = int(files.setting("batch_size"))
 
     def scores(

@@ -118,19 +118,24 @@ def shared_backbone_plans(taggers: list[Any]) -> tuple[ExportPlan, list[ExportPl
         {k: v for k, v in WORD_DYNAMIC_AXES.items() if k in WORD_INPUTS[:5]}
         | {"word_states": {0: "words"}},
         pieces,
-        {"tokenizer": tokenizer_settings(first)},
+        {"tokenizer": tokenizer_settings(first), "shape": word_state_shape(first)},
         files={"tokenizer.json": save_tokenizer(backbone)},
         tolerance=BACKBONE_TOLERANCE,
     )
     return stage, [layer_tagger_head_plan(tagger) for tagger in taggers]
 
 
+def word_state_shape(tagger: Any) -> list[int]:
+    """The (layers, hidden) shape of a word's states from ``tagger``'s backbone."""
+    config = tagger.backbone.model.config
+    return [config.num_hidden_layers, config.hidden_size]
+
+
 def layer_tagger_head_plan(tagger: Any) -> ExportPlan:
     """A member's tagger over the shared backbone's word states (``word_states`` ``(words,
     layers, hidden)``, ``word_index``, then the words' own features or their lengths) -> its
     tags and emissions."""
-    config = tagger.backbone.model.config
-    shape = (config.num_hidden_layers, config.hidden_size)
+    shape = word_state_shape(tagger)
     vocabularies = tagger.vocabularies
     stacked = vocabularies is not None
 
@@ -145,6 +150,7 @@ def layer_tagger_head_plan(tagger: Any) -> ExportPlan:
     settings = {
         "output_scheme": tagger.output_scheme,
         "decoder": tagger.decoder.to_json(),
+        "shape": list(shape),
         "batch_size": tagger.config.backbone.batch_size,
     }
     head_axes = {"word_states": {0: "words"}, "word_index": WORD_DYNAMIC_AXES["word_index"]}

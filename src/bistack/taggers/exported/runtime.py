@@ -27,12 +27,16 @@ from bistack.data.subwords import SubwordSettings, word_pieces
 from bistack.data.word_rows import Context, flat_word_index
 from bistack.errors import ConfigError, ModelFileError
 from bistack.files.onnx_session import (
+    EXPORT_FILE,
     MODEL_FILE,
     STAGE_FILE,
     TOKEN_INPUTS,
     WORD_INPUTS,
     ExportedFiles,
+    check_member_reads,
+    checked_stage,
     open_session,
+    stage_shape,
     token_feed,
     tokenizer_in,
 )
@@ -197,6 +201,8 @@ class WordStatesStage:
     batch's flat word states ``(words, layers, hidden)``, one pass of its graph a batch for
     all of them."""
 
+    SERVES = ("word_states",)
+
     def __init__(self, folder: Path, threads: int | None) -> None:
         self.path = folder.resolve()
         try:
@@ -209,8 +215,10 @@ class WordStatesStage:
                 f"{folder}: not the shared backbone of an exported ensemble ({error}); export "
                 "the ensemble again"
             ) from None
+        self.shape = stage_shape(meta, folder / STAGE_FILE)
         self.tokenizer = tokenizer_in(folder)
         self.session = open_session(folder / MODEL_FILE, threads)
+        checked_stage(folder, self.session, self.SERVES)
         self.inputs = [i.name for i in self.session.get_inputs()]  # what the graph reads
         self.passes = 0
 
@@ -247,6 +255,9 @@ class ExportedLayerTagger(ExportedTagging):
             folder = (files.path / str(named)).resolve()
             self.stage = stage if stage is not None and stage.path == folder else None
             self.stage = self.stage or WordStatesStage(folder, files.threads)
+            shape = stage_shape(files.meta, files.path / EXPORT_FILE)
+            served = self.stage.SERVES
+            check_member_reads(files.path, folder, served[0], served, shape, self.stage.shape)
             self.settings = self.stage.settings
             self.pieces_per_batch = self.stage.pieces_per_batch
         super().__init__(files)
