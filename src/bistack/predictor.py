@@ -418,6 +418,22 @@ def kinds_opener(kinds: dict[str, str], exported: bool, device: str, threads: in
     return open_member
 
 
+def refuse_unmet_precision(opened: Predictor, asked: InferencePrecision | None) -> None:
+    """``--precision 32`` asked of a PyTorch model whose frozen backbone reads texts in
+    bfloat16 (its ``backbone.precision``, as it was trained and as its cached vectors were
+    computed): refused, naming the key, rather than ignored (None: as trained, needs
+    nothing; an exported graph runs in float32 whatever the model trained at)."""
+    frozen = opened.model.config.frozen_backbone
+    if asked != "32" or frozen is None or frozen.precision == "32" or opened.files.exported:
+        return
+    raise ConfigError(
+        f"--precision 32: {opened.path} reads texts through its frozen backbone in "
+        f"{frozen.precision} (backbone.precision, as it was trained), and its head in 32-bit; "
+        "leave out --precision to predict as it was trained, or train it with --set "
+        "backbone.precision=32"
+    )
+
+
 def refuse_for_exported(path: Path, device: str, precision: str) -> None:
     """What an exported model cannot do: another device than onnxruntime's CPU provider, or
     mixed precision; refused here, at the door."""

@@ -5,6 +5,7 @@ printing every key with its default and comment, from the schema itself."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 import yaml
@@ -86,3 +87,19 @@ def test_the_python_api_chooses_the_device_and_reads_paths_alike(tmp_path):
     assert result.model_dir.is_dir()
     with pytest.raises(Exception, match="accelerator"):
         bistack.train(path, tmp_path / "run2", accelerator="tpu-that-is-not-here")
+
+
+def test_a_number_typed_for_a_named_choice_is_the_choice(tmp_path):
+    """``--set backbone.precision=32`` reads as YAML's integer 32; the choice it names is
+    "32". A number that names no choice is still refused, naming the choices."""
+    from bistack.errors import ConfigError
+    from bistack.tasks import load_config
+
+    recipe = Path(__file__).resolve().parents[2] / "configs" / "commonlit-mpnet-layers.yaml"
+    table = tmp_path / "t.csv"
+    table.write_text("excerpt,target\na,1\n")
+    data = [f"data.train={table}", f"data.dev={table}"]
+    config = load_config(recipe, ["backbone.precision=32", *data])
+    assert config.backbone.precision == "32"
+    with pytest.raises(ConfigError, match="must be one of '32', 'bf16-mixed', got 16"):
+        load_config(recipe, ["backbone.precision=16", *data])

@@ -91,3 +91,23 @@ def test_a_bfloat16_model_predicts_as_it_trained_and_exports_in_float32(tmp_path
     for ours, theirs in zip(torch_side, exported, strict=True):
         for label, p in ours.probabilities.items():
             assert theirs.probabilities[label] == pytest.approx(p, abs=5e-3)
+
+
+def test_predict_at_32_of_a_bfloat16_backbone_is_refused_naming_the_key(tmp_path, capsys):
+    """``--precision 32`` cannot make the frozen pass of a model trained on bfloat16 vectors
+    float32 without changing what its head reads: refused, naming backbone.precision; left
+    out, the model predicts as it trained."""
+    from bistack.cli import main
+
+    trained = train_config(
+        tasks.config_from_dict(config(tmp_path, "bf16-mixed")), tmp_path / "a", RunOptions()
+    )
+    for command in (["predict", str(trained.model_dir), "a fine film"],):
+        assert main([*command, "--precision", "32"]) == 2
+        err = capsys.readouterr().err
+        assert "--precision 32:" in err and "backbone.precision" in err, err
+        assert main(command) == 0
+    train = tmp_path / "train.tsv"
+    assert main(["evaluate", str(trained.model_dir), str(train), "--precision", "32"]) == 2
+    assert "backbone.precision" in capsys.readouterr().err
+    assert main(["evaluate", str(trained.model_dir), str(train), "--precision", "bf16-mixed"]) == 0

@@ -158,9 +158,9 @@ def add_inference_precision(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--precision",
         choices=INFERENCE_PRECISIONS,
-        default="32",
-        help="a PyTorch model's passes: 32 (as trained), or bf16-mixed / 16-mixed (autocast: "
-        "faster on a GPU; the scores and probabilities may move in the last digits)",
+        help="a PyTorch model's passes: bf16-mixed / 16-mixed (autocast: faster on a GPU; the "
+        "scores and probabilities may move in the last digits), or 32 (refused for a model "
+        "whose frozen backbone trained in bf16-mixed); default: as trained",
     )
 
 

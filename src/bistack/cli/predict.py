@@ -183,10 +183,12 @@ def predict_processes(args: argparse.Namespace, cpus: int) -> Processes:
 def run_predict(args: argparse.Namespace) -> int:
     from bistack.corpus.command import CorpusRequest, predict_command
     from bistack.corpus.predict import PredictionJob
-    from bistack.predictor import ModelSource
+    from bistack.predictor import ModelSource, refuse_unmet_precision
 
-    source = ModelSource(args.model, on_device(args.device, args), args.threads, args.precision)
+    device = on_device(args.device, args)
+    source = ModelSource(args.model, device, args.threads, args.precision or "32")
     model = source.open()
+    refuse_unmet_precision(model, args.precision)
     if args.stream:
         from bistack.taggers.networks.streaming import stream_lines
 
@@ -308,12 +310,14 @@ def add_evaluate(commands: Any) -> None:
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
-    from bistack.predictor import open_model
+    from bistack.predictor import open_model, refuse_unmet_precision
 
     if args.overwrite and not args.report:
         raise ConfigError("--overwrite replaces an earlier --report; give --report DIR with it")
     device = on_device(args.device, args)
-    found = evaluations(open_model(args.model, device, args.threads, args.precision), args)
+    opened = open_model(args.model, device, args.threads, args.precision or "32")
+    refuse_unmet_precision(opened, args.precision)
+    found = evaluations(opened, args)
     if args.json:
         scores = {path: json_scores for path, (json_scores, _) in found.items()}
         print(json.dumps(scores[args.data[0]] if len(scores) == 1 else scores))

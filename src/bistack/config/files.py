@@ -291,6 +291,9 @@ def _check_value(hint: Any, value: Any, source: str, key: str) -> Any:
             raise ConfigError(f"{source}: {key} must be a list of {item.__name__}s, got {value!r}")
         return value
     if origin is Literal:
+        spelled = str(value) if isinstance(value, int) and not isinstance(value, bool) else None
+        if spelled in typing.get_args(hint):  # YAML reads 32 as a number; the choice is "32"
+            return spelled
         if value not in typing.get_args(hint):
             choices = ", ".join(repr(c) for c in typing.get_args(hint))
             raise ConfigError(f"{source}: {key} must be one of {choices}, got {value!r}")

@@ -13,7 +13,7 @@ from typing import Any
 from bistack.cards import PredictOption
 from bistack.errors import BistackError
 from bistack.models.precision import InferencePrecision
-from bistack.predictor import Predictor, open_model
+from bistack.predictor import Predictor, open_model, refuse_unmet_precision
 from bistack.serve.settings import ServeSettings
 
 
@@ -75,12 +75,14 @@ def load_served(
     path: str | Path,
     threads: int | None = None,
     device: str = "cpu",
-    precision: InferencePrecision = "32",
+    precision: InferencePrecision | None = None,
 ) -> ServedModel:
-    """Open ``path`` as the server will run it (on ``device``, at ``precision``), and run it
-    once, so that a model that cannot predict fails here, before the port is bound."""
+    """Open ``path`` as the server will run it (on ``device``, at ``precision``: None, as
+    trained), and run it once, so that a model that cannot predict fails here, before the
+    port is bound."""
     started = time.perf_counter()
-    opened = open_model(path, device, threads, precision)
+    opened = open_model(path, device, threads, precision or "32")
+    refuse_unmet_precision(opened, precision)
     served = ServedModel(opened, opened.info())
     served.warm()
     return replace(served, load_seconds=time.perf_counter() - started)

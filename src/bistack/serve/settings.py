@@ -41,7 +41,7 @@ class ServeSettings:
     threads: int = 1
     access_log: bool = True
     device: str = "cpu"
-    precision: InferencePrecision = "32"
+    precision: InferencePrecision | None = None  # None: as the model was trained
 
     def __post_init__(self) -> None:
         if self.ray and self.device != "cpu":
