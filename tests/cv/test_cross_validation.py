@@ -463,7 +463,7 @@ def test_a_layer_tagger_ensemble_runs_its_frozen_backbone_once_a_batch(tmp_path,
     assert not passes  # the held-out tags and the ensemble's fit read the shared states too
     computed = [line for line in said if line.startswith("word states of")]
     assert len(computed) == 1 and "computed and cached" in computed[0], computed
-    assert len(list(Path(config["backbone"]["cache_dir"]).glob("*.safetensors"))) == 1
+    assert len(list(Path(config["backbone"]["cache_dir"]).glob("*/*.safetensors"))) == 1
     ensemble = open_model(tmp_path / "cv" / "model").model
     tokens = [["Anna", "visited", "Paris", "yesterday", "."], ["Paul", "left", "Rome", "."]]
     lengths = [len(t) for t in tokens]

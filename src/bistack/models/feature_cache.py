@@ -1,10 +1,13 @@
-"""On-disk cache of a frozen backbone's per-layer vectors, so they are computed once.
+"""On-disk cache of a frozen backbone's outputs, so each text's are computed once.
 
-With the backbone frozen, its per-layer CLS and mean vectors never change: pooler training
-reads them from here on every epoch and for every pooler compared. An entry is keyed by the
-model (a hash of its folder's config and weight files), the texts, and the settings that change
-the vectors (maximum length, long-text handling, stride), so changing any of them computes a
-new entry and nothing stale is ever read. Entries are safetensors files written atomically.
+With the backbone frozen, a text's per-layer vectors (or a sentence's word states) never change:
+pooler training reads them from here on every epoch, for every pooler compared and every fold.
+The cache is keyed **by text**: a store (a folder) for each model (a hash of its folder's config
+and weight files) and settings that change the outputs (maximum length, long-text handling,
+stride, precision...), holding shards of texts, each text known by its digest. A table read in
+another order, a subset of it or a superset reads what is there and computes only the texts
+that are missing (once each, however often they repeat), written as a new shard. Shards are
+safetensors files written atomically; an unreadable one is left out and its texts computed again.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor
@@ -26,6 +30,10 @@ from bistack.models.backbone import LayerVectors
 
 _MODEL_FILES = ("config.json", "tokenizer.json", "vocab.txt")
 _WEIGHT_SUFFIXES = (".safetensors", ".bin")
+DIGESTS = "digests"  # a shard's (texts, 32) uint8: each text's sha256
+# Each text's rows of a tensor: computed as a list (one tensor a text), stored concatenated
+# with its ``NAME.offsets`` (texts + 1) beside it.
+Rows = dict[str, list[Tensor]]
 
 
 def model_fingerprint(folder: Path) -> str:
@@ -52,48 +60,110 @@ def _hash_files(stamps: tuple[tuple[str, int, int], ...]) -> str:
     return digest.hexdigest()
 
 
-def cache_key(fingerprint: str, texts: Sequence[str], settings: dict[str, Any]) -> str:
-    """One key per (model, texts in order, settings)."""
+def store_key(fingerprint: str, settings: dict[str, Any]) -> str:
+    """One store per (model, settings): its texts are looked up inside it."""
     digest = hashlib.sha256()
     digest.update(fingerprint.encode())
     digest.update(json.dumps(settings, sort_keys=True).encode())
-    for text in texts:
-        digest.update(hashlib.sha256(text.encode()).digest())
     return digest.hexdigest()[:32]
 
 
+def text_digest(text: str) -> bytes:
+    return hashlib.sha256(text.encode()).digest()
+
+
 @dataclass(frozen=True)
-class CachedTensors:
-    tensors: dict[str, Tensor]
+class CachedRows:
+    """Each asked text's rows of every tensor, in the order asked; the store they came from;
+    how many distinct texts were computed now (0: every one read from the cache)."""
+
+    rows: Rows
     path: Path
-    computed: bool  # False when read from the cache
+    computed: int
+    read: int
+
+    @property
+    def said(self) -> str:
+        """How the texts were found, in words."""
+        if not self.computed:
+            return "read from the cache"
+        if not self.read:
+            return "computed and cached"
+        return f"{self.read} read from the cache, {self.computed} computed and cached"
 
 
-def cached_tensors(
+def cached_rows(
     cache_dir: str | Path,
     fingerprint: str,
     texts: Sequence[str],
     settings: dict[str, Any],
-    compute: Callable[[], dict[str, Tensor]],
-) -> CachedTensors:
-    """The tensors computed from ``texts``, from the cache, or ``compute()``d and stored there."""
-    path = Path(cache_dir) / f"{cache_key(fingerprint, texts, settings)}.safetensors"
-    if path.is_file():
+    compute: Callable[[list[int]], Rows],
+) -> CachedRows:
+    """Each of ``texts``' rows from the store of ``fingerprint`` and ``settings``, the texts it
+    lacks ``compute(indices)``d (indices into ``texts``, each distinct text once) and added to
+    it as a shard."""
+    store = Path(cache_dir) / store_key(fingerprint, settings)
+    digests = [text_digest(text) for text in texts]
+    found = _read_store(store)
+    missing: dict[bytes, int] = {}
+    for index, digest in enumerate(digests):
+        if digest not in found and digest not in missing:
+            missing[digest] = index
+    if missing:
+        chosen = list(missing.values())
+        computed = compute(chosen)
+        _write_shard(store, [digests[i] for i in chosen], computed, settings)
+        for position, index in enumerate(chosen):
+            found[digests[index]] = {name: rows[position] for name, rows in computed.items()}
+    names = list(found[digests[0]]) if digests else []
+    rows = {name: [found[digest][name] for digest in digests] for name in names}
+    return CachedRows(rows, store, len(missing), len(set(digests)) - len(missing))
+
+
+def _read_store(store: Path) -> dict[bytes, dict[str, Tensor]]:
+    """Every text a store's readable shards hold: its rows of each tensor, by digest."""
+    found: dict[bytes, dict[str, Tensor]] = {}
+    for shard in sorted(store.glob("*.safetensors")):
         try:
-            return CachedTensors(load_file(str(path)), path, computed=False)
-        except (SafetensorError, OSError):
-            pass  # unreadable entry: compute it again and replace it
-    tensors = {name: tensor.contiguous() for name, tensor in compute().items()}
-    metadata = {"texts": str(len(texts)), "settings": json.dumps(settings, sort_keys=True)}
-    atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=metadata))
-    return CachedTensors(tensors, path, computed=True)
+            tensors = load_file(str(shard))
+            digests = tensors.pop(DIGESTS)
+            names = [name for name in tensors if not name.endswith(".offsets")]
+            split = {
+                name: tensors[name].tensor_split(tensors[f"{name}.offsets"][1:-1].tolist())
+                for name in names
+            }
+            if any(len(parts) != len(digests) for parts in split.values()):
+                continue  # damaged: its texts are computed again
+        except (SafetensorError, OSError, KeyError, RuntimeError):
+            continue
+        for position, digest in enumerate(digests):
+            found[bytes(digest.tolist())] = {name: split[name][position] for name in names}
+    return found
+
+
+def _write_shard(store: Path, digests: list[bytes], rows: Rows, settings: dict[str, Any]) -> None:
+    """``rows`` of the texts ``digests`` as one shard of ``store``, named by its texts."""
+    tensors: dict[str, Tensor] = {
+        DIGESTS: torch.tensor([list(digest) for digest in digests], dtype=torch.uint8)
+    }
+    for name, parts in rows.items():
+        lengths = torch.tensor([0] + [len(part) for part in parts])
+        tensors[name] = torch.cat(parts).contiguous()
+        tensors[f"{name}.offsets"] = torch.cumsum(lengths, 0)
+    shard = hashlib.sha256(b"".join(digests)).hexdigest()[:32]
+    metadata = {"texts": str(len(digests)), "settings": json.dumps(settings, sort_keys=True)}
+    store.mkdir(parents=True, exist_ok=True)
+    atomic_write(
+        store / f"{shard}.safetensors", lambda tmp: save_file(tensors, tmp, metadata=metadata)
+    )
 
 
 @dataclass(frozen=True)
 class CachedVectors:
     vectors: LayerVectors
     path: Path
-    computed: bool  # False when read from the cache
+    said: str  # how the texts were found: read, computed, or some of each
+    computed: int  # distinct texts computed now
 
 
 def cached_layer_vectors(
@@ -101,18 +171,17 @@ def cached_layer_vectors(
     fingerprint: str,
     texts: Sequence[str],
     settings: dict[str, Any],
-    compute: Callable[[], LayerVectors],
+    compute: Callable[[list[int]], LayerVectors],
 ) -> CachedVectors:
-    """Per-layer text vectors of ``texts`` from the cache, or ``compute()``d and stored there."""
+    """Per-layer text vectors of ``texts`` ``(texts, layers, hidden)`` from the cache, those
+    it lacks ``compute(indices)``d (their vectors, in that order) and stored there."""
 
-    def tensors() -> dict[str, Tensor]:
-        vectors = compute()
-        return {"cls": vectors.cls, "mean": vectors.mean}
+    def rows(indices: list[int]) -> Rows:
+        vectors = compute(indices)
+        return {"cls": list(vectors.cls.unsqueeze(1)), "mean": list(vectors.mean.unsqueeze(1))}
 
-    cached = cached_tensors(cache_dir, fingerprint, texts, settings, tensors)
-    stored = cached.tensors
-    if "cls" not in stored or "mean" not in stored or stored["cls"].shape[0] != len(texts):
-        cached.path.unlink()  # a foreign or damaged entry under this key: replace it
-        cached = cached_tensors(cache_dir, fingerprint, texts, settings, tensors)
-        stored = cached.tensors
-    return CachedVectors(LayerVectors(stored["cls"], stored["mean"]), cached.path, cached.computed)
+    cached = cached_rows(cache_dir, fingerprint, texts, settings, rows)
+    stacked = {name: torch.cat(parts) for name, parts in cached.rows.items()}
+    return CachedVectors(
+        LayerVectors(stacked["cls"], stacked["mean"]), cached.path, cached.said, cached.computed
+    )

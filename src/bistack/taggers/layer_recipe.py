@@ -24,7 +24,7 @@ from bistack.data.word_rows import Context, document_contexts
 from bistack.devices.choice import moved_to
 from bistack.metrics.dev import Evaluation
 from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
-from bistack.models.feature_cache import cached_tensors, model_fingerprint
+from bistack.models.feature_cache import cached_rows, model_fingerprint
 from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run
 from bistack.runs.vocabularies import build_vocabularies, initialise_words, singleton_mask
@@ -69,11 +69,11 @@ def cached_word_states(
     limit = backbone.limit(options.max_length)
     contexts = sentence_contexts(sentences, options.context)
 
-    def compute() -> dict[str, Tensor]:
-        # Batches of similar length (little padding), written back in sentence order.
-        order = sorted(range(len(sentences)), key=lambda i: len(sentences[i].tokens))
-        per_sentence: list[Tensor] = [torch.empty(0)] * len(sentences)
-        beat = Heartbeat("backbone", len(sentences), "sentences", say)
+    def compute(indices: list[int]) -> dict[str, list[Tensor]]:
+        # Batches of similar length (little padding), written back in the order asked.
+        order = sorted(range(len(indices)), key=lambda i: len(sentences[indices[i]].tokens))
+        per_sentence: list[Tensor] = [torch.empty(0)] * len(indices)
+        beat = Heartbeat("backbone", len(indices), "sentences", say)
         with (
             torch.inference_mode(),
             moved_to(backbone, device),
@@ -82,14 +82,14 @@ def cached_word_states(
             for start in range(0, len(order), options.batch_size):
                 chosen = order[start : start + options.batch_size]
                 beat.update(len(chosen))
-                around = None if contexts is None else [contexts[i] for i in chosen]
-                tokens = [sentences[i].tokens for i in chosen]
+                around = None if contexts is None else [contexts[indices[i]] for i in chosen]
+                tokens = [sentences[indices[i]].tokens for i in chosen]
                 pieces = tokenize_words(backbone, tokens, limit, around, options.context)
                 words = word_layer_states(backbone, pieces.to(device), config.subwords)
                 words = words.half().cpu()
                 for i, part in zip(chosen, words.split(pieces.lengths), strict=True):
                     per_sentence[i] = part
-        return {"words": torch.cat(per_sentence)}
+        return {"words": per_sentence}
 
     started = time.perf_counter()
     texts = [WORD_SEPARATOR.join(s.tokens) for s in sentences]
@@ -101,17 +101,17 @@ def cached_word_states(
             f"{s.document}{WORD_SEPARATOR}{text}" for s, text in zip(sentences, texts, strict=True)
         ]
         settings["context"] = options.context
-    cached = cached_tensors(
+    cached = cached_rows(
         options.cache_dir,
         model_fingerprint(backbone.folder),
         texts,
         settings | {"kind": "word_states"},
         compute,
     )
-    verb = "computed and cached" if cached.computed else "read from the cache"
     seconds = time.perf_counter() - started
-    say(f"word states of {len(sentences)} sentences {verb} in {seconds:.0f} s ({cached.path})")
-    return cached.tensors["words"]
+    said = f"word states of {len(sentences)} sentences {cached.said} in {seconds:.0f} s"
+    say(f"{said} ({cached.path})")
+    return torch.cat(cached.rows["words"])
 
 
 class WordStatesByLine:

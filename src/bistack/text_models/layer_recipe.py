@@ -69,14 +69,15 @@ def frozen_vectors(
     if options.precision != "32":  # float32's entries keep the keys they had
         settings["precision"] = options.precision
 
-    def compute() -> LayerVectors:
-        long = backbone.count_long(texts, limit)
+    def compute(indices: list[int]) -> LayerVectors:
+        chosen = [texts[i] for i in indices]
+        long = backbone.count_long(chosen, limit)
         if long:
             action = "truncated" if options.long_texts == "truncate" else "cut into windows"
-            say(f"{long} of {len(texts)} texts exceed {limit} subwords and are {action}")
+            say(f"{long} of {len(chosen)} texts exceed {limit} subwords and are {action}")
         with moved_to(backbone, device), backbone.frozen_at(options.precision):
             return backbone.layer_vectors(
-                texts,
+                chosen,
                 options.long_texts,
                 stride=options.stride,
                 max_length=limit,
@@ -87,8 +88,7 @@ def frozen_vectors(
     cached = cached_layer_vectors(
         options.cache_dir, model_fingerprint(backbone.folder), texts, settings, compute
     )
-    verb = "computed and cached" if cached.computed else "read from the cache"
-    say(f"per-layer vectors of {len(texts)} texts {verb} ({cached.path})")
+    say(f"per-layer vectors of {len(texts)} texts {cached.said} ({cached.path})")
     return cached.vectors
 
 
