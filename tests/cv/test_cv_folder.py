@@ -176,3 +176,13 @@ def test_a_full_disk_while_writing_the_oof_files_leaves_the_cv_as_it_was(copy, c
     said = capsys.readouterr().err
     assert "No space left on device" in said and "Traceback" not in said
     assert snapshot(out) == before  # the old oof.csv whole, and no temporary file left
+
+
+def test_a_cv_keeps_its_own_words_in_cv_log(copy, capsys):
+    """The header, the scores and the calibration verdict go to ``cv.log`` as to the terminal;
+    a rerun's lines follow the first's."""
+    config, out = copy
+    assert cv(config, out) == 0
+    said = capsys.readouterr().out
+    log = (out / "cv.log").read_text()
+    assert said.strip() and all(line in log for line in said.strip().splitlines())

@@ -28,6 +28,7 @@ from bistack.reports.layout import report_layout
 
 FOLDS_FILE, SETTINGS_FILE, FOLD_FILE = "folds.json", "cv-settings.json", "fold.json"
 RESULT_FILE, REPORT_DIR, MODEL_DIR = "cv.json", "cv_report", "model"
+LOG_FILE = "cv.log"  # every line the CV said, on a terminal or not
 FOLD_NAME = re.compile(r"(repeat\d+-)?fold\d+")
 RUN_FILES = ("metrics.csv", "dev_metrics.json", "checkpoint.safetensors", "fold.json", "train.log")
 
@@ -35,7 +36,8 @@ RUN_FILES = ("metrics.csv", "dev_metrics.json", "checkpoint.safetensors", "fold.
 def cv_files(oof_files: tuple[str, ...]) -> tuple[str, ...]:
     """Everything a CV writes at the top of its output, with a kind's ``oof_files`` (the
     settings first: what claims a folder as a CV's)."""
-    return (SETTINGS_FILE, FOLDS_FILE, "folds", *oof_files, RESULT_FILE, REPORT_DIR, MODEL_DIR)
+    top = (SETTINGS_FILE, FOLDS_FILE, "folds", *oof_files, RESULT_FILE, REPORT_DIR, MODEL_DIR)
+    return (*top, LOG_FILE)
 
 
 def staged(name: str, written: tuple[str, ...] | None = None) -> bool:

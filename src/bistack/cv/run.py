@@ -34,6 +34,7 @@ from bistack.cv.fold import FoldInputs, FoldJob, finished_fold
 from bistack.cv.folder import (
     FOLD_FILE,
     FOLDS_FILE,
+    LOG_FILE,
     RESULT_FILE,
     SETTINGS_FILE,
     cv_files,
@@ -163,6 +164,7 @@ def cv_in(
         plan = fold_plan(config, family, settings, target)
         claim_output(target, record)
         write_json(target / FOLDS_FILE, plan.to_json())
+    say = logged(say, target / LOG_FILE)  # the CV's own words, kept beside its results
     names = [name for _, _, name in plan.runs()]
     unknown = [name for name in only if name not in names]
     if unknown:
@@ -286,6 +288,18 @@ def fold_plan(
         return plan
     splitter = splitter_for(family.split_keys(), settings.split)
     return plan_folds(settings.folds, settings.repeats, data.split_seed, digest, splitter)
+
+
+def logged(say: Say, log: Path) -> Say:
+    """``say``, each line appended to ``log`` as well (``cv.log``: what a CV said, as each
+    fold's ``train.log`` keeps what its run said; a resumed CV's lines follow the first's)."""
+
+    def both(text: str) -> None:
+        say(text)
+        with log.open("a", encoding="utf-8") as handle:
+            handle.write(text if text.endswith("\n") else text + "\n")
+
+    return both
 
 
 def claim_output(output: Path, record: dict[str, dict[str, Any]]) -> None:
