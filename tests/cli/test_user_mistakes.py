@@ -326,3 +326,14 @@ def test_a_damaged_regressor_scaling_is_named_when_the_model_opens(
     said = done.stderr.decode()
     assert "config.json or vocab.json is damaged" in said and key in said
     assert "Traceback" not in said
+
+
+def test_predict_into_a_missing_folder_names_the_folder(small_tagger, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    done = bistack("predict", str(small_tagger), "John lives here .", "--output", "nodir/x.csv")
+    assert done.returncode == 2
+    assert done.stderr.decode().splitlines() == [
+        "error: --output nodir/x.csv: the folder nodir does not exist; create it, or give a "
+        "file in a folder that does"
+    ]
+    assert not (tmp_path / "nodir").exists()

@@ -649,3 +649,16 @@ def test_a_cv_in_use_by_processes_sharing_it_is_never_swept_from_under_them(
     for fold in ("fold0", "fold1"):
         assert (shared / "folds" / fold / "model" / "config.json").is_file()
         assert (shared / "folds" / fold / "train.log").is_file()
+
+
+def test_a_fold_in_use_under_runs_says_to_name_another_fold(classifier_cv, tmp_path, capsys):
+    from bistack.runs.rundir import output_lock
+
+    config, _ = classifier_cv
+    shared = tmp_path / "shared"
+    assert cv(config, shared, "--folds", "3", "--threads", "1", "--runs", "fold1") == 0
+    with output_lock(shared / "folds" / "fold0", "training run"):  # as another process's fold
+        assert cv(config, shared, "--folds", "3", "--threads", "1", "--runs", "fold0") == 2
+    said = capsys.readouterr().err
+    assert "is in use by another training run" in said
+    assert "name another fold than fold0 in --runs" in said and "--output" not in said

@@ -69,6 +69,11 @@ def check_request(request: CorpusRequest, job: PredictionJob) -> None:
     for flag, named in (("--output", request.output), ("--skipped", request.skipped)):
         if named and (Path(named).is_dir() or Path(named).name in ("", ".", "..")):
             raise ConfigError(f"{flag} {named} is a folder; give a file name")
+        if named and not Path(named).parent.is_dir():
+            raise ConfigError(
+                f"{flag} {named}: the folder {Path(named).parent} does not exist; create it, or "
+                "give a file in a folder that does"
+            )
     reads = [("the input", request.input), ("the model", job.source.path)]
     if request.output:
         refuse_overlap(request.output, reads, "--output")

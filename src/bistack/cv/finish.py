@@ -59,10 +59,13 @@ def finish(
         "fold_mean": result.mean,
         "fold_std": result.std,
         "rows": len(family.rows),
+        "rows_are": family.ROWS_ARE,
         "rows_scored": len(plan.held_rows(0)),
         "split": plan.split,
         "early_stopping": "a dev split of the training folds" if inner_dev else "the held-out fold",
-        "calibration": "each fold's on a dev split of its training folds"
+        "calibration": "none: the model calibrates nothing"
+        if not family.calibrates
+        else "each fold's on a dev split of its training folds"
         if inner_dev
         else "each fold's on the other folds' out-of-fold predictions (cross-fitted), never "
         "on its own held-out rows; the ensemble's on all the out-of-fold predictions",

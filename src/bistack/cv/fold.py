@@ -22,6 +22,7 @@ from bistack.files.fingerprints import content_digest
 from bistack.files.modeldir import write_json
 from bistack.folds.contract import FoldResult, Predictions, Say
 from bistack.runs.driver import RunOptions
+from bistack.runs.rundir import refuse_if_in_use
 from bistack.tasks import config_from_dict, task_of
 
 
@@ -95,6 +96,7 @@ def train_fold(
     card = task_of(config.kind)
     started = time.perf_counter()
     rows = family.training_inputs(job.train, job.dev, job.dev_source, shared, job.calibrate_on_dev)
+    refuse_if_in_use(Path(job.directory), f"name another fold than {job.name} in --runs")
     trained = train_config(config, job.directory, job.options, None, **rows)
     model = opener_of(card)(Path(trained.model_dir), family.model_parts(shared))
     metric = card.metric_for(config).column.removeprefix("dev_")

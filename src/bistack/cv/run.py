@@ -252,9 +252,12 @@ def start_line(
         "a dev split of its training folds (the held-out fold chooses nothing)"
         if settings.inner_dev
         else "its held-out fold (the competitors' practice: the held-out fold chooses the "
-        "epoch, so the CV score is a little optimistic; --inner-dev for an unbiased one); "
-        "each fold's calibration is fitted on the other folds' out-of-fold predictions"
+        "epoch, so the CV score is a little optimistic; --inner-dev for an unbiased one)"
     )
+    if family.calibrates and not settings.inner_dev:  # as the cross-fit does it
+        stopping += (
+            "; each fold's calibration is fitted on the other folds' out-of-fold predictions"
+        )
     return (
         f"{plan.folds}-fold cross-validation{repeats}{precision} of {len(family.rows)} "
         f"{family.ROWS_ARE} of {config.data.train}, {plan.split}; each fold stops early on "

@@ -106,7 +106,8 @@ class EnsembleMeta:
         """What the directory holds, in words: K fold models, or a blend of runs'."""
         count = len(self.members)
         if self.blend:
-            return f"a blend of {len(self.runs)} cross-validated runs ({count} fold models)"
+            runs = len(self.runs)
+            return f"a blend of {runs} cross-validated run{'s' * (runs != 1)} ({count} fold models)"
         return f"an ensemble of {count} fold models"
 
     def described(self) -> dict[str, Any]:

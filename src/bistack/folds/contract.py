@@ -43,6 +43,7 @@ class CVSummary(TypedDict):
     fold_mean: float
     fold_std: float
     rows: int
+    rows_are: str  # what a row is: a table's row, or a tagger's sentence
     rows_scored: int
     split: str
     early_stopping: str

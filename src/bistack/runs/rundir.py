@@ -210,9 +210,9 @@ class RunDirectory:
             self.lock = None
 
 
-def refuse_if_in_use(output: Path) -> None:
+def refuse_if_in_use(output: Path, advice: str = "choose another --output") -> None:
     """Refuse ``output`` while another run holds its lock (a shared lock, taken and let go:
-    nothing of this run's is written)."""
+    nothing of this run's is written), with ``advice`` on what to do instead."""
     path = lock_path(output)
     if not path.exists():
         return
@@ -220,16 +220,21 @@ def refuse_if_in_use(output: Path) -> None:
         try:
             fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise _in_use(output, handle) from None
+            raise _in_use(output, handle, advice=advice) from None
 
 
-def _in_use(output: Path, handle: IO[str], what: str = "training run") -> OutputError:
+def _in_use(
+    output: Path,
+    handle: IO[str],
+    what: str = "training run",
+    advice: str = "choose another --output",
+) -> OutputError:
     holder = _read_holder(handle)
     pids = lock_holders(Path(handle.name)) or [holder.get("pid", "?")]
     started = f", started {holder['started']}" if "started" in holder else ""
     return OutputError(
         f"{output} is in use by another {what} (pid {', '.join(map(str, pids))}{started}); "
-        "wait for it to finish, or choose another --output"
+        f"wait for it to finish, or {advice}"
     )
 
 
