@@ -506,3 +506,29 @@ def test_the_verdict_holds_its_promise_at_the_folds_people_use():
     assert said["t"] == pytest.approx(2.5) and said["t_needed"] == pytest.approx(4.303)
     assert "within the noise" in said["says"] and not said["beyond_noise"]
     assert "2 degrees of freedom" in said["says"]
+
+
+def test_a_table_that_gains_a_fold_column_keeps_its_cvs(tmp_path):
+    """A competitor's mid-project move: the folds a first CV dealt saved as a ``kfold``
+    column, and the next CV reading them. The two are CVs of the same rows (their texts and
+    targets), so they blend."""
+    import csv
+
+    train = write_rows(tmp_path / "train.tsv", 48)
+    config = text_config(train, None, train={"max_epochs": 1, "patience": 1})
+    config["data"]["dev"] = None
+    bistack.cross_validate(config, tmp_path / "first", folds=FOLDS, say=lambda _: None)
+    folds = json.loads((tmp_path / "first" / "folds.json").read_text())["assignments"][0]
+    with train.open(newline="") as handle:
+        rows = list(csv.reader(handle, delimiter="\t"))
+    with (tmp_path / "with-folds.tsv").open("w", newline="") as handle:
+        writer = csv.writer(handle, delimiter="\t", lineterminator="\n")
+        writer.writerow([*rows[0], "kfold"])
+        writer.writerows([*row, fold] for row, fold in zip(rows[1:], folds, strict=True))
+    second = text_config(tmp_path / "with-folds.tsv", None, pooling={"type": "additive"},
+                         train={"max_epochs": 1, "patience": 1})  # fmt: skip
+    second["data"] |= {"dev": None, "fold_column": "kfold"}
+    bistack.cross_validate(second, tmp_path / "second", folds=FOLDS, say=lambda _: None)
+    result = bistack.blend([tmp_path / "first", tmp_path / "second"], tmp_path / "blend",
+                           say=lambda _: None)  # fmt: skip
+    assert sum(result.weights.values()) == pytest.approx(1.0)

@@ -253,3 +253,32 @@ def test_the_splitter_is_chosen_from_what_the_rows_offer_and_the_split_asked(
     assert type(splitter) is chosen
     plan = plan_folds(2, 1, 0, "d", splitter)
     assert plan.split == split and plan.rows == 10
+
+
+class TwiceSplitter:
+    """A splitter of a user's own whose folds are not a partition: row 0 held out twice, and
+    (with ``drop``) row 5 by none."""
+
+    description = "a user's own"
+    dealt = False
+    one_split = "a user's own split"
+    every_row = True
+
+    def __init__(self, rows: int, drop: bool = False) -> None:
+        self.rows, self.drop = rows, drop
+
+    def split(self, folds, rng):
+        rows = list(range(self.rows))
+        if self.drop:
+            even, odd = rows[0::2], [r for r in rows[1::2] if r != 5]
+            return [(odd, even), (even, odd)]
+        return [(rows[5:], rows[:5]), (rows[1:5], [0, *rows[5:]])]
+
+
+def test_a_splitter_whose_folds_are_not_a_partition_is_refused_naming_the_rows():
+    from bistack.folds.plan import plan_folds
+
+    with pytest.raises(ConfigError, match=r"holds out 1 rows twice: row 1 \(folds 0 and 1\)"):
+        plan_folds(2, 1, 0, "digest", TwiceSplitter(10))
+    with pytest.raises(ConfigError, match=r"holds out 1 rows in no fold: row 6"):
+        plan_folds(2, 1, 0, "digest", TwiceSplitter(10, drop=True))

@@ -158,7 +158,7 @@ def difference(run: CVRun, first: CVRun) -> str | None:
         return f"it is a CV of {run.card.description}, not {first.card.description}"
     if run.summary["metric"] != first.summary["metric"]:
         return f"it is scored by {run.summary['metric']}, the first by {first.summary['metric']}"
-    if run.plan.rows != first.plan.rows or run.plan.data != first.plan.data:
+    if run.plan.rows != first.plan.rows or not same_rows(run.plan, first.plan):
         return (
             f"its rows are another table's ({run.plan.rows} rows of "
             f"{run.config['data']['train']}, digest {run.plan.data[:12]}; the first's: "
@@ -175,6 +175,15 @@ def difference(run: CVRun, first: CVRun) -> str | None:
     if run.part.names != first.part.names:
         return f"it predicts {', '.join(run.part.names)}, the first {', '.join(first.part.names)}"
     return None
+
+
+def same_rows(plan: FoldPlan, first: FoldPlan) -> bool:
+    """Whether two CVs split the same rows: their texts and targets alike (a column added to
+    the table, such as a fold column, changes neither), or, where a plan of an earlier
+    version records no such digest, the same table byte for byte."""
+    if plan.rows_digest is not None and first.rows_digest is not None:
+        return plan.rows_digest == first.rows_digest
+    return plan.data == first.data
 
 
 def first_difference(plan: FoldPlan, first: FoldPlan) -> str:

@@ -20,6 +20,7 @@ earlier CV there is replaced, are :mod:`bistack.cv.folder`'s.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from contextlib import nullcontext
@@ -290,7 +291,12 @@ def fold_plan(
             )
         return plan
     splitter = splitter_for(family.split_keys(), settings.split)
-    return plan_folds(settings.folds, settings.repeats, data.split_seed, digest, splitter)
+    content = hashlib.sha256()
+    for row in range(rows):
+        content.update(json.dumps(family.row_content(row)).encode() + b"\n")
+    return plan_folds(
+        settings.folds, settings.repeats, data.split_seed, digest, splitter, content.hexdigest()
+    )
 
 
 def logged(say: Say, log: Path) -> Say:

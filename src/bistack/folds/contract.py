@@ -207,6 +207,12 @@ class FoldFamily(Protocol[P, S, M, Pooled]):
         """What the rows can be split by (a fold column, groups, classes, targets)."""
         ...
 
+    def row_content(self, row: int) -> list[object]:
+        """What row ``row`` holds that a model learns from (its text and targets, a
+        sentence's tokens and tags), as plain data: rows alike in it are the same rows,
+        whatever other columns the table has."""
+        ...
+
     def refuse_settings(self, settings: CVSettings) -> None:
         """A ConfigError for a setting of ``bistack cv`` this kind cannot act on."""
         ...

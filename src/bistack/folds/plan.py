@@ -24,7 +24,9 @@ class FoldPlan:
     data: the digest of the table split; assignments: per repeat, each row's held-out fold
     (-1: held out by none); training_rows: per repeat, each fold's training rows in the order
     they came (oldest first, for a time split), where a fold does not train on every other
-    fold's rows (None: it does)."""
+    fold's rows (None: it does); rows_digest: the digest of the rows' own content (texts and
+    targets, a blend's test of "the same rows": a column added to the table leaves it as it
+    was; None in a plan of an earlier version)."""
 
     folds: int
     repeats: int
@@ -34,6 +36,7 @@ class FoldPlan:
     data: str
     assignments: list[list[int]]
     training_rows: list[list[list[int]]] | None = None
+    rows_digest: str | None = None
 
     def held_out(self, repeat: int, fold: int) -> list[int]:
         """The rows fold ``fold`` of repeat ``repeat`` holds out, in the table's order."""
@@ -86,6 +89,8 @@ class FoldPlan:
         written = asdict(self)
         if self.training_rows is None:  # every fold trains on the others: nothing to say
             del written["training_rows"]
+        if self.rows_digest is None:
+            del written["rows_digest"]
         return written
 
     @classmethod
@@ -120,13 +125,22 @@ def fold_name(repeat: int, fold: int, repeats: int) -> str:
     return f"fold{fold}" if repeats == 1 else f"repeat{repeat + 1}-fold{fold}"
 
 
-def plan_folds(folds: int, repeats: int, seed: int, data: str, splitter: Splitter) -> FoldPlan:
-    """The folds of ``splitter.rows`` rows (``data``: the digest of what they were read from),
-    each repeat dealt by ``splitter`` with the seed ``seed + repeat``. ConfigError, before any
-    work, where the split cannot be made: fewer than 2 folds, more folds than rows, repeats of
-    a split that is given rather than dealt, and whatever the splitter refuses (a class with
-    fewer rows than folds, fewer groups than folds, a fold column that is not the folds'
-    numbers)."""
+def plan_folds(
+    folds: int,
+    repeats: int,
+    seed: int,
+    data: str,
+    splitter: Splitter,
+    rows_digest: str | None = None,
+) -> FoldPlan:
+    """The folds of ``splitter.rows`` rows (``data``: the digest of what they were read from;
+    ``rows_digest``: of the rows' own content), each repeat dealt by ``splitter`` with the
+    seed ``seed + repeat``. ConfigError, before any work, where the split cannot be made:
+    fewer than 2 folds, more folds than rows, repeats of a split that is given rather than
+    dealt, a splitter whose folds are not a partition of the rows (a row held out twice in a
+    repeat, or never where the splitter promises every row), and whatever the splitter
+    refuses (a class with fewer rows than folds, fewer groups than folds, a fold column that
+    is not the folds' numbers)."""
     if folds < 2:
         raise ConfigError(f"--folds {folds}: cross-validation needs at least 2 folds")
     if repeats < 1:
@@ -136,13 +150,7 @@ def plan_folds(folds: int, repeats: int, seed: int, data: str, splitter: Splitte
     if folds > splitter.rows:
         raise ConfigError(f"--folds {folds}: more folds than the {splitter.rows} rows to split")
     splits = [splitter.split(folds, random.Random(seed + r)) for r in range(repeats)]
-    assignments = []
-    for pairs in splits:
-        assignment = [-1] * splitter.rows
-        for fold, (_, held) in enumerate(pairs):
-            for row in held:
-                assignment[row] = fold
-        assignments.append(assignment)
+    assignments = [held_out_once(pairs, splitter) for pairs in splits]
     complements = all(
         sorted(train) == [row for row, f in enumerate(assignment) if f != fold]
         for pairs, assignment in zip(splits, assignments, strict=True)
@@ -150,5 +158,42 @@ def plan_folds(folds: int, repeats: int, seed: int, data: str, splitter: Splitte
     )
     training = None if complements else [[train for train, _ in pairs] for pairs in splits]
     return FoldPlan(
-        folds, repeats, seed, splitter.description, splitter.rows, data, assignments, training
+        folds,
+        repeats,
+        seed,
+        splitter.description,
+        splitter.rows,
+        data,
+        assignments,
+        training,
+        rows_digest,
     )
+
+
+def held_out_once(pairs: list[tuple[list[int], list[int]]], splitter: Splitter) -> list[int]:
+    """Each row's held-out fold in one repeat's ``pairs`` (-1: none), as scikit-learn's
+    ``cross_val_predict`` asks of its folds: a partition. A row held out by two folds, or by
+    none where the splitter promises every row, is refused naming the rows."""
+    assignment = [-1] * splitter.rows
+    twice: dict[int, tuple[int, int]] = {}
+    for fold, (_, held) in enumerate(pairs):
+        for row in held:
+            if assignment[row] != -1:
+                twice.setdefault(row, (assignment[row], fold))
+            assignment[row] = fold
+    if twice:
+        shown = ", ".join(
+            f"row {r + 1} (folds {a} and {b})" for r, (a, b) in list(twice.items())[:3]
+        )
+        raise ConfigError(
+            f"the splitter ({splitter.description}) holds out {len(twice)} rows twice: "
+            f"{shown}; its folds must each hold out rows no other fold holds out"
+        )
+    never = [row for row, fold in enumerate(assignment) if fold == -1]
+    if never and splitter.every_row:
+        shown = ", ".join(f"row {row + 1}" for row in never[:3])
+        raise ConfigError(
+            f"the splitter ({splitter.description}) holds out {len(never)} rows in no fold: "
+            f"{shown}; every row must be held out by one fold"
+        )
+    return assignment

@@ -59,10 +59,13 @@ class Splitter(Protocol):
     """Splits ``rows`` rows into folds: ``split`` gives each fold's training and held-out rows
     for one repeat, shuffling with ``rng``; ``description`` says how, in words
     (``folds.json``'s ``split``); ``dealt``: whether each repeat deals anew (else
-    ``one_split`` says why not)."""
+    ``one_split`` says why not); ``every_row``: whether every row is held out by one fold (a
+    time split's first block is held out by none)."""
 
     @property
     def rows(self) -> int: ...
+    @property
+    def every_row(self) -> bool: ...
     @property
     def description(self) -> str: ...
     @property
@@ -75,6 +78,8 @@ class Splitter(Protocol):
 class Assigned:
     """A splitter that deals each row one fold (``assign``), each fold training on every
     other fold's rows."""
+
+    every_row = True
 
     def assign(self, folds: int, rng: random.Random) -> list[int]:
         raise NotImplementedError
@@ -304,6 +309,7 @@ class TimeSplit:
     date_format: str | None = None
     dealt = False
     one_split = "a time split gives one split"
+    every_row = False
 
     @property
     def rows(self) -> int:

@@ -92,6 +92,10 @@ class TextFolds:
         table = read_table(data.train, data.text_column, [name], file_format=data.format)
         return [e.labels[0] for e in table]
 
+    def row_content(self, row: int) -> list[object]:
+        example = self.rows[row]
+        return [example.text, list(example.labels)]
+
     def split_keys(self) -> SplitKeys:
         """What the rows are split by: ``data.fold_column``'s folds as given; else the classes
         or binned first target, with ``data.group_column``'s groups kept whole when the

@@ -95,6 +95,10 @@ class TaggerFolds:
                 "sentence, which repeats cannot average; run one repeat a seed (data.split_seed)"
             )
 
+    def row_content(self, row: int) -> list[object]:
+        sentence = self.rows[row]
+        return [list(sentence.tokens), list(sentence.tags)]
+
     def split_keys(self) -> SplitKeys:
         """By document when the file has several (always, whatever ``--split``: a document's
         sentences share names and context), else by each sentence's rarest entity type
