@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -49,12 +51,16 @@ BURNER = (
 def run_group(tests: list[str]) -> tuple[bool, str, float]:
     """One pytest process over ``tests``: whether it passed, its summary line, its seconds."""
     started = time.monotonic()
+    scratch = tempfile.mkdtemp(prefix="bistack-under-load-")  # pytest's own: never shared
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-         *tests],
-        cwd=ROOT, capture_output=True, text=True,
+        [*command, "--basetemp", scratch, *tests],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
         env=os.environ | {"OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},
-    )  # fmt: skip
+    )
+    shutil.rmtree(scratch, ignore_errors=True)
     lines = [line for line in done.stdout.splitlines() if re.search(r"\d+ (passed|failed)", line)]
     return (
         done.returncode == 0,

@@ -662,3 +662,19 @@ def test_a_fold_in_use_under_runs_says_to_name_another_fold(classifier_cv, tmp_p
     said = capsys.readouterr().err
     assert "is in use by another training run" in said
     assert "name another fold than fold0 in --runs" in said and "--output" not in said
+
+
+def test_cross_validate_from_python_shares_a_cv_with_runs_as_the_command_does(
+    classifier_cv, tmp_path
+):
+    """``bistack.cross_validate(..., runs=[...])``: the folds named, None while others are
+    unfinished; the process that finishes the last one pools the CV a single run makes."""
+    config, alone = classifier_cv
+    shared = tmp_path / "shared"
+    quiet = {"folds": 3, "say": lambda _: None}
+    with (Path(config).parent / "cv.yaml").open() as handle:
+        data = yaml.safe_load(handle)
+    assert bistack.cross_validate(data, shared, runs=["fold0", "fold2"], **quiet) is None
+    result = bistack.cross_validate(data, shared, runs=["fold1"], **quiet)
+    assert result is not None
+    assert result.cv == pytest.approx(json.loads((alone / "cv.json").read_text())["cv"], abs=1e-6)

@@ -74,24 +74,25 @@ def cross_validate(
     precision: str | None = None,
     progress: bool = False,
     overwrite: bool = False,
+    runs: Sequence[str] = (),
     say: Say = print,
-) -> CVResult:
+) -> CVResult | None:
     """``bistack cv`` from Python (``bistack.cross_validate``): K-fold cross-validation of a
     classifier's, regressor's or tagger's config into ``output`` (out-of-fold predictions,
     scores, the fold ensemble in ``output/model``); a CV started there before goes on from its
     first unfinished fold. Returns its scores (``.cv``, ``.folds``, ``.mean``, ``.std``).
     ``config`` (a YAML path, a dict or a config object), ``overrides``, ``accelerator``,
     ``precision``, ``progress``: as for ``bistack.train``; ``ray``: each fold a Ray task on
-    that cluster (``RayCluster()``: the one ``RAY_ADDRESS`` names, else a local Ray); the rest
-    as the command's flags."""
+    that cluster (``RayCluster()``: the one ``RAY_ADDRESS`` names, else a local Ray);
+    ``runs``: the folds this process trains of a CV that processes share (``--runs``: None
+    is returned while other folds are unfinished); the rest as the command's flags."""
     from bistack.training import config_data
 
     data, source = config_data(config, overrides)
     options = RunOptions(accelerator=accelerator, precision=precision, progress=progress)
     settings = CVSettings(folds, repeats, split, inner_dev, workers, ray)
-    result = run_cv(config_from_dict(data, source), output, settings, options, say, overwrite)
-    assert result is not None, "every fold trains where none is singled out"
-    return result
+    built = config_from_dict(data, source)
+    return run_cv(built, output, settings, options, say, overwrite, tuple(runs))
 
 
 def run_cv(
