@@ -139,6 +139,24 @@ def test_a_time_split_cv_never_trains_on_what_comes_after_its_held_out_rows(time
     assert "forward-chaining in the order of column 'time'" in summary["split"]
 
 
+def test_a_time_split_serves_its_last_fold_not_a_mean_weighing_the_first_alike(time_cv):
+    """Fold 0 trained on one block, fold 2 on three: the ensemble is fold 2's model alone,
+    and says so; it predicts as that fold's model does."""
+    from bistack.predictor import open_model
+
+    root, _, _ = time_cv
+    out = root / "out"
+    ensemble = json.loads((out / "model" / "ensemble.json").read_text())
+    assert ensemble["members"] == ["fold2"]
+    assert ensemble["served"].startswith("fold2 alone: a time split's last fold")
+    assert "fold2 alone" in (out / "cv.log").read_text()
+    texts = ["a fine film", "a dull film"]
+    served = [p.probabilities for p in open_model(out / "model").predict(texts)]
+    last = [p.probabilities for p in open_model(out / "folds" / "fold2" / "model").predict(texts)]
+    for got, want in zip(served, last, strict=True):
+        assert got.keys() == want.keys()
+
+
 def test_a_time_split_cv_is_not_blended_and_refuses_what_cannot_act(time_cv, capsys):
     root, path, _ = time_cv
     capsys.readouterr()

@@ -71,12 +71,14 @@ def finish(
         "on its own held-out rows; the ensemble's on all the out-of-fold predictions",
         "fold_calibration": {r.name: r.calibration for r in records if r.calibration is not None},
     }
-    extra, note = family.ensemble_settings(as_trained, members, trained, say, inner_dev)
+    serving, served = served_members(plan, trained)
+    kept = {record.name: members[record.name] for record in serving}
+    extra, note = family.ensemble_settings(as_trained, kept, serving, say, inner_dev)
     cv = {name: value for name, value in summary.items() if name != "folds"}
-    meta: JSON = {"kind": config.kind, "folds": folds, "cv": cv} | extra
+    meta: JSON = {"kind": config.kind, "folds": folds, "cv": cv, "served": served} | extra
     oof_files = family.write_oof(output, plan, oof)
     write_json(output / RESULT_FILE, summary)
-    write_ensemble(output / MODEL_DIR, members, meta)
+    write_ensemble(output / MODEL_DIR, kept, meta)
     write_cv_report(output, card, config, family, oof, summary, shown)
     say(
         f"CV {metric} {result.cv:.4f} on the pooled out-of-fold predictions; folds"
@@ -89,7 +91,25 @@ def finish(
         [", ".join(oof_files[:-1]), oof_files[-1]] if len(oof_files) > 2 else oof_files
     )
     say(f"out-of-fold predictions in {shown}/{written}; the ensemble in {shown}/{MODEL_DIR}")
+    say(f"the ensemble serves {served}")
     return result
+
+
+def served_members(
+    plan: FoldPlan, records: list[FoldResult[Predictions]]
+) -> tuple[list[FoldResult[Predictions]], str]:
+    """The fold models the CV's ensemble serves, and which, in words: every fold's, averaged;
+    of forward chaining (a time split), the last fold's alone, which trained on every block
+    before the last (an average would weigh the first fold's model, trained on the oldest
+    block alone, as much as it)."""
+    if not plan.forward_chaining:
+        return records, f"the mean of its {len(records)} fold models"
+    last = records[-1]
+    return [last], (
+        f"{last.name} alone: a time split's last fold, trained on the {len(last.train)} rows "
+        "before its block (the most and the latest); the earlier folds' models, trained on "
+        "fewer and older rows, score the CV but are not averaged in"
+    )
 
 
 def write_cv_report(

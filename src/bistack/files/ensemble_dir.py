@@ -108,7 +108,7 @@ class EnsembleMeta:
         if self.blend:
             runs = len(self.runs)
             return f"a blend of {runs} cross-validated run{'s' * (runs != 1)} ({count} fold models)"
-        return f"an ensemble of {count} fold models"
+        return f"an ensemble of {count} fold model{'s' * (count != 1)}"
 
     def described(self) -> dict[str, Any]:
         """What ``info`` says of an ensemble: its members and their scores, the CV score, and

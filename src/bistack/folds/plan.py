@@ -38,6 +38,12 @@ class FoldPlan:
     training_rows: list[list[list[int]]] | None = None
     rows_digest: str | None = None
 
+    @property
+    def forward_chaining(self) -> bool:
+        """Whether the folds train on different amounts of the past (a time split: fold k on
+        blocks 0 to k), rather than each on every other fold."""
+        return self.training_rows is not None
+
     def held_out(self, repeat: int, fold: int) -> list[int]:
         """The rows fold ``fold`` of repeat ``repeat`` holds out, in the table's order."""
         return [row for row, held in enumerate(self.assignments[repeat]) if held == fold]

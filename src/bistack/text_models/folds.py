@@ -274,12 +274,13 @@ class TextFolds:
         say: Say,
         members_calibrated: bool,
     ) -> tuple[JSON, str]:
-        """What the ensemble keeps of the OOF predictions (``oof``: as the members give them), and
-        what was done: a classifier's temperature; a regressor's scale and offset per target,
-        with ``regression.calibrate``, where the members are uncalibrated."""
+        """What the ensemble keeps of the OOF predictions (``oof``: as the members give them; of
+        the rows ``records``, its members, held out), and what was done: a classifier's
+        temperature; a regressor's scale and offset per target, with
+        ``regression.calibrate``, where the members are uncalibrated."""
         refit = not members_calibrated and self.calibrates
         mean = oof.mean(axis=0)  # the ensemble averages every repeat's members
-        held = np.flatnonzero(~np.isnan(mean).any(axis=1))  # rows some fold held out
+        held = sorted({row for record in records for row in record.held})  # its members' own
         rows = [self.rows[i] for i in held]
         return self.outputs.ensemble_fit(rows, self.config.data.train, mean[held], refit)
 
