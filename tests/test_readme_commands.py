@@ -41,23 +41,48 @@ def pages() -> list[Path]:
 
 
 def blocks(language: str, page: Path | None = None) -> list[str]:
-    """The code blocks of ``page`` (None: the README's, then the guides', in order)."""
+    """The code blocks in ``language`` of ``page`` (None: the README's, then the guides', in
+    order)."""
     text = "\n".join(p.read_text() for p in ([page] if page else pages()))
     return [m.group(2) for m in re.finditer(r"```(\w*)\n(.*?)```", text, re.S)
             if m.group(1) == language]  # fmt: skip
 
 
-def commands(page: Path | None = None) -> list[str]:
-    """The shell commands of ``page`` (None: the README's and the guides'), continuation lines
-    joined, comments dropped; the two set-up commands (make demo, make test) are what CI itself
-    runs."""
+SHELL = ("", "bash", "sh", "shell")  # the code blocks that hold commands
+# Commands the docs show that no test machine can run as written, and why.
+NOT_RUN = {
+    r"--resume\b": "goes on with a run interrupted midway (tests/corpus/test_predict.py kills "
+    "one at random points and resumes it)",
+    r"^ray start|--address auto": "needs a Ray cluster of several machines "
+    "(tests/corpus/test_ray_data.py runs the step on a local Ray)",
+    r"--num-nodes 2": "needs two machines (tests/taggers/models/test_end_to_end.py launches "
+    "two nodes on localhost)",
+    r"^srun ": "needs SLURM",
+}
+
+
+def shown_commands(page: Path | None = None) -> list[str]:
+    """Every shell command of ``page`` (None: the README's and the guides'), in order, from
+    unlabelled, ``bash`` and ``sh`` blocks: continuation lines joined, comments dropped; the
+    two set-up commands (make demo, make test) are what CI itself runs."""
     lines = []
-    for block in blocks("", page):
+    for block in [b for language in SHELL for b in blocks(language, page)]:
         for line in block.replace("\\\n", " ").splitlines():
             command = re.split(r"\s{2,}#", line)[0].strip()
-            if command and not command.startswith("make "):
+            if command and not command.startswith(("make ", "#")):
                 lines.append(command)
     return lines
+
+
+def not_run(command: str) -> str | None:
+    """Why ``command`` is not run here (None: it is)."""
+    return next((why for pattern, why in NOT_RUN.items() if re.search(pattern, command)), None)
+
+
+def commands(page: Path | None = None) -> list[str]:
+    """The shell commands of ``page`` that the test runs, in order: every one shown, but for
+    those ``NOT_RUN`` names with its reason."""
+    return [command for command in shown_commands(page) if not_run(command) is None]
 
 
 def runs_named(page: Path) -> set[str]:
@@ -104,6 +129,14 @@ def tiny_benchmark_data(shared: Path) -> None:
             writer.writerow([f"id{i}", "", "", " ".join(words), -0.1 * i, 0.5])
 
 
+def competition_test_file(repo: Path) -> None:
+    """The competition's ``test.csv`` a submission reads (CommonLit's shape: ``id,excerpt``)."""
+    with (repo / "test.csv").open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "excerpt"])
+        writer.writerows([["t1", "the long sentence was simple"], ["t2", "hard"]])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "block", independent_blocks(), ids=lambda block: "+".join(p.stem for p in block)
@@ -115,6 +148,7 @@ def test_the_readme_commands_run_as_written_in_order(tmp_path, block):
     (repo / "runs").mkdir()  # as in a checkout: the configs name files under it
     shutil.copytree(ROOT / "examples", repo / "examples")
     tiny_benchmark_data(tmp_path / "shared")
+    competition_test_file(repo)
     binaries = Path(sys.executable).parent
     env = os.environ | {"PATH": f"{binaries}:{os.environ['PATH']}", "HF_HUB_OFFLINE": "1"}
     env.pop("BISTACK_DATA", None)  # the recipes read the tiny data beside the copy
@@ -129,6 +163,12 @@ def run_pages(block: list[Path], repo: Path, env: dict[str, str], python: list[s
         if page.name == "large-corpora.md":  # a .txt of CoNLL columns is read as CoNLL
             predicted = (repo / "runs" / "dev.conll").read_text().strip().split("\n\n")
             assert len(predicted) == 10 and all("\t" in ln for ln in predicted[0].splitlines())
+        if page.name == "data.md":  # the submission, as the competition reads it
+            submission = (repo / "sub.csv").read_text().splitlines()
+            assert submission[0] == "id,target" and [r.split(",")[0] for r in submission[1:]] == [
+                "t1",
+                "t2",
+            ]
         for example in blocks("python", page):
             done = subprocess.run(
                 [*python, "-c", example], cwd=repo, env=env, capture_output=True,
@@ -160,6 +200,13 @@ def run_commands(lines: list[str], repo: Path, env: dict[str, str]) -> None:
         for server in servers:
             server.terminate()
             server.wait(timeout=30)
+
+
+def test_every_command_not_run_says_why_and_names_a_command_shown():
+    shown = shown_commands()
+    for pattern, why in NOT_RUN.items():
+        assert why and any(re.search(pattern, command) for command in shown), pattern
+    assert any(c.startswith("bistack predict runs/commonlit-quick/model") for c in commands())
 
 
 def test_the_readme_has_the_commands_this_test_runs():

@@ -678,3 +678,26 @@ def test_cross_validate_from_python_shares_a_cv_with_runs_as_the_command_does(
     result = bistack.cross_validate(data, shared, runs=["fold1"], **quiet)
     assert result is not None
     assert result.cv == pytest.approx(json.loads((alone / "cv.json").read_text())["cv"], abs=1e-6)
+
+
+def test_cross_validate_takes_a_dataframe_as_it_takes_a_path(classifier_cv, tmp_path):
+    """A notebook's table: the CV of a DataFrame is the CV of the file it was read from; the
+    table is kept beside the CV, and the same call again goes on from there."""
+    import pandas
+
+    config, alone = classifier_cv
+    data = yaml.safe_load(Path(config).read_text())
+    frame = pandas.read_csv(data["data"]["train"], sep="\t")
+    said: list[str] = []
+    result = bistack.cross_validate(
+        data, tmp_path / "cv", folds=3, train_data=frame, say=said.append
+    )
+    assert result is not None
+    assert result.cv == pytest.approx(json.loads((alone / "cv.json").read_text())["cv"], abs=1e-6)
+    (kept,) = tmp_path.glob("cv.table-*.jsonl")
+    assert any(str(kept) in line for line in said)
+    again = bistack.cross_validate(
+        data, tmp_path / "cv", folds=3, train_data=frame, say=said.append
+    )
+    assert again is not None and again.cv == result.cv
+    assert len(list(tmp_path.glob("cv.table-*.jsonl"))) == 1

@@ -47,7 +47,7 @@ from bistack.cv.runners import runner_for
 from bistack.data.tables import MEMORY
 from bistack.errors import ConfigError
 from bistack.files.fingerprints import content_digest
-from bistack.files.modeldir import write_json
+from bistack.files.modeldir import atomic_write, write_json
 from bistack.files.paths import refuse_overlap
 from bistack.folds.contract import FoldResult, Predictions, Say
 from bistack.folds.plan import FoldPlan, plan_folds
@@ -75,6 +75,7 @@ def cross_validate(
     progress: bool = False,
     overwrite: bool = False,
     runs: Sequence[str] = (),
+    train_data: Any = None,
     say: Say = print,
 ) -> CVResult | None:
     """``bistack cv`` from Python (``bistack.cross_validate``): K-fold cross-validation of a
@@ -85,10 +86,18 @@ def cross_validate(
     ``precision``, ``progress``: as for ``bistack.train``; ``ray``: each fold a Ray task on
     that cluster (``RayCluster()``: the one ``RAY_ADDRESS`` names, else a local Ray);
     ``runs``: the folds this process trains of a CV that processes share (``--runs``: None
-    is returned while other folds are unfinished); the rest as the command's flags."""
+    is returned while other folds are unfinished); ``train_data``: the table to split (a
+    pandas DataFrame, a ``datasets.Dataset`` or a list of dicts with the config's columns)
+    instead of ``data.train``: kept beside the CV as a file of its own, named by its content
+    (:func:`kept_table`), which the folds read; the rest as the command's flags."""
     from bistack.training import config_data
 
     data, source = config_data(config, overrides)
+    if train_data is not None:
+        section = data.setdefault("data", {})
+        if not isinstance(section, dict):
+            raise ConfigError(f"{source}: data must be a mapping")
+        section |= {"train": str(kept_table(train_data, Path(output), say)), "format": "jsonl"}
     options = RunOptions(accelerator=accelerator, precision=precision, progress=progress)
     settings = CVSettings(folds, repeats, split, inner_dev, workers, ray)
     built = config_from_dict(data, source)
@@ -298,6 +307,31 @@ def fold_plan(
     return plan_folds(
         settings.folds, settings.repeats, data.split_seed, digest, splitter, content.hexdigest()
     )
+
+
+def kept_table(rows: Any, output: Path, say: Say) -> Path:
+    """``rows`` (a table handed over from Python) as JSON lines beside the CV ``output``,
+    named by their content (``NAME.table-DIGEST.jsonl``): every fold, worker, Ray task and
+    rerun reads the same file; a rerun with the same rows finds it (and the CV goes on), other
+    rows make another file (and the CV's own check names the change). Never overwritten."""
+    from bistack.training import checked_rows
+
+    table = checked_rows(rows, "train_data")
+    records = table.to_dict(orient="records") if hasattr(table, "to_dict") else list(table)
+    text = "".join(json.dumps(record, default=plain) + "\n" for record in records)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = output.parent / f"{output.name}.table-{digest}.jsonl"
+    if not path.is_file():
+        atomic_write(path, lambda temporary: Path(temporary).write_text(text, encoding="utf-8"))
+    say(f"the table handed over ({len(records):,} rows) is kept beside the CV as {path}")
+    return path
+
+
+def plain(value: Any) -> Any:
+    """A table cell JSON cannot write as it is (a numpy number: its Python value)."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"a table cell of type {type(value).__name__} is not text or a number")
 
 
 def logged(say: Say, log: Path) -> Say:
