@@ -58,6 +58,8 @@ NOT_RUN = {
     r"--num-nodes 2": "needs two machines (tests/taggers/models/test_end_to_end.py launches "
     "two nodes on localhost)",
     r"^srun ": "needs SLURM",
+    r"^pip wheel ": "builds bistack's wheel from a checkout (tests/test_wheel.py builds it and "
+    "runs the notebook cell of docs/kaggle-notebook.md from it)",
 }
 
 

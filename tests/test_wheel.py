@@ -157,3 +157,48 @@ def test_a_config_path_naming_a_shipped_recipe_says_how_to_name_it(tmp_path, cap
         said = capsys.readouterr().err
         assert f"{config}: no such config file" in said
         assert ("recipe:conll03-bilstm-crf" in said) is suggested
+
+
+@pytest.mark.slow
+def test_the_competition_notebook_cell_runs_as_written_from_the_wheel(installed, tmp_path):
+    """docs/kaggle-notebook.md's cell, with Kaggle's folders laid out under a folder of the
+    test's own: bistack installed from the wheel alone, the CV's ensemble predicting the
+    competition's test table into ``submission.csv`` (``id,target``)."""
+    import csv
+    import re
+    import shutil
+
+    import bistack
+    from tests.text_models.test_end_to_end import sentiment_rows, text_config
+
+    where, _ = installed
+    table = tmp_path / "train.csv"
+    with table.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["id", "excerpt", "target"])
+        for index, (text, label) in enumerate(sentiment_rows(30, 0)):
+            writer.writerow([f"r{index}", text, float(label)])
+    config = text_config(table, None, kind="regressor", train={"max_epochs": 1})
+    config["data"] |= {"dev": None, "text_column": "excerpt", "label_columns": ["target"],
+                       "id_column": "id"}  # fmt: skip
+    bistack.cross_validate(config, tmp_path / "cv", folds=2, say=lambda _: None)
+    kaggle = tmp_path / "kaggle"
+    inputs = kaggle / "input"
+    shutil.copytree(where / "dist", inputs / "bistack-wheel")
+    shutil.copytree(tmp_path / "cv" / "model", inputs / "cv-model")
+    (inputs / "commonlitreadabilityprize").mkdir(parents=True)
+    (inputs / "commonlitreadabilityprize" / "test.csv").write_text(
+        "id,excerpt\nt1,a fine and warm film\nt2,dull and slow\n"
+    )
+    (kaggle / "working").mkdir()
+    page = (ROOT / "docs" / "kaggle-notebook.md").read_text()
+    (cell,) = re.findall(r"```py\n(.*?)```", page, re.S)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run(
+        [sys.executable, "-c", cell.replace("/kaggle/", f"{kaggle}/")],
+        cwd=kaggle / "working", env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = (kaggle / "working" / "submission.csv").read_text().splitlines()
+    assert rows[0] == "id,target" and [row.split(",")[0] for row in rows[1:]] == ["t1", "t2"]
+    assert (kaggle / "working" / "site" / "bistack").is_dir()  # imported from the wheel
