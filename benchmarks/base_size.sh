@@ -32,13 +32,15 @@ case "${1:-}" in
   commonlit)
     $BISTACK compare-poolers configs/commonlit-mpnet-layers.yaml --folds 5 --blend \
       --poolers lstm,gru,attention,weighted,mean,cls --output $RUNS/compare-commonlit --no-progress
-    for ext in md json png; do cp "$RUNS/compare-commonlit/compare-poolers.$ext" "$RESULTS/commonlit.$ext"; done
+    for ext in json png; do cp "$RUNS/compare-commonlit/compare-poolers.$ext" "$RESULTS/commonlit.$ext"; done
     cp "$RUNS/compare-commonlit/blend/blend.json" "$RESULTS/commonlit-blend.json"
+    .venv/bin/python benchmarks/base_size_pages.py  # the pages, from their JSON
     ;;
   sst2)
     $BISTACK compare-poolers configs/sst2-mpnet-layers.yaml --seeds 3 --poolers lstm \
       --output $RUNS/compare-sst2 --no-progress
-    for ext in md json png; do cp "$RUNS/compare-sst2/compare-poolers.$ext" "$RESULTS/sst2.$ext"; done
+    for ext in json png; do cp "$RUNS/compare-sst2/compare-poolers.$ext" "$RESULTS/sst2.$ext"; done
+    .venv/bin/python benchmarks/base_size_pages.py  # the pages, from their JSON
     ;;
   *) echo "usage: bash benchmarks/base_size.sh conll03|commonlit|sst2" >&2; exit 2 ;;
 esac

@@ -22,6 +22,11 @@ from stacked_report import CACHE_LINE, run_summary
 ROOT = Path(__file__).resolve().parents[1]
 RUNS = ROOT / "runs" / "benchmarks" / "base-size"
 RESULTS = ROOT / "benchmarks" / "results"
+DEV_NOTE = (
+    "Dev scores: each seed's epoch was chosen on that same dev set (early stopping), so they "
+    "run a little above what CoNLL-2003's test set gives (the published anchors, about 92-94 "
+    "for large transformers, are test scores); the test split is withheld."
+)
 
 
 def seed_row(run: Path) -> dict:
@@ -47,11 +52,19 @@ def main() -> None:
         raise SystemExit(f"no runs in {RUNS}: bash benchmarks/base_size.sh conll03 first")
     seeds = [seed_row(run) for run in runs]
     minilm = json.loads((RESULTS / "stacked-conll03.json").read_text())["consistency"]
-    done = [s["score"] for s in seeds if s["finished"]]
     record = {"mpnet": seeds, "minilm_shipped": minilm["seeds"]}
     out = RESULTS / "base-size"
     out.mkdir(parents=True, exist_ok=True)
     (out / "conll03.json").write_text(json.dumps(record, indent=1) + "\n")
+    page = render(record)
+    (out / "conll03.md").write_text(page)
+    print(page)
+
+
+def render(record: dict) -> str:
+    """The page, from its JSON (``record``) alone."""
+    seeds, minilm = record["mpnet"], {"seeds": record["minilm_shipped"]}
+    done = [s["score"] for s in seeds if s["finished"]]
 
     def spread(scores: list[float]) -> str:
         if not scores:
@@ -95,9 +108,8 @@ def main() -> None:
         + f" | {statistics.median(s['seconds_per_epoch'] for s in minilm['seeds']):.0f} "
         "(1 thread, two runs at a time) | - |"
     )
-    lines.append("")
-    (out / "conll03.md").write_text("\n".join(lines))
-    print("\n".join(lines))
+    lines += ["", DEV_NOTE, ""]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

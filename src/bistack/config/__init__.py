@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -201,11 +202,20 @@ class BackboneConfig:
     # them (HuggingFace's gradient checkpointing): far less memory for a large encoder, at
     # about a third more compute.
     gradient_checkpointing: bool = False
-    # A frozen backbone's pass: "32" (its weights' own) or "bf16-mixed" (its matrix products in
+    # A frozen backbone's pass: "32" (its weights' own), "bf16-mixed" (its matrix products in
     # bfloat16 under torch.autocast: about twice as fast on a CPU with AVX-512 BF16 or AMX, its
-    # layers' states within 1e-3 cosine of float32's). The cache is keyed by it, and the model
-    # predicts and serves under it, so training and serving read the same vectors.
-    precision: Literal["32", "bf16-mixed"] = "32"
+    # layers' states within 1e-3 cosine of float32's; dev scores within float32's seed spread),
+    # or "auto": bf16-mixed where this machine runs bfloat16 natively (such a CPU, or a GPU
+    # with bfloat16), else 32; a fine-tuned backbone's: 32. Settled when the config is read,
+    # and a trained model's config.json keeps the settled value. The cache is keyed by it, and
+    # the model predicts and serves under it, so training and serving read the same vectors.
+    precision: Literal["auto", "32", "bf16-mixed"] = "auto"
+
+    @property
+    def pass_precision(self) -> Literal["32", "bf16-mixed"]:
+        """The frozen pass's precision, settled (``auto`` is, when the config is read)."""
+        assert self.precision != "auto", "backbone.precision is settled by check()"
+        return self.precision
 
     def named(self, folder: Path) -> str:
         """How a run's lines name it: a hub id as the user wrote it (not its snapshot's
@@ -226,7 +236,9 @@ class BackboneConfig:
 
     def check(self, source: str) -> None:
         """Settings of a fine-tuned backbone are refused for a frozen one: they would do
-        nothing."""
+        nothing. ``auto`` precision is settled here (see :func:`native_bfloat16`)."""
+        if self.precision == "auto":
+            self.precision = "bf16-mixed" if not self.finetune and native_bfloat16() else "32"
         if self.precision != "32" and self.finetune:
             raise ConfigError(
                 f"{source}: backbone.precision {self.precision} is a frozen backbone's pass; this "
@@ -238,6 +250,20 @@ class BackboneConfig:
                 "memory; this backbone is frozen (backbone.finetune: false), so it would do "
                 "nothing"
             )
+
+
+def native_bfloat16() -> bool:
+    """Whether this machine runs bfloat16 matrix products natively: a CPU with AVX-512 BF16 or
+    AMX (Linux's ``/proc/cpuinfo`` flags), or a CUDA GPU with bfloat16."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        flags = ""
+    if re.search(r"\b(avx512_bf16|amx_bf16)\b", flags):
+        return True
+    import torch
+
+    return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
 
 
 class OverBackbone:

@@ -256,7 +256,10 @@ def _write_and_show(
 ) -> None:
     metric = task_of(config.kind).metric
     name = metric.name.removeprefix("dev ")  # scored on held-out folds, not only on dev
-    where = f"{folds}-fold CV on {config.data.train}" if folds else f"dev, {seeds} seeds"
+    table = Path(config.data.train)  # named as a recipe names it, not by this machine's path
+    where = (
+        f"{folds}-fold CV on {table.parent.name}/{table.name}" if folds else f"dev, {seeds} seeds"
+    )
     mode = "fine-tuned" if config.backbone.finetune else "frozen"
     comparison = Comparison(
         title=f"Layer poolers on {config.backbone.path} ({mode}): {name}, {where + note}",

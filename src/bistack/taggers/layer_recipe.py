@@ -77,7 +77,7 @@ def cached_word_states(
         with (
             torch.inference_mode(),
             moved_to(backbone, device),
-            backbone.frozen_at(options.precision),
+            backbone.frozen_at(options.pass_precision),
         ):
             for start in range(0, len(order), options.batch_size):
                 chosen = order[start : start + options.batch_size]

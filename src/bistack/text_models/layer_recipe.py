@@ -75,7 +75,7 @@ def frozen_vectors(
         if long:
             action = "truncated" if options.long_texts == "truncate" else "cut into windows"
             say(f"{long} of {len(chosen)} texts exceed {limit} subwords and are {action}")
-        with moved_to(backbone, device), backbone.frozen_at(options.precision):
+        with moved_to(backbone, device), backbone.frozen_at(options.pass_precision):
             return backbone.layer_vectors(
                 chosen,
                 options.long_texts,

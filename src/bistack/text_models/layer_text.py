@@ -116,7 +116,7 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
         """Per-layer vectors of raw texts, ``batch_size`` texts per backbone forward."""
         self.refuse_empty(texts)
         options = self.config.backbone
-        with self.backbone.frozen_at(options.precision):
+        with self.backbone.frozen_at(options.pass_precision):
             return self.backbone.layer_vectors(
                 texts,
                 options.long_texts,
@@ -203,7 +203,7 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
         with (
             torch.inference_mode(),
             evaluating(self.model),
-            self.backbone.frozen_at(options.precision),  # the batches are made in the loop
+            self.backbone.frozen_at(options.pass_precision),  # the batches are made in the loop
         ):
             for positions, vectors in batches:
                 tokens = self.token_features([texts[i] for i in positions])

@@ -130,7 +130,7 @@ class LayerPoolingTagger(SavedKind, DeviceDecoding):
             self.backbone, sentences, options.max_length, contexts, options.context
         )
         pieces = pieces.to(next(self.backbone.parameters()).device)
-        with torch.no_grad(), self.backbone.frozen_at(options.precision):
+        with torch.no_grad(), self.backbone.frozen_at(options.pass_precision):
             return word_layer_states(self.backbone, pieces, self.config.subwords)
 
     def token_features(
