@@ -337,3 +337,17 @@ def test_predict_into_a_missing_folder_names_the_folder(small_tagger, tmp_path, 
         "file in a folder that does"
     ]
     assert not (tmp_path / "nodir").exists()
+
+
+def test_a_text_argument_that_names_a_file_is_said_once(small_tagger, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "texts.txt").write_text("John lives here .\n")
+    done = bistack("predict", str(small_tagger), "texts.txt", "nope.csv", "John left .")
+    assert done.returncode == 0
+    said = done.stderr.decode().splitlines()
+    assert said == [
+        "the argument 'texts.txt' names a file: it is predicted as a text; --input texts.txt "
+        "reads its records",
+        "the argument 'nope.csv' looks like a file's name, and no such file is there: it is "
+        "predicted as a text",
+    ]

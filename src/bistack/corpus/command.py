@@ -135,6 +135,7 @@ def predict_command(request: CorpusRequest, job: PredictionJob, model: Predictor
         total = count_records(given, fmt) if request.progress else None
         job = replace(job, keeps_place=True)
     else:
+        say_file_like(request.texts)
         fmt, source, total = "arguments", "argument", None
         if card.output_format(job.fmt).table:  # a table's rows name their argument
             job = replace(job, keeps_place=True)
@@ -204,6 +205,23 @@ def predict_command(request: CorpusRequest, job: PredictionJob, model: Predictor
                 file=sys.stderr,
             )
     return 0
+
+
+DATA_SUFFIXES = (".csv", ".tsv", ".jsonl", ".json", ".txt", ".conll", ".conllu", ".parquet")
+
+
+def say_file_like(texts: list[str]) -> None:
+    """A TEXT argument that names a file (or looks like a file's name) is predicted as the text
+    it is, as asked; said once (with the flag that reads a file, where there is one), in case a
+    file was meant."""
+    for text in texts:
+        if " " in text or not text.lower().endswith(DATA_SUFFIXES):
+            continue
+        if Path(text).is_file():
+            said = f"names a file: it is predicted as a text; --input {text} reads its records"
+        else:
+            said = "looks like a file's name, and no such file is there: it is predicted as a text"
+        print(f"the argument {text!r} {said}", file=sys.stderr)
 
 
 def with_model_columns(
