@@ -140,8 +140,9 @@ def test_the_blend_predicts_as_its_runs_weighted(regressor_cvs, regressor_blend)
             expected += weight * np.array([p.values["label"] for p in own])
     assert got == pytest.approx(expected.tolist(), rel=1e-5, abs=1e-6)
     kept = [name for name, weight in result.weights.items() if weight > 0]
-    assert "blend of" in blend.description and f"{len(kept)} cross-validated runs" in (
-        blend.description
+    assert (
+        "blend of" in blend.description
+        and f"{len(kept)} cross-validated run{'s' * (len(kept) != 1)} " in (blend.description)
     )
     members = sorted(p.name for p in (out / "model" / "members").iterdir())
     assert {m.rsplit("-", 1)[0] for m in members} == set(kept)  # a run of weight 0: left out

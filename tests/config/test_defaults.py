@@ -101,5 +101,5 @@ def test_a_number_typed_for_a_named_choice_is_the_choice(tmp_path):
     data = [f"data.train={table}", f"data.dev={table}"]
     config = load_config(recipe, ["backbone.precision=32", *data])
     assert config.backbone.precision == "32"
-    with pytest.raises(ConfigError, match="must be one of '32', 'bf16-mixed', got 16"):
+    with pytest.raises(ConfigError, match="must be one of 'auto', '32', 'bf16-mixed', got 16"):
         load_config(recipe, ["backbone.precision=16", *data])

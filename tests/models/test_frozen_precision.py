@@ -3,6 +3,8 @@ feature cache, and the model predicting under it as it trained; refused for a fi
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -125,3 +127,34 @@ def test_a_shuffled_table_pays_no_backbone_pass_and_its_log_says_so(tmp_path):
     train_config(tasks.config_from_dict(again), tmp_path / "b", RunOptions())
     log = (tmp_path / "b" / "train.log").read_text()
     assert "per-layer vectors of 30 texts read from the cache" in log, log
+
+
+def test_auto_settles_as_the_machine_runs_bfloat16_and_the_model_records_it(tmp_path, monkeypatch):
+    """``backbone.precision`` left out is ``auto``: bf16-mixed where the machine runs bfloat16
+    natively (this CPU's AVX-512 BF16 or AMX), 32 elsewhere and for a fine-tuned backbone; the
+    model's config.json keeps what it settled at, so it predicts the same elsewhere."""
+    import json
+
+    import bistack.config
+    from tests.conftest import NATIVE_BFLOAT16
+
+    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    native = "avx512_bf16" in cpuinfo or "amx_bf16" in cpuinfo
+    if native:  # the CPU's own flags settle it, whatever GPU there is
+        assert NATIVE_BFLOAT16()
+    for machine, settled in ((True, "bf16-mixed"), (False, "32")):
+        monkeypatch.setattr(bistack.config, "native_bfloat16", lambda machine=machine: machine)
+        data = config(tmp_path, "auto")
+        del data["backbone"]["precision"]  # left out: auto
+        assert tasks.config_from_dict(data).backbone.precision == settled
+        tuned = config(tmp_path, "auto", finetune=True)
+        assert tasks.config_from_dict(tuned).backbone.precision == "32"
+    monkeypatch.setattr(bistack.config, "native_bfloat16", NATIVE_BFLOAT16)
+    data = config(tmp_path, "auto")
+    del data["backbone"]["precision"]
+    trained = train_config(tasks.config_from_dict(data), tmp_path / "run", RunOptions())
+    written = json.loads((trained.model_dir / "config.json").read_text())
+    expected = "bf16-mixed" if NATIVE_BFLOAT16() else "32"
+    assert written["config"]["backbone"]["precision"] == expected
+    if not native:
+        pytest.skip("this CPU has no AVX-512 BF16 nor AMX: auto settled at 32, as it should")

@@ -40,9 +40,18 @@ def settings_put_back() -> Iterator[None]:
     before = {name: os.environ.get(name) for name in names}
     torch = sys.modules.get("torch")
     threads = torch.get_num_threads() if torch is not None else None
+    # transformers reads HF_HUB_DISABLE_PROGRESS_BARS when first imported: one imported before
+    # (a notebook's, a test's) would show its "Loading weights" bar at every model a command
+    # opens, so it is held back for the command and put back after.
+    loaded = sys.modules.get("transformers.utils.logging")
+    bars = loaded.is_progress_bar_enabled() if loaded is not None else False
+    if loaded is not None:
+        loaded.disable_progress_bar()
     try:
         yield
     finally:
+        if loaded is not None and bars:
+            loaded.enable_progress_bar()
         for name, value in before.items():
             if value is None:
                 os.environ.pop(name, None)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -213,8 +214,10 @@ class BackboneConfig:
 
     @property
     def pass_precision(self) -> Literal["32", "bf16-mixed"]:
-        """The frozen pass's precision, settled (``auto`` is, when the config is read)."""
-        assert self.precision != "auto", "backbone.precision is settled by check()"
+        """The frozen pass's precision, settled (``auto`` is when a config is read; one built
+        in code and never checked settles here by the same rule)."""
+        if self.precision == "auto":
+            return "bf16-mixed" if not self.finetune and native_bfloat16() else "32"
         return self.precision
 
     def named(self, folder: Path) -> str:
@@ -237,8 +240,7 @@ class BackboneConfig:
     def check(self, source: str) -> None:
         """Settings of a fine-tuned backbone are refused for a frozen one: they would do
         nothing. ``auto`` precision is settled here (see :func:`native_bfloat16`)."""
-        if self.precision == "auto":
-            self.precision = "bf16-mixed" if not self.finetune and native_bfloat16() else "32"
+        self.precision = self.pass_precision
         if self.precision != "32" and self.finetune:
             raise ConfigError(
                 f"{source}: backbone.precision {self.precision} is a frozen backbone's pass; this "
@@ -261,9 +263,8 @@ def native_bfloat16() -> bool:
         flags = ""
     if re.search(r"\b(avx512_bf16|amx_bf16)\b", flags):
         return True
-    import torch
-
-    return bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    torch = sys.modules.get("torch")  # a run's process has it; reading a config needs none
+    return torch is not None and bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
 
 
 class OverBackbone:

@@ -205,11 +205,29 @@ def build_config(cls: type[C], data: dict[str, Any], source: str = "config") -> 
     return config
 
 
+# Defaults that changed since models recorded their configs: a recorded config without the key
+# was written when leaving it out meant this value (``backbone.precision`` was 32 before
+# ``auto``, which settles by the machine reading it: a saved model reads as it trained).
+RECORDED_DEFAULTS = {("backbone", "precision"): "32"}
+
+
+def recorded_config(cls: type[C], data: dict[str, Any], source: str) -> C:
+    """:func:`build_config` of a config a model or a run recorded (config.json, export.json):
+    a key whose default changed since is read as the default it had then
+    (``RECORDED_DEFAULTS``), not as today's."""
+    data = copy.deepcopy(data)
+    for (section, key), value in RECORDED_DEFAULTS.items():
+        part = data.get(section)
+        if isinstance(part, dict):
+            part.setdefault(key, value)
+    return build_config(cls, data, source)
+
+
 def same_settings(recorded: dict[str, Any], config: ExperimentConfig) -> bool:
     """Whether a config recorded by an earlier run equals ``config``, keys added since then
     counting as their defaults (so a finished run stays reusable across versions)."""
     try:
-        return build_config(type(config), recorded, "recorded run").to_dict() == config.to_dict()
+        return recorded_config(type(config), recorded, "recorded run").to_dict() == config.to_dict()
     except ConfigError:
         return False
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from bistack.config.files import build_config
+from bistack.config.files import recorded_config
 from bistack.data.buckets import bucket_batches
 from bistack.data.features import TokenVocabularies, token_rows
 from bistack.errors import ConfigError, ModelFileError, needs_extra
@@ -178,7 +178,9 @@ class ExportedFiles:
         self.meta = read_export(self.path) if meta is None else meta  # as already read, if so
         self.version = int(self.meta.get("format_version", 1))
         try:
-            self.config = build_config(config_class, self.meta["config"], f"{path}/{EXPORT_FILE}")
+            self.config = recorded_config(
+                config_class, self.meta["config"], f"{path}/{EXPORT_FILE}"
+            )
         except ConfigError as error:
             raise ModelFileError(str(error)) from None
         self.vocabularies: TokenVocabularies | None = None

@@ -63,22 +63,6 @@ def resolve_backbone(path: str) -> Path:
     return folder
 
 
-@contextmanager
-def quiet_loading() -> Iterator[None]:
-    """transformers' "Loading weights" bar held back while a backbone loads (a model opens
-    in every predict, serve worker and fold: the bar says nothing a user needs), the user's
-    own setting restored after."""
-    from transformers.utils import logging
-
-    shown = logging.is_progress_bar_enabled()
-    logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if shown:
-            logging.enable_progress_bar()
-
-
 @dataclass  # not frozen: mixed precision walks the batch (Fabric's convert_input)
 class SubwordBatch:
     """Tokenised texts, as windows.
@@ -198,10 +182,9 @@ class TransformerBackbone(nn.Module):
         from safetensors import SafetensorError
 
         try:
-            with quiet_loading():
-                model = AutoModel.from_pretrained(
-                    folder, local_files_only=True, config=config, use_safetensors=True
-                )
+            model = AutoModel.from_pretrained(
+                folder, local_files_only=True, config=config, use_safetensors=True
+            )
             tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
         except (OSError, ValueError, KeyError, SafetensorError) as error:
             first = str(error).splitlines()[0]

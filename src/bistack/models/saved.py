@@ -14,7 +14,7 @@ from typing import Any, ClassVar, Self, TypeVar
 import torch
 from torch import nn
 
-from bistack.config.files import build_config
+from bistack.config.files import recorded_config
 from bistack.config.hub import local_folder
 from bistack.devices.choice import checked_device
 from bistack.errors import ModelFileError
@@ -57,7 +57,7 @@ def opening(
     chosen = checked_device(device)
     with reading_model(path):
         meta, vocab = load_metadata(path, kind, meta)
-        config: Any = build_config(config_class, meta["config"], source=f"{path}/config.json")
+        config: Any = recorded_config(config_class, meta["config"], f"{path}/config.json")
         yield SavedModel(Path(path), meta, vocab, config, chosen)
 
 

@@ -94,8 +94,8 @@ def cached_word_states(
     started = time.perf_counter()
     texts = [WORD_SEPARATOR.join(s.tokens) for s in sentences]
     settings: dict[str, object] = {"max_length": limit, "subwords": config.subwords}
-    if options.precision != "32":  # float32's entries keep the keys they had
-        settings["precision"] = options.precision
+    if options.pass_precision != "32":  # float32's entries keep the keys they had
+        settings["precision"] = options.pass_precision
     if contexts is not None:  # each sentence's states depend on its document's other sentences
         texts = [
             f"{s.document}{WORD_SEPARATOR}{text}" for s, text in zip(sentences, texts, strict=True)

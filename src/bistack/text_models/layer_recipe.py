@@ -66,8 +66,8 @@ def frozen_vectors(
         "long_texts": options.long_texts,
         "stride": options.stride if options.long_texts == "sliding_window" else 0,
     }
-    if options.precision != "32":  # float32's entries keep the keys they had
-        settings["precision"] = options.precision
+    if options.pass_precision != "32":  # float32's entries keep the keys they had
+        settings["precision"] = options.pass_precision
 
     def compute(indices: list[int]) -> LayerVectors:
         chosen = [texts[i] for i in indices]
