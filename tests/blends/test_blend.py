@@ -432,6 +432,9 @@ def test_a_blend_says_whether_it_beats_its_best_run_beyond_the_noise():
     assert losing["best_run"] == "lstm" and losing["beyond_noise"] and not losing["blend_wins"]
     assert losing["says"].startswith("the nested blend loses to lstm, the best run, beyond")
     assert len(losing["per_fold"]) == 4 and losing["difference"] > 0  # RMSE: blend minus run
+    # Against the run the CV would have picked fold by fold, chosen on the other folds alone.
+    assert losing["picked"]["runs"] == ["lstm"] * 4 and losing["picked"]["outcome"] == "loses"
+    assert "the run the CV would have picked on each fold" in losing["says"]
     winning = verdict(runs, own, gold[:, None], assignment, rmse)
     assert winning["beyond_noise"] and winning["blend_wins"]
     tied = verdict(runs, own, best.predictions[::-1].copy(), assignment, rmse)

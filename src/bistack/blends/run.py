@@ -161,42 +161,77 @@ def verdict(
     score: Callable,
 ) -> dict[str, Any]:
     """Whether the nested blend beats the best single run (the best score ``own``: each run's
-    out-of-fold predictions as the blend scores them), by how much, and
-    whether that is beyond the noise: the paired difference of their scores fold by fold (the
-    same folds, the blend's minus the run's) is beyond noise when its mean over its standard
-    error exceeds Student's t at 95% two-sided for the folds' degrees of freedom (K - 1)."""
+    out-of-fold predictions as the blend scores them), by how much, and whether that is beyond
+    the noise: the paired difference of their scores fold by fold (the same folds, the blend's
+    minus the run's) is beyond noise when its mean over its standard error exceeds Student's t
+    at 95% two-sided for the folds' degrees of freedom (K - 1). The best run is chosen with
+    hindsight (on every fold); ``picked`` says the same against the run the CV would have
+    picked without it: on each fold, the run best on the other folds."""
     higher = runs[0].card.metric.higher_is_better
-    best = (max if higher else min)(runs, key=lambda run: own[run.name])
-    differences = []
-    for fold in sorted(set(assignment)):
+    choose = max if higher else min
+    best = choose(runs, key=lambda run: own[run.name])
+    folds = sorted(set(assignment))
+    differences, against_picked, picks = [], [], []
+    for fold in folds:
         held = [i for i, f in enumerate(assignment) if f == fold]
-        own = score(best.predictions[held], held)
-        differences.append(score(nested_predictions[held], held) - own)
+        others = [i for i, f in enumerate(assignment) if f != fold]
+        blended_score = score(nested_predictions[held], held)
+        differences.append(blended_score - score(best.predictions[held], held))
+        picked = choose(runs, key=lambda run: score(run.predictions[others], others))
+        picks.append(picked.name)
+        against_picked.append(blended_score - score(picked.predictions[held], held))
+    found = paired(differences, higher)
+    says = {
+        "within": f"the nested blend and {best.name}, the best run, are within the noise",
+        "wins": f"the nested blend beats {best.name}, the best run, beyond the noise",
+        "loses": f"the nested blend loses to {best.name}, the best run, beyond the noise",
+    }[found["outcome"]]
+    chosen = paired(against_picked, higher)
+    picked_says = {
+        "within": "within the noise of",
+        "wins": "beyond the noise ahead of",
+        "loses": "beyond the noise behind",
+    }[chosen["outcome"]]
+    return {
+        "best_run": best.name,
+        "difference": found["mean"],
+        "standard_error": found["error"],
+        "per_fold": differences,
+        "beyond_noise": found["outcome"] != "within",
+        "blend_wins": found["gain"] > 0,
+        "t": found["t"],
+        "t_needed": found["t_needed"],
+        "picked": {"runs": picks, "per_fold": against_picked, **chosen},
+        "says": f"{says} ({found['words']}); against the run the CV would have picked on each "
+        f"fold (the best on the other folds: {', '.join(picks)}), {picked_says} it "
+        f"({chosen['words']})",
+    }
+
+
+def paired(differences: list[float], higher: bool) -> dict[str, Any]:
+    """The paired differences' mean, standard error, |t| against Student's 95% two-sided
+    quantile for their degrees of freedom, the outcome (``within`` the noise, or the blend
+    ``wins`` or ``loses`` beyond it) and those figures in words."""
     mean = float(np.mean(differences))
     error = float(np.std(differences, ddof=1) / np.sqrt(len(differences)))
     gain = mean if higher else -mean  # in the metric's good direction
     degrees = len(differences) - 1
     quantile = t_quantile_975(degrees)
     statistic = abs(mean) / error if error > 0 else (0.0 if mean == 0 else float("inf"))
-    beyond = statistic > quantile
-    if not beyond:
-        says = f"the nested blend and {best.name}, the best run, are within the noise"
-    elif gain > 0:
-        says = f"the nested blend beats {best.name}, the best run, beyond the noise"
-    else:
-        says = f"the nested blend loses to {best.name}, the best run, beyond the noise"
+    outcome = "within" if statistic <= quantile else "wins" if gain > 0 else "loses"
+    words = (
+        f"{mean:+.4f} a fold on average, standard error {error:.4f}, blend minus run; |t| "
+        f"{statistic:.2f} against {quantile:.2f}, paired t at 95% two-sided with {degrees} "
+        "degrees of freedom"
+    )
     return {
-        "best_run": best.name,
-        "difference": mean,
-        "standard_error": error,
-        "per_fold": differences,
-        "beyond_noise": bool(beyond),
-        "blend_wins": bool(gain > 0),
+        "mean": mean,
+        "error": error,
+        "gain": gain,
         "t": statistic,
         "t_needed": quantile,
-        "says": f"{says} ({mean:+.4f} a fold on average, standard error {error:.4f}, blend "
-        f"minus run; |t| {statistic:.2f} against {quantile:.2f}, paired t at 95% two-sided with "
-        f"{degrees} degrees of freedom)",
+        "outcome": outcome,
+        "words": words,
     }
 
 
