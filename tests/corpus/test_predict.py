@@ -236,7 +236,7 @@ def test_off_a_terminal_progress_is_a_line_at_most_every_few_seconds(small_tagge
                "--chunk-size", "50", "--log-every", "0")  # fmt: skip
     said, *lines = done.stderr.decode().splitlines()
     assert said == f"reading {source} as one text a line; --input-format conll reads CoNLL columns"
-    assert lines[0].startswith("predicted 50 records (") and lines[0].endswith("/s)")
+    assert lines[0].startswith("predicted 50 records so far (") and lines[0].endswith("/s)")
     assert lines[-1].startswith("predicted 400 records into")
     quiet = run(str(small_tagger), "--input", str(source), "--output", str(tmp_path / "p.conll"),
                 "--chunk-size", "50")  # fmt: skip

@@ -241,7 +241,7 @@ class Progress:
             self.said = now
             rate = self.done / (now - self.started)
             print(
-                f"predicted {self.already + self.done:,} records ({rate:,.0f}/s)",
+                f"predicted {self.already + self.done:,} records so far ({rate:,.0f}/s)",
                 file=sys.stderr,
                 flush=True,
             )
