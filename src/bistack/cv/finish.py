@@ -43,8 +43,11 @@ def finish(
     if cross_fitted:
         for record in records:
             say(f"{record.name}: cross-fitted {metric} {record.score:.4f}")
-    pooled, oof = family.pool_out_of_fold(plan, records, metric)
-    as_trained = oof if records is trained else family.pool_out_of_fold(plan, trained, metric)[1]
+    pool = family.pool_out_of_fold(plan, records, metric)
+    pooled, oof = pool.scores, pool.pooled
+    as_trained = (
+        oof if records is trained else family.pool_out_of_fold(plan, trained, metric).pooled
+    )
     folds = {record.name: float(record.score) for record in records}
     result = CVResult(metric, statistics.fmean(pooled), folds, shown)
     summary: CVSummary = {
@@ -73,20 +76,20 @@ def finish(
     }
     serving, served = served_members(plan, trained)
     kept = {record.name: members[record.name] for record in serving}
-    extra, note = family.ensemble_settings(as_trained, kept, serving, say, inner_dev)
+    fit = family.ensemble_settings(as_trained, oof, kept, serving, say, inner_dev)
     cv = {name: value for name, value in summary.items() if name != "folds"}
-    meta: JSON = {"kind": config.kind, "folds": folds, "cv": cv, "served": served} | extra
-    oof_files = family.write_oof(output, plan, oof)
+    meta: JSON = {"kind": config.kind, "folds": folds, "cv": cv, "served": served} | fit.meta
+    oof_files = family.write_oof(output, plan, fit.oof)
     write_json(output / RESULT_FILE, summary)
     write_ensemble(output / MODEL_DIR, kept, meta)
-    write_cv_report(output, card, config, family, oof, summary, shown)
+    write_cv_report(output, card, config, family, fit.oof, summary, shown)
     say(
         f"CV {metric} {result.cv:.4f} on the pooled out-of-fold predictions; folds"
         f"{' (cross-fitted)' if cross_fitted else ''} "
         f"{result.mean:.4f} +- {result.std:.4f} ({', '.join(f'{v:.4f}' for v in folds.values())})"
     )
-    if note:
-        say(note)
+    if fit.note:
+        say(fit.note)
     written = " and ".join(
         [", ".join(oof_files[:-1]), oof_files[-1]] if len(oof_files) > 2 else oof_files
     )

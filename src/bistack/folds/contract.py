@@ -59,6 +59,27 @@ class Predictions(Protocol):
 
 
 @dataclass(frozen=True)
+class OutOfFold(Generic[Pooled]):
+    """The out-of-fold predictions pooled (``pooled``, as the kind keeps them) and the CV's
+    metric on them, one score a repeat (``scores``): what ``pool_out_of_fold`` returns."""
+
+    scores: list[float]
+    pooled: Pooled
+
+
+@dataclass(frozen=True)
+class EnsembleFit(Generic[Pooled]):
+    """What ``ensemble_settings`` returns: the fold ensemble's settings fitted out of fold
+    (``meta``, for ``ensemble.json``), what was done, in words (``note``), and the out-of-fold
+    predictions the files and the report are written from (``oof``: the pooled ones, with
+    what the fit added to them, such as a tagger's log-potentials)."""
+
+    meta: JSON
+    note: str
+    oof: Pooled
+
+
+@dataclass(frozen=True)
 class HeldOut(Generic[P]):
     """A fold model's pass over its held-out rows: its ``score`` by the CV's metric, every
     metric it has (``metrics``, as the kind's scores write them) and its ``predictions``."""
@@ -246,8 +267,8 @@ class FoldFamily(Protocol[P, S, M, Pooled]):
 
     def pool_out_of_fold(
         self, plan: FoldPlan, records: list[FoldResult[P]], key: str
-    ) -> tuple[list[float], Pooled]:
-        """The metric on each repeat's pooled out-of-fold predictions, and those predictions."""
+    ) -> OutOfFold[Pooled]:
+        """The out-of-fold predictions pooled, and the metric on each repeat's."""
         ...
 
     def cross_fit(
@@ -263,13 +284,16 @@ class FoldFamily(Protocol[P, S, M, Pooled]):
 
     def ensemble_settings(
         self,
-        oof: Pooled,
+        fitted_on: Pooled,
+        written: Pooled,
         members: dict[str, Path],
         records: list[FoldResult[P]],
         say: Say,
         members_calibrated: bool,
-    ) -> tuple[JSON, str]:
-        """What the fold ensemble keeps of the out-of-fold predictions, and what was done."""
+    ) -> EnsembleFit[Pooled]:
+        """What the fold ensemble (``members``, of ``records``) keeps of the out-of-fold
+        predictions ``fitted_on`` (as the members give them), what was done, and ``written``
+        (the out-of-fold predictions to write) with what the fit adds to them."""
         ...
 
     def write_oof(self, output: Path, plan: FoldPlan, oof: Pooled) -> list[str]:

@@ -17,7 +17,7 @@ from bistack.data.tables import Example, read_table
 from bistack.errors import ConfigError
 from bistack.files.formats import table_line
 from bistack.files.modeldir import atomic_write
-from bistack.folds.contract import JSON, FoldResult, HeldOut, Say
+from bistack.folds.contract import JSON, EnsembleFit, FoldResult, HeldOut, OutOfFold, Say
 from bistack.folds.plan import FoldPlan
 from bistack.folds.settings import CVSettings
 from bistack.folds.splitters import SplitKeys
@@ -207,7 +207,7 @@ class TextFolds:
 
     def pool_out_of_fold(
         self, plan: FoldPlan, records: list[TextFold], key: str
-    ) -> tuple[list[float], np.ndarray]:
+    ) -> OutOfFold[np.ndarray]:
         """The kind's metric on each repeat's pooled out-of-fold predictions, and each
         repeat's predictions of every row, ``(repeats, rows, outputs)``."""
         outputs, path = self.outputs, self.config.data.train
@@ -221,7 +221,7 @@ class TextFolds:
             held = plan.held_rows(repeat)
             chosen = [self.rows[i] for i in held]
             scores.append(float(outputs.scores(chosen, outputs.as_raw(values[held]), path)[key]))
-        return scores, np.stack(per_repeat)
+        return OutOfFold(scores, np.stack(per_repeat))
 
     def cross_fit(
         self, plan: FoldPlan, records: list[TextFold], key: str, members: dict[str, Path], say: Say
@@ -268,21 +268,24 @@ class TextFolds:
 
     def ensemble_settings(
         self,
-        oof: np.ndarray,
+        fitted_on: np.ndarray,
+        written: np.ndarray,
         members: dict[str, Path],
         records: list[TextFold],
         say: Say,
         members_calibrated: bool,
-    ) -> tuple[JSON, str]:
-        """What the ensemble keeps of the OOF predictions (``oof``: as the members give them; of
-        the rows ``records``, its members, held out), and what was done: a classifier's
-        temperature; a regressor's scale and offset per target, with
-        ``regression.calibrate``, where the members are uncalibrated."""
+    ) -> EnsembleFit[np.ndarray]:
+        """What the ensemble keeps of the OOF predictions (``fitted_on``: as the members give
+        them; of the rows ``records``, its members, held out), and what was done: a
+        classifier's temperature; a regressor's scale and offset per target, with
+        ``regression.calibrate``, where the members are uncalibrated. ``written`` gains
+        nothing."""
         refit = not members_calibrated and self.calibrates
-        mean = oof.mean(axis=0)  # the ensemble averages every repeat's members
+        mean = fitted_on.mean(axis=0)  # the ensemble averages every repeat's members
         held = sorted({row for record in records for row in record.held})  # its members' own
         rows = [self.rows[i] for i in held]
-        return self.outputs.ensemble_fit(rows, self.config.data.train, mean[held], refit)
+        meta, note = self.outputs.ensemble_fit(rows, self.config.data.train, mean[held], refit)
+        return EnsembleFit(meta, note, written)
 
     def write_oof(self, output: Path, plan: FoldPlan, oof: np.ndarray) -> list[str]:
         """``oof.jsonl`` (each row's prediction as ``predict`` writes it, after its row
@@ -342,7 +345,7 @@ class TextFolds:
         split's first block)."""
         if np.isnan(oof).any():
             return None
-        model = OutOfFold(self.config, self.outputs, self.rows, oof.mean(axis=0))
+        model = OutOfFoldModel(self.config, self.outputs, self.rows, oof.mean(axis=0))
         return dict(self.card.report_builder(model, self.config.data.train, model_dir))
 
 
@@ -354,7 +357,7 @@ def held_outputs(record: TextFold, outputs: ClassOutputs | TargetOutputs) -> np.
     return outputs.in_columns(values, predicted.labels)
 
 
-class OutOfFold(TextModelBase):
+class OutOfFoldModel(TextModelBase):
     """The out-of-fold predictions as a model of the table's rows, for the kind's report."""
 
     def __init__(

@@ -17,7 +17,7 @@ from bistack.data.tagged import read_tagged
 from bistack.errors import ConfigError, DataError
 from bistack.files.formats import joined, json_line
 from bistack.files.modeldir import atomic_write
-from bistack.folds.contract import JSON, HeldOut, Say, number
+from bistack.folds.contract import JSON, EnsembleFit, HeldOut, OutOfFold, Say, number
 from bistack.folds.plan import FoldPlan
 from bistack.folds.settings import CVSettings
 from bistack.folds.splitters import SplitKeys
@@ -31,8 +31,8 @@ from bistack.taggers.ensembles.potentials import (
     save_potentials,
 )
 from bistack.taggers.ensembles.records import (
-    OutOfFoldPotentials,
     OutOfFoldTagging,
+    SentenceTagging,
     TaggedHeldOut,
     TaggerFold,
     TaggerShared,
@@ -67,19 +67,18 @@ class TaggerFolds:
     ) -> None:
         self.config = config
         self.open_model = open_model
-        self._shared: TaggerShared | None = None  # what ``shared`` gave, kept for the ensemble
+        # Caches of this process's CV, never results: what ``shared`` gave (kept for the
+        # ensemble), and each fold's model and emissions of its held-out sentences.
+        self._shared: TaggerShared | None = None
         # Each fold's model and its emissions of its held-out sentences, by those sentences'
         # rows, kept where the fold was trained in this process (see ``predict_held_out``).
         self._held: dict[tuple[int, ...], tuple[Tagging, DevEmissions]] = {}
-        # Each sentence's out-of-fold marginals, once the ensemble's fit has read them.
-        self._potentials: OutOfFoldPotentials | None = None
         data = config.data
         self.rows: list[Sentence] = read_tagged(data.train, data)
         if not self.rows:
             raise DataError(data.train, "no sentences found")
         tags = [s.tags for s in self.rows]
         self.scheme = PLAIN if data.scheme == PLAIN else detect_scheme(tags)
-        self.output_scheme: str = self.scheme  # the scheme the folds' tags are in, once pooled
 
     def refuse_settings(self, settings: CVSettings) -> None:
         """Repeats (one analysis a sentence), and a time split (a tagger's sentences are split
@@ -232,15 +231,17 @@ class TaggerFolds:
 
     def pool_out_of_fold(
         self, plan: FoldPlan, records: list[TaggerFold], key: str
-    ) -> tuple[list[float], OutOfFoldTagging]:
-        """The metric on the pooled out-of-fold tags, and each row's record and fold."""
-        self.output_scheme = records[0].held_out.predictions.output_scheme
-        oof: dict[int, tuple[dict, list[str], int]] = {}
+    ) -> OutOfFold[OutOfFoldTagging]:
+        """Each row's record and fold, in the scheme the folds tag in, and the metric on the
+        pooled out-of-fold tags."""
+        oof: SentenceTagging = {}
         for (_, fold, _), record in zip(plan.runs(), records, strict=True):
             for row, prediction, tags in zip(record.held, *tagging_of(record), strict=True):
                 oof[row] = (prediction, tags, fold)
         rows = list(range(len(self.rows)))
-        return [number(self.scores(lambda row: oof[row][1], rows).to_json()[key])], oof
+        score = number(self.scores(lambda row: oof[row][1], rows).to_json()[key])
+        scheme = records[0].held_out.predictions.output_scheme
+        return OutOfFold([score], OutOfFoldTagging(oof, scheme))
 
     def held_emissions(
         self, records: list[TaggerFold], members: dict[str, Path], say: Say
@@ -325,21 +326,23 @@ class TaggerFolds:
 
     def ensemble_settings(
         self,
-        oof: OutOfFoldTagging,
+        fitted_on: OutOfFoldTagging,
+        written: OutOfFoldTagging,
         members: dict[str, Path],
         records: list[TaggerFold],
         say: Say,
         members_calibrated: bool,
-    ) -> tuple[JSON, str]:
+    ) -> EnsembleFit[OutOfFoldTagging]:
         """The ensemble's temperature, fitted on the out-of-fold marginals: each fold's member
         reads its held-out sentences (a frozen backbone's word states shared, as in training),
         their marginals decoded as the ensemble decodes its mean, the log-loss of each
         predicted entity's confidence minimised (as a tagger's is on dev); kept only where it
         makes held-out halves of the file better calibrated (the fit is recorded either way).
         Document consistency at the config's threshold, as each model keeps it, measured on
-        the same out-of-fold sentences. Plain tags: none to fit."""
+        the same out-of-fold sentences. ``written`` gains each sentence's log-potentials (what
+        a blend weighs). Plain tags: none to fit, nor to blend."""
         if self.scheme == PLAIN:
-            return {}, ""
+            return EnsembleFit({}, "", written)
         from bistack.files.ensemble_dir import EnsembleMeta
         from bistack.taggers.emissions.calibration import DevEmissions, calibrate, check_consistency
         from bistack.taggers.ensembles.ensemble import TaggerEnsemble
@@ -356,7 +359,7 @@ class TaggerFolds:
                 rows = [held[i] for i in batch.indices]
                 batches.append(EmissionBatch(rows, batch.lengths, logs))
         labels = list(ensemble.decoder.labels)
-        self._potentials = out_of_fold_potentials(records, held_out, labels, len(self.rows))
+        potentials = out_of_fold_potentials(records, held_out, labels, len(self.rows))
         gold = [{(s.start, s.end, s.label) for s in spans_from_tags(r.tags)} for r in self.rows]
         marginals = DevEmissions(batches, gold)
         fit = calibrate(ensemble, self.rows, dev=marginals)
@@ -370,10 +373,8 @@ class TaggerFolds:
         else:
             said = fit.summary().replace("on dev", "on the out-of-fold marginals")
             notes.append(said.replace("of dev", "of the file"))
-            fitted_on = (
-                "the out-of-fold marginals: the log-loss of each predicted entity's confidence"
-            )
-            fitted = fit.to_json() | {"fitted_on": fitted_on, "kept": fit.kept}
+            how = "the out-of-fold marginals: the log-loss of each predicted entity's confidence"
+            fitted = fit.to_json() | {"fitted_on": how, "kept": fit.kept}
             meta["out_of_fold_fit"] = fitted
             if fit.kept:
                 ensemble.calibration = fitted
@@ -384,16 +385,16 @@ class TaggerFolds:
             notes.append(check.summary().replace("on dev", "out of fold"))
         if ensemble.calibration:
             meta["calibration"] = ensemble.calibration
-        return meta, "\n".join(notes)
+        return EnsembleFit(meta, "\n".join(notes), replace(written, potentials=potentials))
 
     def write_oof(self, output: Path, plan: FoldPlan, oof: OutOfFoldTagging) -> list[str]:
         """``oof.jsonl`` (each sentence as ``predict --format jsonl`` writes it, after its line,
         fold and gold tags), ``oof.conll`` (token, gold tag, predicted tag: conlleval's
         input), every sentence once, in the file's order, and (but for plain tags) each
-        sentence's token marginals, which a blend of tagger CVs weighs."""
+        sentence's log-potentials, which a blend of tagger CVs weighs."""
         lines, columns = [], []
         for row, sentence in enumerate(self.rows):
-            prediction, tags, fold = oof[row]
+            prediction, tags, fold = oof.tagging[row]
             extra = {"line": sentence.line, "fold": fold, "gold": list(sentence.tags)}
             lines.append(json_line(joined(extra, prediction)))
             columns += [
@@ -404,9 +405,9 @@ class TaggerFolds:
         text, conll = "".join(lines), "".join(columns)
         atomic_write(output / "oof.jsonl", lambda temporary: Path(temporary).write_text(text))
         atomic_write(output / "oof.conll", lambda temporary: Path(temporary).write_text(conll))
-        if self._potentials is None:  # plain tags: no entities to weigh a blend by
+        found = oof.potentials
+        if found is None:  # plain tags: no entities to weigh a blend by
             return ["oof.jsonl", "oof.conll"]
-        found = self._potentials
         save_potentials(
             output / POTENTIALS_FILE,
             found.sentences,
@@ -424,7 +425,7 @@ class TaggerFolds:
         "seen in training" when it occurs as an entity in that model's training folds."""
         from bistack.taggers.models.report import entity_texts, tagger_report
 
-        folds = [fold for _, _, fold in (oof[row] for row in range(len(self.rows)))]
+        folds = [fold for _, _, fold in (oof.tagging[row] for row in range(len(self.rows)))]
         counts: dict[str, Counter[int]] = {}  # entity text: in how many sentences, by fold
         for sentence, fold in zip(self.rows, folds, strict=True):
             for text in entity_texts(sentence):
@@ -448,9 +449,9 @@ class OutOfFoldTags:
 
     def __init__(self, folds: TaggerFolds, oof: OutOfFoldTagging) -> None:
         self.folds = folds
-        self.oof = oof
+        self.oof = oof.tagging
         self.config = folds.config
-        self.output_scheme = folds.output_scheme
+        self.output_scheme = oof.output_scheme
 
     def score(self, sentences: Sequence[Sentence], path: Any) -> Any:
         self._check(sentences)

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
 # A sentence as ``predict`` writes it: its tokens and entities with their confidences.
 TaggedSentence = dict[str, Any]
-# The out-of-fold tags: each sentence's prediction (as ``predict`` writes it), tags and fold.
-OutOfFoldTagging = dict[int, tuple[TaggedSentence, list[str], int]]
+# Each sentence's prediction (as ``predict`` writes it), tags and fold, by its row.
+SentenceTagging = dict[int, tuple[TaggedSentence, list[str], int]]
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,17 @@ class OutOfFoldPotentials:
     labels: list[str]
     scheme: str
     output_scheme: str
+
+
+@dataclass(frozen=True)
+class OutOfFoldTagging:
+    """A tagger CV's out-of-fold predictions, pooled: each sentence's ``tagging`` by its
+    folds, the scheme those tags are in (``output_scheme``), and, once the ensemble's fit has
+    added them, each sentence's ``potentials`` (what a blend weighs; none for plain tags)."""
+
+    tagging: SentenceTagging
+    output_scheme: str
+    potentials: OutOfFoldPotentials | None = None
 
 
 @dataclass(frozen=True)
