@@ -189,7 +189,11 @@ class BackboneConfig:
     max_length: int | None = None  # subwords per window; None: the model's own limit
     long_texts: Literal["truncate", "sliding_window"] = "truncate"  # texts over max_length
     stride: int = 64  # subwords consecutive windows share (sliding_window only)
-    finetune: bool = False  # False: frozen backbone, per-layer vectors from the feature cache
+    # False: frozen, per-layer vectors from the feature cache; true: the whole encoder trains;
+    # a number K: its top K layers train, the layers below stay frozen and their output, the
+    # states entering layer L - K + 1, is computed once and cached (bistack.models.top_layers;
+    # classifiers and regressors over layers). K equal to the encoder's layers is true.
+    finetune: bool | int = False
     lr: float = 2e-5  # backbone learning rate when fine-tuned (optimizer.lr is the head's)
     cache_dir: str = "runs/feature-cache"  # where the frozen backbone's vectors are cached
     batch_size: int = 32  # texts per backbone forward when computing cached vectors
@@ -227,12 +231,19 @@ class BackboneConfig:
 
         return self.path if is_hub_id(self.path) else str(folder)
 
+    @property
+    def top_layers(self) -> int | None:
+        """The number of top layers that train, where ``finetune`` gives one (else None)."""
+        tuned = self.finetune
+        return None if isinstance(tuned, bool) else tuned
+
     def described(self) -> str:
         """How it trains, in words, for a run's first line: frozen, or fine-tuned at its rate
         (and each layer's decay, and gradient checkpointing, where set)."""
         if not self.finetune:
             return "frozen"
-        said = f"fine-tuned at lr {self.lr:g}"
+        top = self.top_layers
+        said = f"{'' if top is None else f'its top {top} layers '}fine-tuned at lr {self.lr:g}"
         if self.layer_lr_decay != 1.0:
             said += f", each layer below at x{self.layer_lr_decay:g} (backbone.layer_lr_decay)"
         return said + (", gradient checkpointing" if self.gradient_checkpointing else "")
@@ -240,6 +251,11 @@ class BackboneConfig:
     def check(self, source: str) -> None:
         """Settings of a fine-tuned backbone are refused for a frozen one: they would do
         nothing. ``auto`` precision is settled here (see :func:`native_bfloat16`)."""
+        if self.top_layers is not None and self.top_layers < 1:
+            raise ConfigError(
+                f"{source}: backbone.finetune {self.top_layers}: a number of top layers to train "
+                "is at least 1 (false: none, the backbone frozen; true: all of them)"
+            )
         self.precision = self.pass_precision
         if self.precision != "32" and self.finetune:
             raise ConfigError(
@@ -275,7 +291,7 @@ class OverBackbone:
 
     @property
     def fine_tunes_transformer(self) -> bool:
-        return self.backbone.finetune
+        return bool(self.backbone.finetune)
 
     @property
     def frozen_backbone(self) -> BackboneConfig | None:

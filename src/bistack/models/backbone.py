@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import torch
 from torch import Tensor, nn
@@ -89,6 +89,15 @@ class SubwordBatch:
             self.num_texts,
             move(self.targets),
         )
+
+
+class Windows(Protocol):
+    """Texts as windows: ``attention_mask`` ``(num_windows, seq_len)``, each window's text
+    (``window_text``) and how many texts."""
+
+    attention_mask: Tensor
+    window_text: Tensor
+    num_texts: int
 
 
 @dataclass(frozen=True)
@@ -374,27 +383,36 @@ class TransformerBackbone(nn.Module):
                 )
 
 
-def _cls_vectors(hidden: tuple[Tensor, ...], batch: SubwordBatch) -> Tensor:
+def _cls_vectors(hidden: Sequence[Tensor], batch: Windows) -> Tensor:
     """Each text's CLS vector of every layer ``(num_texts, layers, hidden)`` from the states
     ``hidden`` (embeddings first, each ``(windows, seq, hidden)``): the mean over its windows."""
-    cls = torch.stack([states[:, 0] for states in hidden[1:]], dim=1)  # (windows, layers, hidden)
-    if batch.input_ids.shape[0] == batch.num_texts:
-        return cls
-    windows = torch.ones(cls.shape[0], dtype=cls.dtype, device=cls.device)
-    return _per_text(cls, windows, batch)
+    return text_vectors(hidden[1:], batch, "cls")
 
 
-def _mean_vectors(hidden: tuple[Tensor, ...], batch: SubwordBatch) -> Tensor:
+def _mean_vectors(hidden: Sequence[Tensor], batch: Windows) -> Tensor:
     """Each text's mean real-token state of every layer ``(num_texts, layers, hidden)``."""
-    states = torch.stack(hidden[1:], dim=1)  # (windows, layers, seq, hidden)
+    return text_vectors(hidden[1:], batch, "mean")
+
+
+def text_vectors(layers: Sequence[Tensor], batch: Windows, kind: Literal["cls", "mean"]) -> Tensor:
+    """Each text's vector of each of ``layers`` (each ``(windows, seq, hidden)``), ``(num_texts,
+    len(layers), hidden)``: its windows' mean CLS state, or the mean of all its windows' real
+    token states."""
+    if kind == "cls":
+        cls = torch.stack([states[:, 0] for states in layers], dim=1)  # (windows, layers, hidden)
+        if batch.attention_mask.shape[0] == batch.num_texts:
+            return cls
+        windows = torch.ones(cls.shape[0], dtype=cls.dtype, device=cls.device)
+        return _per_text(cls, windows, batch)
+    states = torch.stack(list(layers), dim=1)  # (windows, layers, seq, hidden)
     mask = batch.attention_mask.to(states.dtype)  # (windows, seq)
     return _per_text(torch.einsum("wlsh,ws->wlh", states, mask), mask.sum(dim=1), batch)
 
 
-def _per_text(sums: Tensor, counts: Tensor, batch: SubwordBatch) -> Tensor:
+def _per_text(sums: Tensor, counts: Tensor, batch: Windows) -> Tensor:
     """Each text's total of its windows' ``sums`` ``(windows, layers, hidden)`` over the total
     of their ``counts`` ``(windows,)``."""
-    if batch.input_ids.shape[0] == batch.num_texts:
+    if batch.attention_mask.shape[0] == batch.num_texts:
         return sums / counts[:, None, None]
     index = batch.window_text
     text_sums = sums.new_zeros((batch.num_texts, *sums.shape[1:])).index_add_(0, index, sums)

@@ -33,6 +33,7 @@ from bistack.models.backbone import (
     TransformerBackbone,
 )
 from bistack.models.backbone_training import backbone_parameter_groups, trained_backbone
+from bistack.models.boundary import BoundaryBatch, boundary_layers
 from bistack.models.builders import build_embedder, build_encoder
 from bistack.models.embeddings import TokenEmbedder
 from bistack.text_models.config import LayerPoolingTextConfig
@@ -102,6 +103,12 @@ class WordBranch(nn.Module):
         return self.dropout(self.pooling(states, tokens.mask, validate=False).vector)
 
 
+# What a step or a prediction reads: cached per-layer vectors (frozen), subword windows (the
+# whole encoder fine-tuned), a stacked model's windows and tokens, or the boundary states of
+# a model whose top layers train over its cached bottom.
+Batch = LayerBatch | SubwordBatch | StackedSubwords | BoundaryBatch
+
+
 class LayerPoolingModel(nn.Module):
     """Layer pooler + linear head; with ``backbone`` set, the backbone is trained too."""
 
@@ -169,18 +176,21 @@ class LayerPoolingModel(nn.Module):
             pooled = torch.cat([pooled, words], dim=-1)
         return self.head(pooled)
 
-    def predict(self, batch: LayerBatch | SubwordBatch | StackedSubwords) -> Tensor:
+    def predict(self, batch: Batch) -> Tensor:
         """Logits or standardised values ``(batch_size, num_outputs)``."""
         if isinstance(batch, LayerBatch):
             return self.outputs_from_layers(batch.layers, batch.tokens)
         if self.backbone is None:
             raise ValueError("a frozen-backbone model takes per-layer vectors (a LayerBatch)")
+        if isinstance(batch, BoundaryBatch):  # its top layers over the cached frozen bottom
+            layers = boundary_layers(self.backbone, batch, self.features)
+            return self.outputs_from_layers(layers, batch.tokens)
         if isinstance(batch, StackedSubwords):
             layers = self.backbone.features(batch.subwords, self.features)
             return self.outputs_from_layers(layers, batch.tokens)
         return self.outputs_from_layers(self.backbone.features(batch, self.features))
 
-    def forward(self, batch: LayerBatch | SubwordBatch | StackedSubwords) -> Tensor:
+    def forward(self, batch: Batch) -> Tensor:
         """The training loss, averaged over texts."""
         if batch.targets is None:
             raise ValueError("the batch has no targets to compute a loss from")

@@ -2,7 +2,9 @@
 
 Frozen backbone: every text's per-layer vectors come from the feature cache (computed once),
 so an epoch is a pass over small tensors. Fine-tuned: the backbone runs in every step, at its
-own learning rate, under a warm-up schedule and gradient clipping from the config.
+own learning rate, under a warm-up schedule and gradient clipping from the config; with its
+top K layers alone trained (``backbone.finetune: K``), a step runs those K layers from the
+frozen bottom's output, cached once (``bistack.models.boundary``).
 """
 
 from __future__ import annotations
@@ -21,13 +23,16 @@ from bistack.data.tokenize import tokenize_text
 from bistack.devices.choice import moved_to
 from bistack.errors import ConfigError
 from bistack.metrics.dev import Evaluation
-from bistack.models.backbone import LayerVectors, SubwordBatch, TransformerBackbone
+from bistack.models.backbone import LayerVectors, TransformerBackbone
+from bistack.models.boundary import BoundaryCache, boundary_layers, check_boundary, frozen_bottom
 from bistack.models.feature_cache import cached_layer_vectors, model_fingerprint
+from bistack.models.mode import evaluating
 from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run
 from bistack.runs.vocabularies import build_vocabularies, initialise_words, singleton_mask
 from bistack.text_models.config import LayerPoolingTextConfig
 from bistack.text_models.layer_network import (
+    Batch,
     LayerBatch,
     StackedSubwords,
     build_layer_pooling_model,
@@ -115,7 +120,8 @@ class VectorsByExample:
 
 class LayerTextTask:
     """Batches of cached per-layer vectors (frozen backbone: each batch is a slice of one
-    tensor) or of tokenised texts (fine-tuned backbone), and dev scoring."""
+    tensor), of tokenised texts (fine-tuned backbone), or of the frozen bottom's cached output
+    (the layers above ``boundary`` trained), and dev scoring."""
 
     def __init__(
         self,
@@ -126,6 +132,7 @@ class LayerTextTask:
         calibrate: bool,
         vectors_of: VectorSource | None,
         encoded: list[EncodedSentence] | None = None,
+        boundary: int | None = None,
     ) -> None:
         self.model = model
         self.data = data
@@ -137,12 +144,44 @@ class LayerTextTask:
         self.dev_vectors: LayerVectors | None = None
         self.windows: list[list[list[int]]] = []  # fine-tuned: each text's subwords, once
         options = model.config.backbone
+        self.bottoms: tuple[BoundaryCache, BoundaryCache] | None = None  # train's, dev's
         if vectors_of is not None:
             self.layers = vectors_of(data.train).of(model.model.features)
             self.dev_vectors = vectors_of(data.dev)
+        elif boundary is not None:
+            self.bottoms = (
+                self.bottom(boundary, data.train, run),
+                self.bottom(boundary, data.dev, run),
+            )
         else:
             self.windows = model.backbone.encode(
                 self.texts, options.long_texts, options.stride, options.max_length
+            )
+
+    def bottom(self, boundary: int, examples: Sequence[Example], run: Run) -> BoundaryCache:
+        """The frozen bottom's output for ``examples``, from the cache or computed (on the
+        run's device) and cached."""
+        backbone, options = self.model.backbone, self.model.config.backbone
+        texts = [e.text for e in examples]
+        limit = backbone.limit(options.max_length)
+        settings: dict[str, object] = {
+            "max_length": limit,
+            "long_texts": options.long_texts,
+            "stride": options.stride if options.long_texts == "sliding_window" else 0,
+        }
+        windows = backbone.encode(texts, options.long_texts, options.stride, options.max_length)
+        with moved_to(backbone, run.fabric.device):
+            return BoundaryCache(
+                backbone,
+                boundary,
+                self.model.model.features,
+                texts,
+                windows,
+                settings,
+                options.cache_dir,
+                run.say,
+                max_length=options.max_length,
+                batch_size=options.batch_size,
             )
 
     def train_lengths(self) -> Sequence[int]:
@@ -150,7 +189,7 @@ class LayerTextTask:
             return [1] * len(self.layers)
         return [len(text.split()) for text in self.texts]
 
-    def collate(self, indices: list[int]) -> LayerBatch | SubwordBatch | StackedSubwords:
+    def collate(self, indices: list[int]) -> Batch:
         index = torch.tensor(indices)
         tokens = None
         if self.encoded is not None:
@@ -159,6 +198,8 @@ class LayerTextTask:
             tokens = collate_encoded(chosen, self.model.vocabularies)
         if self.layers is not None:
             return LayerBatch(self.layers[index], self.targets[index], tokens)
+        if self.bottoms is not None:
+            return self.bottoms[0].batch(indices, self.targets[index], tokens)
         subwords = self.model.backbone.batch_of(
             [self.windows[i] for i in indices],
             self.model.config.backbone.max_length,
@@ -170,7 +211,23 @@ class LayerTextTask:
         texts = [e.text for e in self.data.dev]
         if self.dev_vectors is not None:
             return model.outputs_of(self.dev_vectors, texts)
+        if self.bottoms is not None:  # the whole encoder's pass, its bottom read from the cache
+            return model.outputs_of_layers(self.dev_layers(model), texts)
         return model.run(texts)
+
+    def dev_layers(self, model: LayerPoolingTextModel) -> Tensor:
+        """Every dev text's vector of every layer ``(texts, layers, hidden)``, the trained top
+        layers run (in evaluation mode) from the cached bottom, on the host."""
+        assert self.bottoms is not None, "a top-K run"
+        dev, size = self.bottoms[1], self.model.config.train.eval_batch_size
+        device = next(model.model.parameters()).device
+        parts = []
+        with evaluating(model.model), torch.no_grad():
+            for start in range(0, len(self.data.dev), size):
+                batch = dev.batch(range(start, min(start + size, len(self.data.dev))))
+                found = boundary_layers(model.backbone, batch.to(device), model.model.features)
+                parts.append(found.float().cpu())
+        return torch.cat(parts)
 
     def evaluate(self) -> Evaluation:
         raw = self.dev_outputs(self.model)
@@ -246,6 +303,7 @@ def prepare_layer_text_model(
                 dev_tokens,
             )
         )
+    boundary = top_layers_boundary(config, backbone)
     model = model_class(network, backbone, config, outputs, vocabularies)
     targets = torch.tensor(outputs.training_targets(data.train, config.data.train))
     if not config.backbone.finetune:
@@ -260,6 +318,7 @@ def prepare_layer_text_model(
         config.regression.calibrate,
         None if config.backbone.finetune else vectors_of,
         encoded,
+        boundary,
     )
     mode = config.backbone.described()
     return Prepared(
@@ -276,6 +335,25 @@ def prepare_layer_text_model(
         ),
         finish=task.finish,
     )
+
+
+def top_layers_boundary(
+    config: LayerPoolingTextConfig, backbone: TransformerBackbone
+) -> int | None:
+    """Where the frozen bottom ends when ``backbone.finetune`` gives a number of top layers
+    (its layers below frozen, no gradient), or None: frozen, or fine-tuned whole (the number
+    of all its layers is that too)."""
+    top = config.backbone.top_layers
+    if top is None:
+        return None
+    try:
+        boundary = check_boundary(backbone, top)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    if boundary == 0:
+        return None
+    frozen_bottom(backbone, boundary)
+    return boundary
 
 
 def prepare_layer_classifier(config: LayerPoolingTextConfig, run: Run, **inputs) -> Prepared:

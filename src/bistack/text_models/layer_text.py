@@ -142,8 +142,12 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
     def outputs_of(self, vectors: LayerVectors, texts: Sequence[str]) -> RawOutputs:
         """Outputs for ``texts`` whose per-layer vectors are known (e.g. from the feature
         cache); the texts themselves are read too when the model stacks their features."""
+        return self.outputs_of_layers(vectors.of(self.model.features), texts)
+
+    def outputs_of_layers(self, layers: torch.Tensor, texts: Sequence[str]) -> RawOutputs:
+        """Outputs for ``texts`` from their vectors of every layer ``(texts, layers, hidden)``
+        of the kind the pooler reads."""
         device = next(self.model.parameters()).device
-        layers = vectors.of(self.model.features)
         size = self.config.train.eval_batch_size
         parts = []
         with evaluating(self.model):
