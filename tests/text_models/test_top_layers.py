@@ -29,8 +29,13 @@ def small(family: str):
     """A randomly initialised encoder of ``family``, 4 layers of 32."""
     import transformers
 
-    sizes = {"vocab_size": 100, "hidden_size": 32, "num_hidden_layers": 4,
-             "num_attention_heads": 4, "intermediate_size": 64}  # fmt: skip
+    sizes = {
+        "vocab_size": 100,
+        "hidden_size": 32,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "intermediate_size": 64,
+    }
     made = {
         "bert": transformers.BertConfig(**sizes),
         "roberta": transformers.RobertaConfig(**sizes),
@@ -46,7 +51,7 @@ def small(family: str):
             share_att_key=True,
             conv_kernel_size=3,
             **sizes,
-        ),  # fmt: skip
+        ),
     }
     torch.manual_seed(0)
     return transformers.AutoModel.from_config(made[family], attn_implementation="eager").eval()
@@ -89,8 +94,9 @@ def test_a_family_the_table_does_not_call_is_refused_naming_those_it_does():
 
     from bistack.models.top_layers import layer_call
 
-    model = transformers.DistilBertModel(transformers.DistilBertConfig(
-        vocab_size=50, dim=16, n_layers=2, n_heads=2, hidden_dim=32))  # fmt: skip
+    model = transformers.DistilBertModel(
+        transformers.DistilBertConfig(vocab_size=50, dim=16, n_layers=2, n_heads=2, hidden_dim=32)
+    )
     with pytest.raises(ConfigError, match=r"a distilbert encoder's layers cannot be run.*mpnet"):
         layer_call(model)
 
@@ -100,21 +106,31 @@ def regressor(tmp_path, finetune, layers=3) -> dict:
     dev = write_tsv(tmp_path / "dev.tsv", [(t, float(y)) for t, y in sentiment_rows(8, 1)])
     return {
         "kind": "layer_regressor",
-        "data": {"train": str(train), "dev": str(dev), "text_column": "sentence",
-                 "label_columns": ["label"]},
-        "backbone": {"path": str(tiny_transformer(tmp_path / "bb", layers)), "max_length": 16,
-                     "cache_dir": str(tmp_path / "cache"), "finetune": finetune, "lr": 1e-3},
+        "data": {
+            "train": str(train),
+            "dev": str(dev),
+            "text_column": "sentence",
+            "label_columns": ["label"],
+        },
+        "backbone": {
+            "path": str(tiny_transformer(tmp_path / "bb", layers)),
+            "max_length": 16,
+            "cache_dir": str(tmp_path / "cache"),
+            "finetune": finetune,
+            "lr": 1e-3,
+        },
         "layer_pooling": {"type": "lstm", "lstm_hidden": 8, "vectors": "mean"},
         "optimizer": {"name": "adamw", "lr": 0.01},
         "train": {"batch_size": 8, "max_epochs": 2, "patience": 2, "seed": 3},
-    }  # fmt: skip
+    }
 
 
 def test_a_top_k_run_trains_its_top_layers_alone_and_predicts_as_it_trained(tmp_path):
     from safetensors.torch import load_file
 
-    trained = train_config(tasks.config_from_dict(regressor(tmp_path, 1)), tmp_path / "run",
-                           RunOptions())  # fmt: skip
+    trained = train_config(
+        tasks.config_from_dict(regressor(tmp_path, 1)), tmp_path / "run", RunOptions()
+    )
     log = (tmp_path / "run" / "train.log").read_text()
     assert "the frozen bottom (layers 1-2) of 24 texts computed and cached" in log
     assert "its top 1 layers fine-tuned" in log
@@ -131,8 +147,9 @@ def test_a_top_k_run_trains_its_top_layers_alone_and_predicts_as_it_trained(tmp_
         f"rows = read_table({str(tmp_path / 'dev.tsv')!r}, 'sentence', ['label']);"
         "print(json.dumps(m.evaluate(" + repr(str(tmp_path / "dev.tsv")) + ").to_json()))"
     )
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=300, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, check=False
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     scores = json.loads(done.stdout.strip().splitlines()[-1])
     assert scores["rmse"] == pytest.approx(recorded["rmse"], abs=1e-5), (scores, recorded)
@@ -144,15 +161,18 @@ def test_a_top_k_run_trains_its_top_layers_alone_and_predicts_as_it_trained(tmp_
 def test_k_as_the_encoders_layers_is_full_fine_tuning_and_more_is_refused(tmp_path):
     from safetensors.torch import load_file
 
-    whole = train_config(tasks.config_from_dict(regressor(tmp_path, True, 2)), tmp_path / "a",
-                         RunOptions())  # fmt: skip
-    top = train_config(tasks.config_from_dict(regressor(tmp_path, 2, 2)), tmp_path / "b",
-                       RunOptions())  # fmt: skip
+    whole = train_config(
+        tasks.config_from_dict(regressor(tmp_path, True, 2)), tmp_path / "a", RunOptions()
+    )
+    top = train_config(
+        tasks.config_from_dict(regressor(tmp_path, 2, 2)), tmp_path / "b", RunOptions()
+    )
     for name in ("model.safetensors", "backbone/model.safetensors"):
         a, b = load_file(str(whole.model_dir / name)), load_file(str(top.model_dir / name))
         assert all(torch.equal(a[k], b[k]) for k in a), name
     with pytest.raises(ConfigError, match="the encoder has 2 layers; give at most 2"):
-        train_config(tasks.config_from_dict(regressor(tmp_path, 3, 2)), tmp_path / "c",
-                     RunOptions())  # fmt: skip
+        train_config(
+            tasks.config_from_dict(regressor(tmp_path, 3, 2)), tmp_path / "c", RunOptions()
+        )
     with pytest.raises(ConfigError, match="is at least 1"):
         tasks.config_from_dict(regressor(tmp_path, 0, 2) | {})
