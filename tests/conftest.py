@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-import bistack.config
+import bistack.config.machine
 from bistack import tasks
 from bistack.runs.driver import RunOptions
 from bistack.training import train_config
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 # This machine's answer, before the suite's fixtures settle ``auto`` at 32 (below).
-NATIVE_BFLOAT16 = bistack.config.native_bfloat16
+NATIVE_BFLOAT16 = bistack.config.machine.native_bfloat16
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -25,7 +25,7 @@ def float32_frozen_passes():
     in them; the tests of ``auto`` itself use this machine's answer (``NATIVE_BFLOAT16``), and
     the commands the suite runs in processes of their own settle it as a user's would."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(bistack.config, "native_bfloat16", lambda: False)
+        patch.setattr(bistack.config.machine, "native_bfloat16", lambda: False)
         yield
 
 

@@ -135,7 +135,7 @@ def test_auto_settles_as_the_machine_runs_bfloat16_and_the_model_records_it(tmp_
     model's config.json keeps what it settled at, so it predicts the same elsewhere."""
     import json
 
-    import bistack.config
+    import bistack.config.machine
     from tests.conftest import NATIVE_BFLOAT16
 
     cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
@@ -143,13 +143,15 @@ def test_auto_settles_as_the_machine_runs_bfloat16_and_the_model_records_it(tmp_
     if native:  # the CPU's own flags settle it, whatever GPU there is
         assert NATIVE_BFLOAT16()
     for machine, settled in ((True, "bf16-mixed"), (False, "32")):
-        monkeypatch.setattr(bistack.config, "native_bfloat16", lambda machine=machine: machine)
+        monkeypatch.setattr(
+            bistack.config.machine, "native_bfloat16", lambda machine=machine: machine
+        )
         data = config(tmp_path, "auto")
         del data["backbone"]["precision"]  # left out: auto
         assert tasks.config_from_dict(data).backbone.precision == settled
         tuned = config(tmp_path, "auto", finetune=True)
         assert tasks.config_from_dict(tuned).backbone.precision == "32"
-    monkeypatch.setattr(bistack.config, "native_bfloat16", NATIVE_BFLOAT16)
+    monkeypatch.setattr(bistack.config.machine, "native_bfloat16", NATIVE_BFLOAT16)
     data = config(tmp_path, "auto")
     del data["backbone"]["precision"]
     trained = train_config(tasks.config_from_dict(data), tmp_path / "run", RunOptions())

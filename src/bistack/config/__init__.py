@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from bistack.cells import CellName
+from bistack.config import machine
 from bistack.data.tokenize import check_tokenizer
 from bistack.errors import ConfigError
 
@@ -221,7 +220,7 @@ class BackboneConfig:
         """The frozen pass's precision, settled (``auto`` is when a config is read; one built
         in code and never checked settles here by the same rule)."""
         if self.precision == "auto":
-            return "bf16-mixed" if not self.finetune and native_bfloat16() else "32"
+            return "bf16-mixed" if not self.finetune and machine.native_bfloat16() else "32"
         return self.precision
 
     def named(self, folder: Path) -> str:
@@ -250,7 +249,7 @@ class BackboneConfig:
 
     def check(self, source: str) -> None:
         """Settings of a fine-tuned backbone are refused for a frozen one: they would do
-        nothing. ``auto`` precision is settled here (see :func:`native_bfloat16`)."""
+        nothing. ``auto`` precision is settled here (``bistack.config.machine``)."""
         if self.top_layers is not None and self.top_layers < 1:
             raise ConfigError(
                 f"{source}: backbone.finetune {self.top_layers}: a number of top layers to train "
@@ -268,19 +267,6 @@ class BackboneConfig:
                 "memory; this backbone is frozen (backbone.finetune: false), so it would do "
                 "nothing"
             )
-
-
-def native_bfloat16() -> bool:
-    """Whether this machine runs bfloat16 matrix products natively: a CPU with AVX-512 BF16 or
-    AMX (Linux's ``/proc/cpuinfo`` flags), or a CUDA GPU with bfloat16."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text(encoding="ascii", errors="replace")
-    except OSError:
-        flags = ""
-    if re.search(r"\b(avx512_bf16|amx_bf16)\b", flags):
-        return True
-    torch = sys.modules.get("torch")  # a run's process has it; reading a config needs none
-    return torch is not None and bool(torch.cuda.is_available() and torch.cuda.is_bf16_supported())
 
 
 class OverBackbone:
