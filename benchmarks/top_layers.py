@@ -157,7 +157,11 @@ def main() -> None:
     parser.add_argument("--top", type=int, nargs="+", default=[2, 4, 12])
     parser.add_argument("--epochs", type=int, default=3, help="each side's, the first a warm-up")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--render", action="store_true", help="the page again, from its JSON")
     args = parser.parse_args()
+    if args.render:
+        write_page(json.loads((RESULTS / "top-layers.json").read_text()))
+        return
     if not DATA.is_file():
         raise SystemExit(f"skipped: {DATA} is not here (the shared data)")
     torch.set_num_threads(args.threads)
@@ -181,19 +185,36 @@ def main() -> None:
             }
             record["rows"].append(row)
             print(json.dumps(row), flush=True)
+    (RESULTS / "top-layers.json").write_text(json.dumps(record, indent=1) + "\n")
+    write_page(record)
+
+
+def write_page(record: dict) -> None:
+    """``top-layers.md`` from its JSON alone (``--render`` writes it again from the file)."""
+    page = render(record)
+    (RESULTS / "top-layers.md").write_text(page)
+    print(page)
+
+
+def render(record: dict) -> str:
+    """The page of ``record`` (the JSON the run wrote)."""
+    epochs = len(record["rows"][0]["bistack_seconds"]) + 1
+    tops = " ".join(str(row["top"]) for row in record["rows"])
     full = next((r for r in record["rows"] if r["top"] == 12), None)
     lines = [
         "# The top K layers of all-mpnet-base-v2 trained over a cached bottom",
         "",
         f"The CommonLit layer regressor (an LSTM over each layer's token mean), "
-        f"{args.texts} training and {args.dev} dev excerpts of `../shared/data/commonlit/"
-        f"train.csv`, 256 subwords, batch 16, AdamW, float32, {args.threads} threads. An epoch "
-        "is its training and a dev pass; the median of the epochs after the first. bistack's "
+        f"{record['texts']} training and {record['dev']} dev excerpts of "
+        f"`../shared/data/commonlit/train.csv`, 256 subwords, batch 16, AdamW, float32, "
+        f"{record['threads']} threads. An epoch is its training and a dev pass; the median of "
+        "the epochs after the first. bistack's "
         "cache of the frozen bottom was built before (once for every epoch, fold and seed); "
         "the plain loop freezes the same layers with `requires_grad=False` and runs the whole "
-        "encoder every step. K = 12 is full fine-tuning on both sides.",
-        f"Command: `OMP_NUM_THREADS={args.threads} .venv/bin/python benchmarks/top_layers.py "
-        f"--texts {args.texts} --top {' '.join(map(str, args.top))}`.",
+        "encoder every step. K = 12 is full fine-tuning on both sides. bistack's epoch also writes "
+        "its model (the whole encoder) when dev improves; the plain loop writes nothing.",
+        f"Command: `OMP_NUM_THREADS={record['threads']} .venv/bin/python benchmarks/top_layers.py "
+        f"--texts {record['texts']} --dev {record['dev']} --epochs {epochs} --top {tops}`.",
         "",
         "| top K | bistack s/epoch | plain loop s/epoch | ratio | of full fine-tuning | peak RSS "
         "growth MB (bistack / plain) |",
@@ -209,9 +230,7 @@ def main() -> None:
             f"{row['bistack_peak_mb']} / {row['plain_peak_mb']} |"
         )
     lines.append("")
-    (RESULTS / "top-layers.json").write_text(json.dumps(record, indent=1) + "\n")
-    (RESULTS / "top-layers.md").write_text("\n".join(lines))
-    print("\n".join(lines))
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

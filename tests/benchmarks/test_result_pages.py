@@ -4,6 +4,7 @@ from its JSON (``benchmarks/base_size_pages.py``) is the committed page, byte fo
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -30,3 +31,14 @@ def test_each_base_size_page_is_its_json_rendered(page):
         f"benchmarks/results/base-size/{page} differs from what its JSON renders: run "
         ".venv/bin/python benchmarks/base_size_pages.py (and never edit the page by hand)"
     )
+
+
+def test_the_top_layers_page_is_its_json_rendered():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(
+        "top_layers", ROOT / "benchmarks" / "top_layers.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    record = json.loads((module.RESULTS / "top-layers.json").read_text())
+    assert module.render(record) == (module.RESULTS / "top-layers.md").read_text()
