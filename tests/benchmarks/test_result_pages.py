@@ -13,11 +13,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def pages_module():
+def script(name: str):
+    """A benchmark script of ``benchmarks/``, imported as its own module."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(
-        "base_size_pages", ROOT / "benchmarks" / "base_size_pages.py"
-    )
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -25,7 +24,7 @@ def pages_module():
 
 @pytest.mark.parametrize("page", ["commonlit.md", "sst2.md", "conll03.md", "flair-side-by-side.md"])
 def test_each_base_size_page_is_its_json_rendered(page):
-    module = pages_module()
+    module = script("base_size_pages")
     committed = (module.PAGES / page).read_text(encoding="utf-8")
     assert module.PAGE_MAKERS[page]() == committed, (
         f"benchmarks/results/base-size/{page} differs from what its JSON renders: run "
@@ -34,11 +33,6 @@ def test_each_base_size_page_is_its_json_rendered(page):
 
 
 def test_the_top_layers_page_is_its_json_rendered():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(
-        "top_layers", ROOT / "benchmarks" / "top_layers.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = script("top_layers")
     record = json.loads((module.RESULTS / "top-layers.json").read_text())
     assert module.render(record) == (module.RESULTS / "top-layers.md").read_text()

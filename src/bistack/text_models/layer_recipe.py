@@ -16,6 +16,7 @@ from typing import cast
 import torch
 from torch import Tensor
 
+from bistack.config import BackboneConfig
 from bistack.data.batching import collate_encoded
 from bistack.data.features import EncodedSentence
 from bistack.data.tables import Example, Tables
@@ -54,6 +55,15 @@ from bistack.text_models.recipe import (
 VectorSource = Callable[[Sequence[Example]], LayerVectors]
 
 
+def window_settings(backbone: TransformerBackbone, options: BackboneConfig) -> dict[str, object]:
+    """How texts are cut into subword windows, as a cache's key names it."""
+    return {
+        "max_length": backbone.limit(options.max_length),
+        "long_texts": options.long_texts,
+        "stride": options.stride if options.long_texts == "sliding_window" else 0,
+    }
+
+
 def frozen_vectors(
     backbone: TransformerBackbone,
     config: LayerPoolingTextConfig,
@@ -66,11 +76,7 @@ def frozen_vectors(
     options = config.backbone
     texts = [e.text for e in examples]
     limit = backbone.limit(options.max_length)
-    settings: dict[str, object] = {
-        "max_length": limit,
-        "long_texts": options.long_texts,
-        "stride": options.stride if options.long_texts == "sliding_window" else 0,
-    }
+    settings = window_settings(backbone, options)
     if options.pass_precision != "32":  # float32's entries keep the keys they had
         settings["precision"] = options.pass_precision
 
@@ -163,12 +169,7 @@ class LayerTextTask:
         run's device) and cached."""
         backbone, options = self.model.backbone, self.model.config.backbone
         texts = [e.text for e in examples]
-        limit = backbone.limit(options.max_length)
-        settings: dict[str, object] = {
-            "max_length": limit,
-            "long_texts": options.long_texts,
-            "stride": options.stride if options.long_texts == "sliding_window" else 0,
-        }
+        settings = window_settings(backbone, options)
         windows = backbone.encode(texts, options.long_texts, options.stride, options.max_length)
         with moved_to(backbone, run.fabric.device):
             return BoundaryCache(
