@@ -160,3 +160,13 @@ def test_auto_settles_as_the_machine_runs_bfloat16_and_the_model_records_it(tmp_
     assert written["config"]["backbone"]["precision"] == expected
     if not native:
         pytest.skip("this CPU has no AVX-512 BF16 nor AMX: auto settled at 32, as it should")
+
+
+def test_the_run_says_the_precision_auto_chose(tmp_path, monkeypatch):
+    import bistack.config.machine
+
+    monkeypatch.setattr(bistack.config.machine, "native_bfloat16", lambda: True)
+    data = config(tmp_path, "auto")
+    del data["backbone"]["precision"]
+    train_config(tasks.config_from_dict(data), tmp_path / "run", RunOptions())
+    assert "frozen, its pass in bf16-mixed" in (tmp_path / "run" / "train.log").read_text()

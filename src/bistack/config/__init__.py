@@ -239,8 +239,8 @@ class BackboneConfig:
     def described(self) -> str:
         """How it trains, in words, for a run's first line: frozen, or fine-tuned at its rate
         (and each layer's decay, and gradient checkpointing, where set)."""
-        if not self.finetune:
-            return "frozen"
+        if not self.finetune:  # and its pass's precision, which auto may have chosen
+            return "frozen" if self.pass_precision == "32" else "frozen, its pass in bf16-mixed"
         top = self.top_layers
         said = f"{'' if top is None else f'its top {top} layers '}fine-tuned at lr {self.lr:g}"
         if self.layer_lr_decay != 1.0:
