@@ -176,3 +176,23 @@ def test_k_as_the_encoders_layers_is_full_fine_tuning_and_more_is_refused(tmp_pa
         )
     with pytest.raises(ConfigError, match="is at least 1"):
         tasks.config_from_dict(regressor(tmp_path, 0, 2) | {})
+
+
+def test_a_cross_validation_pays_for_the_bottom_pass_once(tmp_path):
+    """Every fold reads one cache of the frozen bottom, keyed by text: the first fold computes
+    what it reads (its training rows and its held-out fold: every row), the others read it."""
+    import bistack
+
+    config = regressor(tmp_path, 1)
+    config["data"]["dev"] = None
+    config["train"]["max_epochs"] = 1
+    bistack.cross_validate(config, tmp_path / "cv", folds=3, say=lambda _: None)
+    said = [
+        line
+        for fold in ("fold0", "fold1", "fold2")
+        for line in (tmp_path / "cv" / "folds" / fold / "train.log").read_text().splitlines()
+        if line.startswith("the frozen bottom")
+    ]
+    assert len(said) == 6  # each fold's training rows and its held-out rows
+    assert all("computed" in line for line in said[:2]), said
+    assert all(line.split(" texts ")[1].startswith("read from the cache") for line in said[2:])
