@@ -216,8 +216,8 @@ class Card:
     (``plans(models) -> (the backbone's, [each member's head])``: the backbone's graph once);
     report: ``report(model, data_path) -> section``, what ``evaluate --report`` shows of it
     (plain data, ``bistack.reports`` draws it); without one, its scores alone;
-    cv: how ``bistack cv`` splits, trains and scores the kind (a class taking the config, the
-    loader class and the door's opener of a saved model: ``bistack.cv.family.FoldFamily``);
+    cv: how ``bistack cv`` splits, trains and scores the kind (a class its module types as
+    ``type[bistack.folds.contract.FoldFamily[...]]``, built by its ``of``);
     ensemble: the class
     whose ``open(path, meta, loader, device)`` opens the fold models as one (a kind with
     ``cv`` has one); blend: what reads its CVs' out-of-fold predictions for ``bistack blend``

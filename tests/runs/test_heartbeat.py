@@ -4,6 +4,7 @@ often than that."""
 
 import pytest
 
+from bistack.models.frozen_pass import FLOAT32
 from bistack.system import heartbeat
 from bistack.system.heartbeat import Heartbeat
 
@@ -34,10 +35,12 @@ def test_a_frozen_backbones_pass_says_how_far_it_is(tmp_path):
     backbone = TransformerBackbone.load(str(tiny_transformer(tmp_path / "tiny")))
     said: list[str] = []
     texts = [f"text number {i}" for i in range(10)]
-    backbone.layer_vectors(texts, "truncate", batch_size=4, say=said.append)
+    backbone.layer_vectors(texts, "truncate", batch_size=4, say=said.append, frozen=FLOAT32)
     assert said[-1].startswith("backbone: 10 of 10 texts (") and "left)" in said[-1]
     quiet: list[str] = []
-    backbone.layer_vectors(texts, "truncate", batch_size=4, progress=True, say=quiet.append)
+    backbone.layer_vectors(
+        texts, "truncate", batch_size=4, progress=True, say=quiet.append, frozen=FLOAT32
+    )
     assert quiet == []  # a bar is drawn instead
 
 

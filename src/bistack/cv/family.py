@@ -1,22 +1,19 @@
-"""Which family cross-validates a kind: the kind's card names its class (``cv``), built with the
-config, the card and the door's opener of a saved model; what the families answer is
-:class:`bistack.folds.contract.FoldFamily`."""
+"""Which family cross-validates a kind: the kind's card names its class (``cv``, typed as the
+contract's factory in its module), built by ``of`` with the config, the card and the door's
+opener of a saved model; what the families answer is :class:`bistack.folds.contract.FoldFamily`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from bistack.cards import Card, resolve
 from bistack.config import ExperimentConfig
 from bistack.errors import ConfigError
-from bistack.folds.contract import FoldFamily
+from bistack.folds.contract import FoldFamily, OpenModel
 from bistack.predictor import member_opener
 from bistack.tasks import TASKS, task_of
 
-# Opens a saved model folder as the door does: ``open(folder, shared_parts)``.
-OpenModel = Callable[[Path, dict[str, object]], object]
 # Any kind's family, as the run drives it (each kind's records are its own).
 Family = FoldFamily[Any, Any, Any, Any]
 
@@ -30,8 +27,8 @@ def family_of(config: ExperimentConfig) -> Family:
         raise ConfigError(
             f"cross-validation trains {kinds}; {card.description} is not cross-validated"
         )
-    family: Family = resolve(card.cv)(config, card, opener_of(card))
-    return family
+    factory: type[Family] = resolve(card.cv)
+    return factory.of(config, card, opener_of(card))
 
 
 def opener_of(card: Card) -> OpenModel:
@@ -42,17 +39,17 @@ def opener_of(card: Card) -> OpenModel:
 
 def oof_files_of_every_kind() -> tuple[str, ...]:
     """What any kind's cross-validation writes as its out-of-fold files."""
-    return _of_every_kind("OOF_FILES")
+    return _of_every_kind(lambda family: family.OOF_FILES)
 
 
 def fold_files_of_every_kind() -> tuple[str, ...]:
     """What any kind's cross-validation keeps in a fold's folder beside its run."""
-    return _of_every_kind("FOLD_FILES")
+    return _of_every_kind(lambda family: family.FOLD_FILES)
 
 
-def _of_every_kind(files: str) -> tuple[str, ...]:
+def _of_every_kind(files: Callable[[type[Family]], tuple[str, ...]]) -> tuple[str, ...]:
     found: list[str] = []
     for card in TASKS.values():
         if card.cv is not None:
-            found += [name for name in getattr(resolve(card.cv), files) if name not in found]
+            found += [name for name in files(resolve(card.cv)) if name not in found]
     return tuple(found)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, Self, TypedDict, TypeVar
 
 if TYPE_CHECKING:
     from bistack.folds.plan import FoldPlan
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from bistack.folds.splitters import SplitKeys
 
 Say = Callable[[str], None]
+# Opens a saved fold model as the door does: ``open_model(folder, shared_parts)``.
+OpenModel = Callable[[Path, dict[str, object]], Any]
 JSON = dict[str, object]  # a JSON object as ``json`` reads and writes it
 P = TypeVar("P", bound="Predictions")  # what a fold predicts of its held-out rows
 S = TypeVar("S")  # what every fold shares
@@ -214,6 +216,14 @@ class FoldFamily(Protocol[P, S, M, Pooled]):
     OOF_FILES: ClassVar[tuple[str, ...]]
     FOLD_FILES: ClassVar[tuple[str, ...]]
     ROWS_ARE: ClassVar[str]
+
+    @classmethod
+    def of(cls, config: Any, card: Any, open_model: OpenModel) -> Self:
+        """The family of ``config``, of the kind ``card`` describes, its rows read and
+        checked (``open_model``: the door's opener of a saved fold model). Each family module
+        ends in its class typed ``type[FoldFamily[...]]``, the card's ``cv``, so that the type
+        checker holds it to this contract."""
+        ...
 
     @property
     def rows(self) -> Sequence[object]: ...

@@ -12,7 +12,6 @@ reported, never hidden. Nothing is downloaded: folders are opened with ``local_f
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -30,8 +29,8 @@ from bistack.data.subwords import (
 )
 from bistack.data.word_rows import Context
 from bistack.errors import ModelFileError, needs_extra
+from bistack.models.frozen_pass import FLOAT32, FrozenPass
 from bistack.models.mode import evaluating
-from bistack.models.precision import InferencePrecision, autocast_for
 from bistack.system.heartbeat import Heartbeat
 from bistack.transfer import to_device
 
@@ -122,7 +121,6 @@ class TransformerBackbone(nn.Module):
         self.tokenizer = tokenizer
         self.folder = folder
         self.compiled = False  # train.compile: its batches padded to a few widths
-        self.precision: InferencePrecision = "32"  # the frozen pass's (see ``frozen_at``)
         config = model.config
         self.num_layers: int = config.num_hidden_layers
         self.hidden_size: int = config.hidden_size
@@ -204,13 +202,19 @@ class TransformerBackbone(nn.Module):
         backbone.check_hidden_states()
         return backbone
 
-    def hidden_states(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, ...]:
+    def hidden_states(
+        self, input_ids: Tensor, attention_mask: Tensor, frozen: FrozenPass = FLOAT32
+    ) -> tuple[Tensor, ...]:
         """The embeddings' and every layer's states, each ``(rows, seq, hidden)``, of subword
-        ids ``(rows, seq)`` right-padded as ``attention_mask`` says. Under PyTorch's SDPA the
-        mask goes in as the ``(rows, 1, 1, seq)`` mask transformers would build from it: given
-        the 2-D one, transformers reads the device each call to see whether it can skip it."""
+        ids ``(rows, seq)`` right-padded as ``attention_mask`` says, the encoder run as the
+        ``frozen`` pass says (a trained one: float32, or the training's own autocast). Under
+        PyTorch's SDPA the mask goes in as the ``(rows, 1, 1, seq)`` mask transformers would
+        build from it: given the 2-D one, transformers reads the device each call to see
+        whether it can skip it."""
         if self.compiled and input_ids.shape[0] == 1:  # dynamo gives one row a graph of its
-            states = self.hidden_states(input_ids.expand(2, -1), attention_mask.expand(2, -1))
+            states = self.hidden_states(
+                input_ids.expand(2, -1), attention_mask.expand(2, -1), frozen
+            )
             return tuple(state[:1] for state in states)  # own: read it as two, keep one
         mask = attention_mask
         if self.compiled:  # one graph a width, kept static (its kernels specialised), for
@@ -219,22 +223,9 @@ class TransformerBackbone(nn.Module):
                 torch._dynamo.mark_static(tensor, 1)
         if getattr(self.model.config, "_attn_implementation", None) == "sdpa":
             mask = attention_mask[:, None, None, :].bool()
-        if self.precision == "32":
+        with frozen.autocast(input_ids.device):
             output = self.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
-            return tuple(output.hidden_states)
-        with autocast_for(input_ids.device.type, self.precision):
-            output = self.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
-        return tuple(state.float() for state in output.hidden_states)
-
-    @contextmanager
-    def frozen_at(self, precision: InferencePrecision) -> Iterator[None]:
-        """The frozen pass inside the block at ``precision`` (``backbone.precision``): a
-        backbone models share is read at each one's own."""
-        before, self.precision = self.precision, precision
-        try:
-            yield
-        finally:
-            self.precision = before
+        return frozen.states(tuple(output.hidden_states))
 
     def check_hidden_states(self) -> None:
         """Fail now, not mid-training, when the model gives no per-layer hidden states."""
@@ -301,13 +292,14 @@ class TransformerBackbone(nn.Module):
         lengths = self.tokenizer(list(texts), add_special_tokens=True)["input_ids"]
         return sum(len(ids) > limit for ids in lengths)
 
-    def forward(self, batch: SubwordBatch) -> LayerVectors:
-        """Per-layer CLS and masked-mean vectors ``(num_texts, num_layers, hidden_size)``.
+    def forward(self, batch: SubwordBatch, frozen: FrozenPass = FLOAT32) -> LayerVectors:
+        """Per-layer CLS and masked-mean vectors ``(num_texts, num_layers, hidden_size)`` of a
+        ``frozen`` pass.
 
         A text cut into windows gets the mean of its windows' CLS vectors and the mean of all
         its windows' real token states (tokens in an overlap count once per window).
         """
-        hidden = self.hidden_states(batch.input_ids, batch.attention_mask)
+        hidden = self.hidden_states(batch.input_ids, batch.attention_mask, frozen)
         return LayerVectors(_cls_vectors(hidden, batch), _mean_vectors(hidden, batch))
 
     def features(self, batch: SubwordBatch, kind: Literal["cls", "mean"]) -> Tensor:
@@ -327,12 +319,13 @@ class TransformerBackbone(nn.Module):
         stride: int = 64,
         max_length: int | None = None,
         batch_size: int = 64,
+        frozen: FrozenPass,
         progress: bool = False,
         say: Callable[[str], None] | None = None,
     ) -> LayerVectors:
-        """Per-layer vectors of many texts, batched by length, in input order, on the host (one
-        copy a batch); ``progress`` shows a bar, else ``say`` (when given) a line every half
-        minute or so (a log's)."""
+        """Per-layer vectors of many texts from a ``frozen`` pass, batched by length, in input
+        order, on the host (one copy a batch); ``progress`` shows a bar, else ``say`` (when
+        given) a line every half minute or so (a log's)."""
         cls_parts, mean_parts, order = [], [], []
         batches = self.layer_batches(
             texts,
@@ -340,6 +333,7 @@ class TransformerBackbone(nn.Module):
             stride=stride,
             max_length=max_length,
             batch_size=batch_size,
+            frozen=frozen,
             progress=progress,
             say=say,
         )
@@ -362,11 +356,13 @@ class TransformerBackbone(nn.Module):
         stride: int,
         max_length: int | None,
         batch_size: int,
+        frozen: FrozenPass,
         progress: bool = False,
         say: Callable[[str], None] | None = None,
     ) -> Iterator[tuple[list[int], LayerVectors]]:
-        """The per-layer vectors of ``texts`` a batch at a time, batched by length, where the
-        backbone computed them (its device): each batch's positions in ``texts`` and vectors."""
+        """The per-layer vectors of ``texts`` from a ``frozen`` pass a batch at a time, batched
+        by length, where the backbone computed them (its device): each batch's positions in
+        ``texts`` and vectors."""
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         device = next(self.parameters()).device
         beat = Heartbeat("backbone", len(texts), "texts", say) if say and not progress else None
@@ -379,7 +375,7 @@ class TransformerBackbone(nn.Module):
                     beat.update(len(chunk))
                 yield (
                     positions,
-                    self(self.tokenize(chunk, long_texts, stride, max_length).to(device)),
+                    self(self.tokenize(chunk, long_texts, stride, max_length).to(device), frozen),
                 )
 
 
@@ -475,10 +471,12 @@ def word_layer_states(
     backbone: TransformerBackbone,
     pieces: WordPieces,
     alignment: Literal["first", "mean", "last"],
+    frozen: FrozenPass = FLOAT32,
 ) -> Tensor:
     """Every word's state in every layer ``(total_words, num_layers, hidden_size)``: its first
-    subword's, the mean of its subwords', or its last subword's."""
-    hidden = backbone.hidden_states(pieces.input_ids, pieces.attention_mask)
+    subword's, the mean of its subwords', or its last subword's (the encoder run as the
+    ``frozen`` pass says; a fine-tuned one trains in float32)."""
+    hidden = backbone.hidden_states(pieces.input_ids, pieces.attention_mask, frozen)
     states = torch.stack(hidden[1:], dim=2)  # (rows, seq, layers, hidden)
     flat = states.flatten(0, 1)  # (rows * seq, layers, hidden)
     if alignment == "first":

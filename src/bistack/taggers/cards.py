@@ -71,7 +71,7 @@ TAGGER = Card(
     export="bistack.taggers.exported.export:tagger_plan",
     runtime="bistack.taggers.exported.runtime:ExportedTagger",
     report="bistack.taggers.models.report:tagger_report",
-    cv="bistack.taggers.ensembles.folds:TaggerFolds",
+    cv="bistack.taggers.ensembles.folds:FAMILY",
     ensemble="bistack.taggers.ensembles.ensemble:TaggerEnsemble",
     blend="bistack.taggers.ensembles.blending:TaggerBlendPart",
 )
@@ -93,7 +93,7 @@ LAYER_TAGGER = Card(
     export_shared="bistack.taggers.exported.export:shared_backbone_plans",
     runtime="bistack.taggers.exported.runtime:ExportedLayerTagger",
     report="bistack.taggers.models.report:tagger_report",
-    cv="bistack.taggers.ensembles.folds:TaggerFolds",
+    cv="bistack.taggers.ensembles.folds:FAMILY",
     ensemble="bistack.taggers.ensembles.ensemble:TaggerEnsemble",
     blend="bistack.taggers.ensembles.blending:TaggerBlendPart",
 )

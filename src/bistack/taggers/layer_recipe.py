@@ -25,6 +25,7 @@ from bistack.devices.choice import moved_to
 from bistack.metrics.dev import Evaluation
 from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
 from bistack.models.feature_cache import cached_rows, model_fingerprint
+from bistack.models.frozen_pass import FrozenPass
 from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run
 from bistack.runs.vocabularies import build_vocabularies, initialise_words, singleton_mask
@@ -68,24 +69,21 @@ def cached_word_states(
     options = config.backbone
     limit = backbone.limit(options.max_length)
     contexts = sentence_contexts(sentences, options.context)
+    frozen = FrozenPass.of(options)
 
     def compute(indices: list[int]) -> dict[str, list[Tensor]]:
         # Batches of similar length (little padding), written back in the order asked.
         order = sorted(range(len(indices)), key=lambda i: len(sentences[indices[i]].tokens))
         per_sentence: list[Tensor] = [torch.empty(0)] * len(indices)
         beat = Heartbeat("backbone", len(indices), "sentences", say)
-        with (
-            torch.inference_mode(),
-            moved_to(backbone, device),
-            backbone.frozen_at(options.pass_precision),
-        ):
+        with torch.inference_mode(), moved_to(backbone, device):
             for start in range(0, len(order), options.batch_size):
                 chosen = order[start : start + options.batch_size]
                 beat.update(len(chosen))
                 around = None if contexts is None else [contexts[indices[i]] for i in chosen]
                 tokens = [sentences[indices[i]].tokens for i in chosen]
                 pieces = tokenize_words(backbone, tokens, limit, around, options.context)
-                words = word_layer_states(backbone, pieces.to(device), config.subwords)
+                words = word_layer_states(backbone, pieces.to(device), config.subwords, frozen)
                 words = words.half().cpu()
                 for i, part in zip(chosen, words.split(pieces.lengths), strict=True):
                     per_sentence[i] = part
@@ -93,9 +91,7 @@ def cached_word_states(
 
     started = time.perf_counter()
     texts = [WORD_SEPARATOR.join(s.tokens) for s in sentences]
-    settings: dict[str, object] = {"max_length": limit, "subwords": config.subwords}
-    if options.pass_precision != "32":  # float32's entries keep the keys they had
-        settings["precision"] = options.pass_precision
+    settings = frozen.cache_settings({"max_length": limit, "subwords": config.subwords})
     if contexts is not None:  # each sentence's states depend on its document's other sentences
         texts = [
             f"{s.document}{WORD_SEPARATOR}{text}" for s, text in zip(sentences, texts, strict=True)

@@ -16,7 +16,7 @@ LADDER = Ladder(
     {"pooling.type": "additive"},
 )
 HERE = "bistack.text_models"
-FOLDS, ENSEMBLE = f"{HERE}.folds:TextFolds", f"{HERE}.ensemble:TextEnsemble"
+FOLDS, ENSEMBLE = f"{HERE}.folds:FAMILY", f"{HERE}.ensemble:TextEnsemble"
 BLEND = f"{HERE}.blending:TextBlendPart"
 ATTENTION = PredictOption(
     "attention", bool, "include each token's attention weight", default=False, formats=("jsonl",)

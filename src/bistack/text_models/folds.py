@@ -17,7 +17,16 @@ from bistack.data.tables import Example, read_table
 from bistack.errors import ConfigError
 from bistack.files.formats import table_line
 from bistack.files.modeldir import atomic_write
-from bistack.folds.contract import JSON, EnsembleFit, FoldResult, HeldOut, OutOfFold, Say
+from bistack.folds.contract import (
+    JSON,
+    EnsembleFit,
+    FoldFamily,
+    FoldResult,
+    HeldOut,
+    OpenModel,
+    OutOfFold,
+    Say,
+)
 from bistack.folds.plan import FoldPlan
 from bistack.folds.settings import CVSettings
 from bistack.folds.splitters import SplitKeys
@@ -69,7 +78,13 @@ class TextFolds:
     FOLD_FILES: ClassVar[tuple[str, ...]] = ()
     ROWS_ARE: ClassVar[str] = "rows"
 
-    def __init__(self, config: TextConfig, card: Card, open_model: object) -> None:
+    @classmethod
+    def of(cls, config: TextConfig, card: Card, open_model: OpenModel) -> TextFolds:
+        """The family of ``config`` (its fold models open by their card's loader, not
+        ``open_model``: they run on the CV's rows as trained)."""
+        return cls(config, card)
+
+    def __init__(self, config: TextConfig, card: Card) -> None:
         self.config = config
         self.card = card
         data = config.data
@@ -378,3 +393,7 @@ class OutOfFoldModel(TextModelBase):
         if list(texts) != self.texts:
             raise ValueError("out-of-fold predictions are of the cross-validated table's rows")
         return self.outputs.as_raw(self.oof)
+
+
+# The family the text kinds' cards name (``cv``), held to the contract by the type checker.
+FAMILY: type[FoldFamily[TextHeldOut, TextShared, TextModelBase, np.ndarray]] = TextFolds

@@ -27,6 +27,7 @@ from bistack.metrics.dev import Evaluation
 from bistack.models.backbone import LayerVectors, TransformerBackbone
 from bistack.models.boundary import BoundaryCache, boundary_layers, check_boundary, frozen_bottom
 from bistack.models.feature_cache import cached_layer_vectors, model_fingerprint
+from bistack.models.frozen_pass import FrozenPass
 from bistack.models.mode import evaluating
 from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run
@@ -76,9 +77,8 @@ def frozen_vectors(
     options = config.backbone
     texts = [e.text for e in examples]
     limit = backbone.limit(options.max_length)
-    settings = window_settings(backbone, options)
-    if options.pass_precision != "32":  # float32's entries keep the keys they had
-        settings["precision"] = options.pass_precision
+    frozen = FrozenPass.of(options)
+    settings = frozen.cache_settings(window_settings(backbone, options))
 
     def compute(indices: list[int]) -> LayerVectors:
         chosen = [texts[i] for i in indices]
@@ -86,13 +86,14 @@ def frozen_vectors(
         if long:
             action = "truncated" if options.long_texts == "truncate" else "cut into windows"
             say(f"{long} of {len(chosen)} texts exceed {limit} subwords and are {action}")
-        with moved_to(backbone, device), backbone.frozen_at(options.pass_precision):
+        with moved_to(backbone, device):
             return backbone.layer_vectors(
                 chosen,
                 options.long_texts,
                 stride=options.stride,
                 max_length=limit,
                 batch_size=options.batch_size,
+                frozen=frozen,
                 say=say,
             )
 

@@ -26,6 +26,7 @@ from bistack.models.backbone_files import (
     load_saved_backbone,
     save_head_and_backbone,
 )
+from bistack.models.frozen_pass import FrozenPass
 from bistack.models.mode import as_array, evaluating
 from bistack.models.saved import SavedKind, SavedModel
 from bistack.text_models.base import Regression, TextModelBase
@@ -116,15 +117,15 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
         """Per-layer vectors of raw texts, ``batch_size`` texts per backbone forward."""
         self.refuse_empty(texts)
         options = self.config.backbone
-        with self.backbone.frozen_at(options.pass_precision):
-            return self.backbone.layer_vectors(
-                texts,
-                options.long_texts,
-                stride=options.stride,
-                max_length=options.max_length,
-                batch_size=options.batch_size if batch_size is None else batch_size,
-                progress=progress,
-            )
+        return self.backbone.layer_vectors(
+            texts,
+            options.long_texts,
+            stride=options.stride,
+            max_length=options.max_length,
+            batch_size=options.batch_size if batch_size is None else batch_size,
+            frozen=FrozenPass.of(options),
+            progress=progress,
+        )
 
     def token_features(self, texts: Sequence[str]) -> TokenBatch | None:
         """The stacked token features of raw ``texts``, or None when the model has none."""
@@ -170,12 +171,9 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
         if self.config.backbone.finetune:
             return None
         options = self.config.backbone
-        return (
-            id(self.backbone),
-            options.long_texts,
-            options.stride,
-            options.max_length,
-            options.precision,
+        frozen = FrozenPass.of(options)
+        return frozen.stage_key(
+            self.backbone, options.long_texts, options.stride, options.max_length
         )
 
     def shared_stage(
@@ -202,13 +200,10 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
             stride=options.stride,
             max_length=options.max_length,
             batch_size=size,
+            frozen=FrozenPass.of(options),
             progress=progress,
         )
-        with (
-            torch.inference_mode(),
-            evaluating(self.model),
-            self.backbone.frozen_at(options.pass_precision),  # the batches are made in the loop
-        ):
+        with torch.inference_mode(), evaluating(self.model):
             for positions, vectors in batches:
                 tokens = self.token_features([texts[i] for i in positions])
                 moved = None if tokens is None else tokens.to(device)

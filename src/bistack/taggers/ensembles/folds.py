@@ -17,7 +17,16 @@ from bistack.data.tagged import read_tagged
 from bistack.errors import ConfigError, DataError
 from bistack.files.formats import joined, json_line
 from bistack.files.modeldir import atomic_write
-from bistack.folds.contract import JSON, EnsembleFit, HeldOut, OutOfFold, Say, number
+from bistack.folds.contract import (
+    JSON,
+    EnsembleFit,
+    FoldFamily,
+    HeldOut,
+    OpenModel,
+    OutOfFold,
+    Say,
+    number,
+)
 from bistack.folds.plan import FoldPlan
 from bistack.folds.settings import CVSettings
 from bistack.folds.splitters import SplitKeys
@@ -59,12 +68,12 @@ class TaggerFolds:
     FOLD_FILES: ClassVar[tuple[str, ...]] = (HELD_OUT_FILE,)
     ROWS_ARE: ClassVar[str] = "sentences"
 
-    def __init__(
-        self,
-        config: TaggerConfigs,
-        card: Card,
-        open_model: Callable[[Path, dict[str, object]], Tagging],
-    ) -> None:
+    @classmethod
+    def of(cls, config: TaggerConfigs, card: Card, open_model: OpenModel) -> TaggerFolds:
+        """The family of ``config``; its fold models open as the door opens them."""
+        return cls(config, open_model)
+
+    def __init__(self, config: TaggerConfigs, open_model: OpenModel) -> None:
         self.config = config
         self.open_model = open_model
         # Caches of this process's CV, never results: what ``shared`` gave (kept for the
@@ -480,3 +489,7 @@ class OutOfFoldTags:
                 entities[(span.start, span.end, span.label)] = by_place[place]
         confidences = [t["confidence"] for t in tokens]
         return SentenceAnalysis(list(tags), confidences, entities, plain=self.folds.scheme == PLAIN)
+
+
+# The family the taggers' cards name (``cv``), held to the contract by the type checker.
+FAMILY: type[FoldFamily[TaggedHeldOut, TaggerShared, Tagging, OutOfFoldTagging]] = TaggerFolds

@@ -32,6 +32,7 @@ from bistack.models.backbone_files import (
     load_saved_backbone,
     save_head_and_backbone,
 )
+from bistack.models.frozen_pass import FrozenPass
 from bistack.models.mode import predicting
 from bistack.models.saved import SavedKind, SavedModel
 from bistack.taggers.config import LayerPoolingTaggerConfig
@@ -130,8 +131,9 @@ class LayerPoolingTagger(SavedKind, DeviceDecoding):
             self.backbone, sentences, options.max_length, contexts, options.context
         )
         pieces = pieces.to(next(self.backbone.parameters()).device)
-        with torch.no_grad(), self.backbone.frozen_at(options.pass_precision):
-            return word_layer_states(self.backbone, pieces, self.config.subwords)
+        with torch.no_grad():
+            frozen = FrozenPass.of(options)
+            return word_layer_states(self.backbone, pieces, self.config.subwords, frozen)
 
     def token_features(
         self, sentences: Sequence[Sequence[str]], device: torch.device | str
@@ -177,12 +179,8 @@ class LayerPoolingTagger(SavedKind, DeviceDecoding):
         if self.config.backbone.finetune:
             return None
         options = self.config.backbone
-        return (
-            id(self.backbone),
-            options.max_length,
-            options.context,
-            repr(self.config.subwords),
-            options.precision,
+        return FrozenPass.of(options).stage_key(
+            self.backbone, options.max_length, options.context, repr(self.config.subwords)
         )
 
     def shared_emitter(
