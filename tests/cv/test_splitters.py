@@ -3,6 +3,7 @@ over the folds, groups never separated (and classes balanced with them), a user'
 taken exactly, each impossible split refused with its reason; the splitter chosen from what a
 family offers and ``--split``."""
 
+import json
 import random
 import re
 
@@ -10,10 +11,12 @@ import pytest
 
 from bistack.errors import ConfigError
 from bistack.folds.plan import FoldPlan, plan_folds
+from bistack.folds.settings import CVSettings
 from bistack.folds.splitters import (
     GivenFolds,
     GroupedSplit,
     PlainSplit,
+    SplitKeys,
     Strata,
     StratifiedGroupedSplit,
     StratifiedSplit,
@@ -282,3 +285,21 @@ def test_a_splitter_whose_folds_are_not_a_partition_is_refused_naming_the_rows()
         plan_folds(2, 1, 0, "digest", TwiceSplitter(10))
     with pytest.raises(ConfigError, match=r"holds out 1 rows in no fold: row 6"):
         plan_folds(2, 1, 0, "digest", TwiceSplitter(10, drop=True))
+
+
+def test_a_dev_split_holds_out_the_same_dev_rows_each_seed_and_only_them():
+    """compare-poolers' seeds: one fold, the dev rows, the same in every repeat (a repeat is a
+    training seed), named seed1...; the training rows are held out by none."""
+    keys: SplitKeys = {"rows": 10, "dev_rows": [7, 2, 9], "dev_is": "data.dev dev.tsv"}
+    plan = plan_folds(1, 3, 42, "digest", splitter_for(keys, "dev"), seeded=True)
+    assert [name for _, _, name in plan.runs()] == ["seed1", "seed2", "seed3"]
+    for repeat in range(3):
+        assert plan.held_out(repeat, 0) == [2, 7, 9]
+        assert plan.training(repeat, 0) == [0, 1, 3, 4, 5, 6, 8]
+        assert plan.held_rows(repeat) == [2, 7, 9]
+    again = FoldPlan.from_json(json.loads(json.dumps(plan.to_json())), "folds.json")
+    assert again == plan
+    with pytest.raises(ConfigError, match="at least 2 folds"):
+        plan_folds(1, 1, 42, "digest", splitter_for({"rows": 10}, "plain"))
+    with pytest.raises(ConfigError, match="the dev split holds out one fold"):
+        CVSettings(3, split="dev")

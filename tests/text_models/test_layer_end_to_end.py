@@ -12,6 +12,7 @@ import yaml
 from bistack import predictor
 from bistack.api import LayerPoolingClassifier, LayerPoolingRegressor
 from bistack.cli import main
+from bistack.cv.run import run_cv
 from bistack.models.backbone import TransformerBackbone
 from bistack.runs.driver import RunOptions
 from bistack.tasks import config_from_dict
@@ -132,6 +133,46 @@ def test_fine_tuned_regressor_saves_its_backbone_and_predicts_the_same(tmp_path,
     original = TransformerBackbone.load("default").model.embeddings.word_embeddings.weight
     assert not torch.equal(tuned, original)  # the saved backbone is the tuned one
     assert (model.vocabularies is not None) == stacked
+
+
+def test_compare_poolers_seeds_are_one_cv_holding_out_the_dev_rows(tmp_path, capsys, monkeypatch):
+    """Without --folds, each pooler's seeds run through bistack cv, the one engine: a fold a
+    seed, each holding out the dev file's rows and trained on the training file's with its own
+    seed; the table's scores are those folds' (on the dev rows, calibrated by nothing fitted on
+    them), and a rerun trains nothing."""
+    import bistack.studies.compare_poolers as study
+
+    rows = sentiment_rows(40, 0)
+    train = write_tsv(tmp_path / "train.tsv", rows[:28])
+    dev = write_tsv(tmp_path / "dev.tsv", rows[28:])
+    path = tmp_path / "config.yaml"
+    config = layer_config(train, dev, tmp_path / "cache", train={"max_epochs": 2})
+    path.write_text(yaml.safe_dump(config))
+    engines = []
+
+    def spied(*args, **kwargs):
+        engines.append(args[2])  # its CVSettings
+        return run_cv(*args, **kwargs)
+
+    monkeypatch.setattr(study, "run_cv", spied)
+    args = ["compare-poolers", str(path), "--poolers", "mean,cls", "--seeds", "2"]
+    assert main([*args, "--output", str(tmp_path / "cmp")]) == 0
+    assert [(s.split, s.folds, s.repeats) for s in engines] == [("dev", 1, 2)] * 2
+    table = json.loads((tmp_path / "cmp" / "compare-poolers.json").read_text())
+    assert table["where"] == "dev, 2 seeds"
+    for result in table["results"]:
+        cv = tmp_path / "cmp" / result["name"]
+        assert result["runs"] == ["seed1", "seed2"]
+        for seed, score in zip((1, 2), result["scores"], strict=True):
+            fold = json.loads((cv / "folds" / f"seed{seed}" / "fold.json").read_text())
+            assert fold["held"] == list(range(28, 40)) and fold["train"] == list(range(28))
+            assert fold["score"] == score
+            model = cv / "folds" / f"seed{seed}" / "model" / "config.json"
+            assert json.loads(model.read_text())["config"]["train"]["seed"] == seed
+        assert predictor.open_model(cv / "model").predict(["a fine film"])  # the seeds' ensemble
+    capsys.readouterr()
+    assert main([*args, "--output", str(tmp_path / "cmp")]) == 0
+    assert "epoch 1:" not in capsys.readouterr().out  # every seed finished: reused
 
 
 def test_compare_poolers_writes_a_table_and_resumes(tmp_path, capsys):

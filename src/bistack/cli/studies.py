@@ -46,7 +46,11 @@ def add(commands: Any) -> None:
         "--overwrite", action="store_true", help="replace what an earlier explain wrote there"
     )
     explain.set_defaults(run=run_explain)
+    add_compare_poolers(commands)
+    add_ladder_and_demo(commands)
 
+
+def add_compare_poolers(commands: Any) -> None:
     compare = commands.add_parser(
         "compare-poolers", help="train every layer pooler on the same cached backbone vectors"
     )
@@ -65,7 +69,12 @@ def add(commands: Any) -> None:
         "config's layer_pooling.vectors)",
     )
     compare.add_argument(
-        "--seeds", type=ranged(int, 1), default=3, help="seeds per pooler (default 3)"
+        "--seeds",
+        type=ranged(int, 1),
+        default=3,
+        help="seeds per pooler (default 3), each scored on the dev rows (data.dev, else the "
+        "share of data.train a run holds out): each pooler's seeds are one bistack cv in "
+        "OUTPUT/POOLER",
     )
     compare.add_argument(
         "--folds",
@@ -100,6 +109,8 @@ def add(commands: Any) -> None:
     add_threads_flag(compare)
     compare.set_defaults(run=run_compare_poolers, processes=trains)
 
+
+def add_ladder_and_demo(commands: Any) -> None:
     ladder = commands.add_parser(
         "ladder", help="the build order, one change at a time, each over several seeds"
     )
@@ -166,7 +177,8 @@ def run_explain(args: argparse.Namespace) -> int:
 
 
 def run_compare_poolers(args: argparse.Namespace) -> int:
-    from bistack.studies.compare_poolers import compare_poolers
+    from bistack.runs.driver import RunOptions
+    from bistack.studies.compare_poolers import PoolerStudy, compare_poolers
     from bistack.tasks import load_config, task_of
 
     config = load_config(args.config, args.set)
@@ -177,22 +189,23 @@ def run_compare_poolers(args: argparse.Namespace) -> int:
     refuse_overlap(output, [("the config", args.config)], "--output")
     refuse_shared_folder(output, "--output")
     say_cpu_warning(args)
-    compare_poolers(
-        cast("LayerPoolingTextConfig", config),  # compares_poolers: a config with a backbone
-        output,
+    study = PoolerStudy(
         poolers=poolers,
         vectors=args.vectors.split(",") if args.vectors else None,
         seeds=args.seeds,
         folds=args.folds,
-        progress=show_progress(args),
         finished_only=args.finished_only,
         only_runs=args.runs,
-        log_format=args.log_format,
-        say=say_as(args.log_format),
-        accelerator=args.accelerator,
-        precision=args.precision,
         blend=args.blend,
     )
+    options = RunOptions(
+        progress=show_progress(args),
+        log_format=args.log_format,
+        accelerator=args.accelerator,
+        precision=args.precision,
+    )
+    config = cast("LayerPoolingTextConfig", config)  # compares_poolers: a config over layers
+    compare_poolers(config, output, study, options, say_as(args.log_format))
     say_as(args.log_format)(f"table and chart in {output}/compare-poolers.{{md,json,png}}")
     return 0
 

@@ -37,7 +37,7 @@ def finish(
     metric = card.metric_for(config).column.removeprefix("dev_")
     members = {r.name: output / "folds" / r.name / MODEL_DIR for r in records}
     trained = records  # as the members predict: calibrated on an inner dev split, or not at all
-    if not inner_dev:  # calibrated now, each fold by the other folds' predictions
+    if not inner_dev and not plan.seeded:  # calibrated now, by the other folds' predictions
         records = family.cross_fit(plan, trained, metric, members, say)
     cross_fitted = records is not trained
     if cross_fitted:
@@ -70,6 +70,9 @@ def finish(
         if not family.calibrates
         else "each fold's on a dev split of its training folds"
         if inner_dev
+        else "none: each seed's outputs as trained (no fold but its own to fit on); the "
+        "ensemble's on all the out-of-fold predictions"
+        if plan.seeded
         else "each fold's on the other folds' out-of-fold predictions (cross-fitted), never "
         "on its own held-out rows; the ensemble's on all the out-of-fold predictions",
         "fold_calibration": {r.name: r.calibration for r in records if r.calibration is not None},

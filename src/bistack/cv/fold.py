@@ -8,6 +8,7 @@ changed since is noticed.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, replace
@@ -39,6 +40,7 @@ class FoldJob:
     dev_source: str
     options: RunOptions
     calibrate_on_dev: bool  # false where dev is the held-out fold: nothing is fitted on it
+    seed: int | None = None  # its training seed where not the config's (a dev split's repeat)
 
     def labelled(self) -> FoldJob:
         """This job with each of its lines starting with its name (``fold1: epoch 3: ...``)."""
@@ -93,6 +95,8 @@ def train_fold(
 
     made = inputs or FoldInputs.of(job.config, say or (lambda _: None))
     config, family, shared = made.config, made.family, made.shared
+    if job.seed is not None:
+        config = dataclasses.replace(config, train=dataclasses.replace(config.train, seed=job.seed))
     card = task_of(config.kind)
     started = time.perf_counter()
     rows = family.training_inputs(job.train, job.dev, job.dev_source, shared, job.calibrate_on_dev)

@@ -29,7 +29,7 @@ from bistack.reports.layout import report_layout
 FOLDS_FILE, SETTINGS_FILE, FOLD_FILE = "folds.json", "cv-settings.json", "fold.json"
 RESULT_FILE, REPORT_DIR, MODEL_DIR = "cv.json", "cv_report", "model"
 LOG_FILE = "cv.log"  # every line the CV said, on a terminal or not
-FOLD_NAME = re.compile(r"(repeat\d+-)?fold\d+")
+FOLD_NAME = re.compile(r"(repeat\d+-)?fold\d+|seed\d+")  # seed<N>: a dev split's repeats
 RUN_FILES = ("metrics.csv", "dev_metrics.json", "checkpoint.safetensors", "fold.json", "train.log")
 
 

@@ -123,7 +123,7 @@ def run_cv(
     scores (None: folds are left unfinished)."""
     task_of(config.kind)  # an unknown kind named first
     data = config.data
-    if data.dev:
+    if data.dev and not settings.seeded:
         raise ConfigError(
             f"data.dev {data.dev}: cross-validation splits data.train into folds and never "
             "reads a dev file; remove it (--set data.dev=null) or merge it into data.train"
@@ -190,7 +190,7 @@ def cv_in(
     if any(finished_fold(job, family) is None for job in chosen):  # the folds' shared inputs
         inputs = FoldInputs.of(jobs[0].config, say, family)
     try:
-        cross_fitted = family.calibrates and not settings.inner_dev
+        cross_fitted = family.calibrates and not settings.inner_dev and not settings.seeded
         records = run_folds(jobs, family, settings, say, inputs, only, cross_fitted)
     except KeyboardInterrupt:
         say(
@@ -265,6 +265,13 @@ def start_line(
         else "its held-out fold (the competitors' practice: the held-out fold chooses the "
         "epoch, so the CV score is a little optimistic; --inner-dev for an unbiased one)"
     )
+    if plan.seeded:  # one split, trained with a seed a repeat
+        return (
+            f"{plan.repeats} seed(s), each trained on the training rows of {len(family.rows)} "
+            f"{family.ROWS_ARE} and scored on {plan.split.replace(', the others trained on', '')}"
+            f"{precision}; each stops early on "
+            + ("a dev split of its training rows" if settings.inner_dev else "the dev rows")
+        )
     if family.calibrates and not settings.inner_dev:  # as the cross-fit does it
         stopping += (
             "; each fold's calibration is fitted on the other folds' out-of-fold predictions"
@@ -283,6 +290,8 @@ def fold_plan(
     data), or new ones, dealt by the splitter the family's keys and ``--split`` call for."""
     data = config.data
     digest = content_digest(data.train)
+    if data.dev:  # the dev split's rows: the training table's, then the dev table's
+        digest = hashlib.sha256(f"{digest}:{content_digest(data.dev)}".encode()).hexdigest()
     rows = len(family.rows)
     written = output / FOLDS_FILE
     if written.is_file():
@@ -305,7 +314,13 @@ def fold_plan(
     for row in range(rows):
         content.update(json.dumps(family.row_content(row)).encode() + b"\n")
     return plan_folds(
-        settings.folds, settings.repeats, data.split_seed, digest, splitter, content.hexdigest()
+        settings.folds,
+        settings.repeats,
+        data.split_seed,
+        digest,
+        splitter,
+        content.hexdigest(),
+        settings.seeded,
     )
 
 
@@ -393,6 +408,10 @@ def fold_job(
         source = f"{data.train} ({name}: dev split of the other folds)"
     else:
         dev, source = held, f"{data.train} ({name}: its held-out fold)"
+    seed = None
+    if plan.seeded:  # each repeat of the dev split trains with a seed of its own
+        seed = config.train.seed + repeat
+        source = f"{data.dev or data.train} ({name}: the dev rows)"
     return FoldJob(
         config.to_dict(),
         str(output / "folds" / name),
@@ -403,6 +422,7 @@ def fold_job(
         source,
         replace(options, overwrite=True, resume=False, checkpoints=False),
         calibrate_on_dev=settings.inner_dev,
+        seed=seed,
     )
 
 

@@ -26,7 +26,8 @@ class FoldPlan:
     they came (oldest first, for a time split), where a fold does not train on every other
     fold's rows (None: it does); rows_digest: the digest of the rows' own content (texts and
     targets, a blend's test of "the same rows": a column added to the table leaves it as it
-    was; None in a plan of an earlier version)."""
+    was; None in a plan of an earlier version); seeded: its repeats are training seeds of one
+    split (the dev split), each fold named ``seed<N>``."""
 
     folds: int
     repeats: int
@@ -37,6 +38,7 @@ class FoldPlan:
     assignments: list[list[int]]
     training_rows: list[list[list[int]]] | None = None
     rows_digest: str | None = None
+    seeded: bool = False
 
     @property
     def forward_chaining(self) -> bool:
@@ -86,7 +88,11 @@ class FoldPlan:
     def runs(self) -> list[tuple[int, int, str]]:
         """``(repeat, fold, name)`` of every fold model, in training order."""
         return [
-            (repeat, fold, fold_name(repeat, fold, self.repeats))
+            (
+                repeat,
+                fold,
+                f"seed{repeat + 1}" if self.seeded else fold_name(repeat, fold, self.repeats),
+            )
             for repeat in range(self.repeats)
             for fold in range(self.folds)
         ]
@@ -97,6 +103,8 @@ class FoldPlan:
             del written["training_rows"]
         if self.rows_digest is None:
             del written["rows_digest"]
+        if not self.seeded:
+            del written["seeded"]
         return written
 
     @classmethod
@@ -105,7 +113,8 @@ class FoldPlan:
         ``source``."""
         try:
             plan = cls(**data)
-            lowest = 0 if plan.training_rows is None else -1  # held out by none: a time split's
+            # Held out by none: a time split's first rows, a dev split's training rows.
+            lowest = 0 if plan.training_rows is None and not plan.seeded else -1
             whole = all(
                 len(held) == plan.rows and all(lowest <= f < plan.folds for f in held)
                 for held in plan.assignments
@@ -138,16 +147,18 @@ def plan_folds(
     data: str,
     splitter: Splitter,
     rows_digest: str | None = None,
+    seeded: bool = False,
 ) -> FoldPlan:
     """The folds of ``splitter.rows`` rows (``data``: the digest of what they were read from;
     ``rows_digest``: of the rows' own content), each repeat dealt by ``splitter`` with the
-    seed ``seed + repeat``. ConfigError, before any work, where the split cannot be made:
-    fewer than 2 folds, more folds than rows, repeats of a split that is given rather than
+    seed ``seed + repeat`` (``seeded``: the repeats are training seeds of one split).
+    ConfigError, before any work, where the split cannot be made: fewer than 2 folds (a
+    seeded split: 1), more folds than rows, repeats of a split that is given rather than
     dealt, a splitter whose folds are not a partition of the rows (a row held out twice in a
     repeat, or never where the splitter promises every row), and whatever the splitter
     refuses (a class with fewer rows than folds, fewer groups than folds, a fold column that
     is not the folds' numbers)."""
-    if folds < 2:
+    if folds < (1 if seeded else 2):  # a dev split's one fold; else a fold to hold out
         raise ConfigError(f"--folds {folds}: cross-validation needs at least 2 folds")
     if repeats < 1:
         raise ConfigError(f"--repeats {repeats}: at least 1")
@@ -173,6 +184,7 @@ def plan_folds(
         assignments,
         training,
         rows_digest,
+        seeded,
     )
 
 

@@ -13,9 +13,10 @@ from bistack.errors import ConfigError
 # How rows are dealt: ``auto`` as the kind's family splits (stratified, or grouped by
 # ``data.group_column`` or document), ``plain`` a seeded shuffle, ``time`` forward-chaining
 # blocks of rows in the order of ``data.order_column`` (each fold trains on the blocks before
-# the one it holds out).
-SplitName = Literal["auto", "plain", "time"]
-SPLITS: tuple[SplitName, ...] = get_args(SplitName)
+# the one it holds out), ``dev`` the dev rows held out by one fold, the same in every repeat,
+# each repeat trained with its own seed (compare-poolers' seeds).
+SplitName = Literal["auto", "plain", "time", "dev"]
+SPLITS: tuple[SplitName, ...] = ("auto", "plain", "time")  # what ``bistack cv --split`` offers
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,8 @@ class RayCluster:
 
 @dataclass(frozen=True)
 class CVSettings:
-    """folds, repeats: K and R; split: how rows are dealt (:data:`SplitName`); inner_dev: stop
+    """folds, repeats: K and R (the dev split: 1, and R seeds); split: how rows are dealt
+    (:data:`SplitName`); inner_dev: stop
     each fold on a dev split of its training folds instead of its held-out fold; workers: folds
     trained at once, each in its own process; ray: each fold a Ray task on that cluster."""
 
@@ -40,12 +42,22 @@ class CVSettings:
     ray: RayCluster | None = None
 
     def __post_init__(self) -> None:
-        if self.split not in SPLITS:
+        if self.split not in get_args(SplitName):
             raise ConfigError(f"split {self.split!r}: {' or '.join(SPLITS)}")
+        if self.seeded and self.folds != 1:
+            raise ConfigError(
+                f"{self.folds} folds: the dev split holds out one fold, the dev rows (its "
+                "repeats are seeds)"
+            )
         if self.workers < 1:
             raise ConfigError(f"--workers {self.workers}: at least 1")
         if self.ray is not None and self.workers > 1:
             raise ConfigError("--ray runs each fold as a Ray task; --workers is for one machine")
+
+    @property
+    def seeded(self) -> bool:
+        """Whether its repeats are training seeds of one split (the dev split), not deals."""
+        return self.split == "dev"
 
     def recorded(self) -> dict[str, int | str | bool]:
         """What must match for an output to be resumed (not ``workers`` or ``ray``: results

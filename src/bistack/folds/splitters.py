@@ -35,7 +35,9 @@ class SplitKeys(TypedDict):
     """What a family's rows can be split by, each list one value a row: ``fold_column`` (a
     user's fold numbers, named by ``fold_column_name``), ``groups`` (kept whole, named by
     ``grouped_by``), ``strata`` (classes, named by ``stratified_by``) or ``targets`` (a
-    numeric target stratified by quantile bin, named by ``targets_are``)."""
+    numeric target stratified by quantile bin, named by ``targets_are``), ``order`` (each
+    row's time, for a time split, named by ``ordered_by``) or ``dev_rows`` (the rows of the
+    dev split, for compare-poolers' seeds, named by ``dev_is``)."""
 
     rows: int
     fold_column: NotRequired[list[str]]
@@ -49,6 +51,8 @@ class SplitKeys(TypedDict):
     order: NotRequired[list[str]]
     ordered_by: NotRequired[str]
     order_format: NotRequired[str]
+    dev_rows: NotRequired[list[int]]
+    dev_is: NotRequired[str]
 
 
 # One fold: the rows its model trains on, and the rows it holds out.
@@ -390,11 +394,37 @@ def what_to_change(found: list[int], folds: int) -> str:
     return "; ".join(said) + " (renumber the column's folds 0, 1, ... with no gap)"
 
 
+@dataclass(frozen=True)
+class DevSplit:
+    """The ``dev`` rows held out by one fold, the others trained on: the same split in every
+    repeat (a repeat is another training seed, not another deal); ``dev_is`` names them."""
+
+    rows: int
+    dev: tuple[int, ...]
+    dev_is: str
+    dealt = True  # a repeat trains the same split again, with its own seed
+    one_split = ""
+    every_row = False  # the training rows are held out by none
+
+    @property
+    def description(self) -> str:
+        return f"the dev rows ({self.dev_is}) held out, the others trained on"
+
+    def split(self, folds: int, rng: random.Random) -> list[Fold]:
+        held = set(self.dev)
+        return [([row for row in range(self.rows) if row not in held], sorted(held))]
+
+
 def splitter_for(keys: SplitKeys, split: SplitName = "auto") -> Splitter:
-    """The splitter ``keys`` and ``split`` call for: a fold column as given; else groups kept
-    whole, with the strata (classes, or a binned target) balanced too unless ``split`` is
-    ``plain``; else the strata alone (unless ``plain``); else a plain shuffle."""
+    """The splitter ``keys`` and ``split`` call for: the dev rows held out; a fold column as
+    given; else groups kept whole, with the strata (classes, or a binned target) balanced too
+    unless ``split`` is ``plain``; else the strata alone (unless ``plain``); else a plain
+    shuffle."""
     plain = split == "plain"
+    if split == "dev":
+        if "dev_rows" not in keys:
+            raise ConfigError("these rows have no dev split to hold out")
+        return DevSplit(keys["rows"], tuple(keys["dev_rows"]), keys.get("dev_is", "dev"))
     if split == "time":
         if "order" not in keys:
             raise ConfigError(

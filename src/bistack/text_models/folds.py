@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from bistack.data.splits import split_off_dev
 from bistack.data.tables import Example, read_table
 from bistack.errors import ConfigError
 from bistack.files.formats import table_line
@@ -89,6 +90,11 @@ class TextFolds:
         self.card = card
         data = config.data
         rows = read_table(data.train, data.text_column, data.label_columns, file_format=data.format)
+        self.trained_rows = len(rows)  # the training table's; a dev table's follow (dev split)
+        if data.dev:
+            rows += read_table(
+                data.dev, data.text_column, data.label_columns, file_format=data.format
+            )
         self.rows = rows
         # What the out-of-fold predictions are: every class of the table, or its targets in
         # original units; every row's label checked now (an error naming a bad one's row).
@@ -102,10 +108,14 @@ class TextFolds:
             )
 
     def column(self, name: str) -> list[str]:
-        """Each row's value of the table's column ``name`` (an error naming a missing one)."""
+        """Each row's value of the table's column ``name`` (an error naming a missing one),
+        the dev table's after the training table's where there is one."""
         data = self.config.data
-        table = read_table(data.train, data.text_column, [name], file_format=data.format)
-        return [e.labels[0] for e in table]
+        tables = [data.train, data.dev] if data.dev else [data.train]
+        found = [
+            read_table(path, data.text_column, [name], file_format=data.format) for path in tables
+        ]
+        return [e.labels[0] for table in found for e in table]
 
     def row_content(self, row: int) -> list[object]:
         example = self.rows[row]
@@ -116,6 +126,9 @@ class TextFolds:
         or binned first target, with ``data.group_column``'s groups kept whole when the
         config names one."""
         data = self.config.data
+        if data.dev:  # the dev split's: the dev table's rows held out
+            dev_rows = list(range(self.trained_rows, len(self.rows)))
+            return {"rows": len(self.rows), "dev_rows": dev_rows, "dev_is": f"data.dev {data.dev}"}
         if data.fold_column:
             given: SplitKeys = {
                 "rows": len(self.rows),
@@ -135,6 +148,10 @@ class TextFolds:
             keys["ordered_by"] = f"column {data.order_column!r}"
             if data.order_format:
                 keys["order_format"] = data.order_format
+        # The dev split without a dev table: the share of the table a run holds out for dev.
+        _, dev_rows = split_off_dev(range(len(self.rows)), data.dev_fraction, data.split_seed)
+        keys["dev_rows"] = dev_rows
+        keys["dev_is"] = f"{data.dev_fraction:.0%} of data.train"
         return keys
 
     def refuse_settings(self, settings: CVSettings) -> None:

@@ -92,6 +92,8 @@ class TaggerFolds:
     def refuse_settings(self, settings: CVSettings) -> None:
         """Repeats (one analysis a sentence), and a time split (a tagger's sentences are split
         by document)."""
+        if settings.seeded:
+            raise ConfigError("a tagger's CV splits by document; it has no dev split of seeds")
         if settings.split == "time":
             raise ConfigError(
                 "--split time splits a table's rows in time; a tagger's sentences are split by "
