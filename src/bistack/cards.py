@@ -188,6 +188,33 @@ class Ladder:
 
 
 @dataclass(frozen=True)
+class Exporting:
+    """How a kind exports (``bistack export``): ``plan``, the loaded model -> ``ExportPlan``;
+    ``runtime``, the class whose ``load(path, threads)`` opens the directory it exports to;
+    ``shared``, the plans of an exported ensemble's members over one frozen backbone
+    (``plans(models) -> (the backbone's, [each member's head])``: the backbone's graph once;
+    None: each member's whole graph)."""
+
+    plan: Ref
+    runtime: Ref
+    shared: Ref | None = None
+
+
+@dataclass(frozen=True)
+class CrossValidating:
+    """How ``bistack cv`` splits, trains and scores a kind: ``family``, a class its module
+    types as ``type[bistack.folds.contract.FoldFamily[...]]``, built by its ``of``;
+    ``ensemble``, the class whose ``open(path, meta, loader, device)`` opens the fold models as
+    one; ``blend``, what reads its CVs' out-of-fold predictions for ``bistack blend`` (a
+    ``bistack.folds.blending.BlendPart``, ``read(card, folder, config, plan, metric)``; None:
+    its CVs are not blended)."""
+
+    family: Ref
+    ensemble: Ref
+    blend: Ref | None = None
+
+
+@dataclass(frozen=True)
 class Card:
     """One model kind.
 
@@ -198,7 +225,7 @@ class Card:
     decides it: taggers of plain tags are scored by accuracy);
     inputs: what it predicts from (the first that accepts a value takes it);
     formats: what ``predict --format`` writes (:class:`OutputFormat`; first: the default; none:
-    no predict, and ``predict_hint`` says what to use instead);
+    no predict);
     predict_options: the options its ``predict`` takes, declared (:class:`PredictOption`);
     sample_options: the options of its ``sample`` (``bistack sample`` and ``POST /sample``),
     declared alike, where it samples;
@@ -206,23 +233,13 @@ class Card:
     probability bars, ``values`` in original units, a ``sample``d continuation);
     samples: whether it continues text (``sample``) instead of predicting;
     streams: whether ``predict --stream`` tags token by token (its model's ``streamer()``);
-    ladder: its build-order ladder, if it has one; compares_poolers: whether
-    ``compare-poolers`` trains its layer poolers;
-    takes_tables: whether its recipe trains on tables handed over from Python
-    (``bistack.train(train_data=...)``, which it is given as ``tables``);
-    export, runtime: its export plan (the loaded model -> ``ExportPlan``) and the class whose
-    ``load(path, threads)`` opens the directory it exports to; export_hint: why not, without;
-    export_shared: the plans of an exported ensemble's members over one frozen backbone
-    (``plans(models) -> (the backbone's, [each member's head])``: the backbone's graph once);
-    report: ``report(model, data_path) -> section``, what ``evaluate --report`` shows of it
-    (plain data, ``bistack.reports`` draws it); without one, its scores alone;
-    cv: how ``bistack cv`` splits, trains and scores the kind (a class its module types as
-    ``type[bistack.folds.contract.FoldFamily[...]]``, built by its ``of``);
-    ensemble: the class
-    whose ``open(path, meta, loader, device)`` opens the fold models as one (a kind with
-    ``cv`` has one); blend: what reads its CVs' out-of-fold predictions for ``bistack blend``
-    (a ``bistack.folds.blending.BlendPart``, ``read(card, folder, config, plan, metric)``;
-    None: its CVs are not blended).
+    what it can do besides, each None (or false) where it cannot, the refusal naming the kinds
+    that can: ladder, its build-order ladder; compares_poolers, whether ``compare-poolers``
+    trains its layer poolers; takes_tables, whether its recipe trains on tables handed over
+    from Python (``bistack.train(train_data=...)``, given as ``tables``); exporting, its export
+    (:class:`Exporting`); report, ``report(model, data_path) -> section``, what ``evaluate
+    --report`` shows of it (plain data, ``bistack.reports`` draws it; without one, its scores
+    alone); cross_validating, its ``bistack cv`` (:class:`CrossValidating`).
     """
 
     kind: str
@@ -233,24 +250,17 @@ class Card:
     metric: Metric
     inputs: tuple[Input, ...] = (TEXT,)
     formats: tuple[OutputFormat, ...] = (JSONL,)
-    predict_hint: str = ""
     predict_options: tuple[PredictOption, ...] = ()
     sample_options: tuple[PredictOption, ...] = ()
     view: str = "classes"
     samples: bool = False
     streams: bool = False
-    stream_hint: str = "only a recurrent tagger can stream"
     ladder: Ladder | None = None
     compares_poolers: bool = False
     takes_tables: bool = False
-    export: Ref | None = None
-    export_shared: Ref | None = None
-    runtime: Ref | None = None
-    export_hint: str = ""
+    exporting: Exporting | None = None
     report: Ref | None = None
-    cv: Ref | None = None
-    ensemble: Ref | None = None
-    blend: Ref | None = None
+    cross_validating: CrossValidating | None = None
     metric_of: Callable[[Any], Metric] | None = field(default=None, compare=False)
 
     def metric_for(self, config: Any) -> Metric:
@@ -300,7 +310,8 @@ class Card:
         command line, ``top_k`` in a request body). The command line, the server, corpus
         prediction and the Ray step all ask this."""
         if not self.predict_formats:
-            raise RequestError(self.predict_hint)
+            instead = "; use bistack sample" if self.samples else ""
+            raise RequestError(f"{self.description} predicts no labels{instead}")
         fmt = fmt or self.predict_formats[0]
         if fmt not in self.predict_formats:
             writes = " or ".join(self.predict_formats)
@@ -349,11 +360,12 @@ class Card:
 
     @property
     def export_plan(self) -> Any:
-        return None if self.export is None else resolve(self.export)
+        return None if self.exporting is None else resolve(self.exporting.plan)
 
     @property
     def shared_export_plans(self) -> Any:
-        return None if self.export_shared is None else resolve(self.export_shared)
+        shared = None if self.exporting is None else self.exporting.shared
+        return None if shared is None else resolve(shared)
 
     @property
     def report_builder(self) -> Any:
@@ -361,8 +373,21 @@ class Card:
 
     @property
     def ensemble_class(self) -> Any:
-        return None if self.ensemble is None else resolve(self.ensemble)
+        validating = self.cross_validating
+        return None if validating is None else resolve(validating.ensemble)
+
+    @property
+    def fold_family(self) -> Any:
+        """Its fold family's class (``type[FoldFamily[...]]``), or None: not cross-validated."""
+        validating = self.cross_validating
+        return None if validating is None else resolve(validating.family)
+
+    @property
+    def blend_part(self) -> Any:
+        """What reads its CVs for a blend (a ``BlendPart`` class), or None: not blended."""
+        blend = None if self.cross_validating is None else self.cross_validating.blend
+        return None if blend is None else resolve(blend)
 
     @property
     def runtime_class(self) -> Any:
-        return None if self.runtime is None else resolve(self.runtime)
+        return None if self.exporting is None else resolve(self.exporting.runtime)

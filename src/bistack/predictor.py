@@ -263,7 +263,11 @@ class Predictor:
         if self.files.exported:
             raise ConfigError(f"{self.path} is an exported model, which cannot stream")
         if not self.card.streams:
-            raise ConfigError(f"{self.path} holds {self.card.description}; {self.card.stream_hint}")
+            kinds = ", ".join(kind for kind, card in TASKS.items() if card.streams)
+            raise ConfigError(
+                f"{self.path} holds {self.card.description}, which does not stream (a kind that "
+                f"streams: {kinds})"
+            )
         return self.model.streamer()
 
     def export_plans(self) -> list[tuple[Path, Any, Any, Card]]:
@@ -325,7 +329,11 @@ def exported_as(card: Card, model: Any, path: Path) -> tuple[Any, Card]:
     """``model``'s export plan by its kind's ``card``, and the card; an error where the kind
     has none."""
     if card.export_plan is None:
-        raise ConfigError(f"{path} holds {card.description}: {card.export_hint}")
+        kinds = ", ".join(kind for kind, c in TASKS.items() if c.exporting is not None)
+        raise ConfigError(
+            f"{path} holds {card.description}, which bistack export does not cover (the kinds "
+            f"it exports: {kinds})"
+        )
     return card.export_plan(model), card
 
 

@@ -35,7 +35,7 @@ from bistack.files.ensemble_dir import ensemble_layout, write_ensemble
 from bistack.files.modeldir import write_json
 from bistack.files.paths import refuse_overlap
 from bistack.files.swap import atomic_folder
-from bistack.folds.weights import MAX_ROUNDS, METHODS, BlendMethod, blended
+from bistack.folds.weights import MAX_ROUNDS, METHODS, ROUNDS, BlendMethod, blended
 from bistack.metrics.noise import t_quantile_975
 
 BLEND_FILE = "blend.json"
@@ -78,7 +78,7 @@ def blend(
 ) -> BlendResult:
     """Blend the finished CVs in ``cv_dirs`` into ``output`` (``bistack.blend`` from Python):
     ``method`` ``simplex`` (the weights that minimise the objective) or ``greedy`` (Caruana's
-    selection with replacement, over ``rounds`` rounds: 100 unless given); ``overwrite``
+    selection with replacement, over ``rounds`` rounds: ``ROUNDS`` unless given); ``overwrite``
     replaces an earlier blend there. Returns the weights and scores."""
     if method not in METHODS:
         raise ConfigError(f"--method {method}: one of {', '.join(METHODS)}")
@@ -86,6 +86,7 @@ def blend(
         raise ConfigError("--rounds counts the greedy method's rounds; add --method greedy")
     if rounds is not None and not 1 <= rounds <= MAX_ROUNDS:
         raise ConfigError(f"--rounds {rounds}: from 1 to {MAX_ROUNDS:,}")
+    chosen = ROUNDS if rounds is None else rounds
     if isinstance(cv_dirs, str | Path):
         raise ConfigError(
             f"cv_dirs {str(cv_dirs)!r} is one path: give a list of cross-validations' folders, "
@@ -112,7 +113,7 @@ def blend(
     stacked = np.stack([run.predictions for run in runs])  # (runs, rows, ...)
 
     def fit(rows: list[int]) -> np.ndarray:
-        return first.part.fit(stacked, rows, method, rounds or 100)
+        return first.part.fit(stacked, rows, method, chosen)
 
     score = first.part.score  # the metric of predictions of rows (every row: None)
     own = {run.name: score(run.predictions) for run in runs}  # as the blend scores each run
@@ -128,8 +129,8 @@ def blend(
     in_sample = score(blended(weights, stacked))
     nested_predictions, fold_weights = nested(fit, stacked, first.plan.assignments[0])
     nested_score = score(nested_predictions)
-    without = [score_without(runs, r, method, rounds, score) for r in range(len(runs))]
-    record = blend_record(runs, own, weights, fold_weights, without, metric, method, rounds)
+    without = [score_without(runs, r, method, chosen, score) for r in range(len(runs))]
+    record = blend_record(runs, own, weights, fold_weights, without, metric, method, chosen)
     record["scores"] = {"nested": nested_score, "in_sample": in_sample}
     record["verdict"] = verdict(runs, own, nested_predictions, first.plan.assignments[0], score)
     calibration = first.part.blend_calibration(
@@ -251,15 +252,13 @@ def nested(
 
 
 def score_without(
-    runs: list[CVRun], left: int, method: BlendMethod, rounds: int | None, score: Callable
+    runs: list[CVRun], left: int, method: BlendMethod, rounds: int, score: Callable
 ) -> float:
     """The in-sample score of the blend of the other runs (refitted): what run ``left`` adds."""
     others = [run for r, run in enumerate(runs) if r != left]
     stacked = np.stack([run.predictions for run in others])
     everything = list(range(len(stacked[0])))
-    return float(
-        score(blended(others[0].part.fit(stacked, everything, method, rounds or 100), stacked))
-    )
+    return float(score(blended(others[0].part.fit(stacked, everything, method, rounds), stacked)))
 
 
 def blend_record(
@@ -270,7 +269,7 @@ def blend_record(
     without: list[float],
     metric: str,
     method: BlendMethod,
-    rounds: int | None,
+    rounds: int,
 ) -> dict[str, Any]:
     """What ``blend.json`` says: how the weights were fitted, each run with its CV score (as
     the blend scores its out-of-fold predictions: ``own``), weight and contribution, and the
@@ -280,7 +279,7 @@ def blend_record(
         "metric": metric,
         "higher_is_better": first.card.metric.higher_is_better,
         "method": method,
-        **({"rounds": rounds or 100} if method == "greedy" else {}),
+        **({"rounds": rounds} if method == "greedy" else {}),
         "objective": first.part.OBJECTIVE,
         "rows": first.plan.rows,
         "folds": first.plan.folds,

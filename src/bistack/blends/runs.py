@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from bistack.cards import Card, resolve
+from bistack.cards import Card
 from bistack.cv.reader import CVFolder
 from bistack.errors import ConfigError
 from bistack.files.ensemble_dir import EnsembleMeta
@@ -81,9 +81,10 @@ def read_run(path: str | Path, name: str) -> CVRun:
             "blend's weights are fitted, fold by fold, on every row's out-of-fold prediction; "
             "blend cross-validations whose folds hold out every row"
         )
-    assert card.blend is not None, "refused above"
+    reader = card.blend_part
+    assert reader is not None, "refused above"
     metric = folder.summary["metric"]
-    part: BlendPart = resolve(card.blend).read(card, folder.path, config, plan, metric)
+    part: BlendPart = reader.read(card, folder.path, config, plan, metric)
     return CVRun(
         folder.path,
         name,
@@ -99,8 +100,8 @@ def read_run(path: str | Path, name: str) -> CVRun:
 
 def refuse_kind(card: Card, path: Path) -> None:
     """A kind whose runs are not blended, refused saying which are."""
-    if card.blend is None:
-        kinds = ", ".join(sorted(k for k, c in TASKS.items() if c.cv and c.blend))
+    if card.blend_part is None:
+        kinds = ", ".join(sorted(k for k, c in TASKS.items() if c.blend_part is not None))
         raise ConfigError(
             f"{path}: holds a CV of {card.description}, which bistack blend does not combine "
             f"(blends take {kinds})"

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from bistack.cli.flags import ranged
-from bistack.folds.weights import MAX_ROUNDS, METHODS
+from bistack.folds.weights import MAX_ROUNDS, METHODS, ROUNDS
 
 
 def add(commands: Any) -> None:
@@ -33,7 +33,7 @@ def add(commands: Any) -> None:
         "--rounds",
         type=ranged(int, 1, MAX_ROUNDS),
         metavar="N",
-        help=f"the greedy method's rounds (100; at most {MAX_ROUNDS:,})",
+        help=f"the greedy method's rounds ({ROUNDS}; at most {MAX_ROUNDS:,})",
     )
     blend.add_argument(
         "--overwrite", action="store_true", help="replace an earlier blend in --output"

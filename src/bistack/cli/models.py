@@ -21,7 +21,7 @@ def add(commands: Any) -> None:
     export = commands.add_parser(
         "export", help="export a model to ONNX, to predict without PyTorch (onnxruntime)"
     )
-    exporting = ", ".join(card.kind for card in TASKS.values() if card.export is not None)
+    exporting = ", ".join(card.kind for card in TASKS.values() if card.exporting is not None)
     add_model(export, f"model directory of a kind that exports ({exporting})")
     export.add_argument("--format", choices=["onnx"], default="onnx", help="onnx (the only one)")
     export.add_argument("--output", required=True, help="directory to write")

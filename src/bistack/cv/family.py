@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from bistack.cards import Card, resolve
+from bistack.cards import Card
 from bistack.config import ExperimentConfig
 from bistack.errors import ConfigError
 from bistack.folds.contract import FoldFamily, OpenModel
@@ -22,12 +22,12 @@ def family_of(config: ExperimentConfig) -> Family:
     """The fold family of ``config``'s kind, its rows read and checked, its fold models opened
     through the door; a kind its card does not cross-validate is refused, saying which are."""
     card = task_of(config.kind)
-    if card.cv is None:
-        kinds = ", ".join(sorted(kind for kind, c in TASKS.items() if c.cv is not None))
+    factory: type[Family] | None = card.fold_family
+    if factory is None:
+        kinds = ", ".join(sorted(k for k, c in TASKS.items() if c.cross_validating is not None))
         raise ConfigError(
             f"cross-validation trains {kinds}; {card.description} is not cross-validated"
         )
-    factory: type[Family] = resolve(card.cv)
     return factory.of(config, card, opener_of(card))
 
 
@@ -50,6 +50,6 @@ def fold_files_of_every_kind() -> tuple[str, ...]:
 def _of_every_kind(files: Callable[[type[Family]], tuple[str, ...]]) -> tuple[str, ...]:
     found: list[str] = []
     for card in TASKS.values():
-        if card.cv is not None:
-            found += [name for name in files(resolve(card.cv)) if name not in found]
+        if card.fold_family is not None:
+            found += [name for name in files(card.fold_family) if name not in found]
     return tuple(found)

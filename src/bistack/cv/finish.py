@@ -10,7 +10,7 @@ from pathlib import Path
 from bistack.cards import Card
 from bistack.config import ExperimentConfig
 from bistack.cv.family import Family
-from bistack.cv.folder import MODEL_DIR, REPORT_DIR, RESULT_FILE
+from bistack.cv.folder import MODEL_DIR, REPORT_DIR, RESULT_FILE, fold_dir
 from bistack.files.ensemble_dir import write_ensemble
 from bistack.files.modeldir import write_json
 from bistack.folds.contract import JSON, CVSummary, FoldResult, Predictions, Say
@@ -35,7 +35,7 @@ def finish(
     here)."""
     card = task_of(config.kind)
     metric = card.metric_for(config).column.removeprefix("dev_")
-    members = {r.name: output / "folds" / r.name / MODEL_DIR for r in records}
+    members = {r.name: fold_dir(output, r.name) / MODEL_DIR for r in records}
     trained = records  # as the members predict: calibrated on an inner dev split, or not at all
     if not inner_dev and not plan.seeded:  # calibrated now, by the other folds' predictions
         records = family.cross_fit(plan, trained, metric, members, say)

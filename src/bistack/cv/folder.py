@@ -30,13 +30,20 @@ FOLDS_FILE, SETTINGS_FILE, FOLD_FILE = "folds.json", "cv-settings.json", "fold.j
 RESULT_FILE, REPORT_DIR, MODEL_DIR = "cv.json", "cv_report", "model"
 LOG_FILE = "cv.log"  # every line the CV said, on a terminal or not
 FOLD_NAME = re.compile(r"(repeat\d+-)?fold\d+|seed\d+")  # seed<N>: a dev split's repeats
+FOLDS_DIR = "folds"  # each fold's run, in a folder of its name
 RUN_FILES = ("metrics.csv", "dev_metrics.json", "checkpoint.safetensors", "fold.json", "train.log")
+
+
+def fold_dir(output: Path, name: str) -> Path:
+    """Where the CV in ``output`` trains its fold ``name`` (``fold0``, ``repeat2-fold1``,
+    ``seed1``): that fold's run folder."""
+    return output / FOLDS_DIR / name
 
 
 def cv_files(oof_files: tuple[str, ...]) -> tuple[str, ...]:
     """Everything a CV writes at the top of its output, with a kind's ``oof_files`` (the
     settings first: what claims a folder as a CV's)."""
-    top = (SETTINGS_FILE, FOLDS_FILE, "folds", *oof_files, RESULT_FILE, REPORT_DIR, MODEL_DIR)
+    top = (SETTINGS_FILE, FOLDS_FILE, FOLDS_DIR, *oof_files, RESULT_FILE, REPORT_DIR, MODEL_DIR)
     return (*top, LOG_FILE)
 
 

@@ -15,7 +15,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, cast
 
-from bistack.cv.folder import FOLD_FILE, FOLDS_FILE, MODEL_DIR, RESULT_FILE, SETTINGS_FILE
+from bistack.cv.folder import (
+    FOLD_FILE,
+    FOLDS_FILE,
+    MODEL_DIR,
+    RESULT_FILE,
+    SETTINGS_FILE,
+    fold_dir,
+)
 from bistack.errors import ConfigError
 from bistack.files.ensemble_dir import EnsembleMeta, read_ensemble
 from bistack.files.modeldir import missing_part, read_json_object
@@ -91,7 +98,7 @@ class CVFolder:
     def fold(self, name: str) -> FoldResult[Recorded] | None:
         """The record of the fold ``name`` (``fold0``...) where it has finished, its
         predictions as written; None where it has not."""
-        written = self.path / "folds" / name / FOLD_FILE
+        written = fold_dir(self.path, name) / FOLD_FILE
         if not written.is_file():
             return None
         return FoldResult.from_json(json.loads(written.read_text()), Recorded, str(written))

@@ -39,6 +39,7 @@ from bistack.cv.folder import (
     RESULT_FILE,
     SETTINGS_FILE,
     cv_files,
+    fold_dir,
     overwrite_staging,
     refuse_foreign,
     swap_in,
@@ -233,7 +234,7 @@ def pool_once(
             say(unfinished(records, jobs, output))
             return None
         pooled = output / RESULT_FILE
-        folds = [output / "folds" / record.name / FOLD_FILE for record in records]
+        folds = [fold_dir(output, record.name) / FOLD_FILE for record in records]
         if pooled.is_file() and pooled.stat().st_mtime_ns >= max(
             fold.stat().st_mtime_ns for fold in folds
         ):
@@ -414,7 +415,7 @@ def fold_job(
         source = f"{data.dev or data.train} ({name}: the dev rows)"
     return FoldJob(
         config.to_dict(),
-        str(output / "folds" / name),
+        str(fold_dir(output, name)),
         name,
         sorted(train),
         sorted(dev),

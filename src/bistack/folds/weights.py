@@ -23,6 +23,7 @@ Objective = Callable[[np.ndarray], tuple[float, np.ndarray]]
 # The greedy method moves a weight by 1/rounds a round: 10,000 rounds give weights to 1e-4,
 # finer than any blend's noise; more only take time.
 MAX_ROUNDS = 10_000
+ROUNDS = 100  # the greedy method's rounds where none are asked for: weights to 0.01
 BlendMethod = Literal["simplex", "greedy"]
 METHODS: tuple[BlendMethod, ...] = get_args(BlendMethod)
 
@@ -72,7 +73,7 @@ def simplex_weights(
     return weights
 
 
-def greedy_weights(objective: Objective, stacked: np.ndarray, rounds: int = 100) -> np.ndarray:
+def greedy_weights(objective: Objective, stacked: np.ndarray, rounds: int = ROUNDS) -> np.ndarray:
     """Caruana's greedy selection with replacement over ``rounds`` rounds: the weights
     ``(runs,)`` are the shares of rounds each run was chosen in."""
     stacked = stacked.astype(np.float64)
@@ -118,7 +119,7 @@ def grid_weights(value: Callable[[np.ndarray], float], runs: int, step: float = 
 
 
 def fit_weights(
-    objective: Objective, stacked: np.ndarray, method: BlendMethod, rounds: int = 100
+    objective: Objective, stacked: np.ndarray, method: BlendMethod, rounds: int = ROUNDS
 ) -> np.ndarray:
     """The blend's weights by ``method`` (``simplex`` or ``greedy``)."""
     if method == "greedy":

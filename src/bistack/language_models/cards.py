@@ -35,8 +35,6 @@ LANGUAGE_MODEL = Card(
     metric=DEV_PERPLEXITY,
     formats=(),
     sample_options=SAMPLE_OPTIONS,
-    predict_hint="a language model predicts no labels; use bistack sample",
-    export_hint="a language model samples token by token, which export does not cover",
     view="sample",
     samples=True,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bistack.cards import Card, Ladder, PredictOption
+from bistack.cards import Card, CrossValidating, Exporting, Ladder, PredictOption
 from bistack.inputs import TEXT, TOKENS
 from bistack.metrics.dev import Metric
 from bistack.taggers.models.formats import FORMATS
@@ -48,6 +48,11 @@ def with_transformer(settings: dict[str, Any], backbone: str) -> dict[str, Any]:
     }
 
 
+CROSS_VALIDATING = CrossValidating(
+    "bistack.taggers.ensembles.folds:FAMILY",
+    "bistack.taggers.ensembles.ensemble:TaggerEnsemble",
+    blend="bistack.taggers.ensembles.blending:TaggerBlendPart",
+)
 TAGGER = Card(
     "tagger",
     "a recurrent sequence tagger",
@@ -68,12 +73,12 @@ TAGGER = Card(
         {"head.type": "crf"},
         with_transformer=with_transformer,
     ),
-    export="bistack.taggers.exported.export:tagger_plan",
-    runtime="bistack.taggers.exported.runtime:ExportedTagger",
+    exporting=Exporting(
+        "bistack.taggers.exported.export:tagger_plan",
+        "bistack.taggers.exported.runtime:ExportedTagger",
+    ),
     report="bistack.taggers.models.report:tagger_report",
-    cv="bistack.taggers.ensembles.folds:FAMILY",
-    ensemble="bistack.taggers.ensembles.ensemble:TaggerEnsemble",
-    blend="bistack.taggers.ensembles.blending:TaggerBlendPart",
+    cross_validating=CROSS_VALIDATING,
 )
 LAYER_TAGGER = Card(
     "layer_tagger",
@@ -87,14 +92,12 @@ LAYER_TAGGER = Card(
     formats=FORMATS,
     predict_options=OPTIONS,
     view="entities",
-    stream_hint="only a recurrent tagger can stream (a transformer backbone reads the whole "
-    "sentence in both directions)",
-    export="bistack.taggers.exported.export:layer_tagger_plan",
-    export_shared="bistack.taggers.exported.export:shared_backbone_plans",
-    runtime="bistack.taggers.exported.runtime:ExportedLayerTagger",
+    exporting=Exporting(
+        "bistack.taggers.exported.export:layer_tagger_plan",
+        "bistack.taggers.exported.runtime:ExportedLayerTagger",
+        shared="bistack.taggers.exported.export:shared_backbone_plans",
+    ),
     report="bistack.taggers.models.report:tagger_report",
-    cv="bistack.taggers.ensembles.folds:FAMILY",
-    ensemble="bistack.taggers.ensembles.ensemble:TaggerEnsemble",
-    blend="bistack.taggers.ensembles.blending:TaggerBlendPart",
+    cross_validating=CROSS_VALIDATING,
 )
 CARDS = (TAGGER, LAYER_TAGGER)

@@ -3,7 +3,7 @@ regressors over a transformer's layers (plain data, no torch; see ``bistack.card
 
 from __future__ import annotations
 
-from bistack.cards import CSV, JSONL, TSV, Card, Ladder, PredictOption
+from bistack.cards import CSV, JSONL, TSV, Card, CrossValidating, Exporting, Ladder, PredictOption
 from bistack.metrics.dev import Metric
 from bistack.text_models.formats import PROBABILITIES
 
@@ -16,8 +16,9 @@ LADDER = Ladder(
     {"pooling.type": "additive"},
 )
 HERE = "bistack.text_models"
-FOLDS, ENSEMBLE = f"{HERE}.folds:FAMILY", f"{HERE}.ensemble:TextEnsemble"
-BLEND = f"{HERE}.blending:TextBlendPart"
+CROSS_VALIDATING = CrossValidating(
+    f"{HERE}.folds:FAMILY", f"{HERE}.ensemble:TextEnsemble", blend=f"{HERE}.blending:TextBlendPart"
+)
 ATTENTION = PredictOption(
     "attention", bool, "include each token's attention weight", default=False, formats=("jsonl",)
 )
@@ -34,13 +35,10 @@ CLASSIFIER = Card(
     formats=FORMATS,
     predict_options=(ATTENTION, PROBABILITIES),
     ladder=LADDER,
-    export=f"{HERE}.export:text_plan",
-    runtime=f"{HERE}.runtime:ExportedClassifier",
+    exporting=Exporting(f"{HERE}.export:text_plan", f"{HERE}.runtime:ExportedClassifier"),
     report=f"{HERE}.report:classifier_report",
     view="classes",
-    cv=FOLDS,
-    ensemble=ENSEMBLE,
-    blend=BLEND,
+    cross_validating=CROSS_VALIDATING,
 )
 REGRESSOR = Card(
     "regressor",
@@ -53,13 +51,10 @@ REGRESSOR = Card(
     formats=FORMATS,
     predict_options=(ATTENTION,),
     ladder=LADDER,
-    export=f"{HERE}.export:text_plan",
-    runtime=f"{HERE}.runtime:ExportedRegressor",
+    exporting=Exporting(f"{HERE}.export:text_plan", f"{HERE}.runtime:ExportedRegressor"),
     report=f"{HERE}.report:regressor_report",
     view="values",
-    cv=FOLDS,
-    ensemble=ENSEMBLE,
-    blend=BLEND,
+    cross_validating=CROSS_VALIDATING,
 )
 LAYER_CLASSIFIER = Card(
     "layer_classifier",
@@ -72,14 +67,14 @@ LAYER_CLASSIFIER = Card(
     compares_poolers=True,
     formats=FORMATS,
     predict_options=(PROBABILITIES,),
-    export=f"{HERE}.export:layer_text_plan",
-    export_shared=f"{HERE}.export:shared_backbone_plans",
-    runtime=f"{HERE}.runtime:ExportedLayerClassifier",
+    exporting=Exporting(
+        f"{HERE}.export:layer_text_plan",
+        f"{HERE}.runtime:ExportedLayerClassifier",
+        shared=f"{HERE}.export:shared_backbone_plans",
+    ),
     report=f"{HERE}.report:classifier_report",
     view="classes",
-    cv=FOLDS,
-    ensemble=ENSEMBLE,
-    blend=BLEND,
+    cross_validating=CROSS_VALIDATING,
 )
 LAYER_REGRESSOR = Card(
     "layer_regressor",
@@ -91,13 +86,13 @@ LAYER_REGRESSOR = Card(
     takes_tables=True,
     compares_poolers=True,
     formats=FORMATS,
-    export=f"{HERE}.export:layer_text_plan",
-    export_shared=f"{HERE}.export:shared_backbone_plans",
-    runtime=f"{HERE}.runtime:ExportedLayerRegressor",
+    exporting=Exporting(
+        f"{HERE}.export:layer_text_plan",
+        f"{HERE}.runtime:ExportedLayerRegressor",
+        shared=f"{HERE}.export:shared_backbone_plans",
+    ),
     report=f"{HERE}.report:regressor_report",
     view="values",
-    cv=FOLDS,
-    ensemble=ENSEMBLE,
-    blend=BLEND,
+    cross_validating=CROSS_VALIDATING,
 )
 CARDS = (CLASSIFIER, REGRESSOR, LAYER_CLASSIFIER, LAYER_REGRESSOR)
