@@ -48,11 +48,11 @@ def with_transformer(settings: dict[str, Any], backbone: str) -> dict[str, Any]:
     }
 
 
-CROSS_VALIDATING = CrossValidating(
-    "bistack.taggers.ensembles.folds:FAMILY",
+ENSEMBLE, BLEND = (
     "bistack.taggers.ensembles.ensemble:TaggerEnsemble",
-    blend="bistack.taggers.ensembles.blending:TaggerBlendPart",
+    "bistack.taggers.ensembles.blending:TaggerBlendPart",
 )
+FOLDS = "bistack.taggers.ensembles.folds"
 TAGGER = Card(
     "tagger",
     "a recurrent sequence tagger",
@@ -78,7 +78,7 @@ TAGGER = Card(
         "bistack.taggers.exported.runtime:ExportedTagger",
     ),
     report="bistack.taggers.models.report:tagger_report",
-    cross_validating=CROSS_VALIDATING,
+    cross_validating=CrossValidating(f"{FOLDS}:FAMILY", ENSEMBLE, blend=BLEND),
 )
 LAYER_TAGGER = Card(
     "layer_tagger",
@@ -98,6 +98,6 @@ LAYER_TAGGER = Card(
         shared="bistack.taggers.exported.export:shared_backbone_plans",
     ),
     report="bistack.taggers.models.report:tagger_report",
-    cross_validating=CROSS_VALIDATING,
+    cross_validating=CrossValidating(f"{FOLDS}:LAYER_FAMILY", ENSEMBLE, blend=BLEND),
 )
 CARDS = (TAGGER, LAYER_TAGGER)

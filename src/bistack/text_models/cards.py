@@ -16,9 +16,9 @@ LADDER = Ladder(
     {"pooling.type": "additive"},
 )
 HERE = "bistack.text_models"
-CROSS_VALIDATING = CrossValidating(
-    f"{HERE}.folds:FAMILY", f"{HERE}.ensemble:TextEnsemble", blend=f"{HERE}.blending:TextBlendPart"
-)
+ENSEMBLE, BLEND = f"{HERE}.ensemble:TextEnsemble", f"{HERE}.blending:TextBlendPart"
+CROSS_VALIDATING = CrossValidating(f"{HERE}.folds:FAMILY", ENSEMBLE, blend=BLEND)
+LAYER_CROSS_VALIDATING = CrossValidating(f"{HERE}.folds:LAYER_FAMILY", ENSEMBLE, blend=BLEND)
 ATTENTION = PredictOption(
     "attention", bool, "include each token's attention weight", default=False, formats=("jsonl",)
 )
@@ -74,7 +74,7 @@ LAYER_CLASSIFIER = Card(
     ),
     report=f"{HERE}.report:classifier_report",
     view="classes",
-    cross_validating=CROSS_VALIDATING,
+    cross_validating=LAYER_CROSS_VALIDATING,
 )
 LAYER_REGRESSOR = Card(
     "layer_regressor",
@@ -93,6 +93,6 @@ LAYER_REGRESSOR = Card(
     ),
     report=f"{HERE}.report:regressor_report",
     view="values",
-    cross_validating=CROSS_VALIDATING,
+    cross_validating=LAYER_CROSS_VALIDATING,
 )
 CARDS = (CLASSIFIER, REGRESSOR, LAYER_CLASSIFIER, LAYER_REGRESSOR)

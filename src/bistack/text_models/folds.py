@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Self
 
 import numpy as np
 
@@ -80,9 +80,10 @@ class TextFolds:
     ROWS_ARE: ClassVar[str] = "rows"
 
     @classmethod
-    def of(cls, config: TextConfig, card: Card, open_model: OpenModel) -> TextFolds:
-        """The family of ``config`` (its fold models open by their card's loader, not
-        ``open_model``: they run on the CV's rows as trained)."""
+    def of(cls, config: TextConfig, card: Card, open_model: OpenModel) -> Self:
+        """The family of ``config`` (its card chose the class: a layer model's shares its
+        backbone's vectors; its fold models open by their card's loader, not ``open_model``:
+        they run on the CV's rows as trained)."""
         return cls(config, card)
 
     def __init__(self, config: TextConfig, card: Card) -> None:
@@ -181,18 +182,9 @@ class TextFolds:
             )
 
     def shared_inputs(self, say: Say) -> TextShared:
-        """What every fold of a frozen layer-pooling model shares: the backbone, and the
-        per-layer vectors of the whole table (computed once, then read from the cache)."""
-        backbone_options = self.config.frozen_backbone
-        if backbone_options is None or not isinstance(self.config, LayerPoolingTextConfig):
-            return TextShared()
-        from bistack.models.backbone import TransformerBackbone
-        from bistack.text_models.layer_recipe import VectorsByExample, frozen_vectors
-
-        backbone = TransformerBackbone.load(backbone_options.path)
-        vectors = VectorsByExample()
-        vectors.add(self.rows, frozen_vectors(backbone, self.config, self.rows, say))
-        return TextShared(backbone, vectors)
+        """What every fold of a recurrent model shares: nothing (a model over a transformer's
+        layers shares its frozen backbone's vectors: :class:`LayerTextFolds`)."""
+        return TextShared()
 
     def training_inputs(
         self,
@@ -412,5 +404,30 @@ class OutOfFoldModel(TextModelBase):
         return self.outputs.as_raw(self.oof)
 
 
-# The family the text kinds' cards name (``cv``), held to the contract by the type checker.
-FAMILY: type[FoldFamily[TextHeldOut, TextShared, TextModelBase, np.ndarray]] = TextFolds
+class LayerTextFolds(TextFolds):
+    """Cross-validation of a classifier or regressor over a transformer's layers: a frozen
+    backbone's per-layer vectors of every row computed once for every fold."""
+
+    def __init__(self, config: LayerPoolingTextConfig, card: Card) -> None:
+        super().__init__(config, card)
+        self.layer_config = config
+
+    def shared_inputs(self, say: Say) -> TextShared:
+        """The backbone, and its per-layer vectors of the whole table (computed once, then
+        read from the cache), where the backbone is frozen."""
+        options = self.layer_config.frozen_backbone
+        if options is None:
+            return TextShared()
+        from bistack.models.backbone import TransformerBackbone
+        from bistack.text_models.layer_recipe import VectorsByExample, frozen_vectors
+
+        backbone = TransformerBackbone.load(options.path)
+        vectors = VectorsByExample()
+        vectors.add(self.rows, frozen_vectors(backbone, self.layer_config, self.rows, say))
+        return TextShared(backbone, vectors)
+
+
+# The families the text kinds' cards name, held to the contract by the type checker.
+Family = FoldFamily[TextHeldOut, TextShared, TextModelBase, np.ndarray]
+FAMILY: type[Family] = TextFolds
+LAYER_FAMILY: type[Family] = LayerTextFolds

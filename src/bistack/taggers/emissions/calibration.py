@@ -159,29 +159,32 @@ class TemperatureFit:
             "held_out": self.held_out,
         }
 
-    def summary(self) -> str:
+    def summary(self, on: str = "dev", halves_of: str = "dev") -> str:
+        """What was fitted, in words: ``on`` what (dev, or a CV's out-of-fold marginals), its
+        check on held-out halves ``halves_of`` what."""
         if not plausible_temperature(self.temperature):
             bound, meaning = (
-                (MAX_TEMPERATURE, "a tagger near chance on dev")
+                (MAX_TEMPERATURE, f"a tagger near chance on {on}")
                 if self.temperature > 1
                 else (MIN_TEMPERATURE, "dev too small or too easy to say how sure to be")
             )
             return (
-                f"entity confidences kept as trained: the temperature fitted on dev "
+                f"entity confidences kept as trained: the temperature fitted on {on} "
                 f"({self.temperature:.3g}) reached {bound:g}, a bound of the search ({meaning})"
             )
         if not self.held_out_improves:
             return (
-                f"entity confidences kept as trained: the temperature fitted on dev "
+                f"entity confidences kept as trained: the temperature fitted on {on} "
                 f"({self.temperature:.3f}) made the held-out halves worse calibrated "
                 f"({self.held_out_before:.4f} -> {self.held_out_after:.4f}, fitted on one half "
-                "of dev, measured on the other)"
+                f"of {halves_of}, measured on the other)"
             )
         return (
-            f"entity confidences: temperature {self.temperature:.3f} fitted on dev "
+            f"entity confidences: temperature {self.temperature:.3f} fitted on {on} "
             f"({self.entities} predicted entities); expected calibration error "
             f"{self.ece_before:.4f} -> {self.ece_after:.4f}, held out (fitted on one half of "
-            f"dev, measured on the other) {self.held_out_before:.4f} -> {self.held_out_after:.4f}"
+            f"{halves_of}, measured on the other) {self.held_out_before:.4f} -> "
+            f"{self.held_out_after:.4f}"
         )
 
 
@@ -336,10 +339,11 @@ class ConsistencyCheck:
         measured = {key: value for key, value in asdict(self).items() if key != "threshold"}
         return {"consistency": self.threshold, "consistency_dev": measured}
 
-    def summary(self) -> str:
+    def summary(self, measured: str = "on dev") -> str:
+        """What the check found, ``measured`` where (on dev, or out of fold)."""
         return (
             f"document consistency: entities under {self.threshold:g} sure take the type of the "
-            f"same words at least as sure in their document; on dev {self.retyped} retyped "
+            f"same words at least as sure in their document; {measured} {self.retyped} retyped "
             f"({self.right_before} right before, {self.right_after} after), entity F1 "
             f"{self.f1_before:.2f} -> {self.f1_after:.2f}, expected calibration error "
             f"{self.ece_before:.4f} -> {self.ece_after:.4f}"

@@ -10,13 +10,11 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
 
 from bistack.data.conll import Sentence
 from bistack.data.tagged import read_tagged
 from bistack.errors import ConfigError, DataError
-from bistack.files.formats import joined, json_line
-from bistack.files.modeldir import atomic_write
 from bistack.folds.contract import (
     JSON,
     EnsembleFit,
@@ -34,10 +32,10 @@ from bistack.metrics.entities import EntityScores
 from bistack.schemes import PLAIN, detect_scheme, spans_from_tags
 from bistack.taggers.config import LayerPoolingTaggerConfig, TaggerConfig
 from bistack.taggers.ensembles.held_out import HELD_OUT_FILE, load_held_out, save_held_out
+from bistack.taggers.ensembles.oof_tags import out_of_fold_report, write_oof_files
 from bistack.taggers.ensembles.potentials import (
     POTENTIALS_FILE,
     out_of_fold_potentials,
-    save_potentials,
 )
 from bistack.taggers.ensembles.records import (
     OutOfFoldTagging,
@@ -47,7 +45,6 @@ from bistack.taggers.ensembles.records import (
     TaggerShared,
     tagging_of,
 )
-from bistack.taggers.models.records import SentenceAnalysis
 from bistack.taggers.models.tagging import EmissionBatch, Emitter, Tagging, score_sentences
 from bistack.taggers.recipe import TaggingData
 
@@ -69,8 +66,9 @@ class TaggerFolds:
     ROWS_ARE: ClassVar[str] = "sentences"
 
     @classmethod
-    def of(cls, config: TaggerConfigs, card: Card, open_model: OpenModel) -> TaggerFolds:
-        """The family of ``config``; its fold models open as the door opens them."""
+    def of(cls, config: TaggerConfigs, card: Card, open_model: OpenModel) -> Self:
+        """The family of ``config`` (its card chose the class: a layer tagger's shares its
+        backbone's word states); its fold models open as the door opens them."""
         return cls(config, open_model)
 
     def __init__(self, config: TaggerConfigs, open_model: OpenModel) -> None:
@@ -131,20 +129,10 @@ class TaggerFolds:
         return {"rows": rows, "strata": strata, "stratified_by": "entity type"}
 
     def shared_inputs(self, say: Say) -> TaggerShared:
-        """What every fold of a tagger over a frozen transformer shares: the backbone, and
-        its word states of every sentence of the file (computed once, then read from the
-        cache), each fold taking its sentences' rows; made once a process."""
-        if self._shared is not None:
-            return self._shared
-        options = self.config.frozen_backbone
-        self._shared = TaggerShared()
-        if options is not None and isinstance(self.config, LayerPoolingTaggerConfig):
-            from bistack.models.backbone import TransformerBackbone
-            from bistack.taggers.layer_recipe import WordStatesByLine, cached_word_states
-
-            backbone = TransformerBackbone.load(options.path)
-            states = cached_word_states(backbone, self.config, self.rows, say)
-            self._shared = TaggerShared(backbone, WordStatesByLine(self.rows, states))
+        """What every fold of a recurrent tagger shares: nothing (a layer tagger's family
+        shares its frozen backbone's word states)."""
+        if self._shared is None:
+            self._shared = TaggerShared()
         return self._shared
 
     def training_inputs(
@@ -382,8 +370,7 @@ class TaggerFolds:
                 "right (or all wrong, or none), so there is nothing to fit a temperature on"
             )
         else:
-            said = fit.summary().replace("on dev", "on the out-of-fold marginals")
-            notes.append(said.replace("of dev", "of the file"))
+            notes.append(fit.summary("the out-of-fold marginals", "the file"))
             how = "the out-of-fold marginals: the log-loss of each predicted entity's confidence"
             fitted = fit.to_json() | {"fitted_on": how, "kept": fit.kept}
             meta["out_of_fold_fit"] = fitted
@@ -393,105 +380,47 @@ class TaggerFolds:
         if threshold:  # as the config asks of each model: measured on what no member saw
             check = check_consistency(marginals, ensemble.decoder, self.rows, threshold)
             ensemble.calibration = ensemble.calibration | check.to_json()
-            notes.append(check.summary().replace("on dev", "out of fold"))
+            notes.append(check.summary("out of fold"))
         if ensemble.calibration:
             meta["calibration"] = ensemble.calibration
         return EnsembleFit(meta, "\n".join(notes), replace(written, potentials=potentials))
 
     def write_oof(self, output: Path, plan: FoldPlan, oof: OutOfFoldTagging) -> list[str]:
-        """``oof.jsonl`` (each sentence as ``predict --format jsonl`` writes it, after its line,
-        fold and gold tags), ``oof.conll`` (token, gold tag, predicted tag: conlleval's
-        input), every sentence once, in the file's order, and (but for plain tags) each
-        sentence's log-potentials, which a blend of tagger CVs weighs."""
-        lines, columns = [], []
-        for row, sentence in enumerate(self.rows):
-            prediction, tags, fold = oof.tagging[row]
-            extra = {"line": sentence.line, "fold": fold, "gold": list(sentence.tags)}
-            lines.append(json_line(joined(extra, prediction)))
-            columns += [
-                f"{t} {g} {p}\n"
-                for t, g, p in zip(sentence.tokens, sentence.tags, tags, strict=True)
-            ]
-            columns.append("\n")
-        text, conll = "".join(lines), "".join(columns)
-        atomic_write(output / "oof.jsonl", lambda temporary: Path(temporary).write_text(text))
-        atomic_write(output / "oof.conll", lambda temporary: Path(temporary).write_text(conll))
-        found = oof.potentials
-        if found is None:  # plain tags: no entities to weigh a blend by
-            return ["oof.jsonl", "oof.conll"]
-        save_potentials(
-            output / POTENTIALS_FILE,
-            found.sentences,
-            found.folds,
-            found.crfs,
-            found.labels,
-            found.scheme,
-            found.output_scheme,
-        )
-        return list(self.OOF_FILES)
+        """The out-of-fold files (``bistack.taggers.ensembles.oof_tags``); their names."""
+        return write_oof_files(output, self.rows, oof)
 
     def oof_report(self, oof: OutOfFoldTagging, model_dir: Path) -> JSON | None:
-        """The tagger's report (as ``evaluate --report`` draws it) of the out-of-fold tags and
-        confidences: each sentence tagged by the fold model that never saw it, an entity
-        "seen in training" when it occurs as an entity in that model's training folds."""
-        from bistack.taggers.models.report import entity_texts, tagger_report
-
-        folds = [fold for _, _, fold in (oof.tagging[row] for row in range(len(self.rows)))]
-        counts: dict[str, Counter[int]] = {}  # entity text: in how many sentences, by fold
-        for sentence, fold in zip(self.rows, folds, strict=True):
-            for text in entity_texts(sentence):
-                counts.setdefault(text, Counter())[fold] += 1
-
-        def seen(row: int, text: str) -> bool:
-            found = counts.get(text, Counter())
-            return found.total() > found[folds[row]]
-
-        note = (
-            "seen in training: an entity whose text occurs as an entity in the folds that "
-            "trained its sentence's model"
-        )
-        model = OutOfFoldTags(self, oof)
-        return dict(tagger_report(model, self.config.data.train, model_dir, (seen, note)))
+        """The tagger's report of the out-of-fold tags and confidences."""
+        return out_of_fold_report(self, oof, model_dir)
 
 
-class OutOfFoldTags:
-    """The out-of-fold tags and confidences of a cross-validated file, as the tagger's report
-    reads a tagger: its scores, and each sentence's analysis."""
+class LayerTaggerFolds(TaggerFolds):
+    """Cross-validation of a tagger over a transformer's layers: a frozen backbone's word
+    states of every sentence computed once for every fold."""
 
-    def __init__(self, folds: TaggerFolds, oof: OutOfFoldTagging) -> None:
-        self.folds = folds
-        self.oof = oof.tagging
-        self.config = folds.config
-        self.output_scheme = oof.output_scheme
+    def __init__(self, config: LayerPoolingTaggerConfig, open_model: OpenModel) -> None:
+        super().__init__(config, open_model)
+        self.layer_config = config
 
-    def score(self, sentences: Sequence[Sentence], path: Any) -> Any:
-        self._check(sentences)
-        return self.folds.scores(lambda row: self.oof[row][1], range(len(sentences)))
+    def shared_inputs(self, say: Say) -> TaggerShared:
+        """The backbone, and its word states of every sentence of the file (computed once,
+        then read from the cache), each fold taking its sentences' rows, where the backbone is
+        frozen; made once a process."""
+        if self._shared is not None:
+            return self._shared
+        options = self.layer_config.frozen_backbone
+        self._shared = TaggerShared()
+        if options is not None:
+            from bistack.models.backbone import TransformerBackbone
+            from bistack.taggers.layer_recipe import WordStatesByLine, cached_word_states
 
-    def analyse_tokens(
-        self, tokens: Sequence[Sequence[str]], documents: Any = None
-    ) -> list[SentenceAnalysis]:
-        self._check(tokens)
-        return [self._analysis(row) for row in range(len(tokens))]
-
-    def _check(self, sentences: Sequence[Any]) -> None:
-        if len(sentences) != len(self.folds.rows):
-            raise ValueError("out-of-fold tags are of the cross-validated file's sentences")
-
-    def _analysis(self, row: int) -> SentenceAnalysis:
-        """The sentence's tags, token confidences and entities with their confidences, as its
-        fold model predicted them (entities found by their characters in the spaced text)."""
-        prediction, tags, _ = self.oof[row]
-        tokens = prediction["tokens"]
-        by_place = {(e["start"], e["end"]): e["confidence"] for e in prediction["entities"]}
-        entities = {}
-        for span in spans_from_tags(tags):
-            place = (tokens[span.start]["start"], tokens[span.end - 1]["end"])
-            if by_place.get(place) is not None:
-                entities[(span.start, span.end, span.label)] = by_place[place]
-        confidences = [t["confidence"] for t in tokens]
-        return SentenceAnalysis(list(tags), confidences, entities, plain=self.folds.scheme == PLAIN)
+            backbone = TransformerBackbone.load(options.path)
+            states = cached_word_states(backbone, self.layer_config, self.rows, say)
+            self._shared = TaggerShared(backbone, WordStatesByLine(self.rows, states))
+        return self._shared
 
 
-# The family the taggers' cards name (``cv``), held to the contract by the type checker.
-FAMILY: type[FoldFamily[TaggedHeldOut, TaggerShared, Tagging, OutOfFoldTagging]] = TaggerFolds
+# The families the taggers' cards name, held to the contract by the type checker.
+Family = FoldFamily[TaggedHeldOut, TaggerShared, Tagging, OutOfFoldTagging]
+FAMILY: type[Family] = TaggerFolds
+LAYER_FAMILY: type[Family] = LayerTaggerFolds
