@@ -119,7 +119,8 @@ def stage_markers() -> dict[CodeType, str]:
     from bistack.data.features import TokenVocabularies
     from bistack.kernels.crf_compiled import viterbi_best
     from bistack.kernels.crf_scan import viterbi_scan
-    from bistack.models.backbone import TransformerBackbone, tokenize_words
+    from bistack.models.backbone import TransformerBackbone
+    from bistack.models.word_pieces import tokenize_words
     from bistack.taggers.emissions.confidence import crf_confidences
 
     markers = {

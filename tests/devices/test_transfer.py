@@ -13,7 +13,8 @@ import torch
 from bistack import transfer
 from bistack.data.batching import TaggingBatch, TextBatch
 from bistack.language_models.network import LMBatch
-from bistack.models.backbone import SubwordBatch, WordPieces
+from bistack.models.backbone import SubwordBatch
+from bistack.models.word_pieces import WordPieces
 from bistack.taggers.networks.layer_network import WordLayerBatch
 from bistack.text_models.layer_network import LayerBatch, StackedSubwords
 

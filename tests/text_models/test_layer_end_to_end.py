@@ -391,7 +391,7 @@ def test_stacked_casing_reaches_a_tagger_over_an_uncased_transformer(tmp_path):
 
 def test_sentences_longer_than_the_limit_are_chunked_not_cut():
     from bistack.data.word_rows import split_into_chunks
-    from bistack.models.backbone import tokenize_words
+    from bistack.models.word_pieces import tokenize_words
 
     assert split_into_chunks([1, 2, 1, 3, 1], budget=3) == [(0, 2), (2, 3), (3, 4), (4, 5)]
     backbone = TransformerBackbone.load("default")

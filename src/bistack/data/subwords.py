@@ -112,7 +112,7 @@ def windows_batch(
 
 @dataclass(frozen=True)
 class WordPieceArrays:
-    """Pre-tokenised sentences as subword rows (see ``bistack.models.backbone.WordPieces``):
+    """Pre-tokenised sentences as subword rows (see ``bistack.models.word_pieces.WordPieces``):
     input_ids, attention_mask ``(rows, seq_len)``; subword_word ``(rows * seq_len,)``;
     first_subword, last_subword ``(total_words,)``; lengths: words per sentence."""
 

@@ -25,9 +25,7 @@ from bistack.data.subwords import (
     SubwordSettings,
     encode_windows,
     windows_batch,
-    word_pieces,
 )
-from bistack.data.word_rows import Context
 from bistack.errors import ModelFileError, needs_extra
 from bistack.models.frozen_pass import FLOAT32, FrozenPass
 from bistack.models.mode import evaluating
@@ -414,81 +412,3 @@ def _per_text(sums: Tensor, counts: Tensor, batch: Windows) -> Tensor:
     text_sums = sums.new_zeros((batch.num_texts, *sums.shape[1:])).index_add_(0, index, sums)
     totals = counts.new_zeros(batch.num_texts).index_add_(0, index, counts)
     return text_sums / totals[:, None, None]
-
-
-@dataclass  # not frozen: mixed precision walks the batch (Fabric's convert_input)
-class WordPieces:
-    """Pre-tokenised sentences as subword rows, with each word's subwords located.
-
-    input_ids, attention_mask: ``(rows, seq_len)``, one row per sentence, or per chunk of
-    words when a sentence is longer than the model's limit (no word is ever cut or dropped).
-    subword_word: ``(rows * seq_len,)`` the word (numbered over all sentences) each subword
-    belongs to, -1 for special tokens and padding; first_subword, last_subword:
-    ``(total_words,)`` the flat position of each word's first and last subword; lengths: words
-    per sentence.
-    """
-
-    input_ids: Tensor
-    attention_mask: Tensor
-    subword_word: Tensor
-    first_subword: Tensor
-    last_subword: Tensor
-    lengths: list[int]
-
-    def to(self, device: torch.device | str) -> WordPieces:
-        return WordPieces(
-            to_device(self.input_ids, device),
-            to_device(self.attention_mask, device),
-            to_device(self.subword_word, device),
-            to_device(self.first_subword, device),
-            to_device(self.last_subword, device),
-            self.lengths,
-        )
-
-
-def tokenize_words(
-    backbone: TransformerBackbone,
-    sentences: Sequence[Sequence[str]],
-    max_length: int | None,
-    contexts: Sequence[Context] | None = None,
-    context: int = 0,
-) -> WordPieces:
-    """Subwords of pre-tokenised ``sentences`` (``bistack.data.subwords.word_pieces``), each
-    row reading up to ``context`` subwords of the words around it (``contexts``) when given."""
-    settings = backbone.subword_settings(max_length, context)
-    arrays = word_pieces(backbone.subwords, sentences, settings, contexts if context else None)
-    return WordPieces(
-        torch.from_numpy(arrays.input_ids),
-        torch.from_numpy(arrays.attention_mask),
-        torch.from_numpy(arrays.subword_word),
-        torch.from_numpy(arrays.first_subword),
-        torch.from_numpy(arrays.last_subword),
-        arrays.lengths,
-    )
-
-
-def word_layer_states(
-    backbone: TransformerBackbone,
-    pieces: WordPieces,
-    alignment: Literal["first", "mean", "last"],
-    frozen: FrozenPass = FLOAT32,
-) -> Tensor:
-    """Every word's state in every layer ``(total_words, num_layers, hidden_size)``: its first
-    subword's, the mean of its subwords', or its last subword's (the encoder run as the
-    ``frozen`` pass says; a fine-tuned one trains in float32)."""
-    hidden = backbone.hidden_states(pieces.input_ids, pieces.attention_mask, frozen)
-    states = torch.stack(hidden[1:], dim=2)  # (rows, seq, layers, hidden)
-    flat = states.flatten(0, 1)  # (rows * seq, layers, hidden)
-    if alignment == "first":
-        return flat[pieces.first_subword]
-    if alignment == "last":
-        return flat[pieces.last_subword]
-    real = pieces.subword_word >= 0
-    total = len(pieces.first_subword)
-    sums = flat.new_zeros((total, *flat.shape[1:])).index_add_(
-        0, pieces.subword_word[real], flat[real]
-    )
-    counts = torch.zeros(total, dtype=flat.dtype, device=flat.device).index_add_(
-        0, pieces.subword_word[real], torch.ones_like(pieces.subword_word[real], dtype=flat.dtype)
-    )
-    return sums / counts[:, None, None]

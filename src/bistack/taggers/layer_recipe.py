@@ -23,9 +23,10 @@ from bistack.data.features import EncodedSentence, TokenVocabularies, tag_order
 from bistack.data.word_rows import Context, document_contexts
 from bistack.devices.choice import moved_to
 from bistack.metrics.dev import Evaluation
-from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
+from bistack.models.backbone import TransformerBackbone
 from bistack.models.feature_cache import cached_rows, model_fingerprint
 from bistack.models.frozen_pass import FrozenPass
+from bistack.models.word_pieces import tokenize_words, word_layer_states
 from bistack.runs.driver import Prepared
 from bistack.runs.loop import Run
 from bistack.runs.vocabularies import build_vocabularies, initialise_words, singleton_mask

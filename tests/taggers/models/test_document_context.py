@@ -68,7 +68,7 @@ def backbone():
 
 def states_of(backbone, sentences, documents, context, max_length=None):
     """Word states ``(total_words, layers, hidden)`` of ``sentences`` read with ``context``."""
-    from bistack.models.backbone import tokenize_words, word_layer_states
+    from bistack.models.word_pieces import tokenize_words, word_layer_states
 
     contexts = document_contexts(sentences, documents, context)
     pieces = tokenize_words(backbone, sentences, max_length, contexts, context)

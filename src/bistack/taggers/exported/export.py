@@ -12,7 +12,6 @@ from torch import Tensor
 
 from bistack.data.word_rows import flat_word_index
 from bistack.files.onnx_session import WORD_INPUTS
-from bistack.models.backbone import tokenize_words
 from bistack.models.graphs import (
     BACKBONE_TOLERANCE,
     DYNAMIC_AXES,
@@ -24,6 +23,7 @@ from bistack.models.graphs import (
     token_plan,
     vocabulary_words,
 )
+from bistack.models.word_pieces import tokenize_words
 from bistack.taggers.exported.graphs import (
     OUTPUT_AXES,
     WORD_DYNAMIC_AXES,

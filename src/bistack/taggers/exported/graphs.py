@@ -127,7 +127,7 @@ WORD_DYNAMIC_AXES = {
 
 
 def word_inputs(pieces: Any) -> tuple[Tensor, ...]:
-    """``WORD_INPUTS`` of a ``WordPieces`` (``bistack.models.backbone.tokenize_words``)."""
+    """``WORD_INPUTS`` of a ``WordPieces`` (``bistack.models.word_pieces.tokenize_words``)."""
     return (
         pieces.input_ids,
         pieces.attention_mask,

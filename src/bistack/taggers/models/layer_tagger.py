@@ -26,7 +26,7 @@ from bistack.files.modeldir import (
     save_metadata,
 )
 from bistack.metrics.entities import EntityScores
-from bistack.models.backbone import TransformerBackbone, tokenize_words, word_layer_states
+from bistack.models.backbone import TransformerBackbone
 from bistack.models.backbone_files import (
     backbone_record,
     load_saved_backbone,
@@ -35,6 +35,7 @@ from bistack.models.backbone_files import (
 from bistack.models.frozen_pass import FrozenPass
 from bistack.models.mode import predicting
 from bistack.models.saved import SavedKind, SavedModel
+from bistack.models.word_pieces import tokenize_words, word_layer_states
 from bistack.taggers.config import LayerPoolingTaggerConfig
 from bistack.taggers.emissions.decoding import TagDecoder
 from bistack.taggers.emissions.device_decoding import DeviceDecoding

@@ -24,14 +24,11 @@ from bistack.dropout import Dropout, part_dropout
 from bistack.encoders import SequenceEncoder
 from bistack.errors import ConfigError
 from bistack.layer_pooling import LayerPooler, build_layer_pooler
-from bistack.models.backbone import (
-    TransformerBackbone,
-    WordPieces,
-    word_layer_states,
-)
+from bistack.models.backbone import TransformerBackbone
 from bistack.models.backbone_training import backbone_parameter_groups, trained_backbone
 from bistack.models.builders import build_embedder, build_encoder
 from bistack.models.embeddings import TokenEmbedder
+from bistack.models.word_pieces import WordPieces, word_layer_states
 from bistack.taggers.config import LayerPoolingTaggerConfig
 from bistack.taggers.networks.heads import CRFHead, SoftmaxHead, build_tagging_head
 from bistack.transfer import to_device
