@@ -349,10 +349,7 @@ class Tagging(ABC):
     def conllu_field(self) -> str:
         """Where CoNLL-U output puts tags: the column plain tags were trained from (``upos``,
         ``xpos``...), MISC's ``NER=`` for entity tags."""
-        data = getattr(self.config, "data", None)
-        if self.output_scheme == PLAIN and data is not None:
-            return str(getattr(data, "tag_field", "upos"))
-        return "misc:NER"
+        return str(self.config.data.tag_field) if self.output_scheme == PLAIN else "misc:NER"
 
     def _with_conllu_field(self, results: Iterable[TaggedText]) -> list[TaggedText]:
         """Each result told where its CoNLL-U output puts the tags (:attr:`conllu_field`)."""
