@@ -37,7 +37,7 @@ def test_there_is_a_model_of_every_kind_and_an_export_of_every_kind_that_exports
     assert set(MODELS) == set(TASKS)
     exported = {json.loads((FIXTURES / "exports" / name / "export.json").read_text())["kind"]
                 for name in EXPORTS}  # fmt: skip
-    assert exported == {kind for kind, task in TASKS.items() if task.export is not None}
+    assert exported == {kind for kind, task in TASKS.items() if task.exporting is not None}
 
 
 @pytest.mark.parametrize("name", MODELS)
