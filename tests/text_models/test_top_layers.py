@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -18,6 +19,7 @@ pytest.importorskip("transformers", reason="the layer models need bistack[transf
 
 from bistack import tasks
 from bistack.errors import ConfigError
+from bistack.models.boundary import frozen_bottom, top_layer_names
 from bistack.models.top_layers import FAMILIES, top_states
 from bistack.runs.driver import RunOptions
 from bistack.training import train_config
@@ -89,6 +91,20 @@ def test_the_top_layers_from_the_boundary_are_the_whole_encoders(family):
         )
 
 
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_only_the_top_layers_train_not_what_every_layer_shares(family):
+    """What the bottom read must stay as it read it, or prediction's whole pass would give
+    other states than the cache: MPNet's relative position bias and DeBERTa's relative
+    embeddings, shared by every layer, stay frozen with the embeddings and the bottom."""
+    model = small(family)
+    backbone = SimpleNamespace(model=model)
+    frozen_bottom(backbone, 3)
+    trained = sorted(name for name, p in model.named_parameters() if p.requires_grad)
+    assert trained and all(name.startswith("encoder.layer.3.") for name in trained), trained
+    weights = dict(model.named_parameters())
+    assert trained == sorted(name for name in top_layer_names(model, 3) if name in weights)
+
+
 def test_a_family_the_table_does_not_call_is_refused_naming_those_it_does():
     import transformers
 
@@ -125,19 +141,25 @@ def regressor(tmp_path, finetune, layers=3) -> dict:
     }
 
 
-def test_a_top_k_run_trains_its_top_layers_alone_and_predicts_as_it_trained(tmp_path):
+@pytest.mark.parametrize("precision", ["32", "bf16-mixed"])
+def test_a_top_k_run_trains_its_top_layers_alone_and_predicts_as_it_trained(tmp_path, precision):
+    """The top layers alone train and are saved (the encoder's other weights are read from the
+    original), and a fresh process, with no cache, runs the whole encoder (its bottom at the
+    frozen pass's precision, its top in float32) and gives training's dev scores."""
     from safetensors.torch import load_file
 
-    trained = train_config(
-        tasks.config_from_dict(regressor(tmp_path, 1)), tmp_path / "run", RunOptions()
-    )
+    config = regressor(tmp_path, 1)
+    config["backbone"]["precision"] = precision
+    trained = train_config(tasks.config_from_dict(config), tmp_path / "run", RunOptions())
     log = (tmp_path / "run" / "train.log").read_text()
     assert "the frozen bottom (layers 1-2) of 24 texts computed and cached" in log
     assert "its top 1 layers fine-tuned" in log
+    assert ("the frozen bottom's pass in bf16-mixed" in log) == (precision == "bf16-mixed")
+    assert not (trained.model_dir / "backbone").exists()
     before = load_file(str(tmp_path / "bb" / "model.safetensors"))
-    after = load_file(str(trained.model_dir / "backbone" / "model.safetensors"))
-    changed = {name for name in before if not torch.equal(before[name], after[name])}
-    assert changed and all(".layer.2." in name for name in changed), sorted(changed)
+    after = load_file(str(trained.model_dir / "top_layers.safetensors"))
+    assert sorted(after) == sorted(name for name in before if ".layer.2." in name)
+    assert all(not torch.equal(before[name], after[name]) for name in after)
     # In a fresh process, no cache: the whole encoder runs, and gives training's dev outputs.
     recorded = json.loads((trained.model_dir.parent / "dev_metrics.json").read_text())
     script = (
@@ -154,7 +176,7 @@ def test_a_top_k_run_trains_its_top_layers_alone_and_predicts_as_it_trained(tmp_
     scores = json.loads(done.stdout.strip().splitlines()[-1])
     assert scores["rmse"] == pytest.approx(recorded["rmse"], abs=1e-5), (scores, recorded)
     # A second run over the same texts reads the bottom from the cache.
-    train_config(tasks.config_from_dict(regressor(tmp_path, 1)), tmp_path / "again", RunOptions())
+    train_config(tasks.config_from_dict(config), tmp_path / "again", RunOptions())
     assert "of 24 texts read from the cache" in (tmp_path / "again" / "train.log").read_text()
 
 
@@ -196,3 +218,23 @@ def test_a_cross_validation_pays_for_the_bottom_pass_once(tmp_path):
     assert len(said) == 6  # each fold's training rows and its held-out rows
     assert all("computed" in line for line in said[:2]), said
     assert all(line.split(" texts ")[1].startswith("read from the cache") for line in said[2:])
+
+
+def test_a_top_k_model_exports_its_whole_encoder_within_the_stated_tolerance(tmp_path):
+    """The export holds the whole graph (the original bottom, the trained top, in float32):
+    its values within the export's stated tolerance of the PyTorch model's, whose bottom ran
+    in bfloat16."""
+    pytest.importorskip("onnxruntime", reason="the export needs bistack[onnx]")
+    from bistack.export.onnx_export import export_model
+    from bistack.predictor import open_model
+
+    config = regressor(tmp_path, 1)
+    config["backbone"]["precision"] = "bf16-mixed"
+    trained = train_config(tasks.config_from_dict(config), tmp_path / "run", RunOptions())
+    exported = export_model(trained.model_dir, tmp_path / "onnx")
+    texts = [text for text, _ in sentiment_rows(6, 2)]
+    ours = [p.values for p in open_model(trained.model_dir).predict(texts)]
+    theirs = [p.values for p in open_model(exported).predict(texts)]
+    for mine, other in zip(ours, theirs, strict=True):
+        for key, value in mine.items():
+            assert other[key] == pytest.approx(value, abs=5e-3), (mine, other)

@@ -42,7 +42,8 @@ class BackboneConfig:
     # bfloat16 under torch.autocast: about twice as fast on a CPU with AVX-512 BF16 or AMX, its
     # layers' states within 1e-3 cosine of float32's; dev scores within float32's seed spread),
     # or "auto": bf16-mixed where this machine runs bfloat16 natively (such a CPU, or a GPU
-    # with bfloat16), else 32; a fine-tuned backbone's: 32. Settled when the config is read,
+    # with bfloat16), else 32; with backbone.finetune: K, its frozen bottom's pass (the top K
+    # layers train in float32); a backbone fine-tuned whole: 32. Settled when the config is read,
     # and a trained model's config.json keeps the settled value. The cache is keyed by it, and
     # the model predicts and serves under it, so training and serving read the same vectors.
     precision: Literal["auto", "32", "bf16-mixed"] = "auto"
@@ -52,7 +53,8 @@ class BackboneConfig:
         """The frozen pass's precision, settled (``auto`` is when a config is read; one built
         in code and never checked settles here by the same rule)."""
         if self.precision == "auto":
-            return "bf16-mixed" if not self.finetune and machine.native_bfloat16() else "32"
+            has_bottom = not self.finetune or self.top_layers is not None
+            return "bf16-mixed" if has_bottom and machine.native_bfloat16() else "32"
         return self.precision
 
     def named(self, folder: Path) -> str:
@@ -75,6 +77,8 @@ class BackboneConfig:
             return "frozen" if self.pass_precision == "32" else "frozen, its pass in bf16-mixed"
         top = self.top_layers
         said = f"{'' if top is None else f'its top {top} layers '}fine-tuned at lr {self.lr:g}"
+        if top is not None and self.pass_precision != "32":
+            said += f", the frozen bottom's pass in {self.pass_precision}"
         if self.layer_lr_decay != 1.0:
             said += f", each layer below at x{self.layer_lr_decay:g} (backbone.layer_lr_decay)"
         return said + (", gradient checkpointing" if self.gradient_checkpointing else "")
@@ -88,10 +92,11 @@ class BackboneConfig:
                 "is at least 1 (false: none, the backbone frozen; true: all of them)"
             )
         self.precision = self.pass_precision
-        if self.precision != "32" and self.finetune:
+        if self.precision != "32" and self.finetune and self.top_layers is None:
             raise ConfigError(
-                f"{source}: backbone.precision {self.precision} is a frozen backbone's pass; this "
-                "one is fine-tuned (backbone.finetune: true) and trains at --precision"
+                f"{source}: backbone.precision {self.precision} is a frozen backbone's pass (or a "
+                "frozen bottom's, with backbone.finetune: K); this one is fine-tuned whole "
+                "(backbone.finetune: true) and trains at --precision"
             )
         if self.gradient_checkpointing and not self.finetune:
             raise ConfigError(

@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from bistack.data.batching import TokenBatch
-from bistack.models.backbone import TransformerBackbone, text_vectors
+from bistack.models.backbone import SubwordBatch, TransformerBackbone, text_vectors
 from bistack.models.feature_cache import cached_rows, model_fingerprint
+from bistack.models.frozen_pass import FLOAT32, FrozenPass
 from bistack.models.mode import evaluating
 from bistack.models.top_layers import layer_call, top_states
 from bistack.transfer import to_device
@@ -71,7 +72,7 @@ class BoundaryCache:
     text's subword windows, as ``TransformerBackbone.encode`` gives them; ``texts``: the texts
     themselves, the cache's keys; ``max_length``: the windows' width): computed once a text
     (``cache_dir``, keyed by the model, the boundary, the pooled kind and the windowing
-    ``settings``), held in memory for the run."""
+    ``settings`` and the ``frozen`` pass's precision), held in memory for the run."""
 
     def __init__(
         self,
@@ -85,16 +86,21 @@ class BoundaryCache:
         say: Callable[[str], None],
         *,
         max_length: int | None,
+        frozen: FrozenPass = FLOAT32,
         batch_size: int = 32,
     ) -> None:
         layer_call(backbone.model)  # a family without a layer call refused before any pass
         self.backbone, self.boundary, self.kind = backbone, boundary, kind
-        self.max_length = max_length
+        self.max_length, self.frozen = max_length, frozen
 
         def compute(indices: list[int]) -> dict[str, list[Tensor]]:
             return self._bottom([windows[i] for i in indices], batch_size)
 
-        key = settings | {"kind": "boundary", "boundary": boundary, "vectors": kind}
+        key = frozen.cache_settings(settings) | {
+            "kind": "boundary",
+            "boundary": boundary,
+            "vectors": kind,
+        }
         cached = cached_rows(cache_dir, model_fingerprint(backbone.folder), texts, key, compute)
         say(
             f"the frozen bottom (layers 1-{boundary}) of {len(texts)} texts {cached.said} "
@@ -115,7 +121,7 @@ class BoundaryCache:
             for start in range(0, len(windows), size):
                 batch = backbone.batch_of(windows[start : start + size], self.max_length)
                 batch = batch.to(device)
-                hidden = backbone.hidden_states(batch.input_ids, batch.attention_mask)
+                hidden = backbone.hidden_states(batch.input_ids, batch.attention_mask, self.frozen)
                 lower = text_vectors(hidden[1 : self.boundary + 1], batch, self.kind).cpu()
                 states = hidden[self.boundary].cpu()
                 lengths = batch.attention_mask.sum(dim=1).cpu()
@@ -165,11 +171,37 @@ def check_boundary(backbone: TransformerBackbone, top: int) -> int:
 
 
 def frozen_bottom(backbone: TransformerBackbone, boundary: int) -> None:
-    """The embeddings and the layers below ``boundary + 1`` frozen: no gradient, no optimizer
-    state (they never run in training: their output is cached)."""
-    model = backbone.model
-    for parameter in model.embeddings.parameters():
-        parameter.requires_grad_(False)
-    for layer in list(layer_call(model).layers(model))[:boundary]:
-        for parameter in layer.parameters():
-            parameter.requires_grad_(False)
+    """Everything but the layers above ``boundary`` frozen: no gradient, no optimizer state.
+    The embeddings and the bottom layers never run in training (their output is cached), and
+    what every layer shares (MPNet's relative position bias, DeBERTa's relative embeddings)
+    stays as the bottom read it, so that prediction's whole pass gives the cached states."""
+    backbone.model.requires_grad_(False)
+    for layer in list(layer_call(backbone.model).layers(backbone.model))[boundary:]:
+        layer.requires_grad_(True)
+
+
+def top_layer_names(model: nn.Module, boundary: int) -> list[str]:
+    """The names (as ``model.state_dict()`` keys them) of the weights of its layers above
+    ``boundary``: what a top-K model trains, and saves of its encoder."""
+    top = {id(layer) for layer in list(layer_call(model).layers(model))[boundary:]}
+    prefixes = tuple(f"{name}." for name, module in model.named_modules() if id(module) in top)
+    return [name for name in model.state_dict() if name.startswith(prefixes)]
+
+
+@dataclass(frozen=True)
+class SplitPass:
+    """A top-K model's whole pass at prediction (no cache holds a new text): its embeddings and
+    bottom layers as the ``frozen`` pass runs them (their states at the ``boundary`` exactly
+    what training cached), then its trained top layers in float32 from them."""
+
+    boundary: int
+    frozen: FrozenPass
+
+    def layers(self, backbone: TransformerBackbone, batch: SubwordBatch, kind: Kind) -> Tensor:
+        """Every layer's vector of each text ``(num_texts, layers, hidden)``."""
+        hidden = backbone.hidden_states(batch.input_ids, batch.attention_mask, self.frozen)
+        lower = text_vectors(hidden[1 : self.boundary + 1], batch, kind)
+        upper = top_states(
+            backbone.model, self.boundary, hidden[self.boundary], batch.attention_mask
+        )
+        return torch.cat([lower, text_vectors(upper, batch, kind)], dim=1)

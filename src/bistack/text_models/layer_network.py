@@ -33,9 +33,10 @@ from bistack.models.backbone import (
     TransformerBackbone,
 )
 from bistack.models.backbone_training import backbone_parameter_groups, trained_backbone
-from bistack.models.boundary import BoundaryBatch, boundary_layers
+from bistack.models.boundary import BoundaryBatch, SplitPass, boundary_layers
 from bistack.models.builders import build_embedder, build_encoder
 from bistack.models.embeddings import TokenEmbedder
+from bistack.models.frozen_pass import FrozenPass
 from bistack.text_models.config import LayerPoolingTextConfig
 from bistack.text_models.network import LOSSES, build_text_pooling
 from bistack.transfer import to_device
@@ -128,8 +129,10 @@ class LayerPoolingModel(nn.Module):
         layer_lr_decay: float = 1.0,
         words: WordBranch | None = None,
         transformer_dropout: float = 0.0,
+        split: SplitPass | None = None,
     ) -> None:
         super().__init__()
+        self.split = split  # a top-K model's pass at prediction, its bottom in bfloat16
         self.pooler = pooler
         self.words = words
         self.transformer_dropout = transformer_dropout  # the pooled layers, dropped per text
@@ -186,9 +189,16 @@ class LayerPoolingModel(nn.Module):
             layers = boundary_layers(self.backbone, batch, self.features)
             return self.outputs_from_layers(layers, batch.tokens)
         if isinstance(batch, StackedSubwords):
-            layers = self.backbone.features(batch.subwords, self.features)
-            return self.outputs_from_layers(layers, batch.tokens)
-        return self.outputs_from_layers(self.backbone.features(batch, self.features))
+            return self.outputs_from_layers(self.whole_pass(batch.subwords), batch.tokens)
+        return self.outputs_from_layers(self.whole_pass(batch))
+
+    def whole_pass(self, batch: SubwordBatch) -> Tensor:
+        """Every layer's vector of each text ``(num_texts, layers, hidden)`` from the whole
+        encoder: a top-K model's bottom in its frozen pass's precision, then its top."""
+        assert self.backbone is not None, "a fine-tuned model"
+        if self.split is not None:
+            return self.split.layers(self.backbone, batch, self.features)
+        return self.backbone.features(batch, self.features)
 
     def forward(self, batch: Batch) -> Tensor:
         """The training loss, averaged over texts."""
@@ -234,7 +244,17 @@ def build_layer_pooling_model(
         layer_lr_decay=config.backbone.layer_lr_decay,
         words=build_word_branch(config, vocabularies, singletons),
         transformer_dropout=config.part_dropout.transformer,
+        split=split_pass(config, num_layers),
     )
+
+
+def split_pass(config: LayerPoolingTextConfig, num_layers: int) -> SplitPass | None:
+    """A top-K model's pass at prediction where its frozen bottom runs in bfloat16 (None: the
+    whole encoder as it trains, in float32)."""
+    top, frozen = config.backbone.top_layers, FrozenPass.of(config.backbone)
+    if top is None or top >= num_layers or frozen.precision == "32":
+        return None
+    return SplitPass(num_layers - top, frozen)
 
 
 def build_word_branch(

@@ -183,6 +183,7 @@ class LayerTextTask:
                 options.cache_dir,
                 run.say,
                 max_length=options.max_length,
+                frozen=FrozenPass.of(options),
                 batch_size=options.batch_size,
             )
 
