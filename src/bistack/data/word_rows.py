@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from bistack.data.conll import Sentence
+
 
 def split_into_chunks(pieces: Sequence[int], budget: int) -> list[tuple[int, int]]:
     """``(start, end)`` word ranges whose subword counts each fit ``budget`` (a word longer than
@@ -162,3 +164,16 @@ def flat_word_index(lengths: Sequence[int]) -> np.ndarray:
     starts = np.cumsum(counts) - counts
     positions = np.arange(int(counts.max()))
     return (starts[:, None] + positions[None, :]) * (positions[None, :] < counts[:, None])
+
+
+WORD_SEPARATOR = "\x1f"  # joins a sentence's words into one cache-key text
+
+
+def sentence_contexts(sentences: Sequence[Sentence], context: int) -> list[Context] | None:
+    """The words around each sentence in its document, for a backbone that reads ``context``
+    subwords a side (None when it reads none)."""
+    if not context:
+        return None
+    return document_contexts(
+        [s.tokens for s in sentences], [s.document for s in sentences], context
+    )

@@ -15,7 +15,10 @@ from bistack.data.subwords import word_pieces
 from bistack.data.word_rows import Context
 from bistack.models.backbone import TransformerBackbone
 from bistack.models.frozen_pass import FLOAT32, FrozenPass
+from bistack.models.top_layers import top_states
 from bistack.transfer import to_device
+
+Alignment = Literal["first", "mean", "last"]  # which of a word's subwords stand for it
 
 
 @dataclass  # not frozen: mixed precision walks the batch (Fabric's convert_input)
@@ -72,25 +75,47 @@ def tokenize_words(
 def word_layer_states(
     backbone: TransformerBackbone,
     pieces: WordPieces,
-    alignment: Literal["first", "mean", "last"],
+    alignment: Alignment,
     frozen: FrozenPass = FLOAT32,
+    boundary: int | None = None,
 ) -> Tensor:
     """Every word's state in every layer ``(total_words, num_layers, hidden_size)``: its first
     subword's, the mean of its subwords', or its last subword's (the encoder run as the
-    ``frozen`` pass says; a fine-tuned one trains in float32)."""
+    ``frozen`` pass says; a fine-tuned one trains in float32). With ``boundary`` (a top-K
+    tagger's), the layers above it run in float32 from the states the pass gave there, as
+    training ran them from its cache."""
     hidden = backbone.hidden_states(pieces.input_ids, pieces.attention_mask, frozen)
-    states = torch.stack(hidden[1:], dim=2)  # (rows, seq, layers, hidden)
+    if boundary is None:
+        first, last = pieces.first_subword, pieces.last_subword
+        return aligned_words(hidden[1:], pieces.subword_word, first, last, alignment)
+    upper = top_states(backbone.model, boundary, hidden[boundary], pieces.attention_mask)
+    layers = [*hidden[1 : boundary + 1], *upper]
+    return aligned_words(
+        layers, pieces.subword_word, pieces.first_subword, pieces.last_subword, alignment
+    )
+
+
+def aligned_words(
+    layers: Sequence[Tensor],
+    subword_word: Tensor,
+    first_subword: Tensor,
+    last_subword: Tensor,
+    alignment: Alignment,
+) -> Tensor:
+    """Each word's state in each of ``layers`` (each ``(rows, seq, hidden)``) ``(total_words,
+    len(layers), hidden)``, by ``alignment``; ``subword_word`` ``(rows * seq,)`` each
+    subword's word (-1: none), ``first_subword``, ``last_subword`` ``(total_words,)`` where
+    each word's subwords begin and end in the flat rows."""
+    states = torch.stack(list(layers), dim=2)  # (rows, seq, layers, hidden)
     flat = states.flatten(0, 1)  # (rows * seq, layers, hidden)
     if alignment == "first":
-        return flat[pieces.first_subword]
+        return flat[first_subword]
     if alignment == "last":
-        return flat[pieces.last_subword]
-    real = pieces.subword_word >= 0
-    total = len(pieces.first_subword)
-    sums = flat.new_zeros((total, *flat.shape[1:])).index_add_(
-        0, pieces.subword_word[real], flat[real]
-    )
+        return flat[last_subword]
+    real = subword_word >= 0
+    total = len(first_subword)
+    sums = flat.new_zeros((total, *flat.shape[1:])).index_add_(0, subword_word[real], flat[real])
     counts = torch.zeros(total, dtype=flat.dtype, device=flat.device).index_add_(
-        0, pieces.subword_word[real], torch.ones_like(pieces.subword_word[real], dtype=flat.dtype)
+        0, subword_word[real], torch.ones_like(subword_word[real], dtype=flat.dtype)
     )
     return sums / counts[:, None, None]

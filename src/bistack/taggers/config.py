@@ -139,12 +139,6 @@ class LayerPoolingTaggerConfig(OverBackbone, ExperimentConfig):
         check_features(self.features, source)
         check_part_dropout(self.part_dropout, self.features, source)
         self.backbone.check(source)
-        if self.backbone.top_layers is not None:
-            raise ConfigError(
-                f"{source}: backbone.finetune {self.backbone.top_layers}: training a tagger's top "
-                "layers over a cached bottom is not built yet (classifiers and regressors over "
-                "layers have it); give true to fine-tune the whole encoder, or false"
-            )
 
 
 def check_tagging_data(data: DataConfig, source: str) -> None:

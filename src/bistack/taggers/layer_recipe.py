@@ -20,10 +20,12 @@ from bistack.config import FeaturesConfig
 from bistack.data.batching import PAD_TAG, collate_encoded
 from bistack.data.conll import Sentence
 from bistack.data.features import EncodedSentence, TokenVocabularies, tag_order
-from bistack.data.word_rows import Context, document_contexts
+from bistack.data.word_rows import WORD_SEPARATOR, sentence_contexts
 from bistack.devices.choice import moved_to
+from bistack.errors import ConfigError
 from bistack.metrics.dev import Evaluation
 from bistack.models.backbone import TransformerBackbone
+from bistack.models.boundary import check_boundary, frozen_bottom
 from bistack.models.feature_cache import cached_rows, model_fingerprint
 from bistack.models.frozen_pass import FrozenPass
 from bistack.models.word_pieces import tokenize_words, word_layer_states
@@ -32,6 +34,7 @@ from bistack.runs.loop import Run
 from bistack.runs.vocabularies import build_vocabularies, initialise_words, singleton_mask
 from bistack.schemes import PLAIN, convert_tags
 from bistack.system.heartbeat import Heartbeat
+from bistack.taggers.boundary import TaggerBottom
 from bistack.taggers.config import LayerPoolingTaggerConfig
 from bistack.taggers.models.layer_tagger import LayerPoolingTagger
 from bistack.taggers.models.tagging import Emitter, check_gold_tags
@@ -43,18 +46,6 @@ from bistack.taggers.recipe import (
     load_tagging_data,
     tagging_evaluation,
 )
-
-WORD_SEPARATOR = "\x1f"  # joins a sentence's words into one cache-key text
-
-
-def sentence_contexts(sentences: Sequence[Sentence], context: int) -> list[Context] | None:
-    """The words around each sentence in its document, for a backbone that reads ``context``
-    subwords a side (None when it reads none)."""
-    if not context:
-        return None
-    return document_contexts(
-        [s.tokens for s in sentences], [s.document for s in sentences], context
-    )
 
 
 def cached_word_states(
@@ -134,7 +125,8 @@ class WordStatesByLine:
 
 
 class WordLayerTask:
-    """Batches of cached word states (frozen) or of subwords (fine-tuned), and dev scoring."""
+    """Batches of cached word states (frozen), of a cached bottom (top K layers trained) or of
+    subwords (fine-tuned whole), and dev scoring."""
 
     def __init__(
         self,
@@ -145,8 +137,10 @@ class WordLayerTask:
         train_states: Tensor | None,
         dev_states: Tensor | None,
         encoded: list[EncodedSentence] | None = None,
+        bottom: TaggerBottom | None = None,
     ) -> None:
         self.tagger = tagger
+        self.bottom = bottom  # the training sentences' frozen bottom, with the top K trained
         self.data = data
         self.tag_ids = tag_ids
         self.encoded = encoded  # the training sentences' token features, when stacked
@@ -170,6 +164,9 @@ class WordLayerTask:
             vocabularies = self.tagger.vocabularies
             assert vocabularies is not None
             tokens = collate_encoded([self.encoded[i] for i in indices], vocabularies)
+        if self.bottom is not None:
+            bottom = self.bottom.batch(indices)
+            return WordLayerBatch.of_lengths(lengths, bottom=bottom, tags=tags, tokens=tokens)
         if self.train_states is None:
             chosen = [self.data.train[i].tokens for i in indices]
             options = self.tagger.config.backbone
@@ -237,6 +234,7 @@ def prepare_layer_tagger(
             )
         )
     tagger = LayerPoolingTagger(model, backbone, labels, config, data.input_scheme, vocabularies)
+    bottom = top_layers_bottom(config, backbone, data.train, run)
     train_states = dev_states = None
     if not config.backbone.finetune and word_states_of is not None:
         train_states, dev_states = word_states_of(data.train), word_states_of(data.dev)
@@ -256,7 +254,7 @@ def prepare_layer_tagger(
         model=tagger,
         network=model,
         parameter_groups=model.parameter_groups,
-        loop=WordLayerTask(tagger, data, tag_ids, run, train_states, dev_states, encoded),
+        loop=WordLayerTask(tagger, data, tag_ids, run, train_states, dev_states, encoded, bottom),
         # A frozen backbone is this run's own, unchanged: the best head joins it (not a copy).
         finish=lambda run: finish_tagger(
             partial(LayerPoolingTagger.load, backbone=backbone), data, run, cached_dev
@@ -271,6 +269,30 @@ def prepare_layer_tagger(
             f"; {len(labels)} tags"
         ),
     )
+
+
+def top_layers_bottom(
+    config: LayerPoolingTaggerConfig,
+    backbone: TransformerBackbone,
+    sentences: Sequence[Sentence],
+    run: Run,
+) -> TaggerBottom | None:
+    """With ``backbone.finetune`` a number K of top layers: the backbone's layers below frozen
+    and their output for ``sentences``, from the cache or computed on the run's device; None
+    for a backbone frozen or fine-tuned whole (K its number of layers too)."""
+    top = config.backbone.top_layers
+    if top is None:
+        return None
+    try:
+        boundary = check_boundary(backbone, top)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    if boundary == 0:
+        return None
+    frozen_bottom(backbone, boundary)
+    with moved_to(backbone, run.fabric.device):
+        frozen = FrozenPass.of(config.backbone)
+        return TaggerBottom(backbone, boundary, config, sentences, frozen, run.say)
 
 
 def stacked_summary(vocabularies: TokenVocabularies | None, features: FeaturesConfig | None) -> str:

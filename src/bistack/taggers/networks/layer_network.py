@@ -28,7 +28,9 @@ from bistack.models.backbone import TransformerBackbone
 from bistack.models.backbone_training import backbone_parameter_groups, trained_backbone
 from bistack.models.builders import build_embedder, build_encoder
 from bistack.models.embeddings import TokenEmbedder
+from bistack.models.frozen_pass import FrozenPass
 from bistack.models.word_pieces import WordPieces, word_layer_states
+from bistack.taggers.boundary import BottomWords
 from bistack.taggers.config import LayerPoolingTaggerConfig
 from bistack.taggers.networks.heads import CRFHead, SoftmaxHead, build_tagging_head
 from bistack.transfer import to_device
@@ -39,10 +41,12 @@ class WordLayerBatch:
     """Sentences as word states or as subwords.
 
     layers: ``(batch_size, seq_len, num_layers, hidden_size)`` cached word states, or None when
-    ``pieces`` (subwords for a fine-tuned backbone) are given; mask: ``(batch_size, seq_len)``
-    True at real words; lengths: ``(batch_size,)`` the words of each sentence, kept on the host
-    (packing orders a batch there); tags: ``(batch_size, seq_len)`` tag ids or None; tokens:
-    the words' own features, for a tagger that stacks them beside the transformer's states.
+    ``pieces`` (subwords for a fine-tuned backbone) or ``bottom`` (a top-K tagger's cached
+    bottom, :class:`bistack.taggers.boundary.BottomWords`) are given; mask: ``(batch_size,
+    seq_len)`` True at real words; lengths: ``(batch_size,)`` the words of each sentence, kept
+    on the host (packing orders a batch there); tags: ``(batch_size, seq_len)`` tag ids or
+    None; tokens: the words' own features, for a tagger that stacks them beside the
+    transformer's states.
     """
 
     HOST_FIELDS: ClassVar[frozenset[str]] = frozenset({"lengths"})
@@ -53,6 +57,7 @@ class WordLayerBatch:
     pieces: WordPieces | None = None
     tags: Tensor | None = None
     tokens: TokenBatch | None = None
+    bottom: BottomWords | None = None
 
     @classmethod
     def of_lengths(cls, lengths: Sequence[int], **parts: Any) -> WordLayerBatch:
@@ -68,6 +73,7 @@ class WordLayerBatch:
             None if self.pieces is None else self.pieces.to(device),
             None if self.tags is None else to_device(self.tags, device),
             None if self.tokens is None else self.tokens.to(device),
+            None if self.bottom is None else self.bottom.to(device),
         )
 
 
@@ -103,8 +109,12 @@ class LayerTagger(nn.Module):
         layer_lr_decay: float = 1.0,
         embedder: TokenEmbedder | None = None,
         part_dropout: dict[str, float] | None = None,
+        split: tuple[int, FrozenPass] | None = None,
     ) -> None:
         super().__init__()
+        # A top-K tagger's whole pass at prediction: its bottom (to this boundary) in this
+        # pass's precision, its top in float32, as training read them.
+        self.split = split
         self.mix = mix
         self.embedder = embedder
         self.encoder = encoder
@@ -130,9 +140,16 @@ class LayerTagger(nn.Module):
         """``(batch_size, seq_len, num_layers, hidden_size)`` word states, float32."""
         if batch.layers is not None:
             return batch.layers.float()
+        if self.backbone is not None and batch.bottom is not None:  # top K over a cached bottom
+            words = batch.bottom.word_layers(self.backbone, self.alignment)
+            return pad_words(words, batch.lengths.tolist())
         if self.backbone is None or batch.pieces is None:
             raise ValueError("a frozen-backbone tagger takes cached word states (layers)")
-        words = word_layer_states(self.backbone, batch.pieces, self.alignment)
+        if self.split is not None:
+            boundary, frozen = self.split
+            words = word_layer_states(self.backbone, batch.pieces, self.alignment, frozen, boundary)
+        else:
+            words = word_layer_states(self.backbone, batch.pieces, self.alignment)
         return pad_words(words, batch.pieces.lengths)
 
     def word_vectors(self, batch: WordLayerBatch) -> Tensor:
@@ -207,4 +224,14 @@ def build_layer_tagger(
         layer_lr_decay=config.backbone.layer_lr_decay,
         embedder=embedder,
         part_dropout=config.part_dropout.rates(),
+        split=split_pass(config, num_layers),
     )
+
+
+def split_pass(config: LayerPoolingTaggerConfig, num_layers: int) -> tuple[int, FrozenPass] | None:
+    """A top-K tagger's boundary and its bottom's pass, where that pass runs in bfloat16 (None:
+    the whole encoder as it trains, in float32)."""
+    top, frozen = config.backbone.top_layers, FrozenPass.of(config.backbone)
+    if top is None or top >= num_layers or frozen.precision == "32":
+        return None
+    return num_layers - top, frozen
