@@ -105,3 +105,28 @@ def test_a_top_k_tagger_trains_its_top_layers_alone_and_tags_as_it_trained(
     assert (
         "of 24 sentences read from the cache" in (again.model_dir.parent / "train.log").read_text()
     )
+
+
+def test_a_tagger_cross_validation_pays_for_the_bottom_pass_once(tmp_path):
+    """Every fold of a top-K tagger's CV reads the sentences' bottom from one cache: each
+    sentence's bottom is computed by the first fold that trains on it, read by the others."""
+    import re
+
+    import bistack
+    from tests.cv.test_cross_validation import write_documents
+
+    config = tagger(tmp_path, 1)
+    config["data"] = {"train": str(write_documents(tmp_path / "docs.txt", 6, 6)), "dev": None}
+    bistack.cross_validate(config, tmp_path / "cv", folds=3, say=lambda _: None)
+    computed = 0
+    for fold in range(3):
+        log = (tmp_path / "cv" / "folds" / f"fold{fold}" / "train.log").read_text()
+        line = next(x for x in log.splitlines() if x.startswith("the frozen bottom"))
+        total = int(re.search(r"of (\d+) sentences", line).group(1))
+        if "read from the cache, " in line:
+            computed += int(re.search(r"cache, (\d+) computed", line).group(1))
+        elif "computed and cached" in line:
+            computed += total
+        assert fold > 0 or "computed and cached" in line, line
+    assert computed == 36  # the file's sentences, each once (6 documents of 6)
+    assert (tmp_path / "cv" / "model").is_dir()
