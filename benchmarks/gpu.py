@@ -603,8 +603,11 @@ def loop_viterbi(crf: Any, emissions: torch.Tensor, mask: torch.Tensor) -> torch
     return torch.stack(path[::-1], dim=1)
 
 
-CRF_TAGS = (17, 73)  # CoNLL-2003's BIOES tags, and a large tag set (OntoNotes-sized, BIOES)
-NO_LOOP = {"measured_on": None, "loop_up_to_tags": {"train": None, "decode": None}}
+# A small tag set (BIO over 4 types), CoNLL-2003's BIOES tags, a middle one, and a large one
+# (OntoNotes-sized, BIOES): where the scan's few launches win, and where the loop's K² work does.
+CRF_TAGS = (9, 17, 37, 73)
+CRF_SENTENCES = 256  # a CRF row's batch
+NO_LOOP = {"measured_on": None, "batch": None, "winners": {"train": {}, "decode": {}}}
 
 
 @contextmanager
@@ -618,23 +621,31 @@ def scan_only() -> Iterator[None]:
         crf_choice.table = shipped
 
 
-def crf_choice_table(rows: list[dict], device: torch.device) -> dict:
+def crf_choice_table(
+    rows: list[dict], device: torch.device, sentences: int = CRF_SENTENCES
+) -> dict:
     """The table ``src/bistack/kernels/crf_choice.json`` ships, from the CRF-only rows: by
-    stage, the most tags at which the loop over positions (the floor) beat the scan at every
-    measured tag count up to it (null: the scan at every count)."""
+    stage, each measured tag count's winner (the loop over positions, the floor, where it took
+    less time than bistack's scan; else the scan), at the rows' batch of ``sentences``. A row
+    that failed or was not reached says nothing: its count is left out, and the rule between
+    counts covers it."""
     timed = {r["row"]: r["ratio_time"] for r in rows if "ratio_time" in r}
-    most: dict[str, int | None] = {}
+    winners: dict[str, dict[str, str]] = {}
     for stage in ("train", "decode"):
-        most[stage] = None
-        for tags in sorted(CRF_TAGS):
-            if timed.get(f"crf-{stage}-{tags}", 0.0) <= 1.0:  # the scan as fast, or not measured
-                break
-            most[stage] = tags
+        winners[stage] = {
+            str(tags): "loop" if timed[f"crf-{stage}-{tags}"] > 1.0 else "scan"
+            for tags in sorted(CRF_TAGS)
+            if f"crf-{stage}-{tags}" in timed
+        }
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    return {"measured_on": f"{name}, torch {torch.__version__}", "loop_up_to_tags": most}
+    return {
+        "measured_on": f"{name}, torch {torch.__version__}",
+        "batch": sentences,
+        "winners": winners,
+    }
 
 
-def crf_comparisons(device: torch.device, tags: int, sentences: int = 256) -> list:
+def crf_comparisons(device: torch.device, tags: int, sentences: int = CRF_SENTENCES) -> list:
     """The CRF alone at ``tags`` tags: bistack's (its scan on a device, its compiled kernels on
     a CPU) against the field's usual forward algorithm (a loop over positions with a
     log-sum-exp a step, one launch a position), in training (the loss's forward and backward)
@@ -1044,7 +1055,7 @@ def planned(args: argparse.Namespace, device: torch.device, train: Sentences) ->
         found.append(
             Planned(
                 (f"crf-train-{tags}", f"crf-decode-{tags}"),
-                lambda t=tags: crf_comparisons(device, t),
+                lambda t=tags: crf_comparisons(device, t, args.crf_sentences),
             )
         )
     found.append(Planned(SOFTMAX_ROWS, lambda: softmax_comparisons(train, device)))
@@ -1120,6 +1131,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--large-texts", type=int, default=512)
     parser.add_argument("--large-length", type=int, default=256)
     parser.add_argument(
+        "--crf-sentences", type=int, default=CRF_SENTENCES, help="a CRF row's batch (sentences)"
+    )
+    parser.add_argument(
         "--compile", action="store_true", help="a fine-tuning row with train.compile (bf16, b16)"
     )
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
@@ -1180,7 +1194,7 @@ def main(argv: list[str] | None = None) -> None:
             if device.type != "cpu"
             else "not one to ship: a CPU runs its compiled kernels, neither of the two"
         )
-        table = json.dumps(crf_choice_table(rows, device), indent=2)
+        table = json.dumps(crf_choice_table(rows, device, args.crf_sentences), indent=2)
         text += f"\n## The CRF's choice table\n\nFrom the CRF-only rows ({where}):\n\n"
         text += f"```json\n{table}\n```\n"
     (out / f"{name}.md").write_text(text)

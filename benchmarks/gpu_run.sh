@@ -71,6 +71,7 @@ step minilm 30 "$PYTHON" benchmarks/random_backbone.py "$minilm" "$site/minilm" 
 step large 45 "$PYTHON" benchmarks/random_backbone.py "$minilm" "$site/large" ${LARGE_SHAPE:-1024 24 16}
 rows=(--train "$train" --limit "${LIMIT:-2000}" --backbone "$site/minilm"
       --large "$site/large" --large-texts "${LARGE_TEXTS:-256}" --large-length "${LARGE_LENGTH:-128}"
+      --crf-sentences "${CRF_SENTENCES:-256}"
       --device "${DEVICE:-cuda}" --out "$OUT")
 compiled=finetune-b16-bf16-mixed-compiled
 # The compile row first, in a step of its own: the most uncertain (minutes of compiling), it

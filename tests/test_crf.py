@@ -382,7 +382,7 @@ def test_the_scan_runs_a_number_of_operators_that_grows_with_log_length_not_leng
 def test_until_a_device_run_fills_the_choice_table_a_device_runs_the_scan():
     from bistack.kernels import crf_choice
 
-    assert crf_choice.table()["loop_up_to_tags"] == {"train": None, "decode": None}
+    assert crf_choice.table()["winners"] == {"train": {}, "decode": {}}
     assert not any(crf_choice.takes_loop(stage, 3) for stage in ("train", "decode"))
 
 
@@ -416,7 +416,7 @@ def test_where_the_table_picks_the_loop_a_device_gets_the_scans_answers(stage, m
         return loss.detach(), leaf.grad
 
     scanned = answers()
-    filled = {"measured_on": "a test", "loop_up_to_tags": {"train": 5, "decode": 5}}
+    filled = {"measured_on": "a test", "batch": 4, "winners": {stage: {"5": "loop"}}}
     monkeypatch.setattr(crf_choice, "table", lambda: filled)
     looped = answers()
     for scan, loop in zip(scanned, looped, strict=True):
@@ -424,8 +424,9 @@ def test_where_the_table_picks_the_loop_a_device_gets_the_scans_answers(stage, m
     expected = {"train": ["log_partition_scan", "log_partition_loop"],
                 "decode": ["viterbi_scan", "viterbi loop"]}  # fmt: skip
     assert taken == expected[stage]
-    filled["loop_up_to_tags"][stage] = 4  # fewer tags than this CRF's: the scan again
+    filled["winners"][stage] = {"3": "loop", "5": "scan", "9": "loop"}  # the scan won at 5
     assert not crf_choice.takes_loop(stage, crf.num_tags)
+    assert crf_choice.takes_loop(stage, 4) and crf_choice.takes_loop(stage, 12)
 
 
 class _WholeLogProduct(torch.autograd.Function):

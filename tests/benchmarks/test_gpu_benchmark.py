@@ -122,26 +122,38 @@ def test_a_fine_tuning_step_issues_no_more_operators_than_a_plain_loop(modules, 
 
 
 def test_the_crf_rows_fill_the_choice_table_the_library_reads(modules, monkeypatch):
-    """By stage, the most tags at which the loop beat the scan at every count up to it; a row
-    that failed or where the scan kept up leaves the scan. The table is the library's format,
-    and the CRF rows time the scan whatever the shipped table says."""
+    """By stage, each measured tag count's winner at the rows' batch: where the loop won at 73
+    tags and the scan at 17 (the scan's K³ work against the loop's K², as counted), the library
+    sends 73 to the loop and 17 to the scan, and a count in between to the winner at the
+    nearest measured count below it. A failed row says nothing; the table is the library's
+    format, and the CRF rows time the scan whatever the shipped table says."""
     from bistack.kernels import crf_choice
 
     _, gpu = modules
     rows = [
-        {"row": "crf-train-17", "ratio_time": 1.6},
-        {"row": "crf-train-73", "ratio_time": 0.4},
+        {"row": "crf-train-9", "ratio_time": 0.5},
+        {"row": "crf-train-17", "ratio_time": 0.7},
+        {"row": "crf-train-37", "ratio_time": 1.4},
+        {"row": "crf-train-73", "ratio_time": 6.0},
+        {"row": "crf-decode-9", "error": "cut"},
         {"row": "crf-decode-17", "ratio_time": 0.9},
-        {"row": "crf-decode-73", "ratio_time": 1.2},
+        {"row": "crf-decode-73", "ratio_time": 15.0},
     ]
     table = gpu.crf_choice_table(rows, torch.device("cpu"))
-    assert table["loop_up_to_tags"] == {"train": 17, "decode": None}
+    assert table["winners"] == {
+        "train": {"9": "scan", "17": "scan", "37": "loop", "73": "loop"},
+        "decode": {"17": "scan", "73": "loop"},
+    }
+    assert table["batch"] == gpu.CRF_SENTENCES and set(gpu.CRF_TAGS) >= {9, 17, 37, 73}
     assert table.keys() == crf_choice.table().keys()
     monkeypatch.setattr(crf_choice, "table", lambda: table)
-    assert crf_choice.takes_loop("train", 17)
+    for stage in ("train", "decode"):
+        assert crf_choice.takes_loop(stage, 73) and not crf_choice.takes_loop(stage, 17)
+        assert not crf_choice.takes_loop(stage, 5)  # below every count: the smallest's winner
+    assert crf_choice.takes_loop("train", 40) and not crf_choice.takes_loop("decode", 40)
     with gpu.scan_only():
-        assert not crf_choice.takes_loop("train", 17)
-    assert crf_choice.takes_loop("train", 17)
+        assert not crf_choice.takes_loop("train", 73)
+    assert crf_choice.takes_loop("train", 73)
 
 
 def test_a_row_that_raises_leaves_the_rows_after_it_measured(modules):
