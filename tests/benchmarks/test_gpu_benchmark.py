@@ -47,7 +47,12 @@ def test_every_row_times_the_same_stages_on_both_sides_and_is_reported(modules, 
     train = write_conll(tmp_path / "train.txt", tiny_sentences(40, seed=0))
     encoder = tiny_transformer(tmp_path / "tiny-bert")
     args = argparse.Namespace(
-        backbone=str(encoder), large=str(encoder), large_texts=4, large_length=12, compile=False
+        backbone=str(encoder),
+        large=str(encoder),
+        large_texts=4,
+        large_length=12,
+        compile=False,
+        crf_sentences=8,
     )
     sentences = [(s.tokens, s.tags) for s in gpu.read_conll(train)]
     comparisons = gpu.comparisons(args, torch.device("cpu"), sentences)
@@ -58,7 +63,7 @@ def test_every_row_times_the_same_stages_on_both_sides_and_is_reported(modules, 
         "train-device, pytorch-crf", "predict-device, pytorch-crf",
         "finetune-b16-fp32", "finetune-b64-fp32", "finetune-b16-bf16-mixed",
         "train-device, softmax head", "predict-device, softmax head",
-        "crf-train-17", "crf-decode-17", "crf-train-73", "crf-decode-73",
+        *(f"crf-{stage}-{tags}" for stage in ("train", "decode") for tags in (9, 17, 37, 73)),
     }  # fmt: skip
     problems = []
     for comparison in comparisons:

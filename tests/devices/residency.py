@@ -6,20 +6,24 @@ CPU tensor returns it), so a profiler cannot see what would make a GPU's host wa
 parameters, buffers and gradients of a model, and each batch once copied to its device, are
 marked; a function mode marks whatever a torch function makes from a marked tensor, and counts:
 
-- a **read**: ``.cpu()``, ``.to("cpu")`` or ``.to(torch.device("cpu"))``, ``.item()``,
+- a **read**: ``.cpu()``, ``.to("cpu")`` or ``.to(torch.device("cpu"))`` (or a name bound to
+  such a device, ``.to(HOST)``), ``.item()``,
   ``.tolist()``, ``.numpy()``, ``bool()``/``int()``/``float()``/``index()``, ``np.asarray``,
   ``nonzero``, one-argument ``torch.where``, ``bincount``, ``equal``, ``masked_select``,
-  ``unique``, indexing or assigning by a boolean mask, ``copy_`` into a host tensor, or packing
-  a sequence by lengths on the device;
+  ``unique``, ``one_hot`` without ``num_classes`` (it reads the largest class), indexing or
+  assigning by a boolean mask, ``copy_`` into a host tensor, or packing a sequence by lengths
+  on the device;
 - a **blocking copy**: host memory copied onto the device without ``non_blocking`` (``.to``
-  with a device, ``torch.tensor``/``as_tensor`` given a device, ``copy_`` from a host tensor,
-  and the implicit copy of a host index tensor that indexes a device one); the batches' own
+  with a device, ``torch.tensor``/``as_tensor`` given a device, ``new_tensor`` of a device
+  tensor, ``copy_`` from a host tensor, and the implicit copy of a host index tensor, or of a
+  Python list used as an index, that indexes a device one); the batches' own
   copies (:func:`bistack.transfer.to_device`, pinned and non-blocking) are the sanctioned
   ones.
 
 Inside a backward pass the autograd engine runs no function mode, so bistack's own autograd
 Functions (the CRF's scan) have their ``backward`` entered into the mode too, their incoming
-gradients marked.
+gradients marked, and so do the gradient hooks registered (``Tensor.register_hook``) while
+the counter runs.
 
 A device here is whatever a ``device`` argument names but the string ``"cpu"``: on this CPU, a
 tensor made ``device=emissions.device`` is one a GPU run would make on the GPU, and one made
@@ -29,6 +33,8 @@ tensor made ``device=emissions.device`` is one a GPU run would make on the GPU, 
 from __future__ import annotations
 
 import collections
+import linecache
+import re
 import sys
 import traceback
 from collections.abc import Iterator
@@ -76,6 +82,7 @@ INDEXED_BY = {
     "scatter_",
 }
 COPIES_TO = {"to", "cuda"}
+MADE_ON_DEVICE_FROM_HOST = {"new_tensor"}  # a device tensor's method given host data
 MADE_FROM_HOST = {"tensor", "as_tensor", "asarray"}
 SOURCE = Path(__file__).resolve().parents[2] / "src" / "bistack"
 
@@ -91,9 +98,11 @@ def marked(value: Any) -> bool:
 
 
 def where() -> str:
-    """The innermost line of bistack (or of torch's packing helpers) that led here."""
+    """The innermost line of bistack (or of torch's packing helpers) that led here (each
+    frame's path resolved as :data:`SOURCE` is, so that a checkout reached through a symbolic
+    link is still bistack's)."""
     for frame in reversed(traceback.extract_stack()[:-2]):
-        path = Path(frame.filename)
+        path = Path(frame.filename).resolve()
         if path.is_relative_to(SOURCE) or path.name == "rnn.py":
             return f"{path.name}:{frame.lineno} {frame.line}"
     return "elsewhere"
@@ -105,18 +114,31 @@ def spelled_host(value: Any) -> bool:
     a tensor (``x.device``, which is ``cpu`` on this CPU) stands for the device."""
     if isinstance(value, str):
         return value == "cpu"
-    return isinstance(value, torch.device) and value.type == "cpu" and "cpu" in calling_line()
+    if not isinstance(value, torch.device) or value.type != "cpu":
+        return False
+    frame = calling_frame()
+    if frame is None:
+        return False
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+    names = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", line)
+    bound = {**frame.f_globals, **frame.f_locals}
+    constant = any(
+        isinstance(bound.get(name), torch.device) and bound[name].type == "cpu" for name in names
+    )  # a name bound to the host device (``HOST = torch.device("cpu")``), not ``x.device``
+    return "cpu" in line or constant
 
 
-def calling_line() -> str:
-    """The source line that made the torch call being counted (the innermost frame outside
-    torch and this module)."""
+def calling_frame() -> Any:
+    """The frame that made the torch call being counted (the innermost outside torch and this
+    module)."""
     here, library = Path(__file__).resolve(), Path(torch.__file__).parent
-    for frame in reversed(traceback.extract_stack()[:-1]):
-        path = Path(frame.filename).resolve()
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = Path(frame.f_code.co_filename).resolve()
         if path != here and not path.is_relative_to(library):
-            return frame.line or ""
-    return ""
+            return frame
+        frame = frame.f_back
+    return None
 
 
 def names_a_device(args: tuple, kwargs: dict) -> bool:
@@ -169,6 +191,9 @@ class DeviceResidency(TorchFunctionMode):
             return any(isinstance(i, Tensor) and i.dtype == torch.bool for i in index)
         if name == "_pack_padded_sequence":  # its lengths must be on the host
             return marked(args[1])
+        if name == "one_hot":  # without num_classes it reads the largest class first
+            classes = kwargs.get("num_classes", args[1] if len(args) > 1 else -1)
+            return classes == -1
         return False
 
     @staticmethod
@@ -181,9 +206,11 @@ class DeviceResidency(TorchFunctionMode):
                 and isinstance(args[1], Tensor)
                 and not kwargs.get("non_blocking", args[2] if len(args) > 2 else False)
             )
+        if name in MADE_ON_DEVICE_FROM_HOST and args and marked(args[0]):
+            return True
         if name in INDEXED_BY and args and marked(args[0]):
             indices, _ = tree_flatten((args[1:], kwargs))
-            return any(
+            return lists_an_index(args[1:2]) or any(
                 isinstance(i, Tensor) and not marked(i) and i.dtype != torch.bool and i.dim() > 0
                 for i in indices
             )
@@ -192,6 +219,14 @@ class DeviceResidency(TorchFunctionMode):
         if name in COPIES_TO:
             return not kwargs.get("non_blocking", False)
         return name in MADE_FROM_HOST
+
+
+def lists_an_index(index: Any) -> bool:
+    """Whether an index holds a Python list (``x[[0, 2]]``, ``x[:, [1]]``): advanced indexing,
+    the list made a host tensor and copied onto the device."""
+    if isinstance(index, list):
+        return True
+    return isinstance(index, tuple) and any(lists_an_index(part) for part in index)
 
 
 def mark_gradient(parameter: Tensor) -> None:
@@ -242,6 +277,21 @@ def device_residency(monkeypatch: Any) -> Iterator[DeviceResidency]:
         monkeypatch.setattr(
             function, "backward", staticmethod(in_mode(function.backward, residency))
         )
+    real_hook = torch.Tensor.register_hook
+
+    def hooked(tensor: Tensor, hook: Any) -> Any:  # a gradient hook runs in backward, modeless
+        if getattr(hook, MARK, False):  # the mode dispatched the call again: wrapped already
+            return real_hook(tensor, hook)
+
+        def counted(grad: Tensor) -> Any:
+            mark(grad)
+            with residency:
+                return hook(grad)
+
+        setattr(counted, MARK, True)
+        return real_hook(tensor, counted)
+
+    monkeypatch.setattr(torch.Tensor, "register_hook", hooked)
     with residency:
         yield residency
 

@@ -11,6 +11,8 @@ import torch
 
 from tests.devices.residency import DeviceResidency, device_residency, mark
 
+HOST = torch.device("cpu")  # as a module may name the host
+
 
 def on_device(*shape: int) -> torch.Tensor:
     return mark(torch.arange(float(np.prod(shape))).reshape(shape))
@@ -26,18 +28,26 @@ READS = {
     "one-argument where": lambda x: torch.where(x > 2),
     "nonzero": lambda x: (x > 2).nonzero(),
     "a boolean mask": lambda x: x[x > 2],
+    ".to(HOST), a module's constant": lambda x: x.to(HOST),
+    "one_hot without num_classes": lambda x: torch.nn.functional.one_hot(x.long().flatten()),
 }
 COPIES = {
     "copy_ from a host tensor": lambda x: x.copy_(torch.ones(x.shape)),
     "a host index tensor": lambda x: x[torch.tensor([0, 1])],
     "index_select by a host index": lambda x: x.index_select(0, torch.tensor([1])),
     ".to(device) blocking": lambda _: torch.ones(2).to("meta"),
+    "a Python list as an index": lambda x: x[[0, 2]],
+    "a Python list in an index": lambda x: x[:, [1]],
+    "new_tensor": lambda x: x.new_tensor([1.0, 2.0]),
 }
 NO_WAIT = {
     "copy_ from a host tensor without blocking": lambda x: x.copy_(torch.ones(x.shape), True),
     "a device index tensor": lambda x: x[mark(torch.tensor([0, 1]))],
     "a move between devices": lambda x: x.to("meta"),
     "arithmetic": lambda x: (x * 2).sum(),
+    "a slice and an integer": lambda x: x[1:, 0],
+    ".to(x.device), the tensor's own device": lambda x: x.to(x.device),
+    "one_hot with num_classes": lambda x: torch.nn.functional.one_hot(x.long().flatten(), 6),
 }
 
 
@@ -80,4 +90,15 @@ def test_a_read_inside_a_backward_pass_is_counted(monkeypatch):
     x = torch.ones(3, requires_grad=True)
     with device_residency(monkeypatch) as residency:
         Reading.apply(mark(x)).sum().backward()
+    assert sum(residency.reads.values()) == 1, dict(residency.reads)
+
+
+def test_a_read_in_a_gradient_hook_is_counted(monkeypatch):
+    """A hook on a gradient runs inside the backward pass, where no function mode runs: the
+    counter enters it into the mode, its gradient on the device."""
+    x = torch.ones(3, requires_grad=True)
+    with device_residency(monkeypatch) as residency:
+        y = mark(x) * 2
+        y.register_hook(lambda grad: grad.sum().item() and None)
+        y.sum().backward()
     assert sum(residency.reads.values()) == 1, dict(residency.reads)
