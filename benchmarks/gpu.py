@@ -1155,18 +1155,27 @@ def main(argv: list[str] | None = None) -> None:
         metavar=("ROW", "WHY"),
         help="record ROW in NAME.json as not measured, with WHY (a step that timed out), and stop",
     )
+    parser.add_argument(
+        "--finish",
+        action="store_true",
+        help="after the steps: record every planned row NAME.json lacks as not reached, and "
+        "write NAME.md again from NAME.json",
+    )
     args = parser.parse_args(argv)
     out, name = Path(args.out), args.name
     out.mkdir(parents=True, exist_ok=True)
     earlier = (
         json.loads((out / f"{name}.json").read_text()) if (out / f"{name}.json").is_file() else []
     )
-    if args.missing:
+    if args.missing:  # a row its step recorded (measured, or its own error) keeps what it has
         row, why = args.missing
-        kept = [r for r in earlier if r.get("row") != row]
-        (out / f"{name}.json").write_text(
-            json.dumps([*kept, {"row": row, "error": why}], indent=1) + "\n"
-        )
+        if not any(r.get("row") == row for r in earlier):
+            (out / f"{name}.json").write_text(
+                json.dumps([*earlier, {"row": row, "error": why}], indent=1) + "\n"
+            )
+        return
+    if args.finish:
+        finish(args, out, name, earlier)
         return
     if args.train is None:
         parser.error("--train is needed to measure rows")
@@ -1187,18 +1196,44 @@ def main(argv: list[str] | None = None) -> None:
         (out / f"{name}.json").write_text(json.dumps([*before, *rows], indent=1) + "\n")
 
     rows = [*before, *measure_each(plans, device, written)]
-    text = report(rows, device, len(train))
-    if any(r["row"].startswith("crf-") for r in rows):
+    print(write_report(out / f"{name}.md", rows, device, len(train), args.crf_sentences))
+
+
+def write_report(
+    path: Path, rows: list[dict], device: torch.device, sentences: int, crf_sentences: int
+) -> str:
+    """``NAME.md`` from the rows as ``NAME.json`` holds them, with the CRF's choice table
+    where CRF rows were measured; its text."""
+    text = report(rows, device, sentences)
+    if any(r["row"].startswith("crf-") and "ratio_time" in r for r in rows):
         where = (
             "copy it into src/bistack/kernels/crf_choice.json"
             if device.type != "cpu"
             else "not one to ship: a CPU runs its compiled kernels, neither of the two"
         )
-        table = json.dumps(crf_choice_table(rows, device, args.crf_sentences), indent=2)
+        table = json.dumps(crf_choice_table(rows, device, crf_sentences), indent=2)
         text += f"\n## The CRF's choice table\n\nFrom the CRF-only rows ({where}):\n\n"
         text += f"```json\n{table}\n```\n"
-    (out / f"{name}.md").write_text(text)
-    print(text)
+    path.write_text(text)
+    return text
+
+
+def finish(args: argparse.Namespace, out: Path, name: str, earlier: list[dict]) -> None:
+    """After the call's steps, whatever happened: every planned row that ``NAME.json`` lacks
+    recorded there as not reached, and ``NAME.md`` written again from ``NAME.json``, so that a
+    step killed halfway leaves both naming every row it did not reach."""
+    train = [(s.tokens, s.tags) for s in read_conll(args.train)][: args.limit]
+    names = [n for plan in planned(args, torch.device("cpu"), train) for n in plan.names]
+    have = {row.get("row") for row in earlier}
+    missing = [n for n in names if n not in have]
+    why = "not reached: the steps ended before it (see run.log)"
+    rows = [*earlier, *({"row": n, "error": why} for n in missing)]
+    (out / f"{name}.json").write_text(json.dumps(rows, indent=1) + "\n")
+    device = torch.device(args.device) if args.device in ("cpu", "cuda") else torch.device("cpu")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        device = torch.device("cpu")
+    write_report(out / f"{name}.md", rows, device, len(train), args.crf_sentences)
+    print(f"not reached: {', '.join(missing)}" if missing else "every planned row was reached")
 
 
 if __name__ == "__main__":

@@ -234,8 +234,12 @@ def test_the_prepared_call_fails_loudly_naming_each_step_and_row(tmp_path):
     last = done.stdout.strip().splitlines()[-1]
     assert last.startswith("failed: compile (exit 1); gpu (exit 1); row ")
     rows = json.loads((tmp_path / "out" / "gpu.json").read_text())
-    assert rows == [{"row": "finetune-b16-bf16-mixed-compiled",
-                     "error": "the compile step did not finish it (compile (exit 1))"}]  # fmt: skip
+    why = "the compile step did not finish it (compile (exit 1))"
+    assert rows[0] == {"row": "finetune-b16-bf16-mixed-compiled", "error": why}
+    assert len(rows) > 20 and all(row["error"].startswith("not reached") for row in rows[1:])
+    for row in rows:  # every planned row named, in the last line and in gpu.md
+        assert f"row {row['row']} - " in last
+        assert f"| {row['row']} | " in (tmp_path / "out" / "gpu.md").read_text()
 
 
 def test_the_hardware_floor_computes_what_pytorch_crf_computes(modules, tmp_path):
@@ -326,3 +330,30 @@ def test_the_crf_rows_floor_is_the_fields_loop_and_computes_what_bistack_does(mo
     for row in rows.values():  # both sides run, each its own work
         row.ours.work()
         row.floor.work()
+
+
+def test_a_gpu_step_killed_halfway_leaves_every_row_it_did_not_reach_named(modules, tmp_path):
+    """The call's last step compares gpu.json with the planned rows: each row the gpu step did
+    not reach is recorded as not reached, and gpu.md is written again from gpu.json; a row a
+    step recorded with its own error keeps it."""
+    _, gpu = modules
+    train = write_conll(tmp_path / "train.txt", tiny_sentences(12, seed=0))
+    out = tmp_path / "out"
+    out.mkdir()
+    compiled = "finetune-b16-bf16-mixed-compiled"
+    reached = [
+        {"row": compiled, "error": "RuntimeError: its own words"},
+        {"row": "train-device", "error": "ValueError: measured, and failed"},
+    ]
+    (out / "gpu.json").write_text(json.dumps(reached))
+    (out / "gpu.md").write_text("stale: from a process that was killed\n")
+    common = ["--out", str(out), "--train", str(train), "--device", "cpu", "--compile"]
+    gpu.main([*common, "--missing", compiled, "the compile step timed out"])
+    gpu.main([*common, "--finish"])
+    rows = json.loads((out / "gpu.json").read_text())
+    assert rows[:2] == reached  # each keeps its own error
+    names = [row["row"] for row in rows]
+    assert len(names) == len(set(names)) > 20 and {"crf-train-73", "crf-decode-9"} <= set(names)
+    assert all(row["error"].startswith("not reached") for row in rows[2:])
+    page = (out / "gpu.md").read_text()
+    assert "stale" not in page and all(f"| {name} | " in page for name in names)
