@@ -9,11 +9,12 @@
 #             (kept under 16 MiB: cut from its start, its end kept);
 #   gpu.json  every row, the compile row first (a row that failed or timed out with its error);
 #   gpu.md    the table of those rows.
-# It exits non-zero when a step or a row failed or timed out, its last line naming each.
-# The step timeouts sum to 540 s (the device tool allows 600 s a call) and the steps share one
-# budget (BUDGET seconds, 540 by default), each step's timeout cut to what is left of it; the
-# compile step has 180 s (a cold CUDA compile of the large shape) and the rows after it run
-# whatever it does. About 5 minutes on an H100 by estimate (not yet measured).
+# It exits non-zero when a step or a row failed or timed out, its last line naming each (a
+# planned row never reached too: the finish step records it in gpu.json and writes gpu.md
+# again from gpu.json, whatever happened before). The steps share one budget (BUDGET seconds,
+# 540 by default; the device tool allows 600 s a call), each step's timeout cut to what is left
+# of it; the compile step has 180 s (a cold CUDA compile of the large shape) and the rows after
+# it run whatever it does; the device checks come last, with what is left. About 5 minutes on an H100 by estimate (not yet measured).
 #   bash benchmarks/gpu_run.sh
 # The smoke run on the CPU (make gpu-smoke; the suite runs it): tiny shapes, no install, no
 # prepared data (a tiny corpus written here), no device checks.
@@ -64,7 +65,17 @@ else
     minilm=.dev/minilm
     train=.dev/data/train.txt
 fi
-step device 15 "$PYTHON" -c "import torch; print(torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name(0))"
+# The device, bistack imported under the image's torch, and the image's version of every package
+# the call relies on (the wheels go in with --no-deps: pytest leans on the image's own).
+step device 15 "$PYTHON" -c "
+import importlib.metadata as metadata, torch, bistack
+print(torch.__version__, torch.cuda.is_available() and torch.cuda.get_device_name(0))
+for name in ('torch', 'transformers', 'tokenizers', 'safetensors', 'numpy', 'lightning',
+             'pytest', 'packaging', 'pygments', 'iniconfig', 'pluggy'):
+    try:
+        print(name, metadata.version(name))
+    except metadata.PackageNotFoundError:
+        print(name, 'not installed')"
 # shellcheck disable=SC2086  # a shape is three numbers (the smoke's: tiny)
 step minilm 30 "$PYTHON" benchmarks/random_backbone.py "$minilm" "$site/minilm" ${MINILM_SHAPE:-}
 # shellcheck disable=SC2086
@@ -79,13 +90,14 @@ compiled=finetune-b16-bf16-mixed-compiled
 if ! step compile 180 "$PYTHON" benchmarks/gpu.py "${rows[@]}" --compile --rows "$compiled"; then
     "$PYTHON" benchmarks/gpu.py --out "$OUT" --missing "$compiled" "the compile step did not finish it (${failed[-1]})"
 fi
-if [[ "$SMOKE" != 1 ]]; then
-    step checks 45 "$PYTHON" -m pytest -q -p no:cacheprovider tests/taggers/emissions/test_device_decoding.py \
-        tests/devices/test_transfer.py tests/runs/test_host_reads.py
-fi
 step gpu 160 "$PYTHON" benchmarks/gpu.py "${rows[@]}" --after-existing --skip-rows "$compiled"
 # Whatever happened: every planned row gpu.json lacks named there, and gpu.md written from it.
 step finish 20 "$PYTHON" benchmarks/gpu.py "${rows[@]}" --finish
+if [[ "$SMOKE" != 1 ]]; then  # after the rows, with what is left of the budget
+    step checks "$budget" "$PYTHON" -m pytest -q -p no:cacheprovider \
+        tests/taggers/emissions/test_device_decoding.py tests/devices/test_transfer.py \
+        tests/runs/test_host_reads.py
+fi
 while read -r row; do failed+=("row $row"); done < <("$PYTHON" -c "
 import json, sys
 for row in json.load(open(sys.argv[1])):
