@@ -131,3 +131,46 @@ def test_varied_lengths_compile_a_handful_of_graphs_reported_in_the_log_and_metr
     finally:
         torch._dynamo.reset()
     assert "some batches ran uncompiled" in capsys.readouterr().out
+
+
+def test_five_widths_with_a_dev_set_compile_no_more_graphs_than_they_need_and_none_falls_back(
+    tmp_path, monkeypatch, capsys
+):
+    """Texts of 1 to 200 words over an encoder of 256 positions: batches of every width from
+    16 to 256 subwords, one-row batches among them, and dev scored without gradients. Each
+    width compiles a graph for training and one for scoring (the 4-D attention mask's rows
+    marked dynamic as the ids', a one-row batch copied, not a stride-0 view), and the run
+    raises dynamo's recompile limit to cover them: no batch runs uncompiled."""
+    from tests.fixtures.written_models.make_fixtures import tiny_transformer
+    from tests.text_models.test_end_to_end import write_tsv
+
+    write_data(tmp_path / "out", tmp_path)
+    words = ["the", "big", "word", "a", "long", "x"]
+    lengths = [1, 3, 9, 20, 25, 40, 50, 90, 110, 120, 150, 200, 7, 60]
+    rows = [(" ".join(words[i % 6] for i in range(n)), n % 2) for n in lengths * 2]
+    write_tsv(tmp_path / "wide.tsv", rows)
+    dev = [(" ".join(words[i % 6] for i in range(n)), n % 2) for n in (2, 30, 100, 190, 12)]
+    write_tsv(tmp_path / "wide-dev.tsv", dev)
+    config = configs(tmp_path)["tiny_layer_classifier"]
+    config["data"] = {**config["data"], "train": str(tmp_path / "wide.tsv"),
+                      "dev": str(tmp_path / "wide-dev.tsv")}  # fmt: skip
+    backbone = tiny_transformer(tmp_path / "wide-bert", positions=256)
+    config["backbone"] = {**config["backbone"], "path": str(backbone), "finetune": True}
+    config["train"] = {**config["train"], "max_epochs": 2, "batch_size": 3, "eval_batch_size": 1}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    real = torch.compile
+    monkeypatch.setattr(torch, "compile", lambda *a, **k: real(*a, **k, backend="eager"))
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 8)  # PyTorch's default
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    argv = ["train", str(path), "--no-progress", "--output", str(tmp_path / "wide")]
+    try:
+        assert main([*argv, "--set", "train.compile=true"]) == 0
+        graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    finally:
+        torch._dynamo.reset()
+    said = capsys.readouterr().out
+    assert "ran uncompiled" not in said, said
+    assert 5 < graphs <= 2 * 5 + 2, graphs  # five widths
+    assert torch._dynamo.config.recompile_limit == 8  # put back after the run

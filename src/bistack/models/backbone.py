@@ -210,8 +210,10 @@ class TransformerBackbone(nn.Module):
         build from it: given the 2-D one, transformers reads the device each call to see
         whether it can skip it."""
         if self.compiled and input_ids.shape[0] == 1:  # dynamo gives one row a graph of its
-            states = self.hidden_states(
-                input_ids.expand(2, -1), attention_mask.expand(2, -1), frozen
+            states = self.hidden_states(  # copied: an expanded view's stride 0 is a graph too
+                input_ids.expand(2, -1).contiguous(),
+                attention_mask.expand(2, -1).contiguous(),
+                frozen,
             )
             return tuple(state[:1] for state in states)  # own: read it as two, keep one
         mask = attention_mask
@@ -221,6 +223,9 @@ class TransformerBackbone(nn.Module):
                 torch._dynamo.mark_static(tensor, 1)
         if getattr(self.model.config, "_attn_implementation", None) == "sdpa":
             mask = attention_mask[:, None, None, :].bool()
+            if self.compiled:  # the mask the model reads: its rows dynamic as the 2-D one's
+                torch._dynamo.maybe_mark_dynamic(mask, 0)
+                torch._dynamo.mark_static(mask, 3)
         with frozen.autocast(input_ids.device):
             output = self.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True)
         return frozen.states(tuple(output.hidden_states))

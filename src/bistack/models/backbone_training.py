@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from bistack.config import BackboneConfig
+from bistack.data.subwords import SMALLEST_BUCKET
 from bistack.models.backbone import TransformerBackbone
 
 LAYER_NUMBER = re.compile(r"\.(?:layer|layers|h|block|blocks)\.(\d+)\.")  # encoder.layer.3.
@@ -38,15 +39,27 @@ def backbone_parameter_groups(
     ]
 
 
-def compile_backbones(model: nn.Module) -> None:
+def compile_backbones(model: nn.Module) -> int:
     """Compile the encoder of every backbone ``model`` trains (``train.compile``): in place
     (``nn.Module.compile``), so its weights keep their names in the saved files; its batches
     from now on padded to a few widths (``SubwordSettings.bucketed``), their rows dynamic, so
-    real data's lengths compile a handful of graphs, not one a batch shape."""
+    real data's lengths compile a handful of graphs, not one a batch shape. Returns the graphs
+    that may take: two a width (training, and scoring without gradients) and two more."""
+    widths = 0
     for module in model.modules():
         if isinstance(module, TransformerBackbone):
             module.compiled = True
             module.model.compile()
+            widths = max(widths, len(bucket_widths(module.limit(None))))
+    return 2 * widths + 2
+
+
+def bucket_widths(limit: int) -> list[int]:
+    """The widths a compiled backbone's batches are padded to, up to ``limit`` subwords."""
+    found = [SMALLEST_BUCKET]
+    while found[-1] < limit:
+        found.append(min(found[-1] * 2, limit))
+    return found
 
 
 def compiled_graphs() -> int:

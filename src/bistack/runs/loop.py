@@ -9,6 +9,7 @@ loss or gradient norm that is not finite stops training with an error naming the
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -185,8 +186,13 @@ def fit(
     """
     fabric, say = run.fabric, run.say
     log = MetricsLog(run) if fabric.is_global_zero else None
+    # Dynamo's recompile limit (8 graphs) raised for this run to the graphs its widths take,
+    # put back after it: past the limit, batches would run uncompiled.
+    graphs = contextlib.nullcontext()
     if train.compile:  # the config refuses it for a model that fine-tunes no transformer
-        compile_backbones(model)
+        needed = compile_backbones(model)
+        limit = max(torch._dynamo.config.recompile_limit, needed)
+        graphs = torch._dynamo.config.patch(recompile_limit=limit)
         say(
             "train.compile: the fine-tuned transformer is compiled, its batches padded to "
             "16, 32, 64... subwords; the first step at each width takes longer while it "
@@ -207,36 +213,37 @@ def fit(
         steps_per_epoch * train.max_epochs,
         optimizer_config.schedule,
     )
-    try:
-        for epoch in range(first, train.max_epochs + 1):
-            description = f"epoch {epoch}/{train.max_epochs}"
-            if keep.best_epoch:
-                description += f" (best dev {keep.best:.2f})"
-            before = (epoch - 1) * updates  # optimizer steps of the earlier epochs
-            points = validation_points(train.eval_every, before, updates)
-            plan = EpochPlan(
-                optimizer_config.grad_clip,
-                functools.partial(step_factor, schedule, epoch, steps_per_epoch),
-                description,
-                progress and fabric.is_global_zero,
-                epoch,
-                average,
-                train.accumulate_batches,
-                keep.within(epoch, before, points) if points else None,
-                run.say if fabric.is_global_zero else None,
-            )
-            loss = run_epoch(
-                fabric, wrapped, optimizer, task, my_batches(fabric, task, train, epoch), plan
-            )
-            if keep.stopped_within:
-                break
-            if keep(epoch, loss, before + updates, end=True):
-                break
-    except KeyboardInterrupt:
-        say(f"\ninterrupted: {kept(run, keep.best, keep.best_epoch)}")
-        raise Interrupted from None
-    except TrainingDiverged as error:
-        raise TrainingDiverged(f"{error}; {kept(run, keep.best, keep.best_epoch)}") from None
+    with graphs:
+        try:
+            for epoch in range(first, train.max_epochs + 1):
+                description = f"epoch {epoch}/{train.max_epochs}"
+                if keep.best_epoch:
+                    description += f" (best dev {keep.best:.2f})"
+                before = (epoch - 1) * updates  # optimizer steps of the earlier epochs
+                points = validation_points(train.eval_every, before, updates)
+                plan = EpochPlan(
+                    optimizer_config.grad_clip,
+                    functools.partial(step_factor, schedule, epoch, steps_per_epoch),
+                    description,
+                    progress and fabric.is_global_zero,
+                    epoch,
+                    average,
+                    train.accumulate_batches,
+                    keep.within(epoch, before, points) if points else None,
+                    run.say if fabric.is_global_zero else None,
+                )
+                loss = run_epoch(
+                    fabric, wrapped, optimizer, task, my_batches(fabric, task, train, epoch), plan
+                )
+                if keep.stopped_within:
+                    break
+                if keep(epoch, loss, before + updates, end=True):
+                    break
+        except KeyboardInterrupt:
+            say(f"\ninterrupted: {kept(run, keep.best, keep.best_epoch)}")
+            raise Interrupted from None
+        except TrainingDiverged as error:
+            raise TrainingDiverged(f"{error}; {kept(run, keep.best, keep.best_epoch)}") from None
     return FitResult(keep.best, keep.best_epoch, epoch, keep.best_step)
 
 
