@@ -121,13 +121,18 @@ def test_varied_lengths_compile_a_handful_of_graphs_reported_in_the_log_and_metr
             assert "ran uncompiled" not in said
     assert 1 <= counted[True] <= 6, counted  # a width each (a one-row batch read as two)
     assert counted[False] > counted[True], counted
-    # Past the recompile limit, the run says its batches ran uncompiled.
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 1)
+    # Past the recompile limit (here, one graph: more widths than the run allowed for), the
+    # run says its batches ran uncompiled.
+    from bistack.runs import loop
+
+    real_compile = loop.compile_backbones
+    monkeypatch.setattr(loop, "compile_backbones", lambda model: real_compile(model) and 1)
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     argv = ["train", str(path), "--no-progress", "--output", str(tmp_path / "limited")]
     try:
-        assert main([*argv, "--set", "train.compile=true"]) == 0
+        with torch._dynamo.config.patch(recompile_limit=1):
+            assert main([*argv, "--set", "train.compile=true"]) == 0
     finally:
         torch._dynamo.reset()
     assert "some batches ran uncompiled" in capsys.readouterr().out
@@ -161,16 +166,16 @@ def test_five_widths_with_a_dev_set_compile_no_more_graphs_than_they_need_and_no
     path.write_text(yaml.safe_dump(config))
     real = torch.compile
     monkeypatch.setattr(torch, "compile", lambda *a, **k: real(*a, **k, backend="eager"))
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 8)  # PyTorch's default
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     argv = ["train", str(path), "--no-progress", "--output", str(tmp_path / "wide")]
     try:
-        assert main([*argv, "--set", "train.compile=true"]) == 0
-        graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+        with torch._dynamo.config.patch(recompile_limit=8):  # PyTorch's default
+            assert main([*argv, "--set", "train.compile=true"]) == 0
+            graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+            assert torch._dynamo.config.recompile_limit == 8  # put back after the run
     finally:
         torch._dynamo.reset()
     said = capsys.readouterr().out
     assert "ran uncompiled" not in said, said
     assert 5 < graphs <= 2 * 5 + 2, graphs  # five widths
-    assert torch._dynamo.config.recompile_limit == 8  # put back after the run
