@@ -21,6 +21,7 @@ import torch
 from torch import Tensor, nn
 
 from bistack.data.batching import TokenBatch
+from bistack.errors import ConfigError
 from bistack.models.backbone import SubwordBatch, TransformerBackbone, text_vectors
 from bistack.models.feature_cache import cached_rows, model_fingerprint
 from bistack.models.frozen_pass import FLOAT32, FrozenPass
@@ -168,6 +169,22 @@ def check_boundary(backbone: TransformerBackbone, top: int) -> int:
             f"{backbone.num_layers} (or true: all of them)"
         )
     return backbone.num_layers - top
+
+
+def freeze_below_top(backbone: TransformerBackbone, top: int | None) -> int | None:
+    """With ``top`` (``backbone.finetune`` as a number K of top layers): the backbone's layers
+    below them frozen (:func:`frozen_bottom`), and the boundary; None for a backbone frozen or
+    fine-tuned whole (K its number of layers too). A ConfigError where K exceeds its layers."""
+    if top is None:
+        return None
+    try:
+        boundary = check_boundary(backbone, top)
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
+    if boundary == 0:
+        return None
+    frozen_bottom(backbone, boundary)
+    return boundary
 
 
 def frozen_bottom(backbone: TransformerBackbone, boundary: int) -> None:

@@ -22,10 +22,9 @@ from bistack.data.conll import Sentence
 from bistack.data.features import EncodedSentence, TokenVocabularies, tag_order
 from bistack.data.word_rows import WORD_SEPARATOR, sentence_contexts
 from bistack.devices.choice import moved_to
-from bistack.errors import ConfigError
 from bistack.metrics.dev import Evaluation
 from bistack.models.backbone import TransformerBackbone
-from bistack.models.boundary import check_boundary, frozen_bottom
+from bistack.models.boundary import freeze_below_top
 from bistack.models.feature_cache import cached_rows, model_fingerprint
 from bistack.models.frozen_pass import FrozenPass
 from bistack.models.word_pieces import tokenize_words, word_layer_states
@@ -280,16 +279,9 @@ def top_layers_bottom(
     """With ``backbone.finetune`` a number K of top layers: the backbone's layers below frozen
     and their output for ``sentences``, from the cache or computed on the run's device; None
     for a backbone frozen or fine-tuned whole (K its number of layers too)."""
-    top = config.backbone.top_layers
-    if top is None:
+    boundary = freeze_below_top(backbone, config.backbone.top_layers)
+    if boundary is None:
         return None
-    try:
-        boundary = check_boundary(backbone, top)
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
-    if boundary == 0:
-        return None
-    frozen_bottom(backbone, boundary)
     with moved_to(backbone, run.fabric.device):
         frozen = FrozenPass.of(config.backbone)
         return TaggerBottom(backbone, boundary, config, sentences, frozen, run.say)

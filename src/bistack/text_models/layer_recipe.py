@@ -25,7 +25,7 @@ from bistack.devices.choice import moved_to
 from bistack.errors import ConfigError
 from bistack.metrics.dev import Evaluation
 from bistack.models.backbone import LayerVectors, TransformerBackbone
-from bistack.models.boundary import BoundaryCache, boundary_layers, check_boundary, frozen_bottom
+from bistack.models.boundary import BoundaryCache, boundary_layers, freeze_below_top
 from bistack.models.feature_cache import cached_layer_vectors, model_fingerprint
 from bistack.models.frozen_pass import FrozenPass
 from bistack.models.mode import evaluating
@@ -346,17 +346,7 @@ def top_layers_boundary(
     """Where the frozen bottom ends when ``backbone.finetune`` gives a number of top layers
     (its layers below frozen, no gradient), or None: frozen, or fine-tuned whole (the number
     of all its layers is that too)."""
-    top = config.backbone.top_layers
-    if top is None:
-        return None
-    try:
-        boundary = check_boundary(backbone, top)
-    except ValueError as error:
-        raise ConfigError(str(error)) from None
-    if boundary == 0:
-        return None
-    frozen_bottom(backbone, boundary)
-    return boundary
+    return freeze_below_top(backbone, config.backbone.top_layers)
 
 
 def prepare_layer_classifier(config: LayerPoolingTextConfig, run: Run, **inputs) -> Prepared:
