@@ -6,7 +6,8 @@ holds (a backbone pass's time read from its train.log, a figure from another pag
 
     .venv/bin/python benchmarks/base_size_pages.py     # after benchmarks/base_size.sh
 
-Writes benchmarks/results/base-size/{commonlit,sst2,conll03,flair-side-by-side}.md.
+Writes benchmarks/results/base-size/{commonlit,commonlit-top-layers,sst2,conll03,
+flair-side-by-side}.md.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def commonlit_top_layers_page() -> str:
 
     from bistack.metrics.noise import t_quantile_975
 
-    top = read("commonlit-top2.json")
+    top, context = read("commonlit-top2.json"), read("context.json")["commonlit_top2"]
     frozen = next(r for r in read("commonlit.json")["results"] if r["name"] == "lstm-mean")
     blend = read("commonlit-blend.json")
     by_fold = dict(zip(frozen["runs"], frozen["scores"], strict=True))
@@ -159,7 +160,8 @@ def commonlit_top_layers_page() -> str:
         "read 0.5622 on its first fold's inner dev, still falling at its last step; it was "
         "stopped (its code let MPNet's shared position bias train, since fixed) and this one "
         "started. Each fold's seconds include its training, its share of the bottom's pass and "
-        "its held-out pass, on 2 threads while other jobs shared the CPUs at times.",
+        f"its held-out pass, on 2 threads while other jobs shared the CPUs at times; "
+        f"{context['paused']}.",
         "",
         "Command: `make backbones`, then `OMP_NUM_THREADS=2 bash benchmarks/base_size.sh "
         "commonlit-top2`; this page: `.venv/bin/python benchmarks/base_size_pages.py`.",
@@ -216,6 +218,7 @@ def flair_page() -> str:
 
 PAGE_MAKERS = {
     "commonlit.md": commonlit_page,
+    "commonlit-top-layers.md": commonlit_top_layers_page,
     "sst2.md": sst2_page,
     "conll03.md": conll03_page,
     "flair-side-by-side.md": flair_page,

@@ -22,7 +22,10 @@ def script(name: str):
     return module
 
 
-@pytest.mark.parametrize("page", ["commonlit.md", "sst2.md", "conll03.md", "flair-side-by-side.md"])
+@pytest.mark.parametrize(
+    "page",
+    ["commonlit.md", "commonlit-top-layers.md", "sst2.md", "conll03.md", "flair-side-by-side.md"],
+)
 def test_each_base_size_page_is_its_json_rendered(page):
     module = script("base_size_pages")
     committed = (module.PAGES / page).read_text(encoding="utf-8")
