@@ -152,7 +152,9 @@ def commonlit_top_layers_page() -> str:
         f"is {verdict}: the mean gain in RMSE over its standard error, against Student's t at "
         f"{len(gains) - 1} degrees of freedom.",
         "",
-        "The recipe: the frozen recipe's LSTM over each layer's token mean, with "
+        "The frozen side is the frozen table's run (`commonlit.md`: its whole pass in "
+        "bfloat16, `backbone.precision: bf16-mixed`). The recipe: the frozen recipe's LSTM over "
+        "each layer's token mean, with "
         "`backbone.finetune: 2`: the frozen bottom (layers 1-10) computed once in bfloat16 and "
         "cached for every fold, the top 2 layers trained in float32 at 1e-4 (the head at "
         "1e-3), 2 epochs, a warm-up then half a cosine, validated twice an epoch on an inner dev "
