@@ -12,7 +12,7 @@ PEERS_STAMP := $(PEERS)/.installed
 HF_PEER := .venv-hf-peer
 HF_PEER_STAMP := $(HF_PEER)/.installed
 
-.PHONY: test lint ruff docs demo bench hf-peer clean gpu-smoke backbones
+.PHONY: test lint ruff docs demo bench hf-peer clean gpu-smoke gpu-smoke-test backbones
 
 # The project goes in with uv: the same packages pip resolves (checked: one freeze), in 46 s
 # against pip's 150 (parallel downloads and bytecode compiled in parallel; compiled, since
@@ -82,15 +82,21 @@ bench: $(STAMP) $(PEERS_STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python benchmarks/speed.py
 
 # The prepared GPU call (benchmarks/gpu_run.sh) on the CPU at tiny shapes: no install, no
-# prepared data, no device checks; its three files in OUT. The suite runs it, so that a broken
-# call is caught before a device is lent.
+# prepared data, no device checks; its three files in OUT. gpu-smoke-test checks it (the tests
+# marked device_call: it runs whole, and fails loudly naming each step), outside make test's
+# budget (its compile step alone takes a minute or more on a CPU); CI runs it after make test,
+# so that a broken call is caught before a device is lent.
 GPU_SMOKE_OUT ?= runs/gpu-smoke
 GPU_SMOKE_DEVICE ?= cpu
 gpu-smoke: $(STAMP)
 	SMOKE=1 PYTHON=$(BIN)/python DEVICE=$(GPU_SMOKE_DEVICE) LIMIT=24 MINILM_SHAPE="64 2 2" \
 	  LARGE_SHAPE="32 1 2" LARGE_TEXTS=4 LARGE_LENGTH=16 CRF_SENTENCES=16 OUT=$(GPU_SMOKE_OUT) \
+	  FROZEN_SHAPE="32 1 2" FROZEN_LENGTH=16 \
 	  OMP_NUM_THREADS=1 \
 	  bash benchmarks/gpu_run.sh
+
+gpu-smoke-test: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 -m device_call tests/benchmarks
 
 clean:
 	rm -rf $(VENV) $(PEERS) $(HF_PEER) build src/*.egg-info .pytest_cache .ruff_cache

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The base-size encoder (all-mpnet-base-v2, `make backbones` first) where its users compare:
 # each recipe is its MiniLM recipe with only the backbone and its precision changed.
-#   OMP_NUM_THREADS=1 bash benchmarks/base_size.sh conll03|commonlit|commonlit-top2|sst2
+#   OMP_NUM_THREADS=1 bash benchmarks/base_size.sh conll03|commonlit|commonlit-top2|commonlit-top4|sst2
 # conll03: the stacked tagger (configs/conll03-stacked-mpnet-crf.yaml), seeds 1-3, dev F1 beside
 #   MiniLM's (benchmarks/results/stacked-conll03.md); the first run builds the cache and its
 #   line gives the time (runs/benchmarks/base-size/conll03-seed1/train.log); the table:
 #   benchmarks/base_size_report.py (results/base-size/conll03.md).
 # commonlit: the seed's comparison at base size, each pooler a 5-fold `bistack cv --inner-dev`
 #   over the layers' means on the same folds, then their blend (compare-poolers --blend).
-# commonlit-top2: the LSTM over the layers' means with the top 2 layers trained
-#   (configs/commonlit-mpnet-top2.yaml), a 5-fold `bistack cv --inner-dev` on the same folds.
+# commonlit-top2, commonlit-top4: the LSTM over the layers' means with the top 2 or 4 layers
+#   trained (configs/commonlit-mpnet-top2.yaml, -top4.yaml), a 5-fold `bistack cv --inner-dev`
+#   on the same folds.
 # sst2: the layer classifier's dev accuracy, 3 seeds.
 # Every run is reused when finished and resumes when killed; each keeps its train.log, whose
 # lines give the backbone pass's and the training's times. Tables: benchmarks/results/base-size/.
@@ -38,13 +39,14 @@ case "${1:-}" in
     cp "$RUNS/compare-commonlit/blend/blend.json" "$RESULTS/commonlit-blend.json"
     .venv/bin/python benchmarks/base_size_pages.py  # the pages, from their JSON
     ;;
-  commonlit-top2)
-    # The LSTM over the layers' means with the top 2 layers trained: one `bistack cv
+  commonlit-top2|commonlit-top4)
+    # The LSTM over the layers' means with the top K layers trained: one `bistack cv
     # --inner-dev` on the frozen table's folds (the same table, split seed and splitter).
-    out=$RUNS/commonlit-top2-lstm
-    $BISTACK cv configs/commonlit-mpnet-top2.yaml --folds 5 --inner-dev --no-progress \
+    top=${1#commonlit-}
+    out=$RUNS/commonlit-$top-lstm
+    $BISTACK cv configs/commonlit-mpnet-$top.yaml --folds 5 --inner-dev --no-progress \
       --output "$out"
-    .venv/bin/python benchmarks/cv_record.py "$out" "$RESULTS/commonlit-top2.json"
+    .venv/bin/python benchmarks/cv_record.py "$out" "$RESULTS/commonlit-$top.json"
     .venv/bin/python benchmarks/base_size_pages.py  # the pages, from their JSON
     ;;
   sst2)
@@ -53,5 +55,5 @@ case "${1:-}" in
     for ext in json png; do cp "$RUNS/compare-sst2/compare-poolers.$ext" "$RESULTS/sst2.$ext"; done
     .venv/bin/python benchmarks/base_size_pages.py  # the pages, from their JSON
     ;;
-  *) echo "usage: bash benchmarks/base_size.sh conll03|commonlit|commonlit-top2|sst2" >&2; exit 2 ;;
+  *) echo "usage: bash benchmarks/base_size.sh conll03|commonlit|commonlit-top2|commonlit-top4|sst2" >&2; exit 2 ;;
 esac

@@ -23,6 +23,7 @@ import torch
 
 from bistack.data.conll import read_conll
 from bistack.models.backbone import TransformerBackbone
+from bistack.models.frozen_pass import FrozenPass
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT.parent / "shared" / "data" / "conll2003" / "dev.txt"
@@ -39,13 +40,20 @@ def cpu_flags() -> list[str]:
     return sorted(f for f in flags if f in ("avx512_bf16", "amx_bf16", "amx_tile", "avx512f"))
 
 
+def last_layers(
+    backbone: TransformerBackbone, input_ids: torch.Tensor, mask: torch.Tensor, precision: str
+) -> torch.Tensor:
+    """The last four layers' states of every real subword, ``(subwords, 4, hidden)``, from
+    the frozen pass at ``precision`` ("32" or "bf16-mixed") over ``(rows, seq)`` ids."""
+    with torch.inference_mode():
+        hidden = backbone.hidden_states(input_ids, mask, FrozenPass(precision))
+    return torch.stack(hidden[-4:], dim=2)[mask.bool()]
+
+
 def states(backbone: TransformerBackbone, texts: list[str], precision: str) -> torch.Tensor:
-    """The last four layers' states of every real subword, ``(subwords, 4, hidden)``."""
+    """:func:`last_layers` of ``texts``, tokenized as the pass tokenizes them."""
     batch = backbone.tokenize(texts, "truncate")
-    with torch.inference_mode(), backbone.frozen_at(precision):  # type: ignore[arg-type]
-        hidden = backbone.hidden_states(batch.input_ids, batch.attention_mask)
-    real = batch.attention_mask.bool()
-    return torch.stack(hidden[-4:], dim=2)[real]
+    return last_layers(backbone, batch.input_ids, batch.attention_mask, precision)
 
 
 def measure(name: str, path: str, texts: list[str], rounds: int) -> dict:

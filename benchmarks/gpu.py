@@ -789,6 +789,56 @@ def feature_cache_comparison(train: Sentences, backbone_dir: str, device: torch.
     )
 
 
+# ---- the frozen pass in bfloat16 ----------------------------------------------------------------
+
+
+def frozen_precision_comparison(
+    backbone_dir: str, device: torch.device, shape: Sequence[int], batch: int, length: int
+) -> Comparison:
+    """The frozen pass (every layer's states, as the feature cache and a top-K run's bottom
+    compute them) in bf16-mixed against float32, on random weights of ``shape`` (hidden,
+    layers, heads; base size by default) from ``backbone_dir``'s config and tokenizer: one batch
+    of ``batch`` rows of ``length`` subwords each, made on the device before the timer. The
+    row keeps how close bfloat16's states are (cosine of the last 4 layers', as
+    ``benchmarks/frozen_precision.py`` measures on the CPU)."""
+    from bistack.models.backbone import TransformerBackbone
+    from bistack.models.frozen_pass import FrozenPass
+    from frozen_precision import last_layers
+    from random_backbone import main as random_backbone
+
+    folder = Path(tempfile.mkdtemp()) / "encoder"
+    random_backbone([backbone_dir, str(folder), *(str(n) for n in shape)])
+    backbone = TransformerBackbone.load(str(folder)).to(device).eval()
+    vocabulary = backbone.model.config.vocab_size
+    first = min(1000, vocabulary // 2)  # past a BERT vocabulary's special and unused entries
+    ids = torch.randint(
+        first, vocabulary, (batch, length), generator=torch.Generator().manual_seed(0)
+    )
+    ids, mask = ids.to(device), torch.ones(batch, length, dtype=torch.long, device=device)
+
+    def pass_at(precision: str) -> Callable[[], None]:
+        frozen = FrozenPass(precision)
+
+        def work() -> None:
+            with torch.inference_mode():
+                backbone.hidden_states(ids, mask, frozen)
+
+        return work
+
+    full, half = (last_layers(backbone, ids, mask, p).float() for p in ("32", "bf16-mixed"))
+    cosine = nn.functional.cosine_similarity(full, half, dim=-1)
+    hidden, layers = backbone.hidden_size, backbone.num_layers
+    return Comparison(
+        "frozen-pass-bf16",
+        f"frozen pass of an encoder of {layers} layers x {hidden}, batch {batch}, {length} "
+        "subwords, bf16-mixed against float32",
+        Side("bistack frozen pass, bf16-mixed", pass_at("bf16-mixed")),
+        Side("bistack frozen pass, float32", pass_at("32")),
+        per=batch,
+        extra={"cosine": {"mean": float(cosine.mean()), "worst": float(cosine.min())}},
+    )
+
+
 # ---- a large encoder, fine-tuned ---------------------------------------------------------------
 
 
@@ -859,7 +909,49 @@ def synthetic_table(vocab_file: Path, texts: int, folder: Path, words: int) -> P
     return table
 
 
-def fine_tuning_comparison(
+@dataclass
+class BistackFineTuning:
+    """bistack's side of a fine-tuning row, set up as ``bistack train`` sets it up: its timed
+    epoch, the network (for its tokenizer and learning rates) and the epoch's batches."""
+
+    side: Side
+    network: Any
+    batches: list[list[int]]
+
+
+def bistack_fine_tuning(
+    config: Any, folder: Path, device: torch.device, precision: str | None, compiled: bool
+) -> BistackFineTuning:
+    """An epoch of ``config``'s run (``run_epoch``, as ``bistack train`` trains), its encoder
+    compiled as ``train.compile`` compiles it where ``compiled``."""
+    from bistack.models.backbone_training import compile_backbones
+    from bistack.runs.loop import start_run
+    from bistack.runs.optimizers import optimizer_for
+    from bistack.tasks import task_of
+
+    run = start_run(
+        folder, 1, devices=1, strategy="auto", accelerator=device.type, precision=precision
+    )
+    prepared = task_of(config.kind).prepare(config, run)
+    if compiled:
+        compile_backbones(prepared.network)  # as fit does for train.compile
+    optimizer = optimizer_for(
+        run.fabric, config.optimizer, prepared.network, prepared.parameter_groups
+    )
+    wrapped, optimizer = run.fabric.setup(prepared.network, optimizer)
+    loop_task = prepared.loop
+    batches = bucket_batches(
+        loop_task.train_lengths(), config.train.batch_size, shuffle=True, seed=1, pool=50
+    )
+
+    def epoch() -> None:
+        run_epoch(run.fabric, wrapped, optimizer, loop_task, batches, EpochPlan(grad_clip=1.0))
+
+    label = "bistack run_epoch" + (", train.compile" if compiled else "")
+    return BistackFineTuning(Side(label, epoch, optimizer), prepared.network, batches)
+
+
+def fine_tuning_comparisons(
     large_dir: str,
     device: torch.device,
     precision: str | None,
@@ -867,17 +959,15 @@ def fine_tuning_comparison(
     texts: int,
     max_length: int,
     compiled: bool = False,
-) -> Comparison:
+) -> list[Comparison]:
     """A layer classifier over the encoder, fine-tuned: ``bistack train``'s recipe and loop
-    against a plain loop with the same model shape, groups, optimizer kind and precision;
-    ``compiled``: bistack's encoder compiled as ``train.compile`` compiles it (the plain loop's
-    not: the row asks how far compiling takes bistack past a plain loop)."""
+    against a plain loop with the same model shape, groups, optimizer kind and precision.
+    ``compiled``: bistack's encoder compiled as ``train.compile`` compiles it, against the plain
+    loop (eager: how far compiling takes bistack past a plain loop) and in a second row against
+    bistack's own eager epoch (what compiling alone buys)."""
     from transformers import AutoModel
 
-    from bistack.models.backbone_training import compile_backbones
-    from bistack.runs.loop import start_run
-    from bistack.runs.optimizers import optimizer_for
-    from bistack.tasks import config_from_dict, task_of
+    from bistack.tasks import config_from_dict
 
     work = Path(tempfile.mkdtemp())
     table = synthetic_table(Path(large_dir) / "vocab.txt", texts, work, words=max_length)
@@ -902,29 +992,17 @@ def fine_tuning_comparison(
             "train": {"batch_size": batch_size, "compile": compiled},
         }
     )
-    run = start_run(
-        work / "run", 1, devices=1, strategy="auto", accelerator=device.type, precision=precision
-    )
-    prepared = task_of(config.kind).prepare(config, run)
-    if compiled:
-        compile_backbones(prepared.network)  # as fit does for train.compile
-    optimizer = optimizer_for(
-        run.fabric, config.optimizer, prepared.network, prepared.parameter_groups
-    )
-    wrapped, optimizer = run.fabric.setup(prepared.network, optimizer)
-    loop_task = prepared.loop
-    batches = bucket_batches(loop_task.train_lengths(), batch_size, shuffle=True, seed=1, pool=50)
-
-    def ours() -> None:
-        run_epoch(run.fabric, wrapped, optimizer, loop_task, batches, EpochPlan(grad_clip=1.0))
+    ours = bistack_fine_tuning(config, work / "run", device, precision, compiled)
+    batches = ours.batches
 
     torch.manual_seed(0)
     encoder = AutoModel.from_pretrained(large_dir)
     hidden, layers = encoder.config.hidden_size, encoder.config.num_hidden_layers
     plain = PlainLayerModel(encoder, hidden, 256, 2).to(device)
     groups = layer_groups(plain.encoder, plain.head, 1e-3, config.backbone.lr, 0.9, layers)
-    plain_optimizer = same_kind(optimizer, groups)
-    windows = prepared.network.backbone.encode(
+    assert ours.side.optimizer is not None
+    plain_optimizer = same_kind(ours.side.optimizer, groups)
+    windows = ours.network.backbone.encode(
         [line.split("\t")[0] for line in table.read_text().splitlines()[1:]],
         "truncate",
         max_length=max_length,
@@ -947,14 +1025,17 @@ def fine_tuning_comparison(
             plain_optimizer.step()
 
     name = f"finetune-b{batch_size}-{precision or 'fp32'}" + ("-compiled" if compiled else "")
-    return Comparison(
-        name,
+    what = (
         f"encoder of {layers} layers x {hidden} fine-tuned, {max_length} subwords, batch "
-        f"{batch_size}, {precision or 'float32'}" + (", train.compile" if compiled else ""),
-        Side("bistack run_epoch", ours, optimizer),
-        Side("plain PyTorch + transformers", plain_epoch, plain_optimizer),
-        per=texts,
+        f"{batch_size}, {precision or 'float32'}" + (", train.compile" if compiled else "")
     )
+    plain_side = Side("plain PyTorch + transformers", plain_epoch, plain_optimizer)
+    rows = [Comparison(name, what, ours.side, plain_side, per=texts)]
+    if compiled:  # the same compiled epoch against bistack's eager one, built alike
+        eager = bistack_fine_tuning(config, work / "run-eager", device, precision, False)
+        against = f"{what}, against bistack eager"
+        rows.append(Comparison(f"{name}-vs-eager", against, ours.side, eager.side, per=texts))
+    return rows
 
 
 # ---- the report ------------------------------------------------------------------------------
@@ -976,8 +1057,9 @@ def measured(device: torch.device, comparison: Comparison) -> dict:
     times = comparison.extra.get("times")
     if times:  # one sentence at a time: the p50 of the last run's calls
         row["p50_ms"] = {k: 1000 * statistics.median(v) for k, v in times.items()}
-    if "stages_differ" in comparison.extra:
-        row["stages_differ"] = comparison.extra["stages_differ"]
+    for key in ("stages_differ", "cosine"):
+        if key in comparison.extra:
+            row[key] = comparison.extra[key]
     return row
 
 
@@ -1008,6 +1090,11 @@ def report(rows: list[dict], device: torch.device, sentences: int) -> str:
             )
 
         what = row["what"] + (f" (floor: {row['stages_differ']})" if "stages_differ" in row else "")
+        if "cosine" in row:  # the same states at another precision: how close they are
+            what += (
+                f"; cosine of the last 4 layers' states {row['cosine']['mean']:.5f} "
+                f"(worst {row['cosine']['worst']:.4f})"
+            )
         if "p50_ms" in row:
             what += (
                 f"; p50 {row['p50_ms']['bistack']:.2f} ms against {row['p50_ms']['floor']:.2f} ms"
@@ -1023,6 +1110,7 @@ TAGGER_ROWS = (
     "predict-confidences", "predict-confidences-host",
 )  # fmt: skip
 SOFTMAX_ROWS = ("train-device, softmax head", "predict-device, softmax head")
+COMPILED_ROW = "finetune-b16-bf16-mixed-compiled"  # and its -vs-eager row
 
 
 @dataclass(frozen=True)
@@ -1036,18 +1124,17 @@ class Planned:
 
 def planned(args: argparse.Namespace, device: torch.device, train: Sentences) -> list[Planned]:
     """Every group of rows, not yet built: the compile row first (the most uncertain, where
-    asked), then the taggers, the feature cache and the fine-tuning rows."""
+    asked), then the taggers, the feature cache, the frozen pass in bfloat16 and the
+    fine-tuning rows."""
     found = []
     large = (args.large_texts, args.large_length)
     if args.large and args.compile:  # compiling costs minutes on a CPU: asked for where it pays
         found.append(
             Planned(
-                ("finetune-b16-bf16-mixed-compiled",),
-                lambda: [
-                    fine_tuning_comparison(
-                        args.large, device, "bf16-mixed", 16, *large, compiled=True
-                    )
-                ],
+                (COMPILED_ROW, f"{COMPILED_ROW}-vs-eager"),
+                lambda: fine_tuning_comparisons(
+                    args.large, device, "bf16-mixed", 16, *large, compiled=True
+                ),
             )
         )
     found.append(Planned(TAGGER_ROWS, lambda: tagger_comparisons(train, device, None)))
@@ -1073,6 +1160,17 @@ def planned(args: argparse.Namespace, device: torch.device, train: Sentences) ->
                 ("feature-cache",), lambda: [feature_cache_comparison(train, args.backbone, device)]
             )
         )
+    if args.backbone:  # its config and tokenizer, at the shape asked (base size)
+        found.append(
+            Planned(
+                ("frozen-pass-bf16",),
+                lambda: [
+                    frozen_precision_comparison(
+                        args.backbone, device, args.frozen_shape, 64, args.frozen_length
+                    )
+                ],
+            )
+        )
     if args.large:
         for precision in (None, "bf16-mixed"):
             for batch_size in (16, 64):
@@ -1080,9 +1178,9 @@ def planned(args: argparse.Namespace, device: torch.device, train: Sentences) ->
                 found.append(
                     Planned(
                         (name,),
-                        lambda p=precision, b=batch_size: [
-                            fine_tuning_comparison(args.large, device, p, b, *large)
-                        ],
+                        lambda p=precision, b=batch_size: fine_tuning_comparisons(
+                            args.large, device, p, b, *large
+                        ),
                     )
                 )
     return found
@@ -1130,6 +1228,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, help="at most this many training sentences")
     parser.add_argument("--large-texts", type=int, default=512)
     parser.add_argument("--large-length", type=int, default=256)
+    parser.add_argument(
+        "--frozen-shape",
+        nargs=3,
+        type=int,
+        default=[768, 12, 12],
+        metavar=("HIDDEN", "LAYERS", "HEADS"),
+        help="the frozen-pass row's encoder (base size by default)",
+    )
+    parser.add_argument(
+        "--frozen-length", type=int, default=128, help="the frozen-pass row's subwords a row"
+    )
     parser.add_argument(
         "--crf-sentences", type=int, default=CRF_SENTENCES, help="a CRF row's batch (sentences)"
     )

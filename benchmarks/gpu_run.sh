@@ -80,15 +80,20 @@ for name in ('torch', 'transformers', 'tokenizers', 'safetensors', 'numpy', 'lig
 step minilm 30 "$PYTHON" benchmarks/random_backbone.py "$minilm" "$site/minilm" ${MINILM_SHAPE:-}
 # shellcheck disable=SC2086
 step large 45 "$PYTHON" benchmarks/random_backbone.py "$minilm" "$site/large" ${LARGE_SHAPE:-1024 24 16}
+# shellcheck disable=SC2206  # the frozen-pass row's shape: three numbers
 rows=(--train "$train" --limit "${LIMIT:-2000}" --backbone "$site/minilm"
       --large "$site/large" --large-texts "${LARGE_TEXTS:-256}" --large-length "${LARGE_LENGTH:-128}"
       --crf-sentences "${CRF_SENTENCES:-256}"
+      --frozen-shape ${FROZEN_SHAPE:-768 12 12} --frozen-length "${FROZEN_LENGTH:-128}"
       --device "${DEVICE:-cuda}" --out "$OUT")
 compiled=finetune-b16-bf16-mixed-compiled
 # The compile row first, in a step of its own: the most uncertain (minutes of compiling), it
 # cannot eat the other rows' time, and a failure or time-out there is recorded in gpu.json.
+# Its two rows: the compiled epoch against the plain loop, then against bistack's eager epoch.
 if ! step compile 180 "$PYTHON" benchmarks/gpu.py "${rows[@]}" --compile --rows "$compiled"; then
-    "$PYTHON" benchmarks/gpu.py --out "$OUT" --missing "$compiled" "the compile step did not finish it (${failed[-1]})"
+    for row in "$compiled" "$compiled-vs-eager"; do
+        "$PYTHON" benchmarks/gpu.py --out "$OUT" --missing "$row" "the compile step did not finish it (${failed[-1]})"
+    done
 fi
 step gpu 160 "$PYTHON" benchmarks/gpu.py "${rows[@]}" --after-existing --skip-rows "$compiled"
 # Whatever happened: every planned row gpu.json lacks named there, and gpu.md written from it.

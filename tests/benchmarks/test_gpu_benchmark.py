@@ -53,6 +53,8 @@ def test_every_row_times_the_same_stages_on_both_sides_and_is_reported(modules, 
         large_length=12,
         compile=False,
         crf_sentences=8,
+        frozen_shape=[32, 2, 2],
+        frozen_length=8,
     )
     sentences = [(s.tokens, s.tags) for s in gpu.read_conll(train)]
     comparisons = gpu.comparisons(args, torch.device("cpu"), sentences)
@@ -61,7 +63,7 @@ def test_every_row_times_the_same_stages_on_both_sides_and_is_reported(modules, 
         "train-device", "train-from-ids", "train-device, bf16-mixed", "predict-from-tokens",
         "predict-device", "predict-one", "predict-confidences", "feature-cache",
         "train-device, pytorch-crf", "predict-device, pytorch-crf",
-        "finetune-b16-fp32", "finetune-b64-fp32", "finetune-b16-bf16-mixed",
+        "finetune-b16-fp32", "finetune-b64-fp32", "finetune-b16-bf16-mixed", "frozen-pass-bf16",
         "train-device, softmax head", "predict-device, softmax head",
         *(f"crf-{stage}-{tags}" for stage in ("train", "decode") for tags in (9, 17, 37, 73)),
     }  # fmt: skip
@@ -73,13 +75,18 @@ def test_every_row_times_the_same_stages_on_both_sides_and_is_reported(modules, 
         else:
             problems += found
     assert not problems, "\n".join(problems)
-    measured = [gpu.measured(torch.device("cpu"), c) for c in comparisons[:3]]
+    frozen = next(c for c in comparisons if c.row == "frozen-pass-bf16")
+    measured = [gpu.measured(torch.device("cpu"), c) for c in [*comparisons[:3], frozen]]
     for row in measured:
         for side in ("bistack", "floor"):
             assert len(row[side]["runs_s"]) == timed.REPEATS
             assert row[side]["min_s"] <= row[side]["median_s"] <= row[side]["max_s"]
     report = gpu.report(measured, torch.device("cpu"), len(sentences))
     assert "BiLSTM-CRF training epoch, batches prebuilt on the device" in report
+    # bfloat16's states against float32's: close, and said beside the row
+    assert 0.99 < measured[-1]["cosine"]["worst"] <= measured[-1]["cosine"]["mean"] <= 1.0 + 1e-6
+    assert "encoder of 2 layers x 32, batch 64, 8 subwords, bf16-mixed against float32" in report
+    assert f"cosine of the last 4 layers' states {measured[-1]['cosine']['mean']:.5f}" in report
 
 
 def test_the_check_names_a_stage_only_one_timer_holds_and_another_optimizer(modules):
@@ -112,7 +119,7 @@ def test_a_fine_tuning_step_issues_no_more_operators_than_a_plain_loop(modules, 
     _, gpu = modules
     torch.set_num_threads(1)
     encoder = tiny_transformer(tmp_path / "tiny-24", layers=24)
-    comparison = gpu.fine_tuning_comparison(
+    (comparison,) = gpu.fine_tuning_comparisons(
         str(encoder), torch.device("cpu"), None, batch_size=4, texts=12, max_length=12
     )
     counts = {}
@@ -216,7 +223,7 @@ def smoke(out, *settings: str) -> subprocess.CompletedProcess:
     )  # fmt: skip
 
 
-@pytest.mark.slow
+@pytest.mark.device_call
 def test_the_prepared_call_runs_on_the_cpu_and_brings_back_every_row_in_few_files(tmp_path):
     done = smoke(tmp_path / "out")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -224,13 +231,18 @@ def test_the_prepared_call_runs_on_the_cpu_and_brings_back_every_row_in_few_file
     files = sorted(p.name for p in (tmp_path / "out").rglob("*"))
     assert files == ["gpu.json", "gpu.md", "run.log"]  # at most 4: the device tool brings 8
     rows = json.loads((tmp_path / "out" / "gpu.json").read_text())
-    assert rows[0]["row"] == "finetune-b16-bf16-mixed-compiled" and len(rows) > 1
+    assert [row["row"] for row in rows[:2]] == [
+        "finetune-b16-bf16-mixed-compiled",  # against the plain loop
+        "finetune-b16-bf16-mixed-compiled-vs-eager",  # against bistack eager
+    ]
+    assert rows[1]["floor_side"] == "bistack run_epoch"
+    assert "frozen-pass-bf16" in {row["row"] for row in rows}
     assert not any("error" in row for row in rows)
     log = (tmp_path / "out" / "run.log").read_text()
     assert "=== compile (limit 180 s)" in log and "=== gpu (limit" in log
 
 
-@pytest.mark.slow
+@pytest.mark.device_call
 def test_the_prepared_call_fails_loudly_naming_each_step_and_row(tmp_path):
     done = smoke(tmp_path / "out", "GPU_SMOKE_DEVICE=nowhere")
     assert done.returncode != 0
@@ -238,8 +250,11 @@ def test_the_prepared_call_fails_loudly_naming_each_step_and_row(tmp_path):
     assert last.startswith("failed: compile (exit 1); gpu (exit 1); row ")
     rows = json.loads((tmp_path / "out" / "gpu.json").read_text())
     why = "the compile step did not finish it (compile (exit 1))"
-    assert rows[0] == {"row": "finetune-b16-bf16-mixed-compiled", "error": why}
-    assert len(rows) > 20 and all(row["error"].startswith("not reached") for row in rows[1:])
+    assert rows[:2] == [
+        {"row": "finetune-b16-bf16-mixed-compiled", "error": why},
+        {"row": "finetune-b16-bf16-mixed-compiled-vs-eager", "error": why},
+    ]
+    assert len(rows) > 20 and all(row["error"].startswith("not reached") for row in rows[2:])
     for row in rows:  # every planned row named, in the last line and in gpu.md
         assert f"row {row['row']} - " in last
         assert f"| {row['row']} | " in (tmp_path / "out" / "gpu.md").read_text()
@@ -360,3 +375,21 @@ def test_a_gpu_step_killed_halfway_leaves_every_row_it_did_not_reach_named(modul
     assert all(row["error"].startswith("not reached") for row in rows[2:])
     page = (out / "gpu.md").read_text()
     assert "stale" not in page and all(f"| {name} | " in page for name in names)
+
+
+def test_ci_runs_the_prepared_calls_smoke_after_the_suite():
+    """The call's smoke is outside ``make test`` (the marker ``device_call``), yet never
+    unchecked: CI runs ``make gpu-smoke-test`` after the suite, and it selects both smoke
+    tests."""
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert ci.index("\nmake test\n") < ci.index("\nmake gpu-smoke-test\n")
+    collect = ["--collect-only", "-q", "-p", "no:cacheprovider", "-m", "device_call"]
+    command = [sys.executable, "-m", "pytest", *collect, "tests/benchmarks/test_gpu_benchmark.py"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    collected = done.stdout
+    chosen = [line for line in collected.splitlines() if "::" in line]
+    assert [line.rsplit("::", 1)[1] for line in chosen] == [
+        "test_the_prepared_call_runs_on_the_cpu_and_brings_back_every_row_in_few_files",
+        "test_the_prepared_call_fails_loudly_naming_each_step_and_row",
+    ]

@@ -203,8 +203,13 @@ def test_compare_poolers_with_too_few_folds(tmp_path):
     )
     done = bistack("compare-poolers", str(config), "--folds", "1")
     assert done.returncode == 2 and b"argument --folds: must be >= 2, got 1" in done.stderr
-    line = one_line_error(bistack("compare-poolers", str(config), "--folds", "4"))
+    out = ["--output", str(tmp_path / "compared")]
+    line = one_line_error(bistack("compare-poolers", str(config), "--folds", "4", *out))
     assert "--folds 4: more folds than the 3 rows to split" in line
+    # seeds are a study on dev: asked beside --folds, refused rather than left unused
+    asked = ("--folds", "2", "--seeds", "5")
+    line = one_line_error(bistack("compare-poolers", str(config), *asked, *out))
+    assert "--seeds 5 and --folds 2 ask for two studies" in line
 
 
 @pytest.mark.parametrize(

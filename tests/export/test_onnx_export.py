@@ -364,6 +364,10 @@ def test_a_model_over_transformer_layers_exports_with_its_backbone(tmp_path, nam
     )
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout) == got[0].to_json()
+    # token weights: refused as the saved model refuses them, naming the layers it pools over
+    for opened in (model, exported):
+        with pytest.raises(ConfigError, match="pools over a transformer's layers, not over tokens"):
+            opened.predict(texts[:1], attention=True)
 
 
 LAYER_TAGGERS = {

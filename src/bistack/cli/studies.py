@@ -71,10 +71,9 @@ def add_compare_poolers(commands: Any) -> None:
     compare.add_argument(
         "--seeds",
         type=ranged(int, 1),
-        default=3,
-        help="seeds per pooler (default 3), each scored on the dev rows (data.dev, else the "
-        "share of data.train a run holds out): each pooler's seeds are one bistack cv in "
-        "OUTPUT/POOLER",
+        help="seeds per pooler (default 3; not with --folds), each scored on the dev rows "
+        "(data.dev, else the share of data.train a run holds out): each pooler's seeds are one "
+        "bistack cv in OUTPUT/POOLER",
     )
     compare.add_argument(
         "--folds",

@@ -39,14 +39,15 @@ from bistack.text_models.config import LayerPoolingTextConfig
 class PoolerStudy:
     """What a comparison is asked: the ``poolers`` (a pooler that reads each layer's vectors
     once for each of ``vectors``: ``cls``, ``mean``; None: the config's), over ``seeds`` seeds
-    on dev or, with ``folds``, a K-fold CV; ``finished_only``: train nothing, tabulate the runs
-    finished so far (each score named by its fold or seed); ``only_runs`` (``fold<K>`` or
-    ``seed<N>``): train only these, then tabulate every finished one (processes or machines
-    sharing one long comparison); ``blend``: with ``folds``, the blend of the poolers' CVs."""
+    on dev (None: 3) or, with ``folds``, a K-fold CV; ``finished_only``: train nothing,
+    tabulate the runs finished so far (each score named by its fold or seed); ``only_runs``
+    (``fold<K>`` or ``seed<N>``): train only these, then tabulate every finished one (processes
+    or machines sharing one long comparison); ``blend``: with ``folds``, the blend of the
+    poolers' CVs."""
 
     poolers: Sequence[str] = tuple(POOLER_VARIANTS)
     vectors: Sequence[str] | None = None
-    seeds: int = 3
+    seeds: int | None = None
     folds: int | None = None
     finished_only: bool = False
     only_runs: Sequence[str] = ()
@@ -58,17 +59,27 @@ class PoolerStudy:
         folds; or the dev split trained with a seed a repeat, stopping on the dev rows."""
         if self.folds:
             return CVSettings(self.folds, inner_dev=True)
-        return CVSettings(1, repeats=self.seeds, split="dev")
+        return CVSettings(1, repeats=self.seed_count, split="dev")
 
     @property
     def run_names(self) -> list[str]:
         if self.folds:
             return [f"fold{k}" for k in range(self.folds)]
-        return [f"seed{s}" for s in range(1, self.seeds + 1)]
+        return [f"seed{s}" for s in range(1, self.seed_count + 1)]
+
+    @property
+    def seed_count(self) -> int:
+        """The seeds a study on dev trains each pooler with."""
+        return self.seeds or 3
 
     def check(self) -> None:
-        """A ConfigError for what cannot act: a run not in the comparison, a blend of seeds, a
-        blend of unfinished CVs."""
+        """A ConfigError for what cannot act: seeds asked of a K-fold study, a run not in the
+        comparison, a blend of seeds, a blend of unfinished CVs."""
+        if self.seeds and self.folds:
+            raise ConfigError(
+                f"--seeds {self.seeds} and --folds {self.folds} ask for two studies: seeds each "
+                "scored on the dev rows, or a K-fold CV over data.train; give one"
+            )
         outside = [run for run in self.only_runs if run not in self.run_names]
         if outside:
             raise ConfigError(
@@ -169,7 +180,7 @@ def _write_and_show(
     where = (
         f"{study.folds}-fold CV on {table.parent.name}/{table.name}"
         if study.folds
-        else f"dev, {study.seeds} seeds"
+        else f"dev, {study.seed_count} seeds"
     )
     mode = "fine-tuned" if config.backbone.finetune else "frozen"
     comparison = Comparison(

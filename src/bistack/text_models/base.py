@@ -16,6 +16,12 @@ from bistack.text_models.formats import Table, table_of
 from bistack.text_models.outputs import Outputs, RawOutputs, TargetOutputs
 from bistack.text_models.prediction import TextPrediction, with_blank_texts
 
+# Why a model over a transformer's layers (saved or exported) shows no token weights.
+OVER_LAYERS_REFUSAL = (
+    "it pools over a transformer's layers, not over tokens, so it has no token weights; "
+    "a recurrent classifier or regressor with 'additive' or 'dot' pooling has them"
+)
+
 
 class TextModelBase(ABC):
     """What every text model does with its outputs, whatever computes them (PyTorch, or an
@@ -35,9 +41,8 @@ class TextModelBase(ABC):
         it has them."""
         if self.attends:
             return None
-        pooling = getattr(getattr(self.config, "pooling", None), "type", None)
         return (
-            f"it pools with {pooling!r}, which weighs no tokens; train one with "
+            f"it pools with {self.config.pooling.type!r}, which weighs no tokens; train one with "
             "'additive' or 'dot' pooling for token weights"
         )
 

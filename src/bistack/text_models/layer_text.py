@@ -29,7 +29,7 @@ from bistack.models.backbone_files import (
 from bistack.models.frozen_pass import FrozenPass
 from bistack.models.mode import as_array, evaluating
 from bistack.models.saved import SavedKind, SavedModel
-from bistack.text_models.base import Regression, TextModelBase
+from bistack.text_models.base import OVER_LAYERS_REFUSAL, Regression, TextModelBase
 from bistack.text_models.config import (
     LayerClassifierConfig,
     LayerPoolingTextConfig,
@@ -49,10 +49,7 @@ class LayerPoolingTextModel(SavedKind, TextModelBase):
     attends = False  # it pools over layers, not tokens: no token weights to show
 
     def attention_refusal(self) -> str:
-        return (
-            "it pools over a transformer's layers, not over tokens, so it has no token weights; "
-            "a recurrent classifier or regressor with 'additive' or 'dot' pooling has them"
-        )
+        return OVER_LAYERS_REFUSAL
 
     def __init__(
         self,

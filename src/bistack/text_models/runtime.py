@@ -41,7 +41,7 @@ from bistack.files.onnx_session import (
     token_feed,
     tokenizer_in,
 )
-from bistack.text_models.base import TextModelBase
+from bistack.text_models.base import OVER_LAYERS_REFUSAL, TextModelBase
 from bistack.text_models.config import (
     ClassifierConfig,
     LayerClassifierConfig,
@@ -213,6 +213,9 @@ class ExportedLayerTextModel(ExportedText):
 
     INPUTS = (*WINDOW_INPUTS, *TOKEN_INPUTS)
     REQUIRED = WINDOW_INPUTS
+
+    def attention_refusal(self) -> str:
+        return OVER_LAYERS_REFUSAL
 
     def __init__(self, files: ExportedFiles, stage: SharedStage | None = None) -> None:
         super().__init__(files)
