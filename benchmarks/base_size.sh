@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The base-size encoder (all-mpnet-base-v2, `make backbones` first) where its users compare:
 # each recipe is its MiniLM recipe with only the backbone and its precision changed.
-#   OMP_NUM_THREADS=1 bash benchmarks/base_size.sh conll03|commonlit|commonlit-top2|commonlit-top4|sst2
+#   OMP_NUM_THREADS=1 bash benchmarks/base_size.sh conll03|commonlit|commonlit-top2|commonlit-top4|commonlit-blend|sst2|sst2-top2
 # conll03: the stacked tagger (configs/conll03-stacked-mpnet-crf.yaml), seeds 1-3, dev F1 beside
 #   MiniLM's (benchmarks/results/stacked-conll03.md); the first run builds the cache and its
 #   line gives the time (runs/benchmarks/base-size/conll03-seed1/train.log); the table:
@@ -11,7 +11,8 @@
 # commonlit-top2, commonlit-top4: the LSTM over the layers' means with the top 2 or 4 layers
 #   trained (configs/commonlit-mpnet-top2.yaml, -top4.yaml), a 5-fold `bistack cv --inner-dev`
 #   on the same folds.
-# sst2: the layer classifier's dev accuracy, 3 seeds.
+# commonlit-blend: after both, the blend of the frozen poolers' CVs and the top-K runs.
+# sst2: the layer classifier's dev accuracy, 3 seeds; sst2-top2: with its top 2 layers trained.
 # Every run is reused when finished and resumes when killed; each keeps its train.log, whose
 # lines give the backbone pass's and the training's times. Tables: benchmarks/results/base-size/.
 set -euo pipefail
@@ -49,11 +50,36 @@ case "${1:-}" in
     .venv/bin/python benchmarks/cv_record.py "$out" "$RESULTS/commonlit-$top.json"
     .venv/bin/python benchmarks/base_size_pages.py  # the pages, from their JSON
     ;;
+  commonlit-blend)
+    # The frozen table's six poolers and the top-2 and top-4 runs (all on the same folds),
+    # blended on their out-of-fold predictions; the frozen CVs are rerun where missing.
+    for top in top2 top4; do
+      [[ -f $RUNS/commonlit-$top-lstm/cv.json ]] || {
+        echo "base_size.sh commonlit-$top first: its CV is not finished" >&2; exit 2; }
+    done
+    $BISTACK compare-poolers configs/commonlit-mpnet-layers.yaml --folds 5 \
+      --poolers lstm,gru,attention,weighted,mean,cls --output $RUNS/compare-commonlit --no-progress
+    frozen=(lstm-mean gru-mean attention-mean weighted-mean mean cls)
+    $BISTACK blend "${frozen[@]/#/$RUNS/compare-commonlit/}" $RUNS/commonlit-top2-lstm \
+      $RUNS/commonlit-top4-lstm --output $RUNS/commonlit-blend-frozen-and-top --overwrite
+    cp $RUNS/commonlit-blend-frozen-and-top/blend.json "$RESULTS/commonlit-top-blend.json"
+    .venv/bin/python benchmarks/base_size_pages.py  # the pages, from their JSON
+    ;;
   sst2)
     $BISTACK compare-poolers configs/sst2-mpnet-layers.yaml --seeds 3 --poolers lstm \
       --output $RUNS/compare-sst2 --no-progress
     for ext in json png; do cp "$RUNS/compare-sst2/compare-poolers.$ext" "$RESULTS/sst2.$ext"; done
     .venv/bin/python benchmarks/base_size_pages.py  # the pages, from their JSON
     ;;
-  *) echo "usage: bash benchmarks/base_size.sh conll03|commonlit|commonlit-top2|commonlit-top4|sst2" >&2; exit 2 ;;
+  sst2-top2)
+    # The same classifier with the top 2 layers trained (configs/sst2-mpnet-top2.yaml), 3
+    # seeds over one cache of the frozen bottom; ONLY="seed1" trains that seed alone, then
+    # tabulates the finished ones.
+    only=(); [[ -n ${ONLY:-} ]] && only=(--runs $ONLY)
+    $BISTACK compare-poolers configs/sst2-mpnet-top2.yaml --seeds 3 --poolers lstm \
+      --output $RUNS/compare-sst2-top2 --no-progress "${only[@]}"
+    cp "$RUNS/compare-sst2-top2/compare-poolers.json" "$RESULTS/sst2-top2.json"
+    .venv/bin/python benchmarks/base_size_pages.py  # the pages, from their JSON
+    ;;
+  *) echo "usage: bash benchmarks/base_size.sh conll03|commonlit|commonlit-top2|commonlit-top4|commonlit-blend|sst2|sst2-top2" >&2; exit 2 ;;
 esac

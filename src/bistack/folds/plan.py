@@ -88,11 +88,7 @@ class FoldPlan:
     def runs(self) -> list[tuple[int, int, str]]:
         """``(repeat, fold, name)`` of every fold model, in training order."""
         return [
-            (
-                repeat,
-                fold,
-                f"seed{repeat + 1}" if self.seeded else fold_name(repeat, fold, self.repeats),
-            )
+            (repeat, fold, fold_name(repeat, fold, self.repeats, self.seeded))
             for repeat in range(self.repeats)
             for fold in range(self.folds)
         ]
@@ -135,8 +131,11 @@ class FoldPlan:
         return plan
 
 
-def fold_name(repeat: int, fold: int, repeats: int) -> str:
-    """``fold0``..., or ``repeat1-fold0``... when the folds are repeated."""
+def fold_name(repeat: int, fold: int, repeats: int, seeded: bool = False) -> str:
+    """``fold0``..., or ``repeat1-fold0``... when the folds are repeated; ``seed1``... where
+    each repeat is one split trained with a seed of its own (a dev split's seeds)."""
+    if seeded:
+        return f"seed{repeat + 1}"
     return f"fold{fold}" if repeats == 1 else f"repeat{repeat + 1}-fold{fold}"
 
 

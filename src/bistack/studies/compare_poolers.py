@@ -26,6 +26,7 @@ from bistack.cv.run import run_cv
 from bistack.errors import ConfigError
 from bistack.files.paths import refuse_overlap
 from bistack.folds.contract import FoldResult, Recorded
+from bistack.folds.plan import fold_name
 from bistack.folds.settings import CVSettings
 from bistack.runs.driver import DEFAULT_OPTIONS, RunOptions
 from bistack.studies.pooler_variants import POOLER_VARIANTS, pooler_runs, vectors_read
@@ -64,8 +65,8 @@ class PoolerStudy:
     @property
     def run_names(self) -> list[str]:
         if self.folds:
-            return [f"fold{k}" for k in range(self.folds)]
-        return [f"seed{s}" for s in range(1, self.seed_count + 1)]
+            return [fold_name(0, fold, 1) for fold in range(self.folds)]
+        return [fold_name(seed, 0, self.seed_count, seeded=True) for seed in range(self.seed_count)]
 
     @property
     def seed_count(self) -> int:
