@@ -106,67 +106,125 @@ def commonlit_page() -> str:
     return "\n".join(lines)
 
 
-def commonlit_top_layers_page() -> str:
-    """The LSTM over the layers' means with the top 2 layers trained, fold by fold beside the
-    frozen one on the same folds, and against the frozen blend."""
+TOPS = (2, 4)  # the top layers trained, each run's JSON commonlit-top{K}.json
+
+
+def fold_verdict(still: list[float], tuned: list[float]) -> str:
+    """Fold by fold, a top-K run's RMSE against the frozen one's on the same folds: the mean
+    gain against Student's t at 95% over its standard error."""
     import statistics
 
     from bistack.metrics.noise import t_quantile_975
 
-    top, context = read("commonlit-top2.json"), read("context.json")["commonlit_top2"]
+    gains = [a - b for a, b in zip(still, tuned, strict=True)]  # RMSE: positive, top-K better
+    mean_gain = statistics.fmean(gains)
+    bound = t_quantile_975(len(gains) - 1) * statistics.stdev(gains) / len(gains) ** 0.5
+    if abs(mean_gain) <= bound:
+        return f"within the noise of the folds ({mean_gain:+.4f} ± {bound:.4f}, 95%)"
+    side = "better" if mean_gain > 0 else "worse"
+    return f"{side} beyond the noise of the folds ({mean_gain:+.4f} ± {bound:.4f}, 95%)"
+
+
+def top_blend_lines(frozen_nested: float) -> list[str]:
+    """The blend of the frozen poolers' CVs and the top-K runs (``commonlit-top-blend.json``,
+    once ``base_size.sh commonlit-blend`` has run), against the frozen blend."""
+    if not (PAGES / "commonlit-top-blend.json").is_file():
+        return ["The blend of the frozen and top-K runs: not run yet (`commonlit-blend`).", ""]
+    blend = read("commonlit-top-blend.json")
+    nested = blend["scores"]["nested"]
+    return [
+        "## The frozen poolers and the top-K runs, blended",
+        "",
+        "| run | CV RMSE (pooled) | blend weight | blend without it (in-sample) |",
+        "|---|---|---|---|",
+        *(
+            f"| {run['name']} | {run['cv']:.4f} | {run['weight']:.3f} | "
+            f"{run['blend_without_it']:.4f} |"
+            for run in blend["runs"]
+        ),
+        f"| **blend, nested** | **{nested:.4f}** | | |",
+        f"| blend, in-sample (optimistic) | {blend['scores']['in_sample']:.4f} | | |",
+        "",
+        f"Nested (each fold's weights fitted on the other folds' out-of-fold predictions), the "
+        f"blend of the frozen and top-K runs reads **{nested:.4f}** against the frozen blend's "
+        f"{frozen_nested:.4f} (`commonlit-blend.json`, {nested - frozen_nested:+.4f}). Its "
+        f"verdict, from `commonlit-top-blend.json`: {blend['verdict']['says']}.",
+        "",
+    ]
+
+
+def commonlit_top_layers_page() -> str:
+    """The LSTM over the layers' means with its top K layers trained, fold by fold beside the
+    frozen one on the same folds, then blended with the frozen poolers."""
+    import statistics
+
+    found = [k for k in TOPS if (PAGES / f"commonlit-top{k}.json").is_file()]
+    tops = {k: read(f"commonlit-top{k}.json") for k in found}
+    context = read("context.json")
     frozen = next(r for r in read("commonlit.json")["results"] if r["name"] == "lstm-mean")
     blend = read("commonlit-blend.json")
     by_fold = dict(zip(frozen["runs"], frozen["scores"], strict=True))
-    names = list(top["folds"])
-    tuned = [top["folds"][name]["score"] for name in names]
+    names = list(tops[2]["folds"])
     still = [by_fold[name] for name in names]
-    gains = [a - b for a, b in zip(still, tuned, strict=True)]  # RMSE: positive, top-2 better
-    mean_gain = statistics.fmean(gains)
-    error = statistics.stdev(gains) / len(gains) ** 0.5
-    bound = t_quantile_975(len(gains) - 1) * error
-    if abs(mean_gain) <= bound:
-        verdict = f"within the noise of the folds ({mean_gain:+.4f} ± {bound:.4f}, 95%)"
-    else:
-        side = "better" if mean_gain > 0 else "worse"
-        verdict = f"{side} beyond the noise of the folds ({mean_gain:+.4f} ± {bound:.4f}, 95%)"
-    summary, nested = top["summary"], blend["scores"]["nested"]
+    tuned = {k: [top["folds"][name]["score"] for name in names] for k, top in tops.items()}
+    header = " | ".join(f"top {k} trained" for k in tops)
+    seconds = " | ".join(f"seconds, top {k}" for k in tops)
+    rows = [
+        f"| {name} | {by_fold[name]:.4f} | "
+        + " | ".join(f"{top['folds'][name]['score']:.4f}" for top in tops.values())
+        + " | "
+        + " | ".join(f"{top['folds'][name]['seconds']:.0f}" for top in tops.values())
+        + " |"
+        for name in names
+    ]
+    spread = " | ".join(
+        f"{statistics.fmean(t):.4f} ± {statistics.stdev(t):.4f}" for t in tuned.values()
+    )
+    pooled = "; ".join(
+        f"the top-{k} run **{top['summary']['cv']:.4f}** (fold by fold against the frozen LSTM "
+        f"{fold_verdict(still, tuned[k])})"
+        for k, top in tops.items()
+    )
     lines = [
-        "# all-mpnet-base-v2 with its top 2 layers trained: RMSE, 5-fold CV of CommonLit's "
-        "train.csv (`configs/commonlit-mpnet-top2.yaml`, `--inner-dev`)",
+        "# all-mpnet-base-v2 with its top layers trained: RMSE, 5-fold CV of CommonLit's "
+        "train.csv (`configs/commonlit-mpnet-top2.yaml`, `-top4.yaml`, `--inner-dev`)",
         "",
-        "| fold | frozen (LSTM over the layers' means) | top 2 layers trained | seconds (fold) |",
-        "|---|---|---|---|",
-        *(
-            f"| {name} | {by_fold[name]:.4f} | {top['folds'][name]['score']:.4f} | "
-            f"{top['folds'][name]['seconds']:.0f} |"
-            for name in names
-        ),
+        f"| fold | frozen (LSTM over the layers' means) | {header} | {seconds} |",
+        "|---|---|" + "---|" * (2 * len(tops)),
+        *rows,
         f"| mean ± std | {statistics.fmean(still):.4f} ± {statistics.stdev(still):.4f} | "
-        f"{statistics.fmean(tuned):.4f} ± {statistics.stdev(tuned):.4f} | |",
+        f"{spread} |" + " |" * len(tops),
         "",
-        f"Pooled over every row's out-of-fold prediction, the top-2 run reads "
-        f"**{summary['cv']:.4f}**; the frozen LSTM's pooled CV read {blend['runs'][0]['cv']:.4f} "
-        f"and the frozen blend of six poolers, nested, **{nested:.4f}** "
-        "(`commonlit-blend.json`). Fold by fold against the frozen LSTM on the same folds (the "
-        "same table, `data.split_seed` and binned-target splitter), training the top 2 layers "
-        f"is {verdict}: the mean gain in RMSE over its standard error, against Student's t at "
-        f"{len(gains) - 1} degrees of freedom.",
+        f"Pooled over every row's out-of-fold prediction: {pooled}. The frozen LSTM's pooled CV "
+        f"read {blend['runs'][0]['cv']:.4f} and the frozen blend of six poolers, nested, "
+        f"**{blend['scores']['nested']:.4f}** (`commonlit-blend.json`). Each verdict: the mean "
+        "gain in RMSE on the same folds (the same table, `data.split_seed` and binned-target "
+        "splitter) over its standard error, against Student's t at "
+        f"{len(names) - 1} degrees of freedom.",
         "",
+        *top_blend_lines(blend["scores"]["nested"]),
         "The frozen side is the frozen table's run (`commonlit.md`: its whole pass in "
         "bfloat16, `backbone.precision: bf16-mixed`). The recipe: the frozen recipe's LSTM over "
-        "each layer's token mean, with "
-        "`backbone.finetune: 2`: the frozen bottom (layers 1-10) computed once in bfloat16 and "
-        "cached for every fold, the top 2 layers trained in float32 at 1e-4 (the head at "
-        "1e-3), 2 epochs, a warm-up then half a cosine, validated twice an epoch on an inner dev "
-        "split; no setting was tuned on the held-out folds. A first run at 5e-5 over 3 epochs "
-        "read 0.5622 on its first fold's inner dev, still falling at its last step; it was "
-        "stopped (its code let MPNet's shared position bias train, since fixed) and this one "
-        "started. Each fold's seconds include its training, its share of the bottom's pass and "
-        f"its held-out pass, on 2 threads while other jobs shared the CPUs at times; "
-        f"{context['paused']}.",
+        "each layer's token mean, with `backbone.finetune: K`: the frozen bottom (layers 1-10 "
+        "for K = 2, 1-8 for K = 4) computed once in bfloat16 and cached for every fold, the top "
+        "K layers trained in float32 at 1e-4 (the head at 1e-3), 2 epochs, a warm-up then half "
+        "a cosine, validated twice an epoch on an inner dev split; no setting was tuned on the "
+        "held-out folds, and K = 4 took K = 2's settings unchanged. A first top-2 run at 5e-5 "
+        "over 3 epochs read 0.5622 on its first fold's inner dev, still falling at its last "
+        "step; it was stopped (its code let MPNet's shared position bias train, since fixed) "
+        "and this one started. Each fold's seconds include its training, its share of the "
+        "bottom's pass and its held-out pass, on 2 threads while other jobs shared the CPUs at "
+        f"times; top 2: {context['commonlit_top2']['paused']}"
+        + "".join(
+            f"; top {k}: {context[f'commonlit_top{k}']['paused']}"
+            for k in tops
+            if k != 2 and f"commonlit_top{k}" in context
+        )
+        + ".",
         "",
-        "Command: `make backbones`, then `OMP_NUM_THREADS=2 bash benchmarks/base_size.sh "
-        "commonlit-top2`; this page: `.venv/bin/python benchmarks/base_size_pages.py`.",
+        "Commands: `make backbones`, then `OMP_NUM_THREADS=2 bash benchmarks/base_size.sh "
+        "commonlit-top2` (and `commonlit-top4`, then `commonlit-blend`); this page: "
+        "`.venv/bin/python benchmarks/base_size_pages.py`.",
         "",
     ]
     return "\n".join(lines)
