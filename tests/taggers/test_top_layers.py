@@ -19,7 +19,9 @@ from bistack.models.backbone import TransformerBackbone
 from bistack.models.frozen_pass import FLOAT32
 from bistack.models.word_pieces import tokenize_words, word_layer_states
 from bistack.runs.driver import RunOptions
+from bistack.runs.loop import start_run
 from bistack.taggers.boundary import TaggerBottom
+from bistack.tasks import task_of
 from bistack.training import train_config
 from tests.conftest import tiny_sentences, write_conll
 from tests.fixtures.written_models.make_fixtures import tiny_transformer
@@ -107,6 +109,38 @@ def test_a_top_k_tagger_trains_its_top_layers_alone_and_tags_as_it_trained(
     )
 
 
+def test_dev_is_scored_from_its_cached_bottom_as_the_whole_pass_scores_it(tmp_path, monkeypatch):
+    """Each validation of a top-K tagger runs the top layers from dev's cached bottom, not the
+    whole encoder: its word states are the whole pass's (within float16's rounding), and so is
+    its score."""
+    config = tasks.config_from_dict(tagger(tmp_path, 1, subwords="mean"))
+    run = start_run(tmp_path / "run", 1, devices=1, strategy="auto", accelerator="cpu")
+    prepared = task_of(config.kind).prepare(config, run)
+    task, tagger_model = prepared.loop, prepared.model
+    assert task.dev_bottom is not None and len(task.dev_bottom.sentences) == 8
+    with torch.no_grad():
+        for layer in tagger_model.backbone.model.encoder.layer[2:]:  # the top layer trained
+            for weight in layer.parameters():
+                weight.add_(0.05 * torch.randn_like(weight))
+    cached = task.dev_bottom.word_states("mean")
+    sentences = [s.tokens for s in task.data.dev]
+    contexts = sentence_contexts(task.data.dev, config.backbone.context)
+    whole = tagger_model.word_states(sentences, contexts)
+    assert cached.dtype == torch.float16 and cached.shape == whole.shape
+    # float16's rounding of the bottom, carried through the trained layer: a small share
+    assert (cached.float() - whole).norm() / whole.norm() < 5e-3
+    documents = [s.document for s in task.data.dev]
+    tags = tagger_model.tag_tokens(sentences, documents=documents)
+    assert tagger_model.tag_tokens(sentences, documents=documents, states=cached) == tags
+    direct = tagger_model.score(task.data.dev, task.data.dev_source).micro.f1
+    monkeypatch.setattr(tagger_model, "word_states", forbidden)  # no whole pass at validation
+    assert task.evaluate().score == pytest.approx(direct, abs=1e-9)
+
+
+def forbidden(*args, **kwargs):
+    raise AssertionError("the whole encoder ran")
+
+
 def test_a_tagger_cross_validation_pays_for_the_bottom_pass_once(tmp_path):
     """Every fold of a top-K tagger's CV reads the sentences' bottom from one cache: each
     sentence's bottom is computed by the first fold that trains on it, read by the others."""
@@ -121,12 +155,14 @@ def test_a_tagger_cross_validation_pays_for_the_bottom_pass_once(tmp_path):
     computed = 0
     for fold in range(3):
         log = (tmp_path / "cv" / "folds" / f"fold{fold}" / "train.log").read_text()
-        line = next(x for x in log.splitlines() if x.startswith("the frozen bottom"))
-        total = int(re.search(r"of (\d+) sentences", line).group(1))
-        if "read from the cache, " in line:
-            computed += int(re.search(r"cache, (\d+) computed", line).group(1))
-        elif "computed and cached" in line:
-            computed += total
-        assert fold > 0 or "computed and cached" in line, line
+        lines = [x for x in log.splitlines() if x.startswith("the frozen bottom")]
+        assert len(lines) == 2, lines  # its training sentences', then its dev's
+        for line in lines:
+            total = int(re.search(r"of (\d+) sentences", line).group(1))
+            if "read from the cache, " in line:
+                computed += int(re.search(r"cache, (\d+) computed", line).group(1))
+            elif "computed and cached" in line:
+                computed += total
+        assert fold > 0 or "computed and cached" in lines[0], lines
     assert computed == 36  # the file's sentences, each once (6 documents of 6)
     assert (tmp_path / "cv" / "model").is_dir()

@@ -174,6 +174,25 @@ class TaggerBottom:
             found["words"].append(torch.where(own >= 0, own - starts[sentence], -1))
             found["lower"].append(lower[starts[sentence] : starts[sentence + 1]].clone())
 
+    def word_states(self, alignment: Alignment) -> Tensor:
+        """Every sentence's flat word states ``(total_words, layers, hidden)``, float16 on the
+        host in the sentences' order (as the frozen word states are cached): the frozen layers'
+        from the cache, the trained top layers run now from it (evaluation mode, no
+        gradients), batches of similar length on the backbone's device. Dev is scored so at
+        each validation, without the bottom's pass."""
+        device = next(self.backbone.parameters()).device
+        order = sorted(range(len(self.sentences)), key=lambda i: len(self.states[i]))
+        size = self.config.backbone.batch_size
+        found: list[Tensor] = [torch.empty(0)] * len(self.sentences)
+        with evaluating(self.backbone), torch.no_grad():
+            for start in range(0, len(order), size):
+                chosen = order[start : start + size]
+                words = self.batch(chosen).to(device).word_layers(self.backbone, alignment)
+                counts = [len(self.sentences[i].tokens) for i in chosen]
+                for index, own in zip(chosen, words.half().cpu().split(counts), strict=True):
+                    found[index] = own
+        return torch.cat(found)
+
     def batch(self, indices: Sequence[int]) -> BottomWords:
         """The sentences at ``indices`` as a step reads them, their rows padded to the longest
         and their words numbered over the batch in order."""

@@ -136,10 +136,12 @@ class WordLayerTask:
         train_states: Tensor | None,
         dev_states: Tensor | None,
         encoded: list[EncodedSentence] | None = None,
-        bottom: TaggerBottom | None = None,
+        bottoms: tuple[TaggerBottom, TaggerBottom] | None = None,
     ) -> None:
         self.tagger = tagger
-        self.bottom = bottom  # the training sentences' frozen bottom, with the top K trained
+        # With the top K trained, the training and dev sentences' frozen bottoms
+        self.bottom: TaggerBottom | None = None if bottoms is None else bottoms[0]
+        self.dev_bottom: TaggerBottom | None = None if bottoms is None else bottoms[1]
         self.data = data
         self.tag_ids = tag_ids
         self.encoded = encoded  # the training sentences' token features, when stacked
@@ -179,7 +181,10 @@ class WordLayerTask:
         return WordLayerBatch.of_lengths(lengths, layers=layers, tags=tags, tokens=tokens)
 
     def evaluate(self) -> Evaluation:
-        scores = self.tagger.score(self.data.dev, self.data.dev_source, states=self.dev_states)
+        states = self.dev_states
+        if self.dev_bottom is not None:  # the top K layers run from dev's cached bottom
+            states = self.dev_bottom.word_states(self.tagger.config.subwords)
+        scores = self.tagger.score(self.data.dev, self.data.dev_source, states=states)
         return tagging_evaluation(scores, self.tagger.output_scheme == PLAIN)
 
     def save_weights(self, directory: Path) -> None:
@@ -233,7 +238,7 @@ def prepare_layer_tagger(
             )
         )
     tagger = LayerPoolingTagger(model, backbone, labels, config, data.input_scheme, vocabularies)
-    bottom = top_layers_bottom(config, backbone, data.train, run)
+    bottoms = top_layers_bottoms(config, backbone, data, run)
     train_states = dev_states = None
     if not config.backbone.finetune and word_states_of is not None:
         train_states, dev_states = word_states_of(data.train), word_states_of(data.dev)
@@ -253,7 +258,7 @@ def prepare_layer_tagger(
         model=tagger,
         network=model,
         parameter_groups=model.parameter_groups,
-        loop=WordLayerTask(tagger, data, tag_ids, run, train_states, dev_states, encoded, bottom),
+        loop=WordLayerTask(tagger, data, tag_ids, run, train_states, dev_states, encoded, bottoms),
         # A frozen backbone is this run's own, unchanged: the best head joins it (not a copy).
         finish=lambda run: finish_tagger(
             partial(LayerPoolingTagger.load, backbone=backbone), data, run, cached_dev
@@ -270,21 +275,24 @@ def prepare_layer_tagger(
     )
 
 
-def top_layers_bottom(
+def top_layers_bottoms(
     config: LayerPoolingTaggerConfig,
     backbone: TransformerBackbone,
-    sentences: Sequence[Sentence],
+    data: TaggingData,
     run: Run,
-) -> TaggerBottom | None:
+) -> tuple[TaggerBottom, TaggerBottom] | None:
     """With ``backbone.finetune`` a number K of top layers: the backbone's layers below frozen
-    and their output for ``sentences``, from the cache or computed on the run's device; None
-    for a backbone frozen or fine-tuned whole (K its number of layers too)."""
+    and their output for the training and the dev sentences, from the cache or computed on the
+    run's device; None for a backbone frozen or fine-tuned whole (K its number of layers too)."""
     boundary = freeze_below_top(backbone, config.backbone.top_layers)
     if boundary is None:
         return None
+    frozen = FrozenPass.of(config.backbone)
     with moved_to(backbone, run.fabric.device):
-        frozen = FrozenPass.of(config.backbone)
-        return TaggerBottom(backbone, boundary, config, sentences, frozen, run.say)
+        return (
+            TaggerBottom(backbone, boundary, config, data.train, frozen, run.say),
+            TaggerBottom(backbone, boundary, config, data.dev, frozen, run.say),
+        )
 
 
 def stacked_summary(vocabularies: TokenVocabularies | None, features: FeaturesConfig | None) -> str:
