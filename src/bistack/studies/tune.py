@@ -22,13 +22,12 @@ say how much of its lead was luck.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import math
 import os
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from bistack.files.paths import refuse_overlap
 from bistack.metrics.dev import Metric
 from bistack.runs.checkpoint import differences
 from bistack.runs.driver import RunOptions
+from bistack.runs.rundir import output_lock
 from bistack.studies.search_space import Parameter, verdict_config, with_value
 from bistack.studies.tune_results import write_report
 from bistack.studies.tune_verdict import (
@@ -128,7 +128,8 @@ def tune(
     judged = verdict_config(config, list(settings.verdict_set), space)  # refused before trials
     output.mkdir(parents=True, exist_ok=True)
     metric = task_of(config.kind).metric_for(config)
-    with file_lock(output / ".study.lock"):  # processes starting together make one study
+    # Processes starting together make one study; the second reuses the first's runs.
+    with output_lock(output, "a tune study", wait=True, lock="study"):
         study = open_study(output, settings, config, space, metric)
         start_from_config(study, config, space)
     log = Log(output / LOG, say)
@@ -147,7 +148,7 @@ def tune(
     if not report:
         return {}
     verdict = None
-    with file_lock(output / ".verdict.lock"):  # a second process reuses the first's runs
+    with output_lock(output, "a tune verdict", wait=True, lock="verdict"):
         if settings.seeds and not unfinished(study):
             verdict = judge_best(
                 study,
@@ -377,19 +378,6 @@ def start_from_config(study: Any, config: ExperimentConfig, space: list[Paramete
     values = start_values(config, space)
     if values is not None:
         study.enqueue_trial(values, user_attrs={"start": True})
-
-
-@contextlib.contextmanager
-def file_lock(path: Path) -> Iterator[None]:
-    """Hold an exclusive lock on ``path`` (processes on this machine wait for each other)."""
-    import fcntl
-
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def counted(trials: list[Any]) -> int:
