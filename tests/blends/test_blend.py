@@ -87,7 +87,8 @@ def test_the_weights_are_fitted_on_the_out_of_fold_predictions(regressor_cvs, re
     assert result.in_sample == pytest.approx(rmse, rel=1e-5)
     assert result.in_sample <= min(result.runs.values()) + 1e-9  # the runs are each a blend
     record = json.loads((out / "blend.json").read_text())
-    assert record["scores"] == {"nested": result.nested, "in_sample": result.in_sample}
+    scores = {key: record["scores"][key] for key in ("nested", "in_sample")}
+    assert scores == {"nested": result.nested, "in_sample": result.in_sample}
     assert [r["cv"] for r in record["runs"]] == list(result.runs.values())
     assert any(line.startswith("blend: nested rmse") for line in said)
 
@@ -111,7 +112,11 @@ def test_each_folds_weights_are_fitted_without_its_rows(regressor_cvs, regressor
         recorded = record["nested_weights"][f"fold{fold}"]
         assert list(recorded.values()) == pytest.approx(weights.tolist(), abs=1e-6)
         pooled[held] = blended(weights, stacked[:, held])[:, 0]
+        # each fold's nested score, recorded to compare blends fold by fold on the same folds
+        fold_rmse = float(np.sqrt(np.mean((pooled[held] - gold[held]) ** 2)))
+        assert record["scores"]["nested_by_fold"][fold] == pytest.approx(fold_rmse, rel=1e-5)
     assert result.nested == pytest.approx(float(np.sqrt(np.mean((pooled - gold) ** 2))), rel=1e-5)
+    assert len(record["scores"]["nested_by_fold"]) == FOLDS
 
 
 def test_the_nested_fit_never_sees_the_rows_it_predicts():

@@ -84,7 +84,7 @@ def test_tagger_cvs_blend_by_out_of_fold_entity_f1(tagger_cvs, capsys):
     result = bistack.blend(runs, root / "blend")
     record = json.loads((root / "blend" / "blend.json").read_text())
     assert record["metric"] == "f1" and "entity F1" in record["objective"]
-    assert set(record["scores"]) == {"nested", "in_sample"}
+    assert set(record["scores"]) == {"nested", "in_sample", "nested_by_fold"}
     assert record["verdict"]["says"].startswith("the nested blend")
     weights = list(result.weights.values())
     assert sum(weights) == pytest.approx(1.0)

@@ -131,8 +131,13 @@ def blend(
     nested_score = score(nested_predictions)
     without = [score_without(runs, r, method, chosen, score) for r in range(len(runs))]
     record = blend_record(runs, own, weights, fold_weights, without, metric, method, chosen)
-    record["scores"] = {"nested": nested_score, "in_sample": in_sample}
-    record["verdict"] = verdict(runs, own, nested_predictions, first.plan.assignments[0], score)
+    assignment = first.plan.assignments[0]
+    record["scores"] = {
+        "nested": nested_score,
+        "in_sample": in_sample,
+        "nested_by_fold": by_fold(nested_predictions, assignment, score),
+    }
+    record["verdict"] = verdict(runs, own, nested_predictions, assignment, score)
     calibration = first.part.blend_calibration(
         stacked, weights, fold_weights, first.plan.assignments[0]
     )
@@ -171,13 +176,13 @@ def verdict(
     higher = runs[0].card.metric.higher_is_better
     choose = max if higher else min
     best = choose(runs, key=lambda run: own[run.name])
-    folds = sorted(set(assignment))
-    differences, against_picked, picks = [], [], []
-    for fold in folds:
+    blend_scores = by_fold(nested_predictions, assignment, score)
+    best_scores = by_fold(best.predictions, assignment, score)
+    differences = [b - r for b, r in zip(blend_scores, best_scores, strict=True)]
+    against_picked, picks = [], []
+    for fold, blended_score in zip(sorted(set(assignment)), blend_scores, strict=True):
         held = [i for i, f in enumerate(assignment) if f == fold]
         others = [i for i, f in enumerate(assignment) if f != fold]
-        blended_score = score(nested_predictions[held], held)
-        differences.append(blended_score - score(best.predictions[held], held))
         picked = choose(runs, key=lambda run: score(run.predictions[others], others))
         picks.append(picked.name)
         against_picked.append(blended_score - score(picked.predictions[held], held))
@@ -207,6 +212,16 @@ def verdict(
         f"fold (the best on the other folds: {', '.join(picks)}), {picked_says} it "
         f"({chosen['words']})",
     }
+
+
+def by_fold(predictions: np.ndarray, assignment: Sequence[int], score: Callable) -> list[float]:
+    """``predictions`` of every row scored on each fold's held-out rows alone, in fold order
+    (the blend's nested score fold by fold, as a CV's table gives each fold's)."""
+    found = []
+    for fold in sorted(set(assignment)):
+        held = [i for i, f in enumerate(assignment) if f == fold]
+        found.append(float(score(predictions[held], held)))
+    return found
 
 
 def paired(differences: list[float], higher: bool) -> dict[str, Any]:
