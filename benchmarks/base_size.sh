@@ -52,13 +52,12 @@ case "${1:-}" in
     ;;
   commonlit-blend)
     # The frozen table's six poolers and the top-2 and top-4 runs (all on the same folds),
-    # blended on their out-of-fold predictions; the frozen CVs are rerun where missing.
+    # blended on their out-of-fold predictions; the frozen CVs are run where missing.
     for top in top2 top4; do
       [[ -f $RUNS/commonlit-$top-lstm/cv.json ]] || {
         echo "base_size.sh commonlit-$top first: its CV is not finished" >&2; exit 2; }
     done
-    $BISTACK compare-poolers configs/commonlit-mpnet-layers.yaml --folds 5 \
-      --poolers lstm,gru,attention,weighted,mean,cls --output $RUNS/compare-commonlit --no-progress
+    bash benchmarks/base_size.sh commonlit  # the frozen table and its blend, reused if finished
     frozen=(lstm-mean gru-mean attention-mean weighted-mean mean cls)
     $BISTACK blend "${frozen[@]/#/$RUNS/compare-commonlit/}" $RUNS/commonlit-top2-lstm \
       $RUNS/commonlit-top4-lstm --output $RUNS/commonlit-blend-frozen-and-top --overwrite

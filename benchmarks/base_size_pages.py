@@ -125,13 +125,18 @@ def fold_verdict(still: list[float], tuned: list[float]) -> str:
     return f"{side} beyond the noise of the folds ({mean_gain:+.4f} ± {bound:.4f}, 95%)"
 
 
-def top_blend_lines(frozen_nested: float) -> list[str]:
+def top_blend_lines(frozen: dict) -> list[str]:
     """The blend of the frozen poolers' CVs and the top-K runs (``commonlit-top-blend.json``,
-    once ``base_size.sh commonlit-blend`` has run), against the frozen blend."""
+    once ``base_size.sh commonlit-blend`` has run), against the ``frozen`` blend (its JSON):
+    fold by fold on the same folds where both record their nested scores so."""
     if not (PAGES / "commonlit-top-blend.json").is_file():
         return ["The blend of the frozen and top-K runs: not run yet (`commonlit-blend`).", ""]
     blend = read("commonlit-top-blend.json")
-    nested = blend["scores"]["nested"]
+    nested, frozen_nested = blend["scores"]["nested"], frozen["scores"]["nested"]
+    against = ""
+    if "nested_by_fold" in blend["scores"] and "nested_by_fold" in frozen["scores"]:
+        folds = fold_verdict(frozen["scores"]["nested_by_fold"], blend["scores"]["nested_by_fold"])
+        against = f" Fold by fold against the frozen blend (nested both) it is {folds}."
     return [
         "## The frozen poolers and the top-K runs, blended",
         "",
@@ -147,8 +152,9 @@ def top_blend_lines(frozen_nested: float) -> list[str]:
         "",
         f"Nested (each fold's weights fitted on the other folds' out-of-fold predictions), the "
         f"blend of the frozen and top-K runs reads **{nested:.4f}** against the frozen blend's "
-        f"{frozen_nested:.4f} (`commonlit-blend.json`, {nested - frozen_nested:+.4f}). Its "
-        f"verdict, from `commonlit-top-blend.json`: {blend['verdict']['says']}.",
+        f"{frozen_nested:.4f} (`commonlit-blend.json`, {nested - frozen_nested:+.4f}).{against} "
+        f"Its verdict against its best run, from `commonlit-top-blend.json`: "
+        f"{blend['verdict']['says']}.",
         "",
     ]
 
@@ -202,7 +208,7 @@ def commonlit_top_layers_page() -> str:
         "splitter) over its standard error, against Student's t at "
         f"{len(names) - 1} degrees of freedom.",
         "",
-        *top_blend_lines(blend["scores"]["nested"]),
+        *top_blend_lines(blend),
         "The frozen side is the frozen table's run (`commonlit.md`: its whole pass in "
         "bfloat16, `backbone.precision: bf16-mixed`). The recipe: the frozen recipe's LSTM over "
         "each layer's token mean, with `backbone.finetune: K`: the frozen bottom (layers 1-10 "
