@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The base-size encoder (all-mpnet-base-v2, `make backbones` first) where its users compare:
 # each recipe is its MiniLM recipe with only the backbone and its precision changed.
-#   OMP_NUM_THREADS=1 bash benchmarks/base_size.sh conll03|commonlit|commonlit-top2|commonlit-top4|commonlit-blend|sst2|sst2-top2
+#   OMP_NUM_THREADS=1 bash benchmarks/base_size.sh conll03|conll03-top2|commonlit|commonlit-top2|commonlit-top4|commonlit-blend|sst2|sst2-top2
 # conll03: the stacked tagger (configs/conll03-stacked-mpnet-crf.yaml), seeds 1-3, dev F1 beside
 #   MiniLM's (benchmarks/results/stacked-conll03.md); the first run builds the cache and its
 #   line gives the time (runs/benchmarks/base-size/conll03-seed1/train.log); the table:
 #   benchmarks/base_size_report.py (results/base-size/conll03.md).
+# conll03-top2: the same tagger with its top 2 layers trained (configs/conll03-stacked-mpnet-top2
+#   .yaml), seeds 1 to SEEDS (3 unless set) over one cache of the frozen bottom, the first
+#   seed's log giving that pass's time; tabulated on the same page.
 # commonlit: the seed's comparison at base size, each pooler a 5-fold `bistack cv --inner-dev`
 #   over the layers' means on the same folds, then their blend (compare-poolers --blend).
 # commonlit-top2, commonlit-top4: the LSTM over the layers' means with the top 2 or 4 layers
@@ -30,6 +33,16 @@ case "${1:-}" in
       again=(--overwrite); [[ -f $out/checkpoint.safetensors ]] && again=(--resume)
       $BISTACK train configs/conll03-stacked-mpnet-crf.yaml --set train.seed=$seed --no-progress \
         --output "$out" "${again[@]}"
+    done
+    .venv/bin/python benchmarks/base_size_report.py
+    ;;
+  conll03-top2)
+    for seed in $(seq 1 "${SEEDS:-3}"); do
+      out=$RUNS/conll03-top2-seed$seed
+      if [[ -f $out/model/README.md && ! -f $out/checkpoint.safetensors ]]; then continue; fi
+      again=(--overwrite); [[ -f $out/checkpoint.safetensors ]] && again=(--resume)
+      $BISTACK train configs/conll03-stacked-mpnet-top2.yaml --set train.seed=$seed \
+        --no-progress --output "$out" "${again[@]}"
     done
     .venv/bin/python benchmarks/base_size_report.py
     ;;
@@ -80,5 +93,5 @@ case "${1:-}" in
     cp "$RUNS/compare-sst2-top2/compare-poolers.json" "$RESULTS/sst2-top2.json"
     .venv/bin/python benchmarks/base_size_pages.py  # the pages, from their JSON
     ;;
-  *) echo "usage: bash benchmarks/base_size.sh conll03|commonlit|commonlit-top2|commonlit-top4|commonlit-blend|sst2|sst2-top2" >&2; exit 2 ;;
+  *) echo "usage: bash benchmarks/base_size.sh conll03|conll03-top2|commonlit|commonlit-top2|commonlit-top4|commonlit-blend|sst2|sst2-top2" >&2; exit 2 ;;
 esac

@@ -12,6 +12,7 @@ cache holds a new text), the top layers with their trained weights.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,10 +103,11 @@ class BoundaryCache:
             "boundary": boundary,
             "vectors": kind,
         }
+        started = time.perf_counter()
         cached = cached_rows(cache_dir, model_fingerprint(backbone.folder), texts, key, compute)
         say(
             f"the frozen bottom (layers 1-{boundary}) of {len(texts)} texts {cached.said} "
-            f"({cached.path})"
+            f"in {time.perf_counter() - started:.0f} s ({cached.path})"
         )
         self.states = cached.rows["states"]  # each text's windows' real subwords, end to end
         self.lengths = [lengths.tolist() for lengths in cached.rows["lengths"]]

@@ -13,6 +13,7 @@ the K layers from those rows and forms each word's state in them as the whole pa
 from __future__ import annotations
 
 import bisect
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -100,12 +101,13 @@ class TaggerBottom:
             ]
             settings["context"] = options.context
         key = frozen.cache_settings(settings) | {"kind": "tagger_boundary", "boundary": boundary}
+        started = time.perf_counter()
         cached = cached_rows(
             options.cache_dir, model_fingerprint(backbone.folder), texts, key, self._bottom
         )
         say(
             f"the frozen bottom (layers 1-{boundary}) of {len(texts)} sentences {cached.said} "
-            f"({cached.path})"
+            f"in {time.perf_counter() - started:.0f} s ({cached.path})"
         )
         self.states = cached.rows["states"]  # each sentence's rows' real subwords, end to end
         self.lengths = [lengths.tolist() for lengths in cached.rows["lengths"]]
