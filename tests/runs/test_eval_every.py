@@ -16,9 +16,9 @@ from tests.text_models.test_end_to_end import sentiment_rows, text_config, write
 BATCHES = 8  # 64 rows in batches of 8: 8 optimizer steps an epoch
 
 
-def run(tmp_path, capsys, optimizer=None, **train):
+def run(tmp_path, capsys, optimizer=None, count=64, **train):
     rows = tmp_path / "train.tsv"
-    write_tsv(rows, sentiment_rows(64, 0))
+    write_tsv(rows, sentiment_rows(count, 0))
     dev = write_tsv(tmp_path / "dev.tsv", sentiment_rows(30, 1))
     settings = {"batch_size": 8, "max_epochs": 2, "patience": 20, "length_buckets": False}
     config = text_config(rows, dev, train=settings | train, optimizer=optimizer or {})
@@ -41,6 +41,13 @@ def test_a_share_of_an_epoch_validates_within_each_epoch_and_keeps_the_best(tmp_
     assert model.evaluate(tmp_path / "dev.tsv")["accuracy"] == pytest.approx(scores[best])
     card = (tmp_path / "run" / "model" / "README.md").read_text()
     assert f"(optimizer step {rows[best]['step']})" in card
+
+
+def test_a_share_that_does_not_divide_the_epoch_validates_as_often_as_it_says(tmp_path, capsys):
+    """9 steps an epoch in quarters: three validations within it, at its rounded quarters, then
+    its end; not a fourth a step before the end."""
+    rows, _ = run(tmp_path, capsys, count=72, eval_every=0.25)
+    assert [int(r["step"]) for r in rows] == [2, 4, 7, 9, 11, 13, 16, 18]
 
 
 def test_a_number_of_steps_counts_over_the_whole_run(tmp_path, capsys):

@@ -378,15 +378,18 @@ class Validation:
 def validation_points(every: float, before: int, updates: int) -> set[int]:
     """The optimizer steps of an epoch (counted from 1 within it) after which dev is scored
     besides its end: every ``every`` steps of the run (``before``: the steps of the earlier
-    epochs), or, below 1, at each ``every`` share of the epoch; none when ``every`` is 0."""
+    epochs), or, below 1, at each ``every`` share of the epoch, each share's step rounded (so
+    that 0.25 of 2,105 steps validates at 526, 1,052 and 1,579, then at the end, not at 2,104
+    and again a step later); none when ``every`` is 0."""
     if every <= 0:
         return set()
     if every >= 1:
         period = int(every)
         first = period - before % period
         return set(range(first, updates, period))
-    period = max(1, round(every * updates))
-    return set(range(period, updates, period))
+    shares = math.ceil(1 / every - 1e-9)  # the epoch's end is the last share's
+    steps = {round(k * every * updates) for k in range(1, shares)}
+    return {step for step in steps if 0 < step < updates}
 
 
 def averaged(average: WeightAverage | None) -> AbstractContextManager:
