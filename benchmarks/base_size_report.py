@@ -171,9 +171,9 @@ def top_lines(seeds: list[dict] | None, frozen: list[float]) -> list[str]:
         "2 layers trained in float32 at 1e-4 (the rest at 2e-3), a warm-up then half a cosine "
         "over 2 epochs, validated twice an epoch on dev from the cached bottom. None of these "
         "settings was tuned on dev. Seconds: the frozen bottom's pass (the first seed computes "
-        "it, the others read it), then the whole run (its share of that pass, training, "
-        "validations, the document-consistency calibration's whole pass over dev), on 2 "
-        "threads.",
+        "it, the others read it), then the run to its last validation (training and "
+        "validations, from its metrics.csv; the bottom's pass and the calibration after it "
+        "apart), on 2 threads.",
         "",
         "| run | dev F1 (as it predicts) | each sentence alone | best | validations | "
         "bottom pass, s | run, s |",
